@@ -1,0 +1,22 @@
+// Command-line parsing of the `trainer` program (CLI11): the subcommand, the optional JSON
+// config and the `--name value` overrides, with every TrainingArguments key in --help.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace trainer::cli {
+
+struct Command {
+  std::string name;    // "train" or "evaluate"
+  std::string config;  // JSON file, or "" for defaults
+  std::vector<std::pair<std::string, std::string>> overrides;
+};
+
+// Parses argv. Returns std::nullopt after printing help (exit 0). Throws InputError for unknown
+// subcommands or options (naming the nearest known argument) and malformed values.
+std::optional<Command> parse_command_line(int argc, char** argv);
+
+}  // namespace trainer::cli

@@ -1,0 +1,60 @@
+// The tutorial's third level in C++: a collator that builds {"x", "labels"}, a Trainer subclass
+// whose compute_loss is nll_loss, and train(). Usage: custom_loss [DATASET_DIR] [MAX_TRAIN_SAMPLES]
+#include <cstdio>
+
+#include <torch/torch.h>
+
+#include "datasets/mnist.h"
+#include "lib/io/errors.h"
+#include "lib/models/models.h"
+#include "trainer/trainer.h"
+
+using namespace trainer;
+
+// def collate_fn(examples): stack the images, tensor of the labels.
+data::Batch collate_fn(const std::vector<data::Example>& examples) {
+  std::vector<torch::Tensor> pixel_values, labels;
+  for (const auto& example : examples) {
+    pixel_values.push_back(example.input);
+    labels.push_back(example.target);
+  }
+  return data::Batch{{"x", torch::stack(pixel_values)}, {"labels", torch::stack(labels)}};
+}
+
+class MyTrainer : public Trainer {
+ public:
+  using Trainer::Trainer;
+
+  LossOutput compute_loss(models::Model& model, const data::Batch& inputs, bool return_outputs) override {
+    torch::Tensor outputs = model.forward(inputs.at("x"));
+    torch::Tensor target = inputs.at("labels");
+    torch::Tensor loss = torch::nll_loss(outputs, target);
+    return {loss, return_outputs ? outputs : torch::Tensor()};
+  }
+};
+
+int main(int argc, char** argv) {
+  try {
+    std::string dir = argc > 1 ? argv[1] : data::kFashionMnistDir;
+    int64_t max_train = argc > 2 ? std::stoll(argv[2]) : -1;
+    auto train_dset = std::make_shared<data::MnistDataset>(dir, "train", max_train);
+    auto test_dset = std::make_shared<data::MnistDataset>(dir, "test", max_train < 0 ? -1 : max_train / 2);
+
+    torch::manual_seed(42);
+    auto model = std::make_shared<models::BasicNet>();
+    auto training_args = TrainingArguments()
+                             .output_dir("basic-trainer")
+                             .per_device_train_batch_size(64)
+                             .per_device_eval_batch_size(64)
+                             .num_train_epochs(1)
+                             .eval_strategy("epoch")
+                             .remove_unused_columns(false);
+
+    MyTrainer trainer(model, training_args, train_dset, test_dset, collate_fn, compute_accuracy);
+    trainer.train();
+    return 0;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "custom_loss: error: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,102 @@
+// Samplers, the DataLoader, the Batch helpers and the default collator.
+#include "datasets/dataloader.h"
+
+#include <numeric>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+
+#include "lib/io/errors.h"
+
+namespace trainer::data {
+
+const torch::Tensor& Batch::at(const std::string& name) const {
+  auto it = items_.find(name);
+  if (it == items_.end()) {
+    std::string keys;
+    for (const auto& [key, value] : items_) keys += (keys.empty() ? "" : ", ") + key;
+    throw std::out_of_range(fmt::format("batch has no tensor '{}' (it has: {})", name, keys));
+  }
+  return it->second;
+}
+
+int64_t Batch::size() const {
+  if (items_.empty()) return 0;
+  const auto& first = items_.begin()->second;
+  return first.dim() == 0 ? 1 : first.size(0);
+}
+
+Batch Batch::to(const torch::Device& device) const {
+  Batch moved;
+  for (const auto& [key, value] : items_) moved[key] = value.to(device, /*non_blocking=*/true);
+  return moved;
+}
+
+Batch default_collate(const std::vector<Example>& examples) {
+  std::vector<torch::Tensor> inputs, targets;
+  inputs.reserve(examples.size());
+  targets.reserve(examples.size());
+  for (const auto& e : examples) {
+    inputs.push_back(e.input);
+    targets.push_back(e.target);
+  }
+  return Batch{{"x", torch::stack(inputs)}, {"labels", torch::stack(targets)}};
+}
+
+std::vector<int64_t> SequentialSampler::indices(int64_t epoch) const {
+  std::vector<int64_t> order(static_cast<size_t>(size_));
+  std::iota(order.begin(), order.end(), 0);
+  return order;
+}
+
+std::vector<int64_t> RandomSampler::indices(int64_t epoch) const {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed_ + static_cast<uint64_t>(epoch));
+  torch::Tensor perm = torch::randperm(size_, generator, torch::kLong);
+  const int64_t* p = perm.data_ptr<int64_t>();
+  return std::vector<int64_t>(p, p + size_);
+}
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset,
+                       std::shared_ptr<const Sampler> sampler, DataLoaderOptions options,
+                       DataCollator collator)
+    : dataset_(std::move(dataset)),
+      sampler_(std::move(sampler)),
+      options_(options),
+      collator_(std::move(collator)) {
+  if (options_.batch_size < 1) {
+    throw InputError(fmt::format("batch size {} is not allowed (must be >= 1)", options_.batch_size));
+  }
+  set_epoch(0);
+}
+
+void DataLoader::set_epoch(int64_t epoch) { order_ = sampler_->indices(epoch); }
+
+int64_t DataLoader::size() const {
+  auto n = static_cast<int64_t>(order_.size());
+  return options_.drop_last ? n / options_.batch_size
+                            : (n + options_.batch_size - 1) / options_.batch_size;
+}
+
+int64_t DataLoader::num_examples() const {
+  auto n = static_cast<int64_t>(order_.size());
+  return options_.drop_last ? size() * options_.batch_size : n;
+}
+
+Batch DataLoader::batch(int64_t i) const {
+  if (i < 0 || i >= size()) {
+    throw std::out_of_range(fmt::format("batch {} out of range [0, {})", i, size()));
+  }
+  int64_t begin = i * options_.batch_size;
+  int64_t end = std::min<int64_t>(begin + options_.batch_size, order_.size());
+  if (!collator_) {
+    torch::Tensor indices =
+        torch::from_blob(const_cast<int64_t*>(order_.data()) + begin, {end - begin}, torch::kLong);
+    if (auto batch = dataset_->get_batch(indices)) return std::move(*batch);
+  }
+  std::vector<Example> examples;
+  examples.reserve(static_cast<size_t>(end - begin));
+  for (int64_t k = begin; k < end; ++k) examples.push_back(dataset_->get(order_[k]));
+  return collator_ ? collator_(examples) : default_collate(examples);
+}
+
+}  // namespace trainer::data

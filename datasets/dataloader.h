@@ -1,0 +1,75 @@
+// Samplers (sequential, seeded random reshuffled each epoch) and the DataLoader that turns a
+// Dataset into batches, with PyTorch's batch_size / drop_last semantics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "datasets/dataset.h"
+
+namespace trainer::data {
+
+// Chooses the order of a dataset's indices for one epoch.
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  // The indices for `epoch`; the same epoch always gives the same indices.
+  virtual std::vector<int64_t> indices(int64_t epoch) const = 0;
+};
+
+// 0, 1, ..., n-1 every epoch.
+class SequentialSampler : public Sampler {
+ public:
+  explicit SequentialSampler(int64_t size) : size_(size) {}
+  std::vector<int64_t> indices(int64_t epoch) const override;
+
+ private:
+  int64_t size_;
+};
+
+// torch.randperm(n) from a generator seeded with seed + epoch, as PyTorch's DistributedSampler
+// seeds it: reproducible, and a new order every epoch.
+class RandomSampler : public Sampler {
+ public:
+  RandomSampler(int64_t size, uint64_t seed) : size_(size), seed_(seed) {}
+  std::vector<int64_t> indices(int64_t epoch) const override;
+
+ private:
+  int64_t size_;
+  uint64_t seed_;
+};
+
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  bool drop_last = false;
+};
+
+// Batches of a dataset in the order its sampler gives for the current epoch. With no collator
+// and a dataset that has a tensor fast path, each batch is one gather; otherwise the examples
+// are fetched one by one and collated.
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Sampler> sampler,
+             DataLoaderOptions options, DataCollator collator = nullptr);
+
+  // Selects the epoch whose order the following batches follow (PyTorch's set_epoch).
+  void set_epoch(int64_t epoch);
+  // Number of batches per epoch: ceil(n / batch_size), or floor with drop_last.
+  int64_t size() const;
+  // Number of examples one epoch yields.
+  int64_t num_examples() const;
+  // The `i`-th batch of the current epoch.
+  Batch batch(int64_t i) const;
+  const Dataset& dataset() const { return *dataset_; }
+  const DataLoaderOptions& options() const { return options_; }
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  std::shared_ptr<const Sampler> sampler_;
+  DataLoaderOptions options_;
+  DataCollator collator_;
+  std::vector<int64_t> order_;
+};
+
+}  // namespace trainer::data

@@ -1,0 +1,61 @@
+// The data types every layer shares: an Example (one item, like torchvision's (image, label)),
+// a Batch of named tensors (the tutorial's {"x": ..., "labels": ...}), the Dataset interface and
+// the collator that turns examples into a Batch.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace trainer::data {
+
+// One item of a dataset: its input and its target, as example[0] and example[1] in Python.
+struct Example {
+  torch::Tensor input;
+  torch::Tensor target;
+};
+
+// A batch of named tensors whose first dimension is the batch dimension.
+class Batch {
+ public:
+  Batch() = default;
+  Batch(std::initializer_list<std::pair<const std::string, torch::Tensor>> items) : items_(items) {}
+
+  torch::Tensor& operator[](const std::string& name) { return items_[name]; }
+  // The tensor called `name`. Throws std::out_of_range naming the key and the keys present.
+  const torch::Tensor& at(const std::string& name) const;
+  bool contains(const std::string& name) const { return items_.count(name) > 0; }
+  // Number of examples: the first dimension of the first tensor (0 for an empty batch).
+  int64_t size() const;
+  // The same batch with every tensor on `device`.
+  Batch to(const torch::Device& device) const;
+  const std::map<std::string, torch::Tensor>& items() const { return items_; }
+
+ private:
+  std::map<std::string, torch::Tensor> items_;
+};
+
+// Turns a list of examples into a Batch, as Transformers' data_collator does.
+using DataCollator = std::function<Batch(const std::vector<Example>&)>;
+
+// The default collator: stacks the inputs as "x" and the targets as "labels".
+Batch default_collate(const std::vector<Example>& examples);
+
+// A map-style dataset.
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  // The example at `index` (0 <= index < size()).
+  virtual Example get(int64_t index) const = 0;
+  // The default-collated batch for `indices` (int64, 1-D) in one gather, for datasets held as
+  // tensors; std::nullopt where the dataset has no such fast path. It must equal
+  // default_collate() of the examples one by one.
+  virtual std::optional<Batch> get_batch(const torch::Tensor& indices) const { return std::nullopt; }
+};
+
+}  // namespace trainer::data

@@ -1,0 +1,93 @@
+// MNIST-format datasets: the four IDX files of a directory, held as uint8 tensors.
+#include "datasets/mnist.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "datasets/idx.h"
+#include "lib/io/errors.h"
+
+namespace trainer::data {
+namespace {
+
+// `dir/stem` or `dir/stem.gz`, whichever exists.
+std::string find_file(const std::string& dir, const std::string& stem) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) {
+    throw InputError(fmt::format(
+        "dataset directory {} does not exist (set dataset_dir to a directory with the MNIST-format "
+        "files; Fashion-MNIST: apt-get install dataset-fashion-mnist)",
+        dir));
+  }
+  for (const std::string& name : {stem, stem + ".gz"}) {
+    fs::path path = fs::path(dir) / name;
+    if (fs::exists(path)) return path.string();
+  }
+  throw InputError(fmt::format("dataset file {}/{}[.gz] is missing", dir, stem));
+}
+
+torch::Tensor to_tensor(IdxArray&& array) {
+  auto owned = std::make_shared<std::vector<uint8_t>>(std::move(array.data));
+  return torch::from_blob(owned->data(), array.dims, [owned](void*) {}, torch::kUInt8);
+}
+
+}  // namespace
+
+torch::Tensor normalize_images(const torch::Tensor& images) {
+  return images.to(torch::kFloat).div_(255.0).sub_(kMnistMean).div_(kMnistStd).unsqueeze(1);
+}
+
+MnistDataset::MnistDataset(const std::string& dir, const std::string& split, int64_t max_samples) {
+  if (split != "train" && split != "test") {
+    throw InputError(fmt::format("unknown split '{}' (allowed: train, test)", split));
+  }
+  std::string prefix = split == "train" ? "train" : "t10k";
+  std::string images_path = find_file(dir, prefix + "-images-idx3-ubyte");
+  std::string labels_path = find_file(dir, prefix + "-labels-idx1-ubyte");
+  IdxArray images = read_idx(images_path);
+  IdxArray labels = read_idx(labels_path);
+  if (images.dims.size() != 3) {
+    throw InputError(fmt::format("{} has {} dimensions, expected 3 (count, rows, columns)",
+                                 images_path, images.dims.size()));
+  }
+  if (labels.dims.size() != 1) {
+    throw InputError(fmt::format("{} has {} dimensions, expected 1 (count)", labels_path,
+                                 labels.dims.size()));
+  }
+  if (images.dims[0] != labels.dims[0]) {
+    throw InputError(fmt::format("{} holds {} images but {} holds {} labels", images_path,
+                                 images.dims[0], labels_path, labels.dims[0]));
+  }
+  for (uint8_t label : labels.data) {
+    if (label > 9) {
+      throw InputError(fmt::format("{} holds label {} (allowed: 0 to 9)", labels_path, label));
+    }
+  }
+  images_ = to_tensor(std::move(images));
+  labels_ = to_tensor(std::move(labels)).to(torch::kLong);
+  if (max_samples >= 0 && max_samples < size()) {
+    images_ = images_.narrow(0, 0, max_samples).clone();
+    labels_ = labels_.narrow(0, 0, max_samples).clone();
+  }
+}
+
+MnistDataset::MnistDataset(torch::Tensor images, torch::Tensor labels)
+    : images_(std::move(images)), labels_(std::move(labels)) {
+  TORCH_CHECK(images_.dim() == 3 && images_.scalar_type() == torch::kUInt8,
+              "MnistDataset: images must be uint8 [N, H, W]");
+  TORCH_CHECK(labels_.dim() == 1 && labels_.size(0) == images_.size(0),
+              "MnistDataset: labels must be [N] with N = number of images");
+  labels_ = labels_.to(torch::kLong);
+}
+
+Example MnistDataset::get(int64_t index) const {
+  return {normalize_images(images_[index].unsqueeze(0)).squeeze(0), labels_[index]};
+}
+
+std::optional<Batch> MnistDataset::get_batch(const torch::Tensor& indices) const {
+  return Batch{{"x", normalize_images(images_.index_select(0, indices))},
+               {"labels", labels_.index_select(0, indices)}};
+}
+
+}  // namespace trainer::data

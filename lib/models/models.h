@@ -1,0 +1,48 @@
+// Models the trainer can train, created by name: the Model interface (forward and its default
+// loss) and the tutorial's BasicNet.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+
+#include "lib/models/names.h"
+
+namespace trainer::models {
+
+// A module with one tensor input, whose outputs a default loss can score against labels.
+class Model : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  // The loss the Trainer uses when compute_loss is not overridden: cross-entropy on logits.
+  virtual torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels);
+};
+
+// The tutorial's network: conv1 1->32 3x3, ReLU, conv2 32->64 3x3, ReLU, max-pool 2,
+// dropout 0.25, flatten 9216, fc1 ->128, ReLU, dropout 0.5, fc2 ->10, log_softmax.
+// Parameter names are PyTorch's: conv1.weight ... fc2.bias (1,199,882 trainable parameters).
+class BasicNet : public Model {
+ public:
+  BasicNet();
+  torch::Tensor forward(const torch::Tensor& x) override;
+  // Outputs are log-probabilities, so the loss is nll_loss as in the tutorial.
+  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) override;
+
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::Dropout dropout1{nullptr}, dropout2{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+
+// A new model with freshly initialised parameters. Throws InputError for an unknown name,
+// listing the known ones.
+std::shared_ptr<Model> make_model(const std::string& name);
+
+// Number of trainable parameters (requires_grad).
+int64_t num_trainable_parameters(const torch::nn::Module& model);
+
+}  // namespace trainer::models

@@ -1,0 +1,19 @@
+# Shared settings for the scripts: the pinned torch wheel, where its virtual environment lives,
+# and how to configure and build the project. Sourced, not run.
+TORCH_VERSION="${TORCH_VERSION:-2.11.0}"
+TRAINER_CACHE="${TRAINER_CACHE:-$HOME/.cache/trainer}"
+TORCH_VENV="${TORCH_VENV:-$TRAINER_CACHE/venv-torch-$TORCH_VERSION}"
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$REPO_ROOT/build}"
+
+torch_prefix() {
+  "$TORCH_VENV/bin/python" -W ignore -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null
+}
+
+build_project() {
+  if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+    cmake -S "$REPO_ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$(torch_prefix)" "$@"
+  fi
+  cmake --build "$BUILD_DIR"
+}

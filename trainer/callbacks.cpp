@@ -1,0 +1,269 @@
+// DefaultFlowCallback, ConsoleCallback (progress line, log lines, loss table), the learning-rate
+// schedule, the metrics printer and trainer_state.json.
+#include "trainer/callbacks.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "lib/io/files.h"
+#include "lib/io/text.h"
+
+namespace trainer {
+
+using json = nlohmann::ordered_json;
+
+json TrainerState::to_json() const {
+  json out;
+  out["best_global_step"] = nullptr;
+  out["best_metric"] = nullptr;
+  out["best_model_checkpoint"] = nullptr;
+  out["epoch"] = epoch;
+  out["eval_steps"] = eval_steps;
+  out["global_step"] = global_step;
+  out["is_hyper_param_search"] = false;
+  out["is_local_process_zero"] = is_local_process_zero;
+  out["is_world_process_zero"] = is_world_process_zero;
+  out["log_history"] = log_history;
+  out["logging_steps"] = logging_steps;
+  out["max_steps"] = max_steps;
+  out["num_input_tokens_seen"] = 0;
+  out["num_train_epochs"] = num_train_epochs;
+  out["save_steps"] = save_steps;
+  out["stateful_callbacks"] = json::object();
+  out["total_flos"] = total_flos;
+  out["train_batch_size"] = train_batch_size;
+  out["trial_name"] = nullptr;
+  out["trial_params"] = nullptr;
+  return out;
+}
+
+void TrainerState::save_to_json(const std::string& path) const { io::write_json(path, to_json()); }
+
+void DefaultFlowCallback::on_step_end(const TrainingArguments& args, TrainerState& state,
+                                      TrainerControl& control) {
+  if (state.global_step == 1 && args.logging_first_step()) control.should_log = true;
+  if (args.logging_strategy() == "steps" && state.global_step % state.logging_steps == 0) {
+    control.should_log = true;
+  }
+  if (args.eval_strategy() == "steps" && state.global_step % state.eval_steps == 0) {
+    control.should_evaluate = true;
+  }
+  if (state.global_step >= state.max_steps) control.should_training_stop = true;
+}
+
+void DefaultFlowCallback::on_epoch_end(const TrainingArguments& args, TrainerState& state,
+                                       TrainerControl& control) {
+  if (args.logging_strategy() == "epoch") control.should_log = true;
+  if (args.eval_strategy() == "epoch") control.should_evaluate = true;
+}
+
+ConsoleCallback::ConsoleCallback(std::FILE* out, std::FILE* bar) : out_(out), bar_(bar) {}
+
+std::shared_ptr<ConsoleCallback> make_console_callback(const TrainingArguments& args) {
+  bool bar = !args.disable_tqdm() && ::isatty(STDERR_FILENO);
+  return std::make_shared<ConsoleCallback>(stdout, bar ? stderr : nullptr);
+}
+
+void ConsoleCallback::on_train_begin(const TrainingArguments& args, TrainerState& state,
+                                     TrainerControl& control) {
+  start_ = std::chrono::steady_clock::now();
+  last_draw_ = start_;
+  draw_bar(state, true);
+}
+
+void ConsoleCallback::on_step_end(const TrainingArguments& args, TrainerState& state,
+                                  TrainerControl& control) {
+  draw_bar(state, state.global_step == state.max_steps);
+}
+
+void ConsoleCallback::clear_bar() {
+  if (bar_ && bar_visible_) {
+    std::fputs("\r\x1b[K", bar_);
+    std::fflush(bar_);
+    bar_visible_ = false;
+  }
+}
+
+void ConsoleCallback::draw_bar(const TrainerState& state, bool force) {
+  if (!bar_) return;
+  auto now = std::chrono::steady_clock::now();
+  if (!force && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  last_draw_ = now;
+  double elapsed = std::chrono::duration<double>(now - start_).count();
+  int64_t total = std::max<int64_t>(state.max_steps, 1);
+  double fraction = std::min(1.0, static_cast<double>(state.global_step) / static_cast<double>(total));
+  double rate = elapsed > 0 ? static_cast<double>(state.global_step) / elapsed : 0.0;
+  double remaining = rate > 0 ? static_cast<double>(total - state.global_step) / rate : 0.0;
+  static const char* kParts[] = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"};
+  const int width = 25;
+  double cells = fraction * width;
+  int full = static_cast<int>(cells);
+  std::string bar;
+  for (int i = 0; i < full; ++i) bar += "█";
+  if (full < width) {
+    bar += kParts[static_cast<int>((cells - full) * 8)];
+    bar += std::string(static_cast<size_t>(width - full - 1), ' ');
+  }
+  std::string postfix = fmt::format("epoch={:.2f}", state.epoch);
+  if (last_loss_ >= 0) postfix = fmt::format("loss={:.4f}, {}", last_loss_, postfix);
+  std::string rate_text = rate >= 1 || rate == 0 ? fmt::format("{:.2f}it/s", rate)
+                                                 : fmt::format("{:.2f}s/it", 1.0 / rate);
+  std::fprintf(bar_, "\r\x1b[K%3d%%|%s| %lld/%lld [%s<%s, %s, %s]",
+               static_cast<int>(fraction * 100), bar.c_str(), static_cast<long long>(state.global_step),
+               static_cast<long long>(total), io::clock_time(elapsed).c_str(),
+               io::clock_time(remaining).c_str(), rate_text.c_str(), postfix.c_str());
+  std::fflush(bar_);
+  bar_visible_ = true;
+}
+
+void ConsoleCallback::on_log(const TrainingArguments& args, TrainerState& state,
+                             TrainerControl& control, const json& logs) {
+  if (logs.contains("loss")) last_loss_ = logs["loss"].get<double>();
+  // Evaluation results appear as a table row; everything else as Transformers prints a log.
+  bool is_eval = logs.contains("eval_loss");
+  if (is_eval) return;
+  clear_bar();
+  json shown = logs;
+  shown.erase("step");
+  shown.erase("total_flos");
+  std::fprintf(out_, "%s\n", format_logs(shown).c_str());
+  std::fflush(out_);
+  if (!rows_.empty()) interleaved_ = ever_interleaved_ = true;
+  draw_bar(state, true);
+}
+
+namespace {
+
+// "eval_accuracy" -> "Accuracy", "eval_f1_macro" -> "F1 Macro", as Transformers' notebook table.
+std::string column_name(std::string key) {
+  if (key.rfind("eval_", 0) == 0) key = key.substr(5);
+  std::string out;
+  bool start = true;
+  for (char c : key) {
+    if (c == '_') {
+      out += ' ';
+      start = true;
+    } else {
+      out += start ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+      start = false;
+    }
+  }
+  return out;
+}
+
+bool is_table_metric(const std::string& key) {
+  static const std::vector<std::string> skipped = {"eval_loss", "eval_runtime", "eval_samples_per_second",
+                                                   "eval_steps_per_second", "epoch", "step"};
+  return std::find(skipped.begin(), skipped.end(), key) == skipped.end();
+}
+
+std::string render_row(const std::vector<std::string>& cells, const std::vector<std::string>& columns) {
+  std::string line;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    size_t width = std::max<size_t>(columns[i].size(), 8);
+    line += fmt::format("{:<{}}", cells[i], i + 1 < cells.size() ? width + 2 : 0);
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line;
+}
+
+}  // namespace
+
+void ConsoleCallback::on_evaluate(const TrainingArguments& args, TrainerState& state,
+                                  TrainerControl& control, const Metrics& metrics) {
+  bool by_epoch = args.eval_strategy() == "epoch";
+  if (columns_.empty()) {
+    columns_ = {by_epoch ? "Epoch" : "Step", "Training Loss", "Validation Loss"};
+    for (const auto& [key, value] : metrics) {
+      if (is_table_metric(key)) columns_.push_back(column_name(key));
+    }
+  }
+  std::string training_loss = "No log";
+  for (auto it = state.log_history.rbegin(); it != state.log_history.rend(); ++it) {
+    if (it->contains("loss")) {
+      training_loss = fmt::format("{:.6f}", (*it)["loss"].get<double>());
+      break;
+    }
+  }
+  std::vector<std::string> row = {
+      by_epoch ? std::to_string(static_cast<int64_t>(state.epoch)) : std::to_string(state.global_step),
+      training_loss};
+  auto loss = metrics.find("eval_loss");
+  row.push_back(loss == metrics.end() ? "No log" : fmt::format("{:.6f}", loss->second));
+  for (const auto& [key, value] : metrics) {
+    if (is_table_metric(key)) row.push_back(fmt::format("{:.6f}", value));
+  }
+  row.resize(columns_.size());
+  clear_bar();
+  if (rows_.empty() || interleaved_) std::fprintf(out_, "%s\n", render_row(columns_, columns_).c_str());
+  std::fprintf(out_, "%s\n", render_row(row, columns_).c_str());
+  std::fflush(out_);
+  rows_.push_back(row);
+  interleaved_ = false;
+  draw_bar(state, true);
+}
+
+void ConsoleCallback::on_train_end(const TrainingArguments& args, TrainerState& state,
+                                   TrainerControl& control) {
+  draw_bar(state, true);
+  if (bar_ && bar_visible_) {
+    std::fputs("\n", bar_);
+    bar_visible_ = false;
+  }
+  if (ever_interleaved_ && rows_.size() > 1) {
+    std::fprintf(out_, "\n%s\n", render_row(columns_, columns_).c_str());
+    for (const auto& row : rows_) std::fprintf(out_, "%s\n", render_row(row, columns_).c_str());
+  }
+  std::fflush(out_);
+}
+
+double lr_lambda(const std::string& type, int64_t step, int64_t warmup, int64_t total) {
+  if (type == "constant") return 1.0;
+  if (step < warmup) return static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup));
+  if (type == "constant_with_warmup") return 1.0;
+  double progress = static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
+  if (type == "linear") {
+    return std::max(0.0, static_cast<double>(total - step) / static_cast<double>(std::max<int64_t>(1, total - warmup)));
+  }
+  if (type == "cosine") return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * progress)));
+  throw std::invalid_argument("unknown lr_scheduler_type " + type);
+}
+
+std::string format_logs(const json& logs) {
+  std::string out = "{";
+  for (const auto& [key, value] : logs.items()) {
+    if (out.size() > 1) out += ", ";
+    std::string text = value.is_number_float() ? io::python_float(value.get<double>()) : value.dump();
+    out += fmt::format("'{}': {}", key, text);
+  }
+  return out + "}";
+}
+
+std::string format_metrics(const std::string& split, const Metrics& metrics) {
+  std::vector<std::pair<std::string, std::string>> shown;
+  for (const auto& [key, value] : metrics) {
+    std::string text;
+    if (key.find("_runtime") != std::string::npos) {
+      text = io::timedelta(value);
+    } else if (key == "total_flos") {
+      text = fmt::format("{}GF", static_cast<int64_t>(value) >> 30);
+    } else if (key.size() > 8 && key.compare(key.size() - 8, 8, "_samples") == 0) {
+      text = std::to_string(static_cast<int64_t>(value));
+    } else {
+      text = io::python_float(std::round(value * 1e4) / 1e4);
+    }
+    shown.emplace_back(key, text);
+  }
+  size_t key_width = 0, value_width = 0;
+  for (const auto& [k, v] : shown) {
+    key_width = std::max(key_width, k.size());
+    value_width = std::max(value_width, v.size());
+  }
+  std::string out = fmt::format("***** {} metrics *****\n", split);
+  for (const auto& [k, v] : shown) out += fmt::format("  {:<{}} = {:>{}}\n", k, key_width, v, value_width);
+  return out;
+}
+
+}  // namespace trainer

@@ -1,0 +1,72 @@
+// The callbacks every Trainer installs: DefaultFlowCallback (when to log, evaluate and stop, as
+// Transformers decides) and ConsoleCallback (the progress line, the log lines and the
+// Epoch | Training Loss | Validation Loss | metrics table). Also the schedule of the learning
+// rate and the `***** split metrics *****` printer. Torch-free.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "trainer/trainer_state.h"
+
+namespace trainer {
+
+// Transformers' DefaultFlowCallback: sets should_log / should_evaluate every logging_steps /
+// eval_steps (or at epoch end), and should_training_stop at max_steps.
+class DefaultFlowCallback : public TrainerCallback {
+ public:
+  void on_step_end(const TrainingArguments& args, TrainerState& state, TrainerControl& control) override;
+  void on_epoch_end(const TrainingArguments& args, TrainerState& state, TrainerControl& control) override;
+};
+
+// What a person reads while training runs. On a terminal (and unless disable_tqdm), a progress
+// line redrawn in place on stderr as tqdm draws it; always, each log as a line and each
+// evaluation as a row of the table on stdout. If log lines came between the rows, the whole
+// table is printed again when training ends.
+class ConsoleCallback : public TrainerCallback {
+ public:
+  // `out` receives log lines and the table; `bar` the progress line (nullptr: no bar).
+  ConsoleCallback(std::FILE* out, std::FILE* bar);
+  void on_train_begin(const TrainingArguments& args, TrainerState& state, TrainerControl& control) override;
+  void on_step_end(const TrainingArguments& args, TrainerState& state, TrainerControl& control) override;
+  void on_log(const TrainingArguments& args, TrainerState& state, TrainerControl& control,
+              const nlohmann::ordered_json& logs) override;
+  void on_evaluate(const TrainingArguments& args, TrainerState& state, TrainerControl& control,
+                   const Metrics& metrics) override;
+  void on_train_end(const TrainingArguments& args, TrainerState& state, TrainerControl& control) override;
+
+ private:
+  void clear_bar();
+  void draw_bar(const TrainerState& state, bool force);
+
+  std::FILE* out_;
+  std::FILE* bar_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_draw_;
+  bool bar_visible_ = false;
+  double last_loss_ = -1;
+  std::vector<std::string> columns_;
+  std::vector<std::vector<std::string>> rows_;
+  bool interleaved_ = false;       // log lines since the last table row
+  bool ever_interleaved_ = false;  // log lines between any two rows
+};
+
+// A ConsoleCallback on stdout, with the progress line on stderr when stderr is a terminal and
+// args.disable_tqdm() is false.
+std::shared_ptr<ConsoleCallback> make_console_callback(const TrainingArguments& args);
+
+// Transformers' learning-rate multipliers at optimizer step `step` (0-based) of `total`:
+// linear, cosine, constant, constant_with_warmup, with linear warmup over `warmup` steps.
+double lr_lambda(const std::string& type, int64_t step, int64_t warmup, int64_t total);
+
+// A log entry as Transformers prints it: {'loss': 0.5123, 'learning_rate': 4.5e-05, ...}.
+std::string format_logs(const nlohmann::ordered_json& logs);
+
+// Transformers' log_metrics: "***** train metrics *****" then "  key = value" lines, keys sorted
+// and aligned, runtimes as h:mm:ss.hh, floats rounded to 4 decimals.
+std::string format_metrics(const std::string& split, const Metrics& metrics);
+
+}  // namespace trainer

@@ -1,0 +1,366 @@
+// TrainingArguments: the table of arguments (name, help, JSON conversion), parsing from JSON and
+// `--name value`, and validate(), the one place where values are checked.
+#include "trainer/training_args.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "datasets/mnist_defaults.h"
+#include "lib/io/errors.h"
+#include "lib/io/files.h"
+#include "lib/io/text.h"
+#include "lib/models/names.h"
+
+namespace trainer {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string type_name(const json& value) {
+  if (value.is_number_integer()) return "integer";
+  if (value.is_number()) return "number";
+  return value.type_name();
+}
+
+[[noreturn]] void wrong_type(const std::string& key, const json& value, const char* expected) {
+  throw InputError(fmt::format("argument {}: {} is a{} {}, expected {}", key, value.dump(),
+                               type_name(value) == "integer" ? "n" : "", type_name(value), expected));
+}
+
+// JSON -> field value, with a type check that names the key.
+template <typename T>
+struct Convert;
+
+template <>
+struct Convert<bool> {
+  static bool from(const std::string& key, const json& v) {
+    if (!v.is_boolean()) wrong_type(key, v, "true or false");
+    return v.get<bool>();
+  }
+};
+template <>
+struct Convert<int64_t> {
+  static int64_t from(const std::string& key, const json& v) {
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_number_float()) {
+      double d = v.get<double>();
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+    }
+    wrong_type(key, v, "an integer");
+  }
+};
+template <>
+struct Convert<double> {
+  static double from(const std::string& key, const json& v) {
+    if (!v.is_number()) wrong_type(key, v, "a number");
+    return v.get<double>();
+  }
+};
+template <>
+struct Convert<std::string> {
+  static std::string from(const std::string& key, const json& v) {
+    if (!v.is_string()) wrong_type(key, v, "a string");
+    return v.get<std::string>();
+  }
+};
+template <typename T>
+struct Convert<std::optional<T>> {
+  static std::optional<T> from(const std::string& key, const json& v) {
+    if (v.is_null()) return std::nullopt;
+    return Convert<T>::from(key, v);
+  }
+};
+template <>
+struct Convert<std::vector<std::string>> {
+  static std::vector<std::string> from(const std::string& key, const json& v) {
+    if (v.is_string()) return {v.get<std::string>()};
+    if (!v.is_array()) wrong_type(key, v, "a string or a list of strings");
+    std::vector<std::string> out;
+    for (const auto& item : v) out.push_back(Convert<std::string>::from(key, item));
+    return out;
+  }
+};
+
+// Command-line text -> JSON for a field of type T: strings stay text, the rest is read as JSON
+// (with Python's True/False/None accepted, as HfArgumentParser takes them).
+template <typename T>
+json text_to_json(const std::string& text) {
+  constexpr bool is_string = std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>>;
+  if constexpr (is_string) {
+    if (std::is_same_v<T, std::optional<std::string>> && (text == "None" || text == "null")) return nullptr;
+    return text;
+  }
+  if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    if (!text.empty() && text.front() == '[') return json::parse(text, nullptr, false);
+    json list = json::array();
+    size_t start = 0;
+    while (start <= text.size()) {
+      size_t comma = text.find(',', start);
+      if (comma == std::string::npos) comma = text.size();
+      if (comma > start) list.push_back(text.substr(start, comma - start));
+      start = comma + 1;
+    }
+    return list;
+  }
+  if (text == "True" || text == "true") return true;
+  if (text == "False" || text == "false") return false;
+  if (text == "None" || text == "null") return nullptr;
+  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return text;  // reported as a wrong type, with the text quoted
+  return parsed;
+}
+
+struct Spec {
+  std::string name;
+  std::string help;
+  std::function<json(const TrainingArguments&)> get;
+  std::function<void(TrainingArguments&, const json&)> set;
+  std::function<json(const std::string&)> parse_text;
+};
+
+template <typename T>
+json to_json_value(const T& v) {
+  if constexpr (std::is_same_v<T, std::optional<std::string>> || std::is_same_v<T, std::optional<int64_t>> ||
+                std::is_same_v<T, std::optional<double>>) {
+    return v ? json(*v) : json(nullptr);
+  } else {
+    return json(v);
+  }
+}
+
+#define SPEC(T, field, text)                                                                      \
+  Spec {                                                                                          \
+    #field, text, [](const TrainingArguments& a) { return to_json_value<T>(a.field()); },         \
+        [](TrainingArguments& a, const json& v) { a.field(Convert<T>::from(#field, v)); },        \
+        [](const std::string& s) { return text_to_json<T>(s); }                                   \
+  }
+
+const std::vector<Spec>& specs() {
+  static const std::vector<Spec> table = {
+      SPEC(std::string, output_dir, "Where trainer_state.json, training_args.json, model.safetensors and the results go."),
+      SPEC(bool, overwrite_output_dir, "Accepted for compatibility; files in output_dir are always replaced."),
+      SPEC(bool, do_train, "Accepted for compatibility; `trainer train` always trains."),
+      SPEC(bool, do_eval, "Evaluate after training even when eval_strategy is \"no\"."),
+      SPEC(double, num_train_epochs, "Number of epochs (a fraction ends mid-epoch)."),
+      SPEC(int64_t, max_steps, "If > 0: total optimization steps, overriding num_train_epochs."),
+      SPEC(int64_t, per_device_train_batch_size, "Training batch size per process."),
+      SPEC(int64_t, per_device_eval_batch_size, "Evaluation batch size per process."),
+      SPEC(double, learning_rate, "Initial AdamW learning rate."),
+      SPEC(double, weight_decay, "AdamW weight decay, applied to all parameters but biases and norms."),
+      SPEC(double, adam_beta1, "AdamW beta1."),
+      SPEC(double, adam_beta2, "AdamW beta2."),
+      SPEC(double, adam_epsilon, "AdamW epsilon."),
+      SPEC(double, max_grad_norm, "Gradient clipping norm (0 disables clipping)."),
+      SPEC(int64_t, gradient_accumulation_steps, "Batches accumulated before each optimizer step."),
+      SPEC(std::string, lr_scheduler_type, "linear, cosine, constant or constant_with_warmup."),
+      SPEC(int64_t, warmup_steps, "Linear warmup steps (overrides warmup_ratio when > 0)."),
+      SPEC(double, warmup_ratio, "Fraction of the total steps used for linear warmup."),
+      SPEC(std::string, logging_strategy, "no, steps or epoch."),
+      SPEC(double, logging_steps, "Log every N steps (a value below 1 is a fraction of the total)."),
+      SPEC(bool, logging_first_step, "Also log the first step."),
+      SPEC(std::string, eval_strategy, "no, steps or epoch (old name: evaluation_strategy)."),
+      SPEC(std::optional<double>, eval_steps, "Evaluate every N steps (default: logging_steps)."),
+      SPEC(std::string, save_strategy, "Checkpointing during training: only \"no\" is implemented."),
+      SPEC(int64_t, seed, "Seed for model initialisation, dropout and (without data_seed) shuffling."),
+      SPEC(std::optional<int64_t>, data_seed, "Seed for shuffling the training data (default: seed)."),
+      SPEC(bool, dataloader_drop_last, "Drop the last incomplete training batch."),
+      SPEC(bool, remove_unused_columns, "Accepted for compatibility; batches keep what the collator builds."),
+      SPEC(bool, disable_tqdm, "No progress bar, only the log lines."),
+      SPEC(std::vector<std::string>, report_to, "Integrations to report to: only \"none\"."),
+      SPEC(std::optional<std::string>, run_name, "Name of the run (default: output_dir)."),
+      SPEC(std::string, model_name, "Model to train, by name: basic_net."),
+      SPEC(std::string, dataset_name, "fashion_mnist or mnist (MNIST-format files)."),
+      SPEC(std::string, dataset_dir, "Directory with the four IDX files (default for fashion_mnist: /usr/share/datasets/fashion-mnist)."),
+      SPEC(std::optional<int64_t>, max_train_samples, "Use only the first N training examples."),
+      SPEC(std::optional<int64_t>, max_eval_samples, "Use only the first N evaluation examples."),
+  };
+  return table;
+}
+#undef SPEC
+
+// Keys of Transformers' TrainingArguments that this trainer does not implement.
+const std::vector<std::string>& unsupported_keys() {
+  static const std::vector<std::string> keys = {
+      "accelerator_config", "adafactor", "auto_find_batch_size", "average_tokens_across_devices",
+      "batch_eval_metrics", "bf16", "bf16_full_eval", "dataloader_num_workers",
+      "dataloader_persistent_workers", "dataloader_pin_memory", "dataloader_prefetch_factor",
+      "ddp_backend", "ddp_broadcast_buffers", "ddp_bucket_cap_mb", "ddp_find_unused_parameters",
+      "ddp_timeout", "debug", "deepspeed", "dispatch_batches", "do_predict", "eval_accumulation_steps",
+      "eval_delay", "eval_do_concat_batches", "eval_on_start", "fp16", "fp16_backend",
+      "fp16_full_eval", "fp16_opt_level", "fsdp", "fsdp_config", "fsdp_min_num_params",
+      "fsdp_transformer_layer_cls_to_wrap", "full_determinism", "gradient_checkpointing",
+      "gradient_checkpointing_kwargs", "greater_is_better", "group_by_length",
+      "half_precision_backend", "hub_model_id", "hub_private_repo", "hub_strategy", "hub_token",
+      "ignore_data_skip", "include_for_metrics", "include_inputs_for_metrics",
+      "include_num_input_tokens_seen", "include_tokens_per_second", "jit_mode_eval",
+      "label_names", "label_smoothing_factor", "length_column_name", "load_best_model_at_end",
+      "local_rank", "log_level", "log_level_replica", "log_on_each_node", "logging_dir",
+      "logging_nan_inf_filter", "lr_scheduler_kwargs", "metric_for_best_model", "mp_parameters",
+      "neftune_noise_alpha", "no_cuda", "optim", "optim_args", "optim_target_modules", "past_index",
+      "per_gpu_eval_batch_size", "per_gpu_train_batch_size", "prediction_loss_only",
+      "push_to_hub", "ray_scope", "restore_callback_states_from_checkpoint",
+      "resume_from_checkpoint", "save_on_each_node", "save_only_model", "save_safetensors",
+      "save_steps", "save_total_limit", "sharded_ddp", "skip_memory_metrics", "split_batches",
+      "tf32", "torch_compile", "torch_compile_backend", "torch_compile_mode", "torchdynamo",
+      "tpu_metrics_debug", "tpu_num_cores", "use_cpu", "use_ipex", "use_legacy_prediction_loop",
+      "use_liger_kernel", "use_mps_device"};
+  return keys;
+}
+
+const Spec* find_spec(const std::string& name) {
+  for (const auto& s : specs()) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+// The spec for `key` (with evaluation_strategy as eval_strategy's old name); throws for keys
+// that Transformers has and we do not, and for unknown keys with the nearest known one.
+const Spec& lookup(const std::string& key) {
+  if (key == "evaluation_strategy") return *find_spec("eval_strategy");
+  if (const Spec* s = find_spec(key)) return *s;
+  const auto& unsupported = unsupported_keys();
+  if (std::find(unsupported.begin(), unsupported.end(), key) != unsupported.end()) {
+    throw InputError(fmt::format(
+        "argument {}: Transformers' TrainingArguments has it, but this trainer does not support it",
+        key));
+  }
+  std::vector<std::string> names;
+  for (const auto& s : specs()) names.push_back(s.name);
+  std::string near = io::nearest(key, names);
+  throw InputError(fmt::format("unknown argument {}{}", key,
+                               near.empty() ? " (see trainer train --help)"
+                                            : fmt::format(" (did you mean {}?)", near)));
+}
+
+void check(bool ok, const std::string& key, const std::string& value, const std::string& allowed) {
+  if (!ok) throw InputError(fmt::format("argument {}: {} is not allowed ({})", key, value, allowed));
+}
+
+void check_choice(const std::string& key, const std::string& value,
+                  const std::vector<std::string>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;
+  throw InputError(fmt::format("argument {}: \"{}\" is not allowed (allowed: {})", key, value,
+                               fmt::format("{}", fmt::join(allowed, ", "))));
+}
+
+std::string num(double v) { return io::python_float(v); }
+
+}  // namespace
+
+TrainingArguments TrainingArguments::from_json_text(const std::string& json_text, const std::string& source) {
+  json object = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (object.is_discarded()) throw InputError(fmt::format("{} is not valid JSON", source));
+  if (!object.is_object()) {
+    throw InputError(fmt::format("{} must hold one flat JSON object of arguments, not a {}", source,
+                                 object.type_name()));
+  }
+  if (object.contains("eval_strategy") && object.contains("evaluation_strategy") &&
+      object["eval_strategy"] != object["evaluation_strategy"]) {
+    throw InputError(fmt::format("{}: eval_strategy {} and evaluation_strategy {} disagree (give one)",
+                                 source, object["eval_strategy"].dump(), object["evaluation_strategy"].dump()));
+  }
+  TrainingArguments args;
+  for (const auto& [key, value] : object.items()) lookup(key).set(args, value);
+  args.validate();
+  return args;
+}
+
+void TrainingArguments::set_from_text(const std::string& name, const std::string& value) {
+  const Spec& spec = lookup(name);
+  spec.set(*this, spec.parse_text(value));
+}
+
+TrainingArguments TrainingArguments::parse(
+    const std::string& json_path, const std::vector<std::pair<std::string, std::string>>& overrides) {
+  TrainingArguments args;
+  if (!json_path.empty()) args = from_json_text(io::read_file(json_path), json_path);
+  for (const auto& [name, value] : overrides) args.set_from_text(name, value);
+  args.validate();
+  return args;
+}
+
+void TrainingArguments::validate() const {
+  check(!output_dir_.empty(), "output_dir", "\"\"", "a directory path");
+  check(std::isfinite(num_train_epochs_) && num_train_epochs_ >= 0, "num_train_epochs",
+        num(num_train_epochs_), "must be >= 0");
+  check(max_steps_ == -1 || max_steps_ > 0, "max_steps", std::to_string(max_steps_),
+        "-1 to train for num_train_epochs, or > 0");
+  check(max_steps_ > 0 || num_train_epochs_ > 0, "num_train_epochs", num(num_train_epochs_),
+        "must be > 0 unless max_steps > 0");
+  check(per_device_train_batch_size_ >= 1, "per_device_train_batch_size",
+        std::to_string(per_device_train_batch_size_), "must be >= 1");
+  check(per_device_eval_batch_size_ >= 1, "per_device_eval_batch_size",
+        std::to_string(per_device_eval_batch_size_), "must be >= 1");
+  check(std::isfinite(learning_rate_) && learning_rate_ >= 0, "learning_rate", num(learning_rate_),
+        "must be >= 0");
+  check(std::isfinite(weight_decay_) && weight_decay_ >= 0, "weight_decay", num(weight_decay_),
+        "must be >= 0");
+  check(adam_beta1_ >= 0 && adam_beta1_ < 1, "adam_beta1", num(adam_beta1_), "must be in [0, 1)");
+  check(adam_beta2_ >= 0 && adam_beta2_ < 1, "adam_beta2", num(adam_beta2_), "must be in [0, 1)");
+  check(std::isfinite(adam_epsilon_) && adam_epsilon_ >= 0, "adam_epsilon", num(adam_epsilon_),
+        "must be >= 0");
+  check(std::isfinite(max_grad_norm_) && max_grad_norm_ >= 0, "max_grad_norm", num(max_grad_norm_),
+        "must be >= 0; 0 disables clipping");
+  check(gradient_accumulation_steps_ >= 1, "gradient_accumulation_steps",
+        std::to_string(gradient_accumulation_steps_), "must be >= 1");
+  check_choice("lr_scheduler_type", lr_scheduler_type_,
+               {"linear", "cosine", "constant", "constant_with_warmup"});
+  check(warmup_steps_ >= 0, "warmup_steps", std::to_string(warmup_steps_), "must be >= 0");
+  check(warmup_ratio_ >= 0 && warmup_ratio_ <= 1, "warmup_ratio", num(warmup_ratio_),
+        "must be in [0, 1]");
+  check_choice("logging_strategy", logging_strategy_, {"no", "steps", "epoch"});
+  check(std::isfinite(logging_steps_) && logging_steps_ > 0 &&
+            (logging_steps_ < 1 || logging_steps_ == std::floor(logging_steps_)),
+        "logging_steps", num(logging_steps_), "an integer >= 1, or a fraction in (0, 1) of the total steps");
+  check_choice("eval_strategy", eval_strategy_, {"no", "steps", "epoch"});
+  if (eval_steps_) {
+    check(std::isfinite(*eval_steps_) && *eval_steps_ > 0 &&
+              (*eval_steps_ < 1 || *eval_steps_ == std::floor(*eval_steps_)),
+          "eval_steps", num(*eval_steps_), "an integer >= 1, or a fraction in (0, 1) of the total steps");
+  }
+  check_choice("save_strategy", save_strategy_, {"no"});
+  check(seed_ >= 0, "seed", std::to_string(seed_), "must be >= 0");
+  if (data_seed_) check(*data_seed_ >= 0, "data_seed", std::to_string(*data_seed_), "must be >= 0");
+  for (const auto& target : report_to_) check_choice("report_to", target, {"none"});
+  check_choice("model_name", model_name_, models::model_names());
+  check_choice("dataset_name", dataset_name_, {"fashion_mnist", "mnist"});
+  check(dataset_name_ != "mnist" || !dataset_dir_.empty(), "dataset_dir", "\"\"",
+        "dataset_name mnist needs dataset_dir: a directory with MNIST's four IDX files");
+  if (max_train_samples_) {
+    check(*max_train_samples_ >= 1, "max_train_samples", std::to_string(*max_train_samples_), "must be >= 1");
+  }
+  if (max_eval_samples_) {
+    check(*max_eval_samples_ >= 1, "max_eval_samples", std::to_string(*max_eval_samples_), "must be >= 1");
+  }
+}
+
+std::string TrainingArguments::to_json() const {
+  json out = json::object();
+  for (const auto& spec : specs()) out[spec.name] = spec.get(*this);
+  return out.dump(2) + "\n";
+}
+
+std::vector<TrainingArguments::Description> TrainingArguments::describe() {
+  TrainingArguments defaults;
+  std::vector<Description> out;
+  for (const auto& spec : specs()) out.push_back({spec.name, spec.get(defaults).dump(), spec.help});
+  return out;
+}
+
+int64_t TrainingArguments::get_warmup_steps(int64_t total_steps) const {
+  if (warmup_steps_ > 0) return warmup_steps_;
+  return static_cast<int64_t>(std::ceil(warmup_ratio_ * static_cast<double>(total_steps)));
+}
+
+std::string TrainingArguments::effective_dataset_dir() const {
+  if (!dataset_dir_.empty()) return dataset_dir_;
+  return data::kFashionMnistDir;
+}
+
+}  // namespace trainer

@@ -1,0 +1,106 @@
+// TrainingArguments: Transformers' argument names and defaults, plus the dataset and model
+// choice. Read from one flat JSON object, overridden by `--name value`, validated in one place
+// (validate()), written back as training_args.json; also a C++ builder with chainable setters:
+//   TrainingArguments().learning_rate(1e-3).num_train_epochs(1)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+// Declares a chainable setter `name(value)` and a getter `name()` for a field with a default,
+// in the style of LibTorch's TORCH_ARG.
+#define TRAINER_ARG(T, name, ...)                   \
+ public:                                            \
+  TrainingArguments& name(T value) {                \
+    name##_ = std::move(value);                     \
+    return *this;                                   \
+  }                                                 \
+  const T& name() const noexcept { return name##_; } \
+                                                    \
+ private:                                           \
+  T name##_ = __VA_ARGS__
+
+namespace trainer {
+
+class TrainingArguments {
+  TRAINER_ARG(std::string, output_dir, "trainer_output");
+  TRAINER_ARG(bool, overwrite_output_dir, false);
+  TRAINER_ARG(bool, do_train, false);
+  TRAINER_ARG(bool, do_eval, false);
+  TRAINER_ARG(double, num_train_epochs, 3.0);
+  TRAINER_ARG(int64_t, max_steps, -1);
+  TRAINER_ARG(int64_t, per_device_train_batch_size, 8);
+  TRAINER_ARG(int64_t, per_device_eval_batch_size, 8);
+  TRAINER_ARG(double, learning_rate, 5e-5);
+  TRAINER_ARG(double, weight_decay, 0.0);
+  TRAINER_ARG(double, adam_beta1, 0.9);
+  TRAINER_ARG(double, adam_beta2, 0.999);
+  TRAINER_ARG(double, adam_epsilon, 1e-8);
+  TRAINER_ARG(double, max_grad_norm, 1.0);
+  TRAINER_ARG(int64_t, gradient_accumulation_steps, 1);
+  TRAINER_ARG(std::string, lr_scheduler_type, "linear");
+  TRAINER_ARG(int64_t, warmup_steps, 0);
+  TRAINER_ARG(double, warmup_ratio, 0.0);
+  TRAINER_ARG(std::string, logging_strategy, "steps");
+  TRAINER_ARG(double, logging_steps, 500);
+  TRAINER_ARG(bool, logging_first_step, false);
+  TRAINER_ARG(std::string, eval_strategy, "no");
+  TRAINER_ARG(std::optional<double>, eval_steps, std::nullopt);
+  TRAINER_ARG(std::string, save_strategy, "no");
+  TRAINER_ARG(int64_t, seed, 42);
+  TRAINER_ARG(std::optional<int64_t>, data_seed, std::nullopt);
+  TRAINER_ARG(bool, dataloader_drop_last, false);
+  TRAINER_ARG(bool, remove_unused_columns, true);
+  TRAINER_ARG(bool, disable_tqdm, false);
+  TRAINER_ARG(std::vector<std::string>, report_to, {"none"});
+  TRAINER_ARG(std::optional<std::string>, run_name, std::nullopt);
+  TRAINER_ARG(std::string, model_name, "basic_net");
+  TRAINER_ARG(std::string, dataset_name, "fashion_mnist");
+  TRAINER_ARG(std::string, dataset_dir, "");
+  TRAINER_ARG(std::optional<int64_t>, max_train_samples, std::nullopt);
+  TRAINER_ARG(std::optional<int64_t>, max_eval_samples, std::nullopt);
+
+ public:
+  // One argument's name, its default as JSON text, and what it does: for --help.
+  struct Description {
+    std::string name;
+    std::string default_json;
+    std::string help;
+  };
+
+  // Arguments from a flat JSON object (empty path: defaults), then `--name value` overrides
+  // (name without dashes, value as typed), then validate(). Throws InputError naming the key,
+  // the value and what is allowed: unknown keys (with the nearest known key), keys Transformers
+  // has that this trainer does not support, wrong types, values out of range.
+  static TrainingArguments parse(const std::string& json_path,
+                                 const std::vector<std::pair<std::string, std::string>>& overrides);
+  // The same from JSON text (used by parse and the tests).
+  static TrainingArguments from_json_text(const std::string& json_text,
+                                          const std::string& source = "arguments");
+  // Applies one `--name value` override. Throws InputError as parse() does.
+  void set_from_text(const std::string& name, const std::string& value);
+
+  // Checks every value against what is allowed. Throws InputError on the first bad one.
+  void validate() const;
+  // All arguments as one flat JSON object, in declaration order (training_args.json).
+  std::string to_json() const;
+  // Every argument with its default and help, in declaration order.
+  static std::vector<Description> describe();
+
+  // Derived values, as Transformers computes them.
+  // warmup_steps if > 0, else ceil(warmup_ratio * total_steps).
+  int64_t get_warmup_steps(int64_t total_steps) const;
+  // data_seed if set, else seed.
+  int64_t sampler_seed() const { return data_seed_.value_or(seed_); }
+  // eval_steps if set, else logging_steps.
+  double effective_eval_steps() const { return eval_steps_.value_or(logging_steps_); }
+  // run_name if set, else output_dir.
+  std::string effective_run_name() const { return run_name_.value_or(output_dir_); }
+  // dataset_dir if set, else the dataset's default location.
+  std::string effective_dataset_dir() const;
+};
+
+}  // namespace trainer
