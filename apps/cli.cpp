@@ -73,6 +73,7 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
       if (extra.rfind("-", 0) != 0) {
         throw InputError(fmt::format("unexpected argument '{}' (only one CONFIG.json is taken)", extra));
       }
+      if (TrainingArguments::is_unsupported_key(key)) TrainingArguments().set_from_text(key, "");
       std::string near = io::nearest(key, names);
       throw InputError(fmt::format("unknown argument --{}{}", key,
                                    near.empty() ? " (see trainer " + command.name + " --help)"

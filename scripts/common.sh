@@ -13,7 +13,7 @@ torch_prefix() {
 build_project() {
   if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     cmake -S "$REPO_ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$(torch_prefix)" "$@"
+      -DCMAKE_PREFIX_PATH="$(torch_prefix)" -DTRAINER_PYTHON="$TORCH_VENV/bin/python" "$@"
   fi
   cmake --build "$BUILD_DIR"
 }

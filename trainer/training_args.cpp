@@ -224,8 +224,7 @@ const Spec* find_spec(const std::string& name) {
 const Spec& lookup(const std::string& key) {
   if (key == "evaluation_strategy") return *find_spec("eval_strategy");
   if (const Spec* s = find_spec(key)) return *s;
-  const auto& unsupported = unsupported_keys();
-  if (std::find(unsupported.begin(), unsupported.end(), key) != unsupported.end()) {
+  if (TrainingArguments::is_unsupported_key(key)) {
     throw InputError(fmt::format(
         "argument {}: Transformers' TrainingArguments has it, but this trainer does not support it",
         key));
@@ -252,6 +251,11 @@ void check_choice(const std::string& key, const std::string& value,
 std::string num(double v) { return io::python_float(v); }
 
 }  // namespace
+
+bool TrainingArguments::is_unsupported_key(const std::string& name) {
+  const auto& keys = unsupported_keys();
+  return std::find(keys.begin(), keys.end(), name) != keys.end();
+}
 
 TrainingArguments TrainingArguments::from_json_text(const std::string& json_text, const std::string& source) {
   json object = json::parse(json_text, nullptr, /*allow_exceptions=*/false);

@@ -83,6 +83,9 @@ class TrainingArguments {
   // Applies one `--name value` override. Throws InputError as parse() does.
   void set_from_text(const std::string& name, const std::string& value);
 
+  // True for keys of Transformers' TrainingArguments that this trainer does not implement.
+  static bool is_unsupported_key(const std::string& name);
+
   // Checks every value against what is allowed. Throws InputError on the first bad one.
   void validate() const;
   // All arguments as one flat JSON object, in declaration order (training_args.json).

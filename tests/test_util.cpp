@@ -1,0 +1,78 @@
+// Helpers shared by the tests.
+#include "tests/test_util.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <sys/wait.h>
+#include <zlib.h>
+
+namespace trainer::testing {
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "trainer-test-XXXXXX").string();
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (mkdtemp(buffer.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = buffer.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void write_idx(const std::string& path, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data,
+               bool gzip, uint8_t type) {
+  std::string bytes = {0, 0, static_cast<char>(type), static_cast<char>(dims.size())};
+  for (uint32_t d : dims) {
+    for (int shift = 24; shift >= 0; shift -= 8) bytes += static_cast<char>((d >> shift) & 0xff);
+  }
+  bytes.append(data.begin(), data.end());
+  if (gzip) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+    gzclose(f);
+  } else {
+    std::ofstream(path, std::ios::binary) << bytes;
+  }
+}
+
+void write_mnist_dir(const std::string& dir, uint32_t train_n, uint32_t test_n, bool gzip) {
+  std::filesystem::create_directories(dir);
+  std::mt19937 rng(7);
+  auto write_split = [&](const std::string& prefix, uint32_t n) {
+    std::vector<uint8_t> images(static_cast<size_t>(n) * 28 * 28), labels(n);
+    for (auto& p : images) p = static_cast<uint8_t>(rng() % 256);
+    for (auto& l : labels) l = static_cast<uint8_t>(rng() % 10);
+    std::string suffix = gzip ? ".gz" : "";
+    write_idx(dir + "/" + prefix + "-images-idx3-ubyte" + suffix, {n, 28, 28}, images, gzip);
+    write_idx(dir + "/" + prefix + "-labels-idx1-ubyte" + suffix, {n}, labels, gzip, 0x08);
+  };
+  write_split("train", train_n);
+  write_split("t10k", test_n);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+ProcessResult run(const std::string& command) {
+  TempDir dir;
+  std::string full = command + " >" + dir.file("out") + " 2>" + dir.file("err") + " </dev/null";
+  int status = std::system(full.c_str());
+  ProcessResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = slurp(dir.file("out"));
+  result.err = slurp(dir.file("err"));
+  return result;
+}
+
+}  // namespace trainer::testing

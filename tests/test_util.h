@@ -1,0 +1,43 @@
+// Helpers shared by the tests: temporary directories, writing IDX files, and running a program
+// to capture its exit code, stdout and stderr.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainer::testing {
+
+// A fresh empty directory under the system's temp directory, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Writes an IDX file of unsigned bytes with the given dims; gzip-compressed when `gzip`.
+// `data` may deliberately disagree with `dims` to make corrupt files.
+void write_idx(const std::string& path, const std::vector<uint32_t>& dims,
+               const std::vector<uint8_t>& data, bool gzip = false, uint8_t type = 0x08);
+
+// Writes the four MNIST files (train and t10k) of `train_n` / `test_n` random images to `dir`.
+void write_mnist_dir(const std::string& dir, uint32_t train_n, uint32_t test_n, bool gzip);
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `command` through /bin/sh, capturing stdout and stderr.
+ProcessResult run(const std::string& command);
+
+// Reads a whole file into a string ("" when missing).
+std::string slurp(const std::string& path);
+
+}  // namespace trainer::testing

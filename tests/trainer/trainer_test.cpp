@@ -1,0 +1,193 @@
+// The Trainer loop: gradient accumulation equivalence, Transformers' step counts and logged
+// losses, the learning-rate schedules, callbacks and their control flags, compute_loss overrides.
+#include "trainer/trainer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "datasets/mnist.h"
+#include "trainer/callbacks.h"
+#include "tests/test_util.h"
+
+namespace trainer {
+namespace {
+
+// A model without dropout, so two runs can be compared exactly.
+class TinyNet : public models::Model {
+ public:
+  TinyNet() {
+    fc1 = register_module("fc1", torch::nn::Linear(784, 32));
+    fc2 = register_module("fc2", torch::nn::Linear(32, 10));
+  }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    return torch::log_softmax(fc2->forward(torch::tanh(fc1->forward(x.flatten(1)))), 1);
+  }
+  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) override {
+    return torch::nll_loss(outputs, labels);
+  }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+
+std::shared_ptr<data::MnistDataset> random_dataset(int64_t n, int seed = 5) {
+  torch::manual_seed(seed);
+  return std::make_shared<data::MnistDataset>(torch::randint(0, 256, {n, 28, 28}).to(torch::kUInt8),
+                                              torch::randint(0, 10, {n}));
+}
+
+TrainingArguments quiet_args(testing::TempDir& dir) {
+  return TrainingArguments().output_dir(dir.path()).disable_tqdm(true).learning_rate(1e-2).num_train_epochs(1);
+}
+
+std::shared_ptr<TinyNet> fresh_model() {
+  torch::manual_seed(11);
+  return std::make_shared<TinyNet>();
+}
+
+TEST(Trainer, AccumulatingTwoBatchesOf32MakesTheUpdateOfOneBatchOf64) {
+  testing::TempDir dir;
+  auto data = random_dataset(256);
+  auto one = fresh_model(), two = fresh_model();
+  Trainer a(one, quiet_args(dir).per_device_train_batch_size(64), data);
+  Trainer b(two, quiet_args(dir).per_device_train_batch_size(32).gradient_accumulation_steps(2), data);
+  TrainOutput ra = a.train();
+  TrainOutput rb = b.train();
+  EXPECT_EQ(ra.global_step, 4);
+  EXPECT_EQ(rb.global_step, 4);
+  EXPECT_NEAR(ra.training_loss, rb.training_loss, 1e-5 * std::abs(ra.training_loss));
+  auto pa = one->named_parameters(), pb = two->named_parameters();
+  for (const auto& item : pa) {
+    const torch::Tensor& x = item.value();
+    const torch::Tensor& y = pb[item.key()];
+    double rel = (x - y).norm().item<double>() / x.norm().item<double>();
+    EXPECT_LT(rel, 1e-5) << item.key();
+  }
+  // And the runs did move the parameters.
+  EXPECT_FALSE(torch::allclose(one->fc1->weight, fresh_model()->fc1->weight));
+}
+
+TEST(Trainer, StepsPerEpochAreCeilOfBatchesOverAccumulation) {
+  testing::TempDir dir;
+  // 130 examples at batch 32: 5 batches; accumulation 2: 3 optimizer steps per epoch.
+  Trainer t(fresh_model(),
+            quiet_args(dir).per_device_train_batch_size(32).gradient_accumulation_steps(2).num_train_epochs(2),
+            random_dataset(130));
+  TrainOutput out = t.train();
+  EXPECT_EQ(out.global_step, 6);
+  EXPECT_EQ(t.state().max_steps, 6);
+  EXPECT_DOUBLE_EQ(t.state().epoch, 2.0);
+}
+
+TEST(Trainer, MaxStepsOverridesEpochsAndLogsEveryLoggingSteps) {
+  testing::TempDir dir;
+  Trainer t(fresh_model(), quiet_args(dir).per_device_train_batch_size(16).max_steps(7).logging_steps(3).num_train_epochs(50),
+            random_dataset(64));
+  TrainOutput out = t.train();
+  EXPECT_EQ(out.global_step, 7);
+  const auto& history = t.state().log_history;
+  ASSERT_EQ(history.size(), 3u);  // steps 3 and 6, then the final summary
+  EXPECT_EQ(history[0]["step"], 3);
+  EXPECT_EQ(history[1]["step"], 6);
+  for (const char* key : {"loss", "grad_norm", "learning_rate", "epoch", "step"}) {
+    EXPECT_TRUE(history[0].contains(key)) << key;
+  }
+  // Linear decay from 1e-2 over 7 steps: after step 3 the rate is 1e-2 * 4/7.
+  EXPECT_NEAR(history[0]["learning_rate"].get<double>(), 1e-2 * 4 / 7, 1e-12);
+  EXPECT_NEAR(history[0]["epoch"].get<double>(), 0.75, 1e-12);
+  for (const char* key : {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss"}) {
+    EXPECT_TRUE(history[2].contains(key)) << key;
+  }
+  // The final train_loss is the mean step loss; the logged losses are means over their windows.
+  double logged = history[0]["loss"].get<double>() * 3 + history[1]["loss"].get<double>() * 3;
+  EXPECT_GT(out.training_loss * 7, logged - 1e-2);
+}
+
+TEST(LrSchedule, TransformersMultipliers) {
+  EXPECT_DOUBLE_EQ(lr_lambda("linear", 0, 10, 100), 0.0);
+  EXPECT_DOUBLE_EQ(lr_lambda("linear", 5, 10, 100), 0.5);
+  EXPECT_DOUBLE_EQ(lr_lambda("linear", 10, 10, 100), 1.0);
+  EXPECT_DOUBLE_EQ(lr_lambda("linear", 55, 10, 100), 0.5);
+  EXPECT_DOUBLE_EQ(lr_lambda("linear", 100, 10, 100), 0.0);
+  EXPECT_DOUBLE_EQ(lr_lambda("linear", 0, 0, 938), 1.0);
+  EXPECT_NEAR(lr_lambda("cosine", 55, 10, 100), 0.5, 1e-12);
+  EXPECT_NEAR(lr_lambda("cosine", 100, 10, 100), 0.0, 1e-12);
+  EXPECT_DOUBLE_EQ(lr_lambda("constant", 0, 10, 100), 1.0);
+  EXPECT_DOUBLE_EQ(lr_lambda("constant_with_warmup", 2, 10, 100), 0.2);
+  EXPECT_DOUBLE_EQ(lr_lambda("constant_with_warmup", 50, 10, 100), 1.0);
+}
+
+class StopAtThree : public TrainerCallback {
+ public:
+  void on_step_end(const TrainingArguments&, TrainerState& state, TrainerControl& control) override {
+    ++steps;
+    if (state.global_step == 3) control.should_training_stop = true;
+  }
+  void on_evaluate(const TrainingArguments&, TrainerState& state, TrainerControl&, const Metrics& metrics) override {
+    evaluations.push_back(metrics);
+  }
+  void on_epoch_begin(const TrainingArguments&, TrainerState&, TrainerControl&) override { ++epochs; }
+  int steps = 0, epochs = 0;
+  std::vector<Metrics> evaluations;
+};
+
+TEST(Trainer, CallbacksSeeEventsAndCanStopTraining) {
+  testing::TempDir dir;
+  auto callback = std::make_shared<StopAtThree>();
+  Trainer t(fresh_model(), quiet_args(dir).per_device_train_batch_size(8).eval_strategy("steps").eval_steps(2),
+            random_dataset(80), random_dataset(20, 9), nullptr, compute_accuracy, {callback});
+  t.train();
+  EXPECT_EQ(t.state().global_step, 3);
+  EXPECT_EQ(callback->steps, 3);
+  EXPECT_EQ(callback->epochs, 1);
+  ASSERT_EQ(callback->evaluations.size(), 1u);  // at step 2
+  const Metrics& m = callback->evaluations[0];
+  for (const char* key : {"eval_loss", "eval_accuracy", "eval_runtime", "eval_samples_per_second", "epoch"}) {
+    EXPECT_EQ(m.count(key), 1u) << key;
+  }
+  EXPECT_GE(m.at("eval_accuracy"), 0.0);
+  EXPECT_LE(m.at("eval_accuracy"), 1.0);
+}
+
+TEST(Trainer, EvaluateMatchesAHandComputedLossAndAccuracy) {
+  testing::TempDir dir;
+  auto model = fresh_model();
+  auto eval = random_dataset(50, 4);
+  Trainer t(model, quiet_args(dir).per_device_eval_batch_size(16), nullptr, eval, nullptr, compute_accuracy);
+  Metrics m = t.evaluate();
+  torch::NoGradGuard no_grad;
+  model->eval();
+  torch::Tensor out = model->forward(data::normalize_images(eval->images()));
+  EXPECT_NEAR(m.at("eval_loss"), torch::nll_loss(out, eval->labels()).item<double>(), 1e-5);
+  EXPECT_DOUBLE_EQ(m.at("eval_accuracy"), out.argmax(1).eq(eval->labels()).sum().item<double>() / 50.0);
+}
+
+class ConstantLossTrainer : public Trainer {
+ public:
+  using Trainer::Trainer;
+  LossOutput compute_loss(models::Model& model, const data::Batch& inputs, bool return_outputs) override {
+    ++calls;
+    torch::Tensor outputs = model.forward(inputs.at("x"));
+    return {outputs.sum() * 0 + 2.5, outputs};
+  }
+  int calls = 0;
+};
+
+TEST(Trainer, ASubclassesComputeLossIsWhatTrains) {
+  testing::TempDir dir;
+  ConstantLossTrainer t(fresh_model(), quiet_args(dir).per_device_train_batch_size(10), random_dataset(40));
+  TrainOutput out = t.train();
+  EXPECT_EQ(t.calls, 4);
+  EXPECT_DOUBLE_EQ(out.training_loss, 2.5);
+}
+
+TEST(Callbacks, MetricsPrintLikeTransformers) {
+  Metrics m = {{"eval_accuracy", 0.88431}, {"eval_runtime", 62.345}, {"eval_samples", 10000}, {"epoch", 1.0}};
+  EXPECT_EQ(format_metrics("eval", m),
+            "***** eval metrics *****\n"
+            "  epoch         =        1.0\n"
+            "  eval_accuracy =     0.8843\n"
+            "  eval_runtime  = 0:01:02.34\n"
+            "  eval_samples  =      10000\n");
+}
+
+}  // namespace
+}  // namespace trainer

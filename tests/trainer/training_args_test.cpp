@@ -1,0 +1,140 @@
+// TrainingArguments: Transformers' defaults, JSON and --name value parsing, the builder, and the
+// exact one-line message of every kind of bad argument.
+#include "trainer/training_args.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/io/errors.h"
+
+namespace trainer {
+namespace {
+
+std::string error_of(const std::string& json_text,
+                     const std::vector<std::pair<std::string, std::string>>& overrides = {}) {
+  try {
+    TrainingArguments args = TrainingArguments::from_json_text(json_text, "config.json");
+    for (const auto& [name, value] : overrides) args.set_from_text(name, value);
+    args.validate();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(TrainingArguments, TransformersDefaults) {
+  TrainingArguments a;
+  EXPECT_EQ(a.num_train_epochs(), 3.0);
+  EXPECT_EQ(a.max_steps(), -1);
+  EXPECT_EQ(a.per_device_train_batch_size(), 8);
+  EXPECT_EQ(a.per_device_eval_batch_size(), 8);
+  EXPECT_EQ(a.learning_rate(), 5e-5);
+  EXPECT_EQ(a.weight_decay(), 0.0);
+  EXPECT_EQ(a.adam_beta1(), 0.9);
+  EXPECT_EQ(a.adam_beta2(), 0.999);
+  EXPECT_EQ(a.adam_epsilon(), 1e-8);
+  EXPECT_EQ(a.max_grad_norm(), 1.0);
+  EXPECT_EQ(a.gradient_accumulation_steps(), 1);
+  EXPECT_EQ(a.lr_scheduler_type(), "linear");
+  EXPECT_EQ(a.logging_steps(), 500);
+  EXPECT_EQ(a.eval_strategy(), "no");
+  EXPECT_EQ(a.seed(), 42);
+  EXPECT_EQ(a.sampler_seed(), 42);
+  EXPECT_EQ(a.effective_eval_steps(), 500);
+  EXPECT_EQ(a.effective_dataset_dir(), "/usr/share/datasets/fashion-mnist");
+  EXPECT_NO_THROW(a.validate());
+}
+
+TEST(TrainingArguments, BuilderChains) {
+  auto a = TrainingArguments().learning_rate(1e-3).num_train_epochs(1).data_seed(7);
+  EXPECT_EQ(a.learning_rate(), 1e-3);
+  EXPECT_EQ(a.num_train_epochs(), 1);
+  EXPECT_EQ(a.sampler_seed(), 7);
+}
+
+TEST(TrainingArguments, JsonThenOverrides) {
+  auto a = TrainingArguments::from_json_text(
+      R"({"per_device_train_batch_size": 64, "evaluation_strategy": "epoch", "learning_rate": 0.001,
+          "report_to": [], "data_seed": null})");
+  EXPECT_EQ(a.per_device_train_batch_size(), 64);
+  EXPECT_EQ(a.eval_strategy(), "epoch");
+  a.set_from_text("learning_rate", "2e-4");
+  a.set_from_text("output_dir", "123");
+  a.set_from_text("disable_tqdm", "True");
+  a.set_from_text("run_name", "None");
+  a.set_from_text("report_to", "none");
+  a.set_from_text("max_train_samples", "2000");
+  EXPECT_EQ(a.learning_rate(), 2e-4);
+  EXPECT_EQ(a.output_dir(), "123");
+  EXPECT_TRUE(a.disable_tqdm());
+  EXPECT_FALSE(a.run_name().has_value());
+  EXPECT_EQ(a.report_to(), std::vector<std::string>{"none"});
+  EXPECT_EQ(a.max_train_samples(), 2000);
+}
+
+TEST(TrainingArguments, ToJsonRoundTrips) {
+  auto a = TrainingArguments().learning_rate(3e-4).eval_strategy("steps").eval_steps(50.0).max_eval_samples(10);
+  auto b = TrainingArguments::from_json_text(a.to_json());
+  EXPECT_EQ(a.to_json(), b.to_json());
+  auto j = nlohmann::json::parse(a.to_json());
+  EXPECT_EQ(j["learning_rate"], 3e-4);
+  EXPECT_TRUE(j["data_seed"].is_null());
+  EXPECT_EQ(j.size(), TrainingArguments::describe().size());
+}
+
+TEST(TrainingArguments, UnknownKeyNamesTheNearest) {
+  EXPECT_EQ(error_of(R"({"lerning_rate": 0.1})"), "unknown argument lerning_rate (did you mean learning_rate?)");
+  EXPECT_EQ(error_of(R"({"zzzzzzzzzzzzzzzzzzzzzz": 1})"),
+            "unknown argument zzzzzzzzzzzzzzzzzzzzzz (see trainer train --help)");
+}
+
+TEST(TrainingArguments, TransformersKeysWeDoNotImplementAreNotSupported) {
+  for (const char* key : {"deepspeed", "fsdp", "fp16", "push_to_hub"}) {
+    EXPECT_EQ(error_of(std::string("{\"") + key + "\": true}"),
+              std::string("argument ") + key +
+                  ": Transformers' TrainingArguments has it, but this trainer does not support it");
+  }
+}
+
+TEST(TrainingArguments, WrongTypes) {
+  EXPECT_EQ(error_of(R"({"per_device_train_batch_size": "64"})"),
+            "argument per_device_train_batch_size: \"64\" is a string, expected an integer");
+  EXPECT_EQ(error_of(R"({"per_device_train_batch_size": 6.5})"),
+            "argument per_device_train_batch_size: 6.5 is a number, expected an integer");
+  EXPECT_EQ(error_of(R"({"learning_rate": true})"), "argument learning_rate: true is a boolean, expected a number");
+  EXPECT_EQ(error_of("{}", {{"learning_rate", "fast"}}),
+            "argument learning_rate: \"fast\" is a string, expected a number");
+  EXPECT_EQ(error_of(R"([1, 2])"), "config.json must hold one flat JSON object of arguments, not a array");
+  EXPECT_EQ(error_of(R"({"a": )"), "config.json is not valid JSON");
+}
+
+TEST(TrainingArguments, ValuesOutOfRange) {
+  EXPECT_EQ(error_of(R"({"per_device_train_batch_size": 0})"),
+            "argument per_device_train_batch_size: 0 is not allowed (must be >= 1)");
+  EXPECT_EQ(error_of(R"({"learning_rate": -0.001})"), "argument learning_rate: -0.001 is not allowed (must be >= 0)");
+  EXPECT_EQ(error_of(R"({"lr_scheduler_type": "polynomial"})"),
+            "argument lr_scheduler_type: \"polynomial\" is not allowed (allowed: linear, cosine, constant, "
+            "constant_with_warmup)");
+  EXPECT_EQ(error_of(R"({"gradient_accumulation_steps": 0})"),
+            "argument gradient_accumulation_steps: 0 is not allowed (must be >= 1)");
+  EXPECT_EQ(error_of(R"({"eval_strategy": "sometimes"})"),
+            "argument eval_strategy: \"sometimes\" is not allowed (allowed: no, steps, epoch)");
+  EXPECT_EQ(error_of(R"({"max_steps": 0})"),
+            "argument max_steps: 0 is not allowed (-1 to train for num_train_epochs, or > 0)");
+  EXPECT_EQ(error_of(R"({"warmup_ratio": 1.5})"), "argument warmup_ratio: 1.5 is not allowed (must be in [0, 1])");
+  EXPECT_EQ(error_of(R"({"logging_steps": 2.5})"),
+            "argument logging_steps: 2.5 is not allowed (an integer >= 1, or a fraction in (0, 1) of the total steps)");
+  EXPECT_EQ(error_of(R"({"model_name": "gpt2"})"), "argument model_name: \"gpt2\" is not allowed (allowed: basic_net)");
+  EXPECT_EQ(error_of(R"({"report_to": "wandb"})"), "argument report_to: \"wandb\" is not allowed (allowed: none)");
+  EXPECT_EQ(error_of(R"({"save_strategy": "epoch"})"), "argument save_strategy: \"epoch\" is not allowed (allowed: no)");
+  EXPECT_EQ(error_of(R"({"eval_strategy": "epoch", "evaluation_strategy": "steps"})"),
+            "config.json: eval_strategy \"epoch\" and evaluation_strategy \"steps\" disagree (give one)");
+}
+
+TEST(TrainingArguments, WarmupFromRatioOrSteps) {
+  EXPECT_EQ(TrainingArguments().warmup_ratio(0.1).get_warmup_steps(938), 94);
+  EXPECT_EQ(TrainingArguments().warmup_ratio(0.1).warmup_steps(5).get_warmup_steps(938), 5);
+}
+
+}  // namespace
+}  // namespace trainer
