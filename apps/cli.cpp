@@ -5,8 +5,8 @@
 #include <iostream>
 #include <map>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "lib/io/errors.h"
 #include "lib/io/text.h"
@@ -26,10 +26,11 @@ std::string arguments_table() {
 }  // namespace
 
 std::optional<Command> parse_command_line(int argc, char** argv) {
-  CLI::App app{"trainer: train and evaluate models on LibTorch, as Transformers' Trainer does.\n"
-               "  trainer train [CONFIG.json] [--name value ...]\n"
-               "  trainer evaluate [CONFIG.json] [--name value ...]",
-               "trainer"};
+  CLI::App app{
+      "trainer: train and evaluate models on LibTorch, as Transformers' Trainer does.\n"
+      "  trainer train [CONFIG.json] [--name value ...]\n"
+      "  trainer evaluate [CONFIG.json] [--name value ...]",
+      "trainer"};
   app.footer("\n" + arguments_table());
   app.require_subcommand(1);
   Command command;
@@ -71,7 +72,8 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
       while (!key.empty() && key.front() == '-') key.erase(key.begin());
       key = key.substr(0, key.find('='));
       if (extra.rfind("-", 0) != 0) {
-        throw InputError(fmt::format("unexpected argument '{}' (only one CONFIG.json is taken)", extra));
+        throw InputError(
+            fmt::format("unexpected argument '{}' (only one CONFIG.json is taken)", extra));
       }
       if (TrainingArguments::is_unsupported_key(key)) TrainingArguments().set_from_text(key, "");
       std::string near = io::nearest(key, names);
@@ -86,7 +88,8 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
       if (option->count() == 0) continue;
       const auto& given = option->results();
       // A bare flag (--do_eval) means true, as HfArgumentParser takes it.
-      command.overrides.emplace_back(name, given.empty() || given.back().empty() ? "true" : given.back());
+      command.overrides.emplace_back(name,
+                                     given.empty() || given.back().empty() ? "true" : given.back());
     }
   }
   return command;

@@ -18,16 +18,21 @@ namespace {
 
 using namespace trainer;
 
-std::shared_ptr<data::MnistDataset> load_split(const TrainingArguments& args, const std::string& split,
+std::shared_ptr<data::MnistDataset> load_split(const TrainingArguments& args,
+                                               const std::string& split,
                                                const std::optional<int64_t>& max_samples) {
-  return std::make_shared<data::MnistDataset>(args.effective_dataset_dir(), split, max_samples.value_or(-1));
+  return std::make_shared<data::MnistDataset>(args.effective_dataset_dir(), split,
+                                              max_samples.value_or(-1));
 }
 
-bool wants_eval(const TrainingArguments& args) { return args.eval_strategy() != "no" || args.do_eval(); }
+bool wants_eval(const TrainingArguments& args) {
+  return args.eval_strategy() != "no" || args.do_eval();
+}
 
 int train(const TrainingArguments& args) {
   auto train_dataset = load_split(args, "train", args.max_train_samples());
-  auto eval_dataset = wants_eval(args) ? load_split(args, "test", args.max_eval_samples()) : nullptr;
+  auto eval_dataset =
+      wants_eval(args) ? load_split(args, "test", args.max_eval_samples()) : nullptr;
   torch::manual_seed(static_cast<uint64_t>(args.seed()));
   auto model = models::make_model(args.model_name());
   io::write_file_atomic(io::join_path(args.output_dir(), "training_args.json"), args.to_json());
@@ -56,7 +61,8 @@ int train(const TrainingArguments& args) {
 int evaluate(const TrainingArguments& args) {
   std::string weights = io::join_path(args.output_dir(), "model.safetensors");
   if (!std::filesystem::exists(weights)) {
-    throw InputError(fmt::format("{} does not exist (train first, or set output_dir to a trained run)", weights));
+    throw InputError(fmt::format(
+        "{} does not exist (train first, or set output_dir to a trained run)", weights));
   }
   auto eval_dataset = load_split(args, "test", args.max_eval_samples());
   auto model = models::make_model(args.model_name());

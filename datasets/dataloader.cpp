@@ -64,7 +64,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset,
       options_(options),
       collator_(std::move(collator)) {
   if (options_.batch_size < 1) {
-    throw InputError(fmt::format("batch size {} is not allowed (must be >= 1)", options_.batch_size));
+    throw InputError(
+        fmt::format("batch size {} is not allowed (must be >= 1)", options_.batch_size));
   }
   set_epoch(0);
 }

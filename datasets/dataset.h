@@ -55,7 +55,9 @@ class Dataset {
   // The default-collated batch for `indices` (int64, 1-D) in one gather, for datasets held as
   // tensors; std::nullopt where the dataset has no such fast path. It must equal
   // default_collate() of the examples one by one.
-  virtual std::optional<Batch> get_batch(const torch::Tensor& indices) const { return std::nullopt; }
+  virtual std::optional<Batch> get_batch(const torch::Tensor& indices) const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace trainer::data

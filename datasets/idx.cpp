@@ -57,20 +57,20 @@ IdxArray read_idx(const std::string& path) {
                                  path, bytes.size()));
   }
   if (byte(0) != 0 || byte(1) != 0) {
-    throw InputError(fmt::format(
-        "corrupt IDX file {}: wrong magic number 0x{:02x}{:02x}{:02x}{:02x} (expected "
-        "0x000008NN for unsigned bytes)",
-        path, byte(0), byte(1), byte(2), byte(3)));
+    throw InputError(
+        fmt::format("corrupt IDX file {}: wrong magic number 0x{:02x}{:02x}{:02x}{:02x} (expected "
+                    "0x000008NN for unsigned bytes)",
+                    path, byte(0), byte(1), byte(2), byte(3)));
   }
   if (byte(2) != 0x08) {
     throw InputError(fmt::format(
-        "unsupported IDX file {}: element type 0x{:02x}, only unsigned bytes (0x08) are read",
-        path, byte(2)));
+        "unsupported IDX file {}: element type 0x{:02x}, only unsigned bytes (0x08) are read", path,
+        byte(2)));
   }
   size_t ndims = byte(3);
   if (ndims == 0 || ndims > 4) {
-    throw InputError(fmt::format("corrupt IDX file {}: {} dimensions (allowed: 1 to 4)", path,
-                                 ndims));
+    throw InputError(
+        fmt::format("corrupt IDX file {}: {} dimensions (allowed: 1 to 4)", path, ndims));
   }
   size_t header = 4 + 4 * ndims;
   if (bytes.size() < header) {
@@ -88,8 +88,9 @@ IdxArray read_idx(const std::string& path) {
   }
   uint64_t found = bytes.size() - header;
   if (found < expected) {
-    throw InputError(fmt::format("truncated IDX file {}: header promises {} bytes of data, found {}",
-                                 path, expected, found));
+    throw InputError(
+        fmt::format("truncated IDX file {}: header promises {} bytes of data, found {}", path,
+                    expected, found));
   }
   if (found > expected) {
     throw InputError(fmt::format(

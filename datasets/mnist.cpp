@@ -29,7 +29,8 @@ std::string find_file(const std::string& dir, const std::string& stem) {
 
 torch::Tensor to_tensor(IdxArray&& array) {
   auto owned = std::make_shared<std::vector<uint8_t>>(std::move(array.data));
-  return torch::from_blob(owned->data(), array.dims, [owned](void*) {}, torch::kUInt8);
+  return torch::from_blob(
+      owned->data(), array.dims, [owned](void*) {}, torch::kUInt8);
 }
 
 }  // namespace
@@ -52,8 +53,8 @@ MnistDataset::MnistDataset(const std::string& dir, const std::string& split, int
                                  images_path, images.dims.size()));
   }
   if (labels.dims.size() != 1) {
-    throw InputError(fmt::format("{} has {} dimensions, expected 1 (count)", labels_path,
-                                 labels.dims.size()));
+    throw InputError(
+        fmt::format("{} has {} dimensions, expected 1 (count)", labels_path, labels.dims.size()));
   }
   if (images.dims[0] != labels.dims[0]) {
     throw InputError(fmt::format("{} holds {} images but {} holds {} labels", images_path,

@@ -26,8 +26,8 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-void write_idx(const std::string& path, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data,
-               bool gzip, uint8_t type) {
+void write_idx(const std::string& path, const std::vector<uint32_t>& dims,
+               const std::vector<uint8_t>& data, bool gzip, uint8_t type) {
   std::string bytes = {0, 0, static_cast<char>(type), static_cast<char>(dims.size())};
   for (uint32_t d : dims) {
     for (int shift = 24; shift >= 0; shift -= 8) bytes += static_cast<char>((d >> shift) & 0xff);

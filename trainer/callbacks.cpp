@@ -93,7 +93,8 @@ void ConsoleCallback::draw_bar(const TrainerState& state, bool force) {
   last_draw_ = now;
   double elapsed = std::chrono::duration<double>(now - start_).count();
   int64_t total = std::max<int64_t>(state.max_steps, 1);
-  double fraction = std::min(1.0, static_cast<double>(state.global_step) / static_cast<double>(total));
+  double fraction =
+      std::min(1.0, static_cast<double>(state.global_step) / static_cast<double>(total));
   double rate = elapsed > 0 ? static_cast<double>(state.global_step) / elapsed : 0.0;
   double remaining = rate > 0 ? static_cast<double>(total - state.global_step) / rate : 0.0;
   static const char* kParts[] = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"};
@@ -111,9 +112,10 @@ void ConsoleCallback::draw_bar(const TrainerState& state, bool force) {
   std::string rate_text = rate >= 1 || rate == 0 ? fmt::format("{:.2f}it/s", rate)
                                                  : fmt::format("{:.2f}s/it", 1.0 / rate);
   std::fprintf(bar_, "\r\x1b[K%3d%%|%s| %lld/%lld [%s<%s, %s, %s]",
-               static_cast<int>(fraction * 100), bar.c_str(), static_cast<long long>(state.global_step),
-               static_cast<long long>(total), io::clock_time(elapsed).c_str(),
-               io::clock_time(remaining).c_str(), rate_text.c_str(), postfix.c_str());
+               static_cast<int>(fraction * 100), bar.c_str(),
+               static_cast<long long>(state.global_step), static_cast<long long>(total),
+               io::clock_time(elapsed).c_str(), io::clock_time(remaining).c_str(),
+               rate_text.c_str(), postfix.c_str());
   std::fflush(bar_);
   bar_visible_ = true;
 }
@@ -154,12 +156,14 @@ std::string column_name(std::string key) {
 }
 
 bool is_table_metric(const std::string& key) {
-  static const std::vector<std::string> skipped = {"eval_loss", "eval_runtime", "eval_samples_per_second",
-                                                   "eval_steps_per_second", "epoch", "step"};
+  static const std::vector<std::string> skipped = {
+      "eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second",
+      "epoch",     "step"};
   return std::find(skipped.begin(), skipped.end(), key) == skipped.end();
 }
 
-std::string render_row(const std::vector<std::string>& cells, const std::vector<std::string>& columns) {
+std::string render_row(const std::vector<std::string>& cells,
+                       const std::vector<std::string>& columns) {
   std::string line;
   for (size_t i = 0; i < cells.size(); ++i) {
     size_t width = std::max<size_t>(columns[i].size(), 8);
@@ -187,9 +191,9 @@ void ConsoleCallback::on_evaluate(const TrainingArguments& args, TrainerState& s
       break;
     }
   }
-  std::vector<std::string> row = {
-      by_epoch ? std::to_string(static_cast<int64_t>(state.epoch)) : std::to_string(state.global_step),
-      training_loss};
+  std::vector<std::string> row = {by_epoch ? std::to_string(static_cast<int64_t>(state.epoch))
+                                           : std::to_string(state.global_step),
+                                  training_loss};
   auto loss = metrics.find("eval_loss");
   row.push_back(loss == metrics.end() ? "No log" : fmt::format("{:.6f}", loss->second));
   for (const auto& [key, value] : metrics) {
@@ -197,7 +201,8 @@ void ConsoleCallback::on_evaluate(const TrainingArguments& args, TrainerState& s
   }
   row.resize(columns_.size());
   clear_bar();
-  if (rows_.empty() || interleaved_) std::fprintf(out_, "%s\n", render_row(columns_, columns_).c_str());
+  if (rows_.empty() || interleaved_)
+    std::fprintf(out_, "%s\n", render_row(columns_, columns_).c_str());
   std::fprintf(out_, "%s\n", render_row(row, columns_).c_str());
   std::fflush(out_);
   rows_.push_back(row);
@@ -221,11 +226,14 @@ void ConsoleCallback::on_train_end(const TrainingArguments& args, TrainerState& 
 
 double lr_lambda(const std::string& type, int64_t step, int64_t warmup, int64_t total) {
   if (type == "constant") return 1.0;
-  if (step < warmup) return static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup));
+  if (step < warmup)
+    return static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup));
   if (type == "constant_with_warmup") return 1.0;
-  double progress = static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
+  double progress = static_cast<double>(step - warmup) /
+                    static_cast<double>(std::max<int64_t>(1, total - warmup));
   if (type == "linear") {
-    return std::max(0.0, static_cast<double>(total - step) / static_cast<double>(std::max<int64_t>(1, total - warmup)));
+    return std::max(0.0, static_cast<double>(total - step) /
+                             static_cast<double>(std::max<int64_t>(1, total - warmup)));
   }
   if (type == "cosine") return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * progress)));
   throw std::invalid_argument("unknown lr_scheduler_type " + type);
@@ -235,7 +243,8 @@ std::string format_logs(const json& logs) {
   std::string out = "{";
   for (const auto& [key, value] : logs.items()) {
     if (out.size() > 1) out += ", ";
-    std::string text = value.is_number_float() ? io::python_float(value.get<double>()) : value.dump();
+    std::string text =
+        value.is_number_float() ? io::python_float(value.get<double>()) : value.dump();
     out += fmt::format("'{}': {}", key, text);
   }
   return out + "}";
@@ -262,7 +271,8 @@ std::string format_metrics(const std::string& split, const Metrics& metrics) {
     value_width = std::max(value_width, v.size());
   }
   std::string out = fmt::format("***** {} metrics *****\n", split);
-  for (const auto& [k, v] : shown) out += fmt::format("  {:<{}} = {:>{}}\n", k, key_width, v, value_width);
+  for (const auto& [k, v] : shown)
+    out += fmt::format("  {:<{}} = {:>{}}\n", k, key_width, v, value_width);
   return out;
 }
 

@@ -5,8 +5,8 @@
 #pragma once
 
 #include <chrono>
-#include <memory>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,8 +18,10 @@ namespace trainer {
 // eval_steps (or at epoch end), and should_training_stop at max_steps.
 class DefaultFlowCallback : public TrainerCallback {
  public:
-  void on_step_end(const TrainingArguments& args, TrainerState& state, TrainerControl& control) override;
-  void on_epoch_end(const TrainingArguments& args, TrainerState& state, TrainerControl& control) override;
+  void on_step_end(const TrainingArguments& args, TrainerState& state,
+                   TrainerControl& control) override;
+  void on_epoch_end(const TrainingArguments& args, TrainerState& state,
+                    TrainerControl& control) override;
 };
 
 // What a person reads while training runs. On a terminal (and unless disable_tqdm), a progress
@@ -30,13 +32,16 @@ class ConsoleCallback : public TrainerCallback {
  public:
   // `out` receives log lines and the table; `bar` the progress line (nullptr: no bar).
   ConsoleCallback(std::FILE* out, std::FILE* bar);
-  void on_train_begin(const TrainingArguments& args, TrainerState& state, TrainerControl& control) override;
-  void on_step_end(const TrainingArguments& args, TrainerState& state, TrainerControl& control) override;
+  void on_train_begin(const TrainingArguments& args, TrainerState& state,
+                      TrainerControl& control) override;
+  void on_step_end(const TrainingArguments& args, TrainerState& state,
+                   TrainerControl& control) override;
   void on_log(const TrainingArguments& args, TrainerState& state, TrainerControl& control,
               const nlohmann::ordered_json& logs) override;
   void on_evaluate(const TrainingArguments& args, TrainerState& state, TrainerControl& control,
                    const Metrics& metrics) override;
-  void on_train_end(const TrainingArguments& args, TrainerState& state, TrainerControl& control) override;
+  void on_train_end(const TrainingArguments& args, TrainerState& state,
+                    TrainerControl& control) override;
 
  private:
   void clear_bar();

@@ -66,13 +66,15 @@ std::vector<torch::optim::OptimizerParamGroup> parameter_groups(const torch::nn:
 Metrics compute_accuracy(const EvalPrediction& prediction) {
   torch::Tensor predicted = prediction.predictions.argmax(1);
   double correct = predicted.eq(prediction.label_ids).sum().item<double>();
-  return {{"accuracy", correct / static_cast<double>(std::max<int64_t>(1, prediction.label_ids.numel()))}};
+  return {{"accuracy",
+           correct / static_cast<double>(std::max<int64_t>(1, prediction.label_ids.numel()))}};
 }
 
 Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
                  std::shared_ptr<const data::Dataset> train_dataset,
-                 std::shared_ptr<const data::Dataset> eval_dataset, data::DataCollator data_collator,
-                 ComputeMetrics compute_metrics, std::vector<std::shared_ptr<TrainerCallback>> callbacks)
+                 std::shared_ptr<const data::Dataset> eval_dataset,
+                 data::DataCollator data_collator, ComputeMetrics compute_metrics,
+                 std::vector<std::shared_ptr<TrainerCallback>> callbacks)
     : model_(std::move(model)),
       args_(std::move(args)),
       train_dataset_(std::move(train_dataset)),
@@ -98,7 +100,8 @@ void Trainer::fire(Event event) {
   for (auto& callback : callbacks_) event(*callback);
 }
 
-LossOutput Trainer::compute_loss(models::Model& model, const data::Batch& inputs, bool return_outputs) {
+LossOutput Trainer::compute_loss(models::Model& model, const data::Batch& inputs,
+                                 bool return_outputs) {
   torch::Tensor outputs = model.forward(inputs.at("x"));
   torch::Tensor loss = model.loss(outputs, inputs.at("labels"));
   return {loss, return_outputs ? outputs : torch::Tensor()};
@@ -133,25 +136,30 @@ TrainOutput Trainer::train() {
   if (!train_dataset_ || train_dataset_->size() == 0) {
     throw InputError("Trainer: the training dataset is empty");
   }
-  auto sampler = std::make_shared<data::RandomSampler>(train_dataset_->size(), args_.sampler_seed());
+  auto sampler =
+      std::make_shared<data::RandomSampler>(train_dataset_->size(), args_.sampler_seed());
   data::DataLoader loader(train_dataset_, sampler,
                           {args_.per_device_train_batch_size(), args_.dataloader_drop_last()},
                           data_collator_);
   const int64_t num_batches = loader.size();
   if (num_batches == 0) {
-    throw InputError(fmt::format("Trainer: {} training examples make no batch of {} with dataloader_drop_last",
-                                 train_dataset_->size(), args_.per_device_train_batch_size()));
+    throw InputError(
+        fmt::format("Trainer: {} training examples make no batch of {} with dataloader_drop_last",
+                    train_dataset_->size(), args_.per_device_train_batch_size()));
   }
   const int64_t accumulation = args_.gradient_accumulation_steps();
-  const int64_t steps_per_epoch = std::max<int64_t>(1, (num_batches + accumulation - 1) / accumulation);
+  const int64_t steps_per_epoch =
+      std::max<int64_t>(1, (num_batches + accumulation - 1) / accumulation);
   int64_t max_steps, num_epochs;
   double num_train_samples;
   if (args_.max_steps() > 0) {
     max_steps = args_.max_steps();
     num_epochs = (max_steps + steps_per_epoch - 1) / steps_per_epoch;
-    num_train_samples = static_cast<double>(max_steps * args_.per_device_train_batch_size() * accumulation);
+    num_train_samples =
+        static_cast<double>(max_steps * args_.per_device_train_batch_size() * accumulation);
   } else {
-    max_steps = static_cast<int64_t>(std::ceil(args_.num_train_epochs() * static_cast<double>(steps_per_epoch)));
+    max_steps = static_cast<int64_t>(
+        std::ceil(args_.num_train_epochs() * static_cast<double>(steps_per_epoch)));
     num_epochs = static_cast<int64_t>(std::ceil(args_.num_train_epochs()));
     num_train_samples = static_cast<double>(loader.num_examples()) * args_.num_train_epochs();
   }
@@ -167,7 +175,8 @@ TrainOutput Trainer::train() {
   torch::optim::AdamW optimizer(parameter_groups(*model_, args_));
   const int64_t warmup = args_.get_warmup_steps(max_steps);
   auto set_learning_rate = [&](int64_t step) {
-    double lr = args_.learning_rate() * lr_lambda(args_.lr_scheduler_type(), step, warmup, max_steps);
+    double lr =
+        args_.learning_rate() * lr_lambda(args_.lr_scheduler_type(), step, warmup, max_steps);
     for (auto& group : optimizer.param_groups()) {
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
     }
@@ -182,7 +191,7 @@ TrainOutput Trainer::train() {
 
   const auto start = Clock::now();
   fire([&](TrainerCallback& c) { c.on_train_begin(args_, state_, control_); });
-  double total_loss = 0;     // sum of step losses over the run
+  double total_loss = 0;      // sum of step losses over the run
   double loss_since_log = 0;  // sum of step losses since the last log
   int64_t last_logged_step = 0;
   double grad_norm = std::nan("");
@@ -192,7 +201,8 @@ TrainOutput Trainer::train() {
   auto maybe_log_and_evaluate = [&]() {
     if (control_.should_log && state_.global_step > last_logged_step) {
       json logs;
-      logs["loss"] = round_to(loss_since_log / static_cast<double>(state_.global_step - last_logged_step), 4);
+      logs["loss"] =
+          round_to(loss_since_log / static_cast<double>(state_.global_step - last_logged_step), 4);
       if (!std::isnan(grad_norm)) logs["grad_norm"] = grad_norm;
       logs["learning_rate"] = current_lr;
       loss_since_log = 0;
@@ -211,7 +221,8 @@ TrainOutput Trainer::train() {
     fire([&](TrainerCallback& c) { c.on_epoch_begin(args_, state_, control_); });
     double step_loss = 0;
     for (int64_t i = 0; i < num_batches; ++i) {
-      if (i % accumulation == 0) fire([&](TrainerCallback& c) { c.on_step_begin(args_, state_, control_); });
+      if (i % accumulation == 0)
+        fire([&](TrainerCallback& c) { c.on_step_begin(args_, state_, control_); });
       data::Batch batch = loader.batch(i).to(device_);
       torch::Tensor loss = compute_loss(*model_, batch, false).loss;
       if (!loss.defined() || loss.numel() != 1) {
@@ -231,7 +242,8 @@ TrainOutput Trainer::train() {
       optimizer.zero_grad();
       ++state_.global_step;
       current_lr = set_learning_rate(state_.global_step);
-      state_.epoch = static_cast<double>(epoch) + static_cast<double>(i + 1) / static_cast<double>(num_batches);
+      state_.epoch = static_cast<double>(epoch) +
+                     static_cast<double>(i + 1) / static_cast<double>(num_batches);
       total_loss += step_loss;
       loss_since_log += step_loss;
       step_loss = 0;
@@ -265,7 +277,8 @@ TrainOutput Trainer::train() {
 Metrics Trainer::evaluate(const std::string& prefix) {
   if (!eval_dataset_) throw InputError("Trainer: evaluation needs an eval dataset");
   auto start = Clock::now();
-  data::DataLoader loader(eval_dataset_, std::make_shared<data::SequentialSampler>(eval_dataset_->size()),
+  data::DataLoader loader(eval_dataset_,
+                          std::make_shared<data::SequentialSampler>(eval_dataset_->size()),
                           {args_.per_device_eval_batch_size(), false}, data_collator_);
   model_->eval();
   torch::NoGradGuard no_grad;
@@ -286,7 +299,8 @@ Metrics Trainer::evaluate(const std::string& prefix) {
   Metrics metrics;
   metrics[prefix + "_loss"] = loss_sum / static_cast<double>(std::max<int64_t>(1, count));
   if (compute_metrics_ && !predictions.empty()) {
-    for (const auto& [key, value] : compute_metrics_({torch::cat(predictions), torch::cat(labels)})) {
+    for (const auto& [key, value] :
+         compute_metrics_({torch::cat(predictions), torch::cat(labels)})) {
       metrics[key.rfind(prefix + "_", 0) == 0 ? key : prefix + "_" + key] = value;
     }
   }

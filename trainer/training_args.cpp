@@ -29,7 +29,8 @@ std::string type_name(const json& value) {
 
 [[noreturn]] void wrong_type(const std::string& key, const json& value, const char* expected) {
   throw InputError(fmt::format("argument {}: {} is a{} {}, expected {}", key, value.dump(),
-                               type_name(value) == "integer" ? "n" : "", type_name(value), expected));
+                               type_name(value) == "integer" ? "n" : "", type_name(value),
+                               expected));
 }
 
 // JSON -> field value, with a type check that names the key.
@@ -49,7 +50,8 @@ struct Convert<int64_t> {
     if (v.is_number_integer()) return v.get<int64_t>();
     if (v.is_number_float()) {
       double d = v.get<double>();
-      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15)
+        return static_cast<int64_t>(d);
     }
     wrong_type(key, v, "an integer");
   }
@@ -90,9 +92,11 @@ struct Convert<std::vector<std::string>> {
 // (with Python's True/False/None accepted, as HfArgumentParser takes them).
 template <typename T>
 json text_to_json(const std::string& text) {
-  constexpr bool is_string = std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>>;
+  constexpr bool is_string =
+      std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>>;
   if constexpr (is_string) {
-    if (std::is_same_v<T, std::optional<std::string>> && (text == "None" || text == "null")) return nullptr;
+    if (std::is_same_v<T, std::optional<std::string>> && (text == "None" || text == "null"))
+      return nullptr;
     return text;
   }
   if constexpr (std::is_same_v<T, std::vector<std::string>>) {
@@ -125,7 +129,8 @@ struct Spec {
 
 template <typename T>
 json to_json_value(const T& v) {
-  if constexpr (std::is_same_v<T, std::optional<std::string>> || std::is_same_v<T, std::optional<int64_t>> ||
+  if constexpr (std::is_same_v<T, std::optional<std::string>> ||
+                std::is_same_v<T, std::optional<int64_t>> ||
                 std::is_same_v<T, std::optional<double>>) {
     return v ? json(*v) : json(nullptr);
   } else {
@@ -133,17 +138,19 @@ json to_json_value(const T& v) {
   }
 }
 
-#define SPEC(T, field, text)                                                                      \
-  Spec {                                                                                          \
-    #field, text, [](const TrainingArguments& a) { return to_json_value<T>(a.field()); },         \
+#define SPEC(T, field, text)                                                                    \
+  Spec {                                                                                        \
+#field, text, [](const TrainingArguments& a) { return to_json_value<T>(a.field()); },         \
         [](TrainingArguments& a, const json& v) { a.field(Convert<T>::from(#field, v)); },        \
-        [](const std::string& s) { return text_to_json<T>(s); }                                   \
+        [](const std::string& s) { return text_to_json<T>(s); } \
   }
 
 const std::vector<Spec>& specs() {
   static const std::vector<Spec> table = {
-      SPEC(std::string, output_dir, "Where trainer_state.json, training_args.json, model.safetensors and the results go."),
-      SPEC(bool, overwrite_output_dir, "Accepted for compatibility; files in output_dir are always replaced."),
+      SPEC(std::string, output_dir,
+           "Where trainer_state.json, training_args.json, model.safetensors and the results go."),
+      SPEC(bool, overwrite_output_dir,
+           "Accepted for compatibility; files in output_dir are always replaced."),
       SPEC(bool, do_train, "Accepted for compatibility; `trainer train` always trains."),
       SPEC(bool, do_eval, "Evaluate after training even when eval_strategy is \"no\"."),
       SPEC(double, num_train_epochs, "Number of epochs (a fraction ends mid-epoch)."),
@@ -151,7 +158,8 @@ const std::vector<Spec>& specs() {
       SPEC(int64_t, per_device_train_batch_size, "Training batch size per process."),
       SPEC(int64_t, per_device_eval_batch_size, "Evaluation batch size per process."),
       SPEC(double, learning_rate, "Initial AdamW learning rate."),
-      SPEC(double, weight_decay, "AdamW weight decay, applied to all parameters but biases and norms."),
+      SPEC(double, weight_decay,
+           "AdamW weight decay, applied to all parameters but biases and norms."),
       SPEC(double, adam_beta1, "AdamW beta1."),
       SPEC(double, adam_beta2, "AdamW beta2."),
       SPEC(double, adam_epsilon, "AdamW epsilon."),
@@ -161,21 +169,28 @@ const std::vector<Spec>& specs() {
       SPEC(int64_t, warmup_steps, "Linear warmup steps (overrides warmup_ratio when > 0)."),
       SPEC(double, warmup_ratio, "Fraction of the total steps used for linear warmup."),
       SPEC(std::string, logging_strategy, "no, steps or epoch."),
-      SPEC(double, logging_steps, "Log every N steps (a value below 1 is a fraction of the total)."),
+      SPEC(double, logging_steps,
+           "Log every N steps (a value below 1 is a fraction of the total)."),
       SPEC(bool, logging_first_step, "Also log the first step."),
       SPEC(std::string, eval_strategy, "no, steps or epoch (old name: evaluation_strategy)."),
       SPEC(std::optional<double>, eval_steps, "Evaluate every N steps (default: logging_steps)."),
-      SPEC(std::string, save_strategy, "Checkpointing during training: only \"no\" is implemented."),
-      SPEC(int64_t, seed, "Seed for model initialisation, dropout and (without data_seed) shuffling."),
-      SPEC(std::optional<int64_t>, data_seed, "Seed for shuffling the training data (default: seed)."),
+      SPEC(std::string, save_strategy,
+           "Checkpointing during training: only \"no\" is implemented."),
+      SPEC(int64_t, seed,
+           "Seed for model initialisation, dropout and (without data_seed) shuffling."),
+      SPEC(std::optional<int64_t>, data_seed,
+           "Seed for shuffling the training data (default: seed)."),
       SPEC(bool, dataloader_drop_last, "Drop the last incomplete training batch."),
-      SPEC(bool, remove_unused_columns, "Accepted for compatibility; batches keep what the collator builds."),
+      SPEC(bool, remove_unused_columns,
+           "Accepted for compatibility; batches keep what the collator builds."),
       SPEC(bool, disable_tqdm, "No progress bar, only the log lines."),
       SPEC(std::vector<std::string>, report_to, "Integrations to report to: only \"none\"."),
       SPEC(std::optional<std::string>, run_name, "Name of the run (default: output_dir)."),
       SPEC(std::string, model_name, "Model to train, by name: basic_net."),
       SPEC(std::string, dataset_name, "fashion_mnist or mnist (MNIST-format files)."),
-      SPEC(std::string, dataset_dir, "Directory with the four IDX files (default for fashion_mnist: /usr/share/datasets/fashion-mnist)."),
+      SPEC(std::string, dataset_dir,
+           "Directory with the four IDX files (default for fashion_mnist: "
+           "/usr/share/datasets/fashion-mnist)."),
       SPEC(std::optional<int64_t>, max_train_samples, "Use only the first N training examples."),
       SPEC(std::optional<int64_t>, max_eval_samples, "Use only the first N evaluation examples."),
   };
@@ -185,30 +200,100 @@ const std::vector<Spec>& specs() {
 
 // Keys of Transformers' TrainingArguments that this trainer does not implement.
 const std::vector<std::string>& unsupported_keys() {
-  static const std::vector<std::string> keys = {
-      "accelerator_config", "adafactor", "auto_find_batch_size", "average_tokens_across_devices",
-      "batch_eval_metrics", "bf16", "bf16_full_eval", "dataloader_num_workers",
-      "dataloader_persistent_workers", "dataloader_pin_memory", "dataloader_prefetch_factor",
-      "ddp_backend", "ddp_broadcast_buffers", "ddp_bucket_cap_mb", "ddp_find_unused_parameters",
-      "ddp_timeout", "debug", "deepspeed", "dispatch_batches", "do_predict", "eval_accumulation_steps",
-      "eval_delay", "eval_do_concat_batches", "eval_on_start", "fp16", "fp16_backend",
-      "fp16_full_eval", "fp16_opt_level", "fsdp", "fsdp_config", "fsdp_min_num_params",
-      "fsdp_transformer_layer_cls_to_wrap", "full_determinism", "gradient_checkpointing",
-      "gradient_checkpointing_kwargs", "greater_is_better", "group_by_length",
-      "half_precision_backend", "hub_model_id", "hub_private_repo", "hub_strategy", "hub_token",
-      "ignore_data_skip", "include_for_metrics", "include_inputs_for_metrics",
-      "include_num_input_tokens_seen", "include_tokens_per_second", "jit_mode_eval",
-      "label_names", "label_smoothing_factor", "length_column_name", "load_best_model_at_end",
-      "local_rank", "log_level", "log_level_replica", "log_on_each_node", "logging_dir",
-      "logging_nan_inf_filter", "lr_scheduler_kwargs", "metric_for_best_model", "mp_parameters",
-      "neftune_noise_alpha", "no_cuda", "optim", "optim_args", "optim_target_modules", "past_index",
-      "per_gpu_eval_batch_size", "per_gpu_train_batch_size", "prediction_loss_only",
-      "push_to_hub", "ray_scope", "restore_callback_states_from_checkpoint",
-      "resume_from_checkpoint", "save_on_each_node", "save_only_model", "save_safetensors",
-      "save_steps", "save_total_limit", "sharded_ddp", "skip_memory_metrics", "split_batches",
-      "tf32", "torch_compile", "torch_compile_backend", "torch_compile_mode", "torchdynamo",
-      "tpu_metrics_debug", "tpu_num_cores", "use_cpu", "use_ipex", "use_legacy_prediction_loop",
-      "use_liger_kernel", "use_mps_device"};
+  static const std::vector<std::string> keys = {"accelerator_config",
+                                                "adafactor",
+                                                "auto_find_batch_size",
+                                                "average_tokens_across_devices",
+                                                "batch_eval_metrics",
+                                                "bf16",
+                                                "bf16_full_eval",
+                                                "dataloader_num_workers",
+                                                "dataloader_persistent_workers",
+                                                "dataloader_pin_memory",
+                                                "dataloader_prefetch_factor",
+                                                "ddp_backend",
+                                                "ddp_broadcast_buffers",
+                                                "ddp_bucket_cap_mb",
+                                                "ddp_find_unused_parameters",
+                                                "ddp_timeout",
+                                                "debug",
+                                                "deepspeed",
+                                                "dispatch_batches",
+                                                "do_predict",
+                                                "eval_accumulation_steps",
+                                                "eval_delay",
+                                                "eval_do_concat_batches",
+                                                "eval_on_start",
+                                                "fp16",
+                                                "fp16_backend",
+                                                "fp16_full_eval",
+                                                "fp16_opt_level",
+                                                "fsdp",
+                                                "fsdp_config",
+                                                "fsdp_min_num_params",
+                                                "fsdp_transformer_layer_cls_to_wrap",
+                                                "full_determinism",
+                                                "gradient_checkpointing",
+                                                "gradient_checkpointing_kwargs",
+                                                "greater_is_better",
+                                                "group_by_length",
+                                                "half_precision_backend",
+                                                "hub_model_id",
+                                                "hub_private_repo",
+                                                "hub_strategy",
+                                                "hub_token",
+                                                "ignore_data_skip",
+                                                "include_for_metrics",
+                                                "include_inputs_for_metrics",
+                                                "include_num_input_tokens_seen",
+                                                "include_tokens_per_second",
+                                                "jit_mode_eval",
+                                                "label_names",
+                                                "label_smoothing_factor",
+                                                "length_column_name",
+                                                "load_best_model_at_end",
+                                                "local_rank",
+                                                "log_level",
+                                                "log_level_replica",
+                                                "log_on_each_node",
+                                                "logging_dir",
+                                                "logging_nan_inf_filter",
+                                                "lr_scheduler_kwargs",
+                                                "metric_for_best_model",
+                                                "mp_parameters",
+                                                "neftune_noise_alpha",
+                                                "no_cuda",
+                                                "optim",
+                                                "optim_args",
+                                                "optim_target_modules",
+                                                "past_index",
+                                                "per_gpu_eval_batch_size",
+                                                "per_gpu_train_batch_size",
+                                                "prediction_loss_only",
+                                                "push_to_hub",
+                                                "ray_scope",
+                                                "restore_callback_states_from_checkpoint",
+                                                "resume_from_checkpoint",
+                                                "save_on_each_node",
+                                                "save_only_model",
+                                                "save_safetensors",
+                                                "save_steps",
+                                                "save_total_limit",
+                                                "sharded_ddp",
+                                                "skip_memory_metrics",
+                                                "split_batches",
+                                                "tf32",
+                                                "torch_compile",
+                                                "torch_compile_backend",
+                                                "torch_compile_mode",
+                                                "torchdynamo",
+                                                "tpu_metrics_debug",
+                                                "tpu_num_cores",
+                                                "use_cpu",
+                                                "use_ipex",
+                                                "use_legacy_prediction_loop",
+                                                "use_liger_kernel",
+                                                "use_mps_device"};
   return keys;
 }
 
@@ -232,13 +317,14 @@ const Spec& lookup(const std::string& key) {
   std::vector<std::string> names;
   for (const auto& s : specs()) names.push_back(s.name);
   std::string near = io::nearest(key, names);
-  throw InputError(fmt::format("unknown argument {}{}", key,
-                               near.empty() ? " (see trainer train --help)"
-                                            : fmt::format(" (did you mean {}?)", near)));
+  throw InputError(fmt::format(
+      "unknown argument {}{}", key,
+      near.empty() ? " (see trainer train --help)" : fmt::format(" (did you mean {}?)", near)));
 }
 
 void check(bool ok, const std::string& key, const std::string& value, const std::string& allowed) {
-  if (!ok) throw InputError(fmt::format("argument {}: {} is not allowed ({})", key, value, allowed));
+  if (!ok)
+    throw InputError(fmt::format("argument {}: {} is not allowed ({})", key, value, allowed));
 }
 
 void check_choice(const std::string& key, const std::string& value,
@@ -257,7 +343,8 @@ bool TrainingArguments::is_unsupported_key(const std::string& name) {
   return std::find(keys.begin(), keys.end(), name) != keys.end();
 }
 
-TrainingArguments TrainingArguments::from_json_text(const std::string& json_text, const std::string& source) {
+TrainingArguments TrainingArguments::from_json_text(const std::string& json_text,
+                                                    const std::string& source) {
   json object = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (object.is_discarded()) throw InputError(fmt::format("{} is not valid JSON", source));
   if (!object.is_object()) {
@@ -266,8 +353,9 @@ TrainingArguments TrainingArguments::from_json_text(const std::string& json_text
   }
   if (object.contains("eval_strategy") && object.contains("evaluation_strategy") &&
       object["eval_strategy"] != object["evaluation_strategy"]) {
-    throw InputError(fmt::format("{}: eval_strategy {} and evaluation_strategy {} disagree (give one)",
-                                 source, object["eval_strategy"].dump(), object["evaluation_strategy"].dump()));
+    throw InputError(
+        fmt::format("{}: eval_strategy {} and evaluation_strategy {} disagree (give one)", source,
+                    object["eval_strategy"].dump(), object["evaluation_strategy"].dump()));
   }
   TrainingArguments args;
   for (const auto& [key, value] : object.items()) lookup(key).set(args, value);
@@ -281,7 +369,8 @@ void TrainingArguments::set_from_text(const std::string& name, const std::string
 }
 
 TrainingArguments TrainingArguments::parse(
-    const std::string& json_path, const std::vector<std::pair<std::string, std::string>>& overrides) {
+    const std::string& json_path,
+    const std::vector<std::pair<std::string, std::string>>& overrides) {
   TrainingArguments args;
   if (!json_path.empty()) args = from_json_text(io::read_file(json_path), json_path);
   for (const auto& [name, value] : overrides) args.set_from_text(name, value);
@@ -321,12 +410,14 @@ void TrainingArguments::validate() const {
   check_choice("logging_strategy", logging_strategy_, {"no", "steps", "epoch"});
   check(std::isfinite(logging_steps_) && logging_steps_ > 0 &&
             (logging_steps_ < 1 || logging_steps_ == std::floor(logging_steps_)),
-        "logging_steps", num(logging_steps_), "an integer >= 1, or a fraction in (0, 1) of the total steps");
+        "logging_steps", num(logging_steps_),
+        "an integer >= 1, or a fraction in (0, 1) of the total steps");
   check_choice("eval_strategy", eval_strategy_, {"no", "steps", "epoch"});
   if (eval_steps_) {
     check(std::isfinite(*eval_steps_) && *eval_steps_ > 0 &&
               (*eval_steps_ < 1 || *eval_steps_ == std::floor(*eval_steps_)),
-          "eval_steps", num(*eval_steps_), "an integer >= 1, or a fraction in (0, 1) of the total steps");
+          "eval_steps", num(*eval_steps_),
+          "an integer >= 1, or a fraction in (0, 1) of the total steps");
   }
   check_choice("save_strategy", save_strategy_, {"no"});
   check(seed_ >= 0, "seed", std::to_string(seed_), "must be >= 0");
@@ -337,10 +428,12 @@ void TrainingArguments::validate() const {
   check(dataset_name_ != "mnist" || !dataset_dir_.empty(), "dataset_dir", "\"\"",
         "dataset_name mnist needs dataset_dir: a directory with MNIST's four IDX files");
   if (max_train_samples_) {
-    check(*max_train_samples_ >= 1, "max_train_samples", std::to_string(*max_train_samples_), "must be >= 1");
+    check(*max_train_samples_ >= 1, "max_train_samples", std::to_string(*max_train_samples_),
+          "must be >= 1");
   }
   if (max_eval_samples_) {
-    check(*max_eval_samples_ >= 1, "max_eval_samples", std::to_string(*max_eval_samples_), "must be >= 1");
+    check(*max_eval_samples_ >= 1, "max_eval_samples", std::to_string(*max_eval_samples_),
+          "must be >= 1");
   }
 }
 

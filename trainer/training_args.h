@@ -12,15 +12,15 @@
 
 // Declares a chainable setter `name(value)` and a getter `name()` for a field with a default,
 // in the style of LibTorch's TORCH_ARG.
-#define TRAINER_ARG(T, name, ...)                   \
- public:                                            \
-  TrainingArguments& name(T value) {                \
-    name##_ = std::move(value);                     \
-    return *this;                                   \
-  }                                                 \
+#define TRAINER_ARG(T, name, ...)                    \
+ public:                                             \
+  TrainingArguments& name(T value) {                 \
+    name##_ = std::move(value);                      \
+    return *this;                                    \
+  }                                                  \
   const T& name() const noexcept { return name##_; } \
-                                                    \
- private:                                           \
+                                                     \
+ private:                                            \
   T name##_ = __VA_ARGS__
 
 namespace trainer {

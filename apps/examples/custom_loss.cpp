@@ -25,7 +25,8 @@ class MyTrainer : public Trainer {
  public:
   using Trainer::Trainer;
 
-  LossOutput compute_loss(models::Model& model, const data::Batch& inputs, bool return_outputs) override {
+  LossOutput compute_loss(models::Model& model, const data::Batch& inputs,
+                          bool return_outputs) override {
     torch::Tensor outputs = model.forward(inputs.at("x"));
     torch::Tensor target = inputs.at("labels");
     torch::Tensor loss = torch::nll_loss(outputs, target);
@@ -38,7 +39,8 @@ int main(int argc, char** argv) {
     std::string dir = argc > 1 ? argv[1] : data::kFashionMnistDir;
     int64_t max_train = argc > 2 ? std::stoll(argv[2]) : -1;
     auto train_dset = std::make_shared<data::MnistDataset>(dir, "train", max_train);
-    auto test_dset = std::make_shared<data::MnistDataset>(dir, "test", max_train < 0 ? -1 : max_train / 2);
+    auto test_dset =
+        std::make_shared<data::MnistDataset>(dir, "test", max_train < 0 ? -1 : max_train / 2);
 
     torch::manual_seed(42);
     auto model = std::make_shared<models::BasicNet>();

@@ -32,7 +32,8 @@ void write_file_atomic(const std::string& path, const std::string& data) {
   std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+    if (!out)
+      throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
     out.write(data.data(), static_cast<std::streamsize>(data.size()));
     out.flush();
     if (!out) {

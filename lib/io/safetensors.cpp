@@ -16,9 +16,9 @@ namespace {
 
 const std::vector<std::pair<std::string, torch::ScalarType>>& dtypes() {
   static const std::vector<std::pair<std::string, torch::ScalarType>> table = {
-      {"F64", torch::kDouble}, {"F32", torch::kFloat},  {"F16", torch::kHalf},
-      {"BF16", torch::kBFloat16}, {"I64", torch::kLong}, {"I32", torch::kInt},
-      {"I16", torch::kShort},  {"I8", torch::kChar},    {"U8", torch::kByte},
+      {"F64", torch::kDouble},    {"F32", torch::kFloat}, {"F16", torch::kHalf},
+      {"BF16", torch::kBFloat16}, {"I64", torch::kLong},  {"I32", torch::kInt},
+      {"I16", torch::kShort},     {"I8", torch::kChar},   {"U8", torch::kByte},
       {"BOOL", torch::kBool}};
   return table;
 }
@@ -27,7 +27,8 @@ std::string dtype_name(torch::ScalarType type) {
   for (const auto& [name, t] : dtypes()) {
     if (t == type) return name;
   }
-  throw std::invalid_argument(fmt::format("safetensors: dtype {} is not supported", c10::toString(type)));
+  throw std::invalid_argument(
+      fmt::format("safetensors: dtype {} is not supported", c10::toString(type)));
 }
 
 }  // namespace
@@ -64,15 +65,18 @@ NamedTensors load_safetensors(const std::string& path) {
   auto bad = [&](const std::string& what) {
     return InputError(fmt::format("corrupt safetensors file {}: {}", path, what));
   };
-  if (bytes.size() < 8) throw bad(fmt::format("{} bytes, shorter than the 8-byte header length", bytes.size()));
+  if (bytes.size() < 8)
+    throw bad(fmt::format("{} bytes, shorter than the 8-byte header length", bytes.size()));
   uint64_t length = 0;
   for (int i = 0; i < 8; ++i) length |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
   if (length > bytes.size() - 8) {
-    throw bad(fmt::format("header length {} runs past the end of the {}-byte file", length, bytes.size()));
+    throw bad(fmt::format("header length {} runs past the end of the {}-byte file", length,
+                          bytes.size()));
   }
   nlohmann::ordered_json header;
   try {
-    header = nlohmann::ordered_json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length));
+    header = nlohmann::ordered_json::parse(bytes.begin() + 8,
+                                           bytes.begin() + 8 + static_cast<std::ptrdiff_t>(length));
   } catch (const nlohmann::json::exception& e) {
     throw bad(fmt::format("header is not valid JSON ({})", e.what()));
   }
@@ -84,12 +88,15 @@ NamedTensors load_safetensors(const std::string& path) {
     for (const auto& [name, info] : header.items()) {
       if (name == "__metadata__") continue;
       std::string dtype = info.at("dtype").get<std::string>();
-      auto it = std::find_if(dtypes().begin(), dtypes().end(), [&](const auto& d) { return d.first == dtype; });
-      if (it == dtypes().end()) throw bad(fmt::format("tensor '{}' has unknown dtype '{}'", name, dtype));
+      auto it = std::find_if(dtypes().begin(), dtypes().end(),
+                             [&](const auto& d) { return d.first == dtype; });
+      if (it == dtypes().end())
+        throw bad(fmt::format("tensor '{}' has unknown dtype '{}'", name, dtype));
       std::vector<int64_t> shape = info.at("shape").get<std::vector<int64_t>>();
       auto offsets = info.at("data_offsets").get<std::vector<uint64_t>>();
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) {
-        throw bad(fmt::format("tensor '{}' has data_offsets outside the {} bytes of data", name, data_size));
+        throw bad(fmt::format("tensor '{}' has data_offsets outside the {} bytes of data", name,
+                              data_size));
       }
       int64_t numel = 1;
       for (int64_t d : shape) {
@@ -118,20 +125,23 @@ NamedTensors state_dict(const torch::nn::Module& module) {
   return tensors;
 }
 
-void load_state_dict(torch::nn::Module& module, const NamedTensors& tensors, const std::string& source) {
+void load_state_dict(torch::nn::Module& module, const NamedTensors& tensors,
+                     const std::string& source) {
   std::map<std::string, torch::Tensor> by_name(tensors.begin(), tensors.end());
   auto targets = state_dict(module);
   for (const auto& [name, target] : targets) {
     auto it = by_name.find(name);
     if (it == by_name.end()) throw InputError(fmt::format("{}: missing tensor '{}'", source, name));
     if (it->second.sizes() != target.sizes()) {
-      throw InputError(fmt::format("{}: tensor '{}' has shape {}, the model expects {}", source, name,
-                                   fmt::join(it->second.sizes(), "x"), fmt::join(target.sizes(), "x")));
+      throw InputError(fmt::format("{}: tensor '{}' has shape {}, the model expects {}", source,
+                                   name, fmt::join(it->second.sizes(), "x"),
+                                   fmt::join(target.sizes(), "x")));
     }
   }
   if (by_name.size() != targets.size()) {
     for (const auto& [name, t] : tensors) {
-      bool known = std::any_of(targets.begin(), targets.end(), [&](const auto& p) { return p.first == name; });
+      bool known = std::any_of(targets.begin(), targets.end(),
+                               [&](const auto& p) { return p.first == name; });
       if (!known) throw InputError(fmt::format("{}: unexpected tensor '{}'", source, name));
     }
   }

@@ -16,7 +16,8 @@ torch::Tensor Model::loss(const torch::Tensor& outputs, const torch::Tensor& lab
 
 BasicNet::BasicNet() {
   conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).stride(1)));
-  conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).stride(1)));
+  conv2 =
+      register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).stride(1)));
   dropout1 = register_module("dropout1", torch::nn::Dropout(0.25));
   dropout2 = register_module("dropout2", torch::nn::Dropout(0.5));
   fc1 = register_module("fc1", torch::nn::Linear(9216, 128));

@@ -4,8 +4,8 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "datasets/mnist_defaults.h"
 #include "lib/io/safetensors.h"
@@ -27,8 +27,9 @@ class TrainedRun : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    result_ = new testing::ProcessResult(run(kTrainer + " train " + kConfigs + "/fashion_mnist_lr1e-3.json --output_dir " +
-                                             dir_->path() + " --max_train_samples 2000 --max_eval_samples 1000"));
+    result_ = new testing::ProcessResult(
+        run(kTrainer + " train " + kConfigs + "/fashion_mnist_lr1e-3.json --output_dir " +
+            dir_->path() + " --max_train_samples 2000 --max_eval_samples 1000"));
   }
   static void TearDownTestSuite() {
     delete result_;
@@ -44,27 +45,30 @@ testing::ProcessResult* TrainedRun::result_ = nullptr;
 TEST_F(TrainedRun, PrintsTransformersBanner) {
   ASSERT_EQ(result_->exit_code, 0) << result_->err;
   const std::string banner =
-            "***** Running training *****\n"
-            "  Num examples = 2,000\n"
-            "  Num Epochs = 1\n"
-            "  Instantaneous batch size per device = 64\n"
-            "  Total train batch size (w. parallel, distributed & accumulation) = 64\n"
-            "  Gradient Accumulation steps = 1\n"
-            "  Total optimization steps = 32\n"
-            "  Number of trainable parameters = 1,199,882\n";
+      "***** Running training *****\n"
+      "  Num examples = 2,000\n"
+      "  Num Epochs = 1\n"
+      "  Instantaneous batch size per device = 64\n"
+      "  Total train batch size (w. parallel, distributed & accumulation) = 64\n"
+      "  Gradient Accumulation steps = 1\n"
+      "  Total optimization steps = 32\n"
+      "  Number of trainable parameters = 1,199,882\n";
   EXPECT_EQ(result_->out.substr(0, banner.size()), banner);
 }
 
 TEST_F(TrainedRun, PrintsOneTableRowWithTheEvaluation) {
   json state = read("trainer_state.json");
   const json& eval = state["log_history"][0];
-  std::string row = fmt::format("1         No log         {:.6f}         {:.6f}\n", eval["eval_loss"].get<double>(),
-                                eval["eval_accuracy"].get<double>());
-  EXPECT_NE(result_->out.find("Epoch     Training Loss  Validation Loss  Accuracy\n" + row), std::string::npos)
+  std::string row =
+      fmt::format("1         No log         {:.6f}         {:.6f}\n",
+                  eval["eval_loss"].get<double>(), eval["eval_accuracy"].get<double>());
+  EXPECT_NE(result_->out.find("Epoch     Training Loss  Validation Loss  Accuracy\n" + row),
+            std::string::npos)
       << result_->out;
   EXPECT_NE(result_->out.find("***** train metrics *****\n"), std::string::npos);
-  EXPECT_NE(result_->out.find(fmt::format("  eval_accuracy           = {:>10}\n",
-                                          fmt::format("{}", std::round(eval["eval_accuracy"].get<double>() * 1e4) / 1e4))),
+  EXPECT_NE(result_->out.find(fmt::format(
+                "  eval_accuracy           = {:>10}\n",
+                fmt::format("{}", std::round(eval["eval_accuracy"].get<double>() * 1e4) / 1e4))),
             std::string::npos)
       << result_->out;
 }
@@ -82,7 +86,8 @@ TEST_F(TrainedRun, WritesTrainerStateInTransformersSchema) {
   EXPECT_GT(eval["eval_accuracy"].get<double>(), 0.6);
   EXPECT_LT(eval["eval_loss"].get<double>(), 1.2);
   const json& final_entry = state["log_history"][1];
-  for (const char* key : {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss"}) {
+  for (const char* key :
+       {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss"}) {
     EXPECT_TRUE(final_entry.contains(key)) << key;
   }
   json args = read("training_args.json");
@@ -104,8 +109,9 @@ TEST_F(TrainedRun, SafetensorsHoldTheModelThatEvaluatesTheSame) {
     EXPECT_EQ(tensors[i].second.sizes(), expected[i].second.sizes());
   }
   json trained = read("trainer_state.json")["log_history"][0];
-  auto evaluated = run(kTrainer + " evaluate " + kConfigs + "/fashion_mnist_lr1e-3.json --output_dir " + dir_->path() +
-                       " --max_eval_samples 1000");
+  auto evaluated =
+      run(kTrainer + " evaluate " + kConfigs + "/fashion_mnist_lr1e-3.json --output_dir " +
+          dir_->path() + " --max_eval_samples 1000");
   ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;
   json eval = read("eval_results.json");
   EXPECT_EQ(eval["eval_accuracy"], trained["eval_accuracy"]);
@@ -115,13 +121,14 @@ TEST_F(TrainedRun, SafetensorsHoldTheModelThatEvaluatesTheSame) {
 TEST_F(TrainedRun, PyTorchLoadsTheSafetensorsIntoTheTutorialsBasicNet) {
   std::string python = TRAINER_PYTHON;
   if (python.empty()) GTEST_SKIP() << "no Python with torch and safetensors configured";
-  auto checked = run(python + " " + SOURCE_DIR + "/tests/python/check_safetensors.py " + dir_->file("model.safetensors") +
-                     " " + data::kFashionMnistDir + " 1000");
+  auto checked = run(python + " " + SOURCE_DIR + "/tests/python/check_safetensors.py " +
+                     dir_->file("model.safetensors") + " " + data::kFashionMnistDir + " 1000");
   ASSERT_EQ(checked.exit_code, 0) << checked.err;
   json got = json::parse(checked.out);
   json ours = read("trainer_state.json")["log_history"][0];
   // The same 1,000 predictions: PyTorch's float32 mean and our double agree on the count.
-  EXPECT_EQ(std::lround(got["accuracy"].get<double>() * 1000), std::lround(ours["eval_accuracy"].get<double>() * 1000));
+  EXPECT_EQ(std::lround(got["accuracy"].get<double>() * 1000),
+            std::lround(ours["eval_accuracy"].get<double>() * 1000));
   EXPECT_NEAR(got["loss"].get<double>(), ours["eval_loss"].get<double>(), 1e-5);
 }
 
@@ -133,49 +140,59 @@ void expect_input_error(const std::string& arguments, const std::string& message
 }
 
 TEST(TrainerCli, ArgumentErrorsAreOneLineAndExitTwo) {
-  expect_input_error("train --lerning_rate 0.1", "unknown argument --lerning_rate (did you mean --learning_rate?)");
+  expect_input_error("train --lerning_rate 0.1",
+                     "unknown argument --lerning_rate (did you mean --learning_rate?)");
   expect_input_error("train --per_device_train_batch_size 0",
                      "argument per_device_train_batch_size: 0 is not allowed (must be >= 1)");
-  expect_input_error("train --learning_rate -1", "argument learning_rate: -1.0 is not allowed (must be >= 0)");
-  expect_input_error("train --lr_scheduler_type step",
-                     "argument lr_scheduler_type: \"step\" is not allowed (allowed: linear, cosine, constant, "
-                     "constant_with_warmup)");
+  expect_input_error("train --learning_rate -1",
+                     "argument learning_rate: -1.0 is not allowed (must be >= 0)");
+  expect_input_error(
+      "train --lr_scheduler_type step",
+      "argument lr_scheduler_type: \"step\" is not allowed (allowed: linear, cosine, constant, "
+      "constant_with_warmup)");
   expect_input_error("train --deepspeed ds.json",
-                     "argument deepspeed: Transformers' TrainingArguments has it, but this trainer does not support it");
-  expect_input_error("train /nonexistent/config.json", "cannot open /nonexistent/config.json: No such file or directory");
+                     "argument deepspeed: Transformers' TrainingArguments has it, but this trainer "
+                     "does not support it");
+  expect_input_error("train /nonexistent/config.json",
+                     "cannot open /nonexistent/config.json: No such file or directory");
 }
 
 TEST(TrainerCli, UnsupportedTransformersKeyInConfig) {
   TempDir dir;
   std::ofstream(dir.file("c.json")) << R"({"fsdp": "full_shard"})";
   expect_input_error("train " + dir.file("c.json"),
-                     "argument fsdp: Transformers' TrainingArguments has it, but this trainer does not support it");
+                     "argument fsdp: Transformers' TrainingArguments has it, but this trainer does "
+                     "not support it");
 }
 
 TEST(TrainerCli, BadDataIsOneLineAndKeepsWhatWasSaved) {
   TempDir dir;
   std::ofstream(dir.file("keep.txt")) << "earlier results";
-  expect_input_error("train --output_dir " + dir.path() + " --dataset_dir /nonexistent",
-                     "dataset directory /nonexistent does not exist (set dataset_dir to a directory with the "
-                     "MNIST-format files; Fashion-MNIST: apt-get install dataset-fashion-mnist)");
+  expect_input_error(
+      "train --output_dir " + dir.path() + " --dataset_dir /nonexistent",
+      "dataset directory /nonexistent does not exist (set dataset_dir to a directory with the "
+      "MNIST-format files; Fashion-MNIST: apt-get install dataset-fashion-mnist)");
   testing::write_mnist_dir(dir.file("data"), 10, 10, true);
-  testing::write_idx(dir.file("data/train-images-idx3-ubyte.gz"), {10, 28, 28}, std::vector<uint8_t>(100), true);
+  testing::write_idx(dir.file("data/train-images-idx3-ubyte.gz"), {10, 28, 28},
+                     std::vector<uint8_t>(100), true);
   expect_input_error("train --output_dir " + dir.path() + " --dataset_dir " + dir.file("data"),
                      "truncated IDX file " + dir.file("data/train-images-idx3-ubyte.gz") +
                          ": header promises 7840 bytes of data, found 100");
   EXPECT_EQ(slurp(dir.file("keep.txt")), "earlier results");
   EXPECT_FALSE(std::ifstream(dir.file("training_args.json")).good());
   expect_input_error("evaluate --output_dir " + dir.path(),
-                     dir.file("model.safetensors") + " does not exist (train first, or set output_dir to a trained run)");
+                     dir.file("model.safetensors") +
+                         " does not exist (train first, or set output_dir to a trained run)");
 }
 
 TEST(TrainerCli, HelpListsEveryArgumentWithItsDefault) {
   for (const char* command : {" --help", " train --help"}) {
     auto result = run(kTrainer + command);
     EXPECT_EQ(result.exit_code, 0);
-    for (const char* text : {"--learning_rate", "5e-05", "--per_device_train_batch_size", "--max_train_samples",
-                             "--eval_strategy", "\"linear\""}) {
-      EXPECT_NE(result.out.find(text), std::string::npos) << command << " lacks " << text << "\n" << result.out;
+    for (const char* text : {"--learning_rate", "5e-05", "--per_device_train_batch_size",
+                             "--max_train_samples", "--eval_strategy", "\"linear\""}) {
+      EXPECT_NE(result.out.find(text), std::string::npos) << command << " lacks " << text << "\n"
+                                                          << result.out;
     }
   }
 }

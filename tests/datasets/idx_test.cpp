@@ -23,7 +23,8 @@ void expect_input_error(F f, const std::vector<std::string>& parts) {
     f();
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
-    for (const auto& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    for (const auto& part : parts)
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
 }
 
@@ -55,13 +56,15 @@ TEST(Idx, TruncatedHeader) {
 TEST(Idx, WrongMagic) {
   TempDir dir;
   std::ofstream(dir.file("m"), std::ios::binary) << std::string("PK\x03\x04 not idx at all", 21);
-  expect_input_error([&] { read_idx(dir.file("m")); }, {"wrong magic number", "0x504b0304", dir.file("m")});
+  expect_input_error([&] { read_idx(dir.file("m")); },
+                     {"wrong magic number", "0x504b0304", dir.file("m")});
 }
 
 TEST(Idx, UnsupportedElementType) {
   TempDir dir;
   write_idx(dir.file("f"), {1}, {0, 0, 0, 0}, false, 0x0D);
-  expect_input_error([&] { read_idx(dir.file("f")); }, {"element type 0x0d", "only unsigned bytes"});
+  expect_input_error([&] { read_idx(dir.file("f")); },
+                     {"element type 0x0d", "only unsigned bytes"});
 }
 
 TEST(Idx, TrailingBytes) {

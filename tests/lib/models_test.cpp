@@ -12,9 +12,10 @@ namespace {
 TEST(BasicNet, ParameterNamesShapesAndCount) {
   auto model = make_model("basic_net");
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
-      {"conv1.weight", {32, 1, 3, 3}}, {"conv1.bias", {32}},  {"conv2.weight", {64, 32, 3, 3}},
-      {"conv2.bias", {64}},            {"fc1.weight", {128, 9216}}, {"fc1.bias", {128}},
-      {"fc2.weight", {10, 128}},       {"fc2.bias", {10}}};
+      {"conv1.weight", {32, 1, 3, 3}},  {"conv1.bias", {32}},
+      {"conv2.weight", {64, 32, 3, 3}}, {"conv2.bias", {64}},
+      {"fc1.weight", {128, 9216}},      {"fc1.bias", {128}},
+      {"fc2.weight", {10, 128}},        {"fc2.bias", {10}}};
   auto params = model->named_parameters();
   ASSERT_EQ(params.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -31,7 +32,8 @@ TEST(BasicNet, OutputsLogProbabilities) {
   EXPECT_EQ(out.sizes(), (std::vector<int64_t>{5, 10}));
   EXPECT_TRUE(torch::allclose(out.exp().sum(1), torch::ones({5}), 1e-5, 1e-5));
   torch::Tensor labels = torch::tensor({0, 1, 2, 3, 4}, torch::kLong);
-  EXPECT_NEAR(model->loss(out, labels).item<double>(), torch::nll_loss(out, labels).item<double>(), 1e-7);
+  EXPECT_NEAR(model->loss(out, labels).item<double>(), torch::nll_loss(out, labels).item<double>(),
+              1e-7);
 }
 
 TEST(BasicNet, DropoutOnlyWhileTraining) {

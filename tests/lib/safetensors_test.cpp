@@ -5,8 +5,8 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "lib/io/errors.h"
 #include "lib/models/models.h"
@@ -73,7 +73,9 @@ TEST(Safetensors, StateDictMismatchesAreNamed) {
         try {
           load_state_dict(*model, wrong_shape, "x.safetensors");
         } catch (const InputError& e) {
-          EXPECT_STREQ(e.what(), "x.safetensors: tensor 'conv1.weight' has shape 3, the model expects 32x1x3x3");
+          EXPECT_STREQ(
+              e.what(),
+              "x.safetensors: tensor 'conv1.weight' has shape 3, the model expects 32x1x3x3");
           throw;
         }
       },
@@ -100,18 +102,23 @@ TEST(Safetensors, CorruptFilesAreInputErrors) {
     return std::string("no error");
   };
   EXPECT_NE(message("abc").find("shorter than the 8-byte header length"), std::string::npos);
-  EXPECT_NE(message(std::string("\xff\0\0\0\0\0\0\0{}", 10)).find("runs past the end"), std::string::npos);
-  EXPECT_NE(message(std::string("\x02\0\0\0\0\0\0\0{x", 10)).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(message(std::string("\xff\0\0\0\0\0\0\0{}", 10)).find("runs past the end"),
+            std::string::npos);
+  EXPECT_NE(message(std::string("\x02\0\0\0\0\0\0\0{x", 10)).find("not valid JSON"),
+            std::string::npos);
   std::string header = R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
   std::string prefix(8, '\0');
   prefix[0] = static_cast<char>(header.size());
-  EXPECT_NE(message(prefix + header + std::string(8, '\0')).find("outside the 8 bytes of data"), std::string::npos);
+  EXPECT_NE(message(prefix + header + std::string(8, '\0')).find("outside the 8 bytes of data"),
+            std::string::npos);
   header = R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})";
   prefix[0] = static_cast<char>(header.size());
-  EXPECT_NE(message(prefix + header + std::string(16, '\0')).find("its shape needs 12"), std::string::npos);
+  EXPECT_NE(message(prefix + header + std::string(16, '\0')).find("its shape needs 12"),
+            std::string::npos);
   header = R"({"w":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})";
   prefix[0] = static_cast<char>(header.size());
-  EXPECT_NE(message(prefix + header + std::string(1, '\0')).find("unknown dtype 'Q4'"), std::string::npos);
+  EXPECT_NE(message(prefix + header + std::string(1, '\0')).find("unknown dtype 'Q4'"),
+            std::string::npos);
 }
 
 }  // namespace

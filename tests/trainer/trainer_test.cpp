@@ -6,8 +6,8 @@
 #include <torch/torch.h>
 
 #include "datasets/mnist.h"
-#include "trainer/callbacks.h"
 #include "tests/test_util.h"
+#include "trainer/callbacks.h"
 
 namespace trainer {
 namespace {
@@ -35,7 +35,11 @@ std::shared_ptr<data::MnistDataset> random_dataset(int64_t n, int seed = 5) {
 }
 
 TrainingArguments quiet_args(testing::TempDir& dir) {
-  return TrainingArguments().output_dir(dir.path()).disable_tqdm(true).learning_rate(1e-2).num_train_epochs(1);
+  return TrainingArguments()
+      .output_dir(dir.path())
+      .disable_tqdm(true)
+      .learning_rate(1e-2)
+      .num_train_epochs(1);
 }
 
 std::shared_ptr<TinyNet> fresh_model() {
@@ -48,7 +52,8 @@ TEST(Trainer, AccumulatingTwoBatchesOf32MakesTheUpdateOfOneBatchOf64) {
   auto data = random_dataset(256);
   auto one = fresh_model(), two = fresh_model();
   Trainer a(one, quiet_args(dir).per_device_train_batch_size(64), data);
-  Trainer b(two, quiet_args(dir).per_device_train_batch_size(32).gradient_accumulation_steps(2), data);
+  Trainer b(two, quiet_args(dir).per_device_train_batch_size(32).gradient_accumulation_steps(2),
+            data);
   TrainOutput ra = a.train();
   TrainOutput rb = b.train();
   EXPECT_EQ(ra.global_step, 4);
@@ -69,7 +74,10 @@ TEST(Trainer, StepsPerEpochAreCeilOfBatchesOverAccumulation) {
   testing::TempDir dir;
   // 130 examples at batch 32: 5 batches; accumulation 2: 3 optimizer steps per epoch.
   Trainer t(fresh_model(),
-            quiet_args(dir).per_device_train_batch_size(32).gradient_accumulation_steps(2).num_train_epochs(2),
+            quiet_args(dir)
+                .per_device_train_batch_size(32)
+                .gradient_accumulation_steps(2)
+                .num_train_epochs(2),
             random_dataset(130));
   TrainOutput out = t.train();
   EXPECT_EQ(out.global_step, 6);
@@ -79,7 +87,12 @@ TEST(Trainer, StepsPerEpochAreCeilOfBatchesOverAccumulation) {
 
 TEST(Trainer, MaxStepsOverridesEpochsAndLogsEveryLoggingSteps) {
   testing::TempDir dir;
-  Trainer t(fresh_model(), quiet_args(dir).per_device_train_batch_size(16).max_steps(7).logging_steps(3).num_train_epochs(50),
+  Trainer t(fresh_model(),
+            quiet_args(dir)
+                .per_device_train_batch_size(16)
+                .max_steps(7)
+                .logging_steps(3)
+                .num_train_epochs(50),
             random_dataset(64));
   TrainOutput out = t.train();
   EXPECT_EQ(out.global_step, 7);
@@ -93,7 +106,8 @@ TEST(Trainer, MaxStepsOverridesEpochsAndLogsEveryLoggingSteps) {
   // Linear decay from 1e-2 over 7 steps: after step 3 the rate is 1e-2 * 4/7.
   EXPECT_NEAR(history[0]["learning_rate"].get<double>(), 1e-2 * 4 / 7, 1e-12);
   EXPECT_NEAR(history[0]["epoch"].get<double>(), 0.75, 1e-12);
-  for (const char* key : {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss"}) {
+  for (const char* key :
+       {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss"}) {
     EXPECT_TRUE(history[2].contains(key)) << key;
   }
   // The final train_loss is the mean step loss; the logged losses are means over their windows.
@@ -117,14 +131,18 @@ TEST(LrSchedule, TransformersMultipliers) {
 
 class StopAtThree : public TrainerCallback {
  public:
-  void on_step_end(const TrainingArguments&, TrainerState& state, TrainerControl& control) override {
+  void on_step_end(const TrainingArguments&, TrainerState& state,
+                   TrainerControl& control) override {
     ++steps;
     if (state.global_step == 3) control.should_training_stop = true;
   }
-  void on_evaluate(const TrainingArguments&, TrainerState& state, TrainerControl&, const Metrics& metrics) override {
+  void on_evaluate(const TrainingArguments&, TrainerState& state, TrainerControl&,
+                   const Metrics& metrics) override {
     evaluations.push_back(metrics);
   }
-  void on_epoch_begin(const TrainingArguments&, TrainerState&, TrainerControl&) override { ++epochs; }
+  void on_epoch_begin(const TrainingArguments&, TrainerState&, TrainerControl&) override {
+    ++epochs;
+  }
   int steps = 0, epochs = 0;
   std::vector<Metrics> evaluations;
 };
@@ -132,7 +150,8 @@ class StopAtThree : public TrainerCallback {
 TEST(Trainer, CallbacksSeeEventsAndCanStopTraining) {
   testing::TempDir dir;
   auto callback = std::make_shared<StopAtThree>();
-  Trainer t(fresh_model(), quiet_args(dir).per_device_train_batch_size(8).eval_strategy("steps").eval_steps(2),
+  Trainer t(fresh_model(),
+            quiet_args(dir).per_device_train_batch_size(8).eval_strategy("steps").eval_steps(2),
             random_dataset(80), random_dataset(20, 9), nullptr, compute_accuracy, {callback});
   t.train();
   EXPECT_EQ(t.state().global_step, 3);
@@ -140,7 +159,8 @@ TEST(Trainer, CallbacksSeeEventsAndCanStopTraining) {
   EXPECT_EQ(callback->epochs, 1);
   ASSERT_EQ(callback->evaluations.size(), 1u);  // at step 2
   const Metrics& m = callback->evaluations[0];
-  for (const char* key : {"eval_loss", "eval_accuracy", "eval_runtime", "eval_samples_per_second", "epoch"}) {
+  for (const char* key :
+       {"eval_loss", "eval_accuracy", "eval_runtime", "eval_samples_per_second", "epoch"}) {
     EXPECT_EQ(m.count(key), 1u) << key;
   }
   EXPECT_GE(m.at("eval_accuracy"), 0.0);
@@ -151,19 +171,22 @@ TEST(Trainer, EvaluateMatchesAHandComputedLossAndAccuracy) {
   testing::TempDir dir;
   auto model = fresh_model();
   auto eval = random_dataset(50, 4);
-  Trainer t(model, quiet_args(dir).per_device_eval_batch_size(16), nullptr, eval, nullptr, compute_accuracy);
+  Trainer t(model, quiet_args(dir).per_device_eval_batch_size(16), nullptr, eval, nullptr,
+            compute_accuracy);
   Metrics m = t.evaluate();
   torch::NoGradGuard no_grad;
   model->eval();
   torch::Tensor out = model->forward(data::normalize_images(eval->images()));
   EXPECT_NEAR(m.at("eval_loss"), torch::nll_loss(out, eval->labels()).item<double>(), 1e-5);
-  EXPECT_DOUBLE_EQ(m.at("eval_accuracy"), out.argmax(1).eq(eval->labels()).sum().item<double>() / 50.0);
+  EXPECT_DOUBLE_EQ(m.at("eval_accuracy"),
+                   out.argmax(1).eq(eval->labels()).sum().item<double>() / 50.0);
 }
 
 class ConstantLossTrainer : public Trainer {
  public:
   using Trainer::Trainer;
-  LossOutput compute_loss(models::Model& model, const data::Batch& inputs, bool return_outputs) override {
+  LossOutput compute_loss(models::Model& model, const data::Batch& inputs,
+                          bool return_outputs) override {
     ++calls;
     torch::Tensor outputs = model.forward(inputs.at("x"));
     return {outputs.sum() * 0 + 2.5, outputs};
@@ -173,14 +196,18 @@ class ConstantLossTrainer : public Trainer {
 
 TEST(Trainer, ASubclassesComputeLossIsWhatTrains) {
   testing::TempDir dir;
-  ConstantLossTrainer t(fresh_model(), quiet_args(dir).per_device_train_batch_size(10), random_dataset(40));
+  ConstantLossTrainer t(fresh_model(), quiet_args(dir).per_device_train_batch_size(10),
+                        random_dataset(40));
   TrainOutput out = t.train();
   EXPECT_EQ(t.calls, 4);
   EXPECT_DOUBLE_EQ(out.training_loss, 2.5);
 }
 
 TEST(Callbacks, MetricsPrintLikeTransformers) {
-  Metrics m = {{"eval_accuracy", 0.88431}, {"eval_runtime", 62.345}, {"eval_samples", 10000}, {"epoch", 1.0}};
+  Metrics m = {{"eval_accuracy", 0.88431},
+               {"eval_runtime", 62.345},
+               {"eval_samples", 10000},
+               {"epoch", 1.0}};
   EXPECT_EQ(format_metrics("eval", m),
             "***** eval metrics *****\n"
             "  epoch         =        1.0\n"

@@ -73,7 +73,11 @@ TEST(TrainingArguments, JsonThenOverrides) {
 }
 
 TEST(TrainingArguments, ToJsonRoundTrips) {
-  auto a = TrainingArguments().learning_rate(3e-4).eval_strategy("steps").eval_steps(50.0).max_eval_samples(10);
+  auto a = TrainingArguments()
+               .learning_rate(3e-4)
+               .eval_strategy("steps")
+               .eval_steps(50.0)
+               .max_eval_samples(10);
   auto b = TrainingArguments::from_json_text(a.to_json());
   EXPECT_EQ(a.to_json(), b.to_json());
   auto j = nlohmann::json::parse(a.to_json());
@@ -83,7 +87,8 @@ TEST(TrainingArguments, ToJsonRoundTrips) {
 }
 
 TEST(TrainingArguments, UnknownKeyNamesTheNearest) {
-  EXPECT_EQ(error_of(R"({"lerning_rate": 0.1})"), "unknown argument lerning_rate (did you mean learning_rate?)");
+  EXPECT_EQ(error_of(R"({"lerning_rate": 0.1})"),
+            "unknown argument lerning_rate (did you mean learning_rate?)");
   EXPECT_EQ(error_of(R"({"zzzzzzzzzzzzzzzzzzzzzz": 1})"),
             "unknown argument zzzzzzzzzzzzzzzzzzzzzz (see trainer train --help)");
 }
@@ -101,19 +106,23 @@ TEST(TrainingArguments, WrongTypes) {
             "argument per_device_train_batch_size: \"64\" is a string, expected an integer");
   EXPECT_EQ(error_of(R"({"per_device_train_batch_size": 6.5})"),
             "argument per_device_train_batch_size: 6.5 is a number, expected an integer");
-  EXPECT_EQ(error_of(R"({"learning_rate": true})"), "argument learning_rate: true is a boolean, expected a number");
+  EXPECT_EQ(error_of(R"({"learning_rate": true})"),
+            "argument learning_rate: true is a boolean, expected a number");
   EXPECT_EQ(error_of("{}", {{"learning_rate", "fast"}}),
             "argument learning_rate: \"fast\" is a string, expected a number");
-  EXPECT_EQ(error_of(R"([1, 2])"), "config.json must hold one flat JSON object of arguments, not a array");
+  EXPECT_EQ(error_of(R"([1, 2])"),
+            "config.json must hold one flat JSON object of arguments, not a array");
   EXPECT_EQ(error_of(R"({"a": )"), "config.json is not valid JSON");
 }
 
 TEST(TrainingArguments, ValuesOutOfRange) {
   EXPECT_EQ(error_of(R"({"per_device_train_batch_size": 0})"),
             "argument per_device_train_batch_size: 0 is not allowed (must be >= 1)");
-  EXPECT_EQ(error_of(R"({"learning_rate": -0.001})"), "argument learning_rate: -0.001 is not allowed (must be >= 0)");
+  EXPECT_EQ(error_of(R"({"learning_rate": -0.001})"),
+            "argument learning_rate: -0.001 is not allowed (must be >= 0)");
   EXPECT_EQ(error_of(R"({"lr_scheduler_type": "polynomial"})"),
-            "argument lr_scheduler_type: \"polynomial\" is not allowed (allowed: linear, cosine, constant, "
+            "argument lr_scheduler_type: \"polynomial\" is not allowed (allowed: linear, cosine, "
+            "constant, "
             "constant_with_warmup)");
   EXPECT_EQ(error_of(R"({"gradient_accumulation_steps": 0})"),
             "argument gradient_accumulation_steps: 0 is not allowed (must be >= 1)");
@@ -121,14 +130,20 @@ TEST(TrainingArguments, ValuesOutOfRange) {
             "argument eval_strategy: \"sometimes\" is not allowed (allowed: no, steps, epoch)");
   EXPECT_EQ(error_of(R"({"max_steps": 0})"),
             "argument max_steps: 0 is not allowed (-1 to train for num_train_epochs, or > 0)");
-  EXPECT_EQ(error_of(R"({"warmup_ratio": 1.5})"), "argument warmup_ratio: 1.5 is not allowed (must be in [0, 1])");
+  EXPECT_EQ(error_of(R"({"warmup_ratio": 1.5})"),
+            "argument warmup_ratio: 1.5 is not allowed (must be in [0, 1])");
   EXPECT_EQ(error_of(R"({"logging_steps": 2.5})"),
-            "argument logging_steps: 2.5 is not allowed (an integer >= 1, or a fraction in (0, 1) of the total steps)");
-  EXPECT_EQ(error_of(R"({"model_name": "gpt2"})"), "argument model_name: \"gpt2\" is not allowed (allowed: basic_net)");
-  EXPECT_EQ(error_of(R"({"report_to": "wandb"})"), "argument report_to: \"wandb\" is not allowed (allowed: none)");
-  EXPECT_EQ(error_of(R"({"save_strategy": "epoch"})"), "argument save_strategy: \"epoch\" is not allowed (allowed: no)");
-  EXPECT_EQ(error_of(R"({"eval_strategy": "epoch", "evaluation_strategy": "steps"})"),
-            "config.json: eval_strategy \"epoch\" and evaluation_strategy \"steps\" disagree (give one)");
+            "argument logging_steps: 2.5 is not allowed (an integer >= 1, or a fraction in (0, 1) "
+            "of the total steps)");
+  EXPECT_EQ(error_of(R"({"model_name": "gpt2"})"),
+            "argument model_name: \"gpt2\" is not allowed (allowed: basic_net)");
+  EXPECT_EQ(error_of(R"({"report_to": "wandb"})"),
+            "argument report_to: \"wandb\" is not allowed (allowed: none)");
+  EXPECT_EQ(error_of(R"({"save_strategy": "epoch"})"),
+            "argument save_strategy: \"epoch\" is not allowed (allowed: no)");
+  EXPECT_EQ(
+      error_of(R"({"eval_strategy": "epoch", "evaluation_strategy": "steps"})"),
+      "config.json: eval_strategy \"epoch\" and evaluation_strategy \"steps\" disagree (give one)");
 }
 
 TEST(TrainingArguments, WarmupFromRatioOrSteps) {
