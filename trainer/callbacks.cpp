@@ -108,7 +108,8 @@ void ConsoleCallback::draw_bar(const TrainerState& state, bool force) {
     bar += std::string(static_cast<size_t>(width - full - 1), ' ');
   }
   std::string postfix = fmt::format("epoch={:.2f}", state.epoch);
-  if (last_loss_ >= 0) postfix = fmt::format("loss={:.4f}, {}", last_loss_, postfix);
+  if (state.global_step > 0)
+    postfix = fmt::format("loss={:.4f}, {}", state.last_step_loss, postfix);
   std::string rate_text = rate >= 1 || rate == 0 ? fmt::format("{:.2f}it/s", rate)
                                                  : fmt::format("{:.2f}s/it", 1.0 / rate);
   std::fprintf(bar_, "\r\x1b[K%3d%%|%s| %lld/%lld [%s<%s, %s, %s]",
@@ -122,7 +123,6 @@ void ConsoleCallback::draw_bar(const TrainerState& state, bool force) {
 
 void ConsoleCallback::on_log(const TrainingArguments& args, TrainerState& state,
                              TrainerControl& control, const json& logs) {
-  if (logs.contains("loss")) last_loss_ = logs["loss"].get<double>();
   // Evaluation results appear as a table row; everything else as Transformers prints a log.
   bool is_eval = logs.contains("eval_loss");
   if (is_eval) return;

@@ -52,7 +52,6 @@ class ConsoleCallback : public TrainerCallback {
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;
   bool bar_visible_ = false;
-  double last_loss_ = -1;
   std::vector<std::string> columns_;
   std::vector<std::vector<std::string>> rows_;
   bool interleaved_ = false;       // log lines since the last table row

@@ -244,6 +244,7 @@ TrainOutput Trainer::train() {
       current_lr = set_learning_rate(state_.global_step);
       state_.epoch = static_cast<double>(epoch) +
                      static_cast<double>(i + 1) / static_cast<double>(num_batches);
+      state_.last_step_loss = step_loss;
       total_loss += step_loss;
       loss_since_log += step_loss;
       step_loss = 0;

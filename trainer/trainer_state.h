@@ -30,6 +30,8 @@ struct TrainerState {
   // Each entry: {loss, grad_norm, learning_rate, epoch, step}, {eval_*, epoch, step}, or the
   // final {train_runtime, train_samples_per_second, ..., train_loss, epoch, step}.
   std::vector<nlohmann::ordered_json> log_history;
+  // The loss of the latest optimization step, for progress displays (not saved).
+  double last_step_loss = 0;
   bool is_local_process_zero = true;
   bool is_world_process_zero = true;
 
