@@ -53,6 +53,33 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
     }
     subcommands.push_back(sub);
   }
+  CLI::App* launch = app.add_subcommand("launch",
+                                        "Start PROGRAM as N ranks of a distributed run, with "
+                                        "torchrun's environment (RANK, WORLD_SIZE, ...).");
+  dist::LaunchOptions& lo = command.launch;
+  launch->add_option("--nproc-per-node,--nproc_per_node", lo.nproc_per_node, "Ranks on this node")
+      ->capture_default_str();
+  launch->add_option("--nnodes", lo.nnodes, "Number of nodes")->capture_default_str();
+  launch->add_option("--node-rank,--node_rank", lo.node_rank, "This node's index, from 0")
+      ->capture_default_str();
+  launch
+      ->add_option("--master-addr,--master_addr", lo.master_addr,
+                   "Address of node 0 (rank 0 hosts the TCPStore)")
+      ->capture_default_str();
+  launch
+      ->add_option("--master-port,--master_port", lo.master_port, "Port of the TCPStore on node 0")
+      ->capture_default_str();
+  launch->add_flag("--rank0-only", lo.rank0_only,
+                   "Forward only rank 0's stdout (stderr of every rank still shows)");
+  launch
+      ->add_option("--grace-period", lo.grace_seconds,
+                   "Seconds between SIGTERM and SIGKILL when stopping ranks")
+      ->capture_default_str();
+  launch
+      ->add_option("--rdzv-timeout", lo.rdzv_timeout_seconds,
+                   "Seconds a node > 0 waits to reach node 0")
+      ->capture_default_str();
+  launch->prefix_command();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -63,6 +90,11 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
     return std::nullopt;
   } catch (const CLI::ParseError& e) {
     throw InputError(e.what());
+  }
+  if (launch->parsed()) {
+    command.name = "launch";
+    lo.command = launch->remaining();
+    return command;
   }
   for (CLI::App* sub : subcommands) {
     if (!sub->parsed()) continue;

@@ -7,12 +7,15 @@
 #include <utility>
 #include <vector>
 
+#include "lib/dist/launcher.h"
+
 namespace trainer::cli {
 
 struct Command {
-  std::string name;    // "train" or "evaluate"
+  std::string name;    // "train", "evaluate" or "launch"
   std::string config;  // JSON file, or "" for defaults
   std::vector<std::pair<std::string, std::string>> overrides;
+  dist::LaunchOptions launch;  // for "launch"
 };
 
 // Parses argv. Returns std::nullopt after printing help (exit 0). Throws InputError for unknown

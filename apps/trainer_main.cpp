@@ -8,6 +8,7 @@
 
 #include "apps/cli.h"
 #include "datasets/mnist.h"
+#include "lib/dist/launcher.h"
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
 #include "lib/io/safetensors.h"
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   try {
     auto command = cli::parse_command_line(argc, argv);
     if (!command) return 0;
+    if (command->name == "launch") return dist::launch(command->launch);
     TrainingArguments args = TrainingArguments::parse(command->config, command->overrides);
     return command->name == "train" ? train(args) : evaluate(args);
   } catch (const InputError& e) {

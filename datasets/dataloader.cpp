@@ -56,6 +56,43 @@ std::vector<int64_t> RandomSampler::indices(int64_t epoch) const {
   return std::vector<int64_t>(p, p + size_);
 }
 
+DistributedSampler::DistributedSampler(int64_t size, int num_replicas, int rank, bool shuffle,
+                                       uint64_t seed, bool drop_last)
+    : size_(size),
+      num_replicas_(num_replicas),
+      rank_(rank),
+      shuffle_(shuffle),
+      seed_(seed),
+      drop_last_(drop_last) {
+  if (num_replicas < 1 || rank < 0 || rank >= num_replicas) {
+    throw InputError(fmt::format("DistributedSampler: rank {} is not allowed (must be in [0, {}))",
+                                 rank, num_replicas));
+  }
+  if (drop_last_ && size_ % num_replicas_ != 0) {
+    num_samples_ = (size_ - num_replicas_ + num_replicas_ - 1) / num_replicas_;
+    if (num_samples_ < 0) num_samples_ = 0;
+  } else {
+    num_samples_ = (size_ + num_replicas_ - 1) / num_replicas_;
+  }
+}
+
+std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
+  std::vector<int64_t> all =
+      shuffle_ ? RandomSampler(size_, seed_).indices(epoch) : SequentialSampler(size_).indices(0);
+  const int64_t total = num_samples_ * num_replicas_;
+  if (!drop_last_) {
+    // Pad by repeating the permutation's start (several times over for tiny datasets).
+    for (int64_t i = 0; static_cast<int64_t>(all.size()) < total && size_ > 0; ++i)
+      all.push_back(all[i % size_]);
+  }
+  all.resize(static_cast<size_t>(total));
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(num_samples_));
+  for (int64_t i = rank_; i < total; i += num_replicas_)
+    mine.push_back(all[static_cast<size_t>(i)]);
+  return mine;
+}
+
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset,
                        std::shared_ptr<const Sampler> sampler, DataLoaderOptions options,
                        DataCollator collator)

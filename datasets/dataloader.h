@@ -40,6 +40,29 @@ class RandomSampler : public Sampler {
   uint64_t seed_;
 };
 
+// PyTorch's DistributedSampler: one permutation per epoch from seed + epoch (or 0..n-1 without
+// shuffle), the same on every rank, padded by repeating its start so that every rank has
+// ceil(n / replicas) indices (or trimmed to floor with drop_last); rank r takes r, r + replicas,
+// ... Together, the batches of N ranks at batch b are exactly one process's batches at batch N*b.
+class DistributedSampler : public Sampler {
+ public:
+  // Throws InputError when rank is not in [0, num_replicas).
+  DistributedSampler(int64_t size, int num_replicas, int rank, bool shuffle = true,
+                     uint64_t seed = 0, bool drop_last = false);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  // Indices per rank per epoch.
+  int64_t num_samples() const { return num_samples_; }
+
+ private:
+  int64_t size_;
+  int num_replicas_;
+  int rank_;
+  bool shuffle_;
+  uint64_t seed_;
+  bool drop_last_;
+  int64_t num_samples_;
+};
+
 struct DataLoaderOptions {
   int64_t batch_size = 1;
   bool drop_last = false;

@@ -1,0 +1,124 @@
+// DistributedDataParallel on c10d's Reducer, and the cross-rank model check.
+#include "lib/dist/ddp.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include "lib/dist/c10d.h"
+#include "lib/dist/process_group.h"
+
+namespace trainer::dist {
+namespace {
+
+// "name:shape" lines, one per parameter.
+std::vector<std::string> describe_parameters(const torch::nn::Module& module) {
+  std::vector<std::string> lines;
+  for (const auto& item : module.named_parameters()) {
+    lines.push_back(fmt::format("{} [{}]", item.key(), fmt::join(item.value().sizes(), ", ")));
+  }
+  return lines;
+}
+
+torch::Tensor to_bytes(const std::string& text) {
+  torch::Tensor t = torch::empty({static_cast<int64_t>(text.size())}, torch::kUInt8);
+  std::memcpy(t.data_ptr(), text.data(), text.size());
+  return t;
+}
+
+}  // namespace
+
+void verify_same_parameters(const torch::nn::Module& module) {
+  std::vector<std::string> mine = describe_parameters(module);
+  std::string text = fmt::format("{}", fmt::join(mine, "\n"));
+  // Gather every rank's description: lengths first, then the padded bytes.
+  torch::Tensor length = torch::tensor({static_cast<int64_t>(text.size())}, torch::kLong);
+  auto lengths = all_gather(length);
+  int64_t longest = 0;
+  for (const auto& l : lengths) longest = std::max(longest, l.item<int64_t>());
+  torch::Tensor padded = torch::zeros({longest}, torch::kUInt8);
+  padded.narrow(0, 0, static_cast<int64_t>(text.size())).copy_(to_bytes(text));
+  auto all = all_gather(padded);
+  auto lines_of = [&](size_t rank) {
+    std::string s(static_cast<const char*>(all[rank].data_ptr()),
+                  static_cast<size_t>(lengths[rank].item<int64_t>()));
+    std::vector<std::string> lines;
+    for (size_t start = 0; start <= s.size();) {
+      size_t end = s.find('\n', start);
+      if (end == std::string::npos) end = s.size();
+      if (end > start) lines.push_back(s.substr(start, end - start));
+      start = end + 1;
+    }
+    return lines;
+  };
+  std::vector<std::string> reference = lines_of(0);
+  for (size_t rank = 1; rank < all.size(); ++rank) {
+    std::vector<std::string> other = lines_of(rank);
+    for (size_t i = 0; i < std::max(reference.size(), other.size()); ++i) {
+      std::string a = i < reference.size() ? reference[i] : "(none)";
+      std::string b = i < other.size() ? other[i] : "(none)";
+      if (a != b) {
+        throw DistError(
+            fmt::format("DistributedDataParallel: the models differ across ranks: parameter {} is "
+                        "{} on rank 0 but {} on rank {}",
+                        i, a, b, rank));
+      }
+    }
+  }
+}
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<models::Model> module,
+                                                 DdpOptions options)
+    : module_(std::move(module)), options_(options) {
+  register_module("module", module_);
+  auto group = default_group();
+  verify_same_parameters(*module_);
+  std::vector<torch::Tensor> states;
+  for (const auto& p : module_->parameters()) states.push_back(p);
+  for (const auto& b : module_->buffers()) states.push_back(b);
+  {
+    torch::NoGradGuard no_grad;
+    if (!states.empty()) c10d::broadcast_coalesced(group, states, 250u << 20, 0);
+  }
+  std::vector<torch::Tensor> params;
+  for (const auto& p : module_->parameters()) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  auto cap = static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024);
+  auto first_cap = static_cast<int64_t>(options_.first_bucket_cap_mb * 1024 * 1024);
+  auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
+      params, {static_cast<size_t>(first_cap), static_cast<size_t>(cap)},
+      std::vector<bool>(params.size(), false));
+  // Gradients become ready in reverse order of the forward pass: so do the buckets, as in PyTorch.
+  std::reverse(buckets.begin(), buckets.end());
+  reducer_ =
+      compat::make_reducer(params, buckets, group, cap, first_cap, options_.find_unused_parameters);
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+void DistributedDataParallel::sync_buffers() {
+  auto buffers = module_->buffers();
+  if (buffers.empty() || !options_.broadcast_buffers) return;
+  torch::NoGradGuard no_grad;
+  c10d::broadcast_coalesced(default_group(), buffers, 250u << 20, 0);
+}
+
+torch::Tensor DistributedDataParallel::forward(const torch::Tensor& x) {
+  bool sync = torch::GradMode::is_enabled() && require_backward_grad_sync_;
+  if (sync) reducer_->prepare_for_forward();
+  if (is_training()) sync_buffers();
+  torch::Tensor out = module_->forward(x);
+  if (sync) {
+    reducer_->prepare_for_backward(options_.find_unused_parameters ? std::vector<torch::Tensor>{out}
+                                                                   : std::vector<torch::Tensor>{});
+  }
+  return out;
+}
+
+torch::Tensor DistributedDataParallel::loss(const torch::Tensor& outputs,
+                                            const torch::Tensor& labels) {
+  return module_->loss(outputs, labels);
+}
+
+}  // namespace trainer::dist

@@ -1,0 +1,75 @@
+// DistributedDataParallel: wraps a model so that every rank takes the same optimizer step.
+// Parameters and buffers are broadcast from rank 0 when wrapped, every rank's model is checked to
+// have the same parameter names and shapes, and gradients are averaged during backward by c10d's
+// Reducer, the engine Python's DDP drives: buckets (bucket_cap_mb) whose all-reduce starts while
+// backward is still running.
+#pragma once
+
+#include <memory>
+
+#include "lib/models/models.h"
+
+namespace c10d {
+class Reducer;
+}
+
+namespace trainer::dist {
+
+struct DdpOptions {
+  // Gradient bucket size, as Transformers' ddp_bucket_cap_mb / PyTorch's bucket_cap_mb.
+  double bucket_cap_mb = 25;
+  // The first bucket's size: small, so the first all-reduce starts early (PyTorch: 1 MiB).
+  double first_bucket_cap_mb = 1;
+  // Re-broadcast buffers from rank 0 at every forward in training mode.
+  bool broadcast_buffers = true;
+  bool find_unused_parameters = false;
+};
+
+class DistributedDataParallel : public models::Model {
+ public:
+  // Wraps `module` (registered as "module", as in PyTorch) on the default process group, which
+  // must be initialised. Throws DistError naming the first parameter whose name or shape differs
+  // between this rank and rank 0.
+  explicit DistributedDataParallel(std::shared_ptr<models::Model> module, DdpOptions options = {});
+  ~DistributedDataParallel() override;
+
+  // The wrapped module's forward; in training it prepares the Reducer, so the following backward
+  // averages gradients across ranks (unless inside no_sync()).
+  torch::Tensor forward(const torch::Tensor& x) override;
+  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) override;
+
+  models::Model& module() { return *module_; }
+  std::shared_ptr<models::Model> module_ptr() const { return module_; }
+
+  // While a NoSync lives, backward accumulates gradients locally without communication (for
+  // gradient accumulation); the first backward after it synchronises the accumulated sum.
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp)
+        : ddp_(ddp), previous_(ddp.require_backward_grad_sync_) {
+      ddp_.require_backward_grad_sync_ = false;
+    }
+    ~NoSync() { ddp_.require_backward_grad_sync_ = previous_; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+
+ private:
+  void sync_buffers();
+
+  std::shared_ptr<models::Model> module_;
+  DdpOptions options_;
+  std::shared_ptr<c10d::Reducer> reducer_;
+  bool require_backward_grad_sync_ = true;
+};
+
+// Checks that every rank has the same parameter names and shapes as rank 0. Throws DistError on
+// every rank, naming the first rank and parameter that differ.
+void verify_same_parameters(const torch::nn::Module& module);
+
+}  // namespace trainer::dist

@@ -1,0 +1,386 @@
+// Starts, watches and stops the ranks of one node, with torchrun's environment.
+#include "lib/dist/launcher.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/io/errors.h"
+
+extern char** environ;
+
+namespace trainer::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int g_signal_pipe[2] = {-1, -1};
+volatile std::sig_atomic_t g_signal = 0;
+
+void on_signal(int sig) {
+  if (g_signal == 0) g_signal = sig;
+  char c = static_cast<char>(sig);
+  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &c, 1);
+}
+
+// True when something already listens on (or holds) `port` on this machine.
+bool port_is_busy(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  bool busy =
+      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno == EADDRINUSE;
+  ::close(fd);
+  return busy;
+}
+
+// Waits until a TCP connection to host:port succeeds, or the deadline passes.
+bool reachable(const std::string& host, int port, double seconds) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  do {
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) == 0) {
+      for (addrinfo* a = found; a; a = a->ai_next) {
+        int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        if (fd < 0) continue;
+        bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+        ::close(fd);
+        if (ok) {
+          ::freeaddrinfo(found);
+          return true;
+        }
+      }
+      ::freeaddrinfo(found);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  } while (Clock::now() < deadline);
+  return false;
+}
+
+bool program_exists(const std::string& program) {
+  if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    if (::access(((dir.empty() ? "." : dir) + "/" + program).c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+struct Rank {
+  int global_rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  int out_fd = -1;
+  int err_fd = -1;
+  std::string out_buffer, err_buffer;
+  bool exited = false;
+  int status = 0;
+};
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return fmt::format("was killed by signal {} (SIG{})", sig, name ? name : "?");
+  }
+  return "ended";
+}
+
+// Writes complete lines of `buffer` to `fd` with `prefix`; the rest stays for later (or all of it
+// at `flush`).
+void emit_lines(std::string& buffer, int fd, const std::string& prefix, bool show, bool flush) {
+  size_t start = 0;
+  while (true) {
+    size_t nl = buffer.find('\n', start);
+    if (nl == std::string::npos) break;
+    if (show) {
+      std::string line = prefix + buffer.substr(start, nl - start + 1);
+      [[maybe_unused]] ssize_t n = ::write(fd, line.data(), line.size());
+    }
+    start = nl + 1;
+  }
+  buffer.erase(0, start);
+  if (flush && !buffer.empty()) {
+    if (show) {
+      std::string line = prefix + buffer + "\n";
+      [[maybe_unused]] ssize_t n = ::write(fd, line.data(), line.size());
+    }
+    buffer.clear();
+  }
+}
+
+pid_t spawn(const LaunchOptions& o, Rank& rank, int world_size) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    throw std::runtime_error(fmt::format("launch: pipe failed: {}", std::strerror(errno)));
+  }
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  auto set = [&](const std::string& name, const std::string& value) {
+    env.erase(std::remove_if(env.begin(), env.end(),
+                             [&](const std::string& kv) { return kv.rfind(name + "=", 0) == 0; }),
+              env.end());
+    env.push_back(name + "=" + value);
+  };
+  set("RANK", std::to_string(rank.global_rank));
+  set("LOCAL_RANK", std::to_string(rank.local_rank));
+  set("GROUP_RANK", std::to_string(o.node_rank));
+  set("ROLE_RANK", std::to_string(rank.global_rank));
+  set("WORLD_SIZE", std::to_string(world_size));
+  set("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node));
+  set("ROLE_WORLD_SIZE", std::to_string(world_size));
+  set("MASTER_ADDR", o.master_addr);
+  set("MASTER_PORT", std::to_string(o.master_port));
+  set("TORCHELASTIC_RESTART_COUNT", "0");
+  set("TORCHELASTIC_MAX_RESTARTS", "0");
+  set("TORCHELASTIC_USE_AGENT_STORE", "False");
+  if (!std::getenv("OMP_NUM_THREADS")) {
+    long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+    set("OMP_NUM_THREADS", std::to_string(std::max(1L, cores / o.nproc_per_node)));
+  }
+  std::vector<char*> envp, argv;
+  for (auto& kv : env) envp.push_back(kv.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = o.command;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0)
+    throw std::runtime_error(fmt::format("launch: fork failed: {}", std::strerror(errno)));
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own process group, so stopping it stops what it started too
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(err[1], STDERR_FILENO);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    std::string message = fmt::format("cannot execute {}: {}\n", argv[0], std::strerror(errno));
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, message.data(), message.size());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  ::close(out[1]);
+  ::close(err[1]);
+  rank.pid = pid;
+  rank.out_fd = out[0];
+  rank.err_fd = err[0];
+  return pid;
+}
+
+void signal_all(std::vector<Rank>& ranks, int sig) {
+  for (auto& r : ranks) {
+    if (!r.exited && r.pid > 0) ::kill(-r.pid, sig);
+  }
+}
+
+}  // namespace
+
+void validate_launch(const LaunchOptions& o) {
+  if (o.nproc_per_node < 1) {
+    throw InputError(
+        fmt::format("--nproc-per-node {} is not allowed (must be >= 1)", o.nproc_per_node));
+  }
+  if (o.nnodes < 1)
+    throw InputError(fmt::format("--nnodes {} is not allowed (must be >= 1)", o.nnodes));
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    throw InputError(
+        fmt::format("--node-rank {} is not allowed (must be in [0, {}) for --nnodes {})",
+                    o.node_rank, o.nnodes, o.nnodes));
+  }
+  if (o.master_port < 1 || o.master_port > 65535) {
+    throw InputError(
+        fmt::format("--master-port {} is not allowed (must be in 1..65535)", o.master_port));
+  }
+  if (o.command.empty())
+    throw InputError("launch needs a PROGRAM to run (trainer launch [OPTIONS] PROGRAM [ARGS...])");
+  if (!program_exists(o.command[0])) {
+    throw InputError(fmt::format("program {} is not an executable file or on PATH", o.command[0]));
+  }
+  if (o.node_rank == 0) {
+    if (port_is_busy(o.master_port)) {
+      throw InputError(
+          fmt::format("--master-port {} is busy on this machine (another run or program holds it; "
+                      "choose a free port)",
+                      o.master_port));
+    }
+  } else {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(o.master_addr.c_str(), nullptr, &hints, &found) != 0) {
+      throw InputError(
+          fmt::format("--master-addr {} is not a known host name or address", o.master_addr));
+    }
+    ::freeaddrinfo(found);
+    if (!reachable(o.master_addr, o.master_port, o.rdzv_timeout_seconds)) {
+      throw InputError(
+          fmt::format("--master-addr {}:{} was not reachable within {} s (is node 0 running?)",
+                      o.master_addr, o.master_port, o.rdzv_timeout_seconds));
+    }
+  }
+}
+
+int launch(const LaunchOptions& o) {
+  validate_launch(o);
+  const int world_size = o.nnodes * o.nproc_per_node;
+  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::runtime_error("launch: pipe failed");
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  ::sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGCHLD, &action, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  std::vector<Rank> ranks(static_cast<size_t>(o.nproc_per_node));
+  for (int i = 0; i < o.nproc_per_node; ++i) {
+    ranks[i].local_rank = i;
+    ranks[i].global_rank = o.node_rank * o.nproc_per_node + i;
+    spawn(o, ranks[i], world_size);
+  }
+
+  std::string failure;
+  int exit_code = 0;
+  int interrupted = 0;
+  std::optional<Clock::time_point> kill_at;
+  auto stop_all = [&]() {
+    if (kill_at) return;
+    signal_all(ranks, SIGTERM);
+    kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(o.grace_seconds));
+  };
+
+  while (true) {
+    // Reap ranks that ended.
+    for (auto& r : ranks) {
+      if (r.exited) continue;
+      int status = 0;
+      pid_t done = ::waitpid(r.pid, &status, WNOHANG);
+      if (done != r.pid) continue;
+      r.exited = true;
+      r.status = status;
+      ::kill(-r.pid, SIGKILL);  // whatever the rank started dies with it
+      bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && failure.empty() && !interrupted) {
+        failure = fmt::format(
+            "trainer launch: rank {} (local rank {}, pid {}) {}; stopping the other ranks",
+            r.global_rank, r.local_rank, r.pid, describe_status(status));
+        exit_code = 1;
+        stop_all();
+      }
+    }
+    bool all_exited =
+        std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.exited; });
+    bool pipes_open = std::any_of(ranks.begin(), ranks.end(),
+                                  [](const Rank& r) { return r.out_fd >= 0 || r.err_fd >= 0; });
+    if (all_exited && !pipes_open) break;
+    if (kill_at && Clock::now() >= *kill_at) {
+      signal_all(ranks, SIGKILL);
+      kill_at = Clock::now() + std::chrono::hours(24);
+    }
+
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Rank*, bool>> owners;  // rank, is_stdout
+    fds.push_back({g_signal_pipe[0], POLLIN, 0});
+    owners.emplace_back(nullptr, false);
+    for (auto& r : ranks) {
+      if (r.out_fd >= 0) {
+        fds.push_back({r.out_fd, POLLIN, 0});
+        owners.emplace_back(&r, true);
+      }
+      if (r.err_fd >= 0) {
+        fds.push_back({r.err_fd, POLLIN, 0});
+        owners.emplace_back(&r, false);
+      }
+    }
+    int timeout_ms = all_exited ? 50 : 200;
+    ::poll(fds.data(), fds.size(), timeout_ms);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buffer[65536];
+      ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (i == 0) {
+        if (g_signal == SIGINT || g_signal == SIGTERM) {
+          if (!interrupted) {
+            interrupted = g_signal;
+            signal_all(ranks, interrupted);
+            kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(o.grace_seconds));
+          }
+        }
+        continue;
+      }
+      Rank& r = *owners[i].first;
+      bool is_out = owners[i].second;
+      std::string& buf = is_out ? r.out_buffer : r.err_buffer;
+      std::string prefix = fmt::format("[rank{}]: ", r.global_rank);
+      bool show = !is_out || !o.rank0_only || r.global_rank == 0;
+      int target = is_out ? STDOUT_FILENO : STDERR_FILENO;
+      if (n > 0) {
+        buf.append(buffer, static_cast<size_t>(n));
+        emit_lines(buf, target, prefix, show, false);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        emit_lines(buf, target, prefix, show, true);
+        ::close(fds[i].fd);
+        (is_out ? r.out_fd : r.err_fd) = -1;
+      }
+    }
+    // A rank whose pipes closed but that has not exited yet is reaped on the next pass; one that
+    // exited while a grandchild keeps its pipes open is not waited for past the grace period.
+    if (all_exited && kill_at && Clock::now() >= *kill_at) {
+      for (auto& r : ranks) {
+        for (int* fd : {&r.out_fd, &r.err_fd}) {
+          if (*fd >= 0) ::close(*fd), *fd = -1;
+        }
+      }
+    }
+  }
+  if (interrupted) {
+    std::string line = fmt::format("trainer launch: interrupted by SIG{}; stopped every rank\n",
+                                   sigabbrev_np(interrupted));
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+    return 128 + interrupted;
+  }
+  if (!failure.empty()) {
+    failure += "\n";
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, failure.data(), failure.size());
+  }
+  return exit_code;
+}
+
+}  // namespace trainer::dist

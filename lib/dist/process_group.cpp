@@ -1,0 +1,197 @@
+// The default process group: rendezvous through c10d's TCPStore, a Gloo or NCCL backend, and
+// collectives that fail with a clear DistError instead of hanging past the timeout.
+#include "lib/dist/process_group.h"
+
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "lib/dist/c10d.h"
+#include "lib/io/errors.h"
+
+namespace trainer::dist {
+namespace {
+
+struct State {
+  DistEnv env;
+  std::string backend;
+  std::chrono::milliseconds timeout{0};
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+};
+
+std::mutex g_mutex;
+std::unique_ptr<State> g_state;
+const DistEnv kSingleProcess;
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+std::string describe(const c10::Error& e) { return first_line(e.what_without_backtrace()); }
+
+// Waits for a collective; turns c10d's errors into one DistError line.
+void wait_for(const char* name, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+  try {
+    start()->wait();
+  } catch (const c10::Error& e) {
+    throw DistError(fmt::format("{} failed on rank {} of {} (timeout {} s): {}", name,
+                                g_state->env.rank, g_state->env.world_size,
+                                g_state->timeout.count() / 1000.0, describe(e)));
+  }
+}
+
+c10::intrusive_ptr<c10d::Store> rendezvous(const DistEnv& env, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(env.master_port);
+  options.isServer = !env.use_agent_store && env.rank == 0;
+  options.numWorkers = env.world_size;
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+  } catch (const c10::Error& e) {
+    std::string cause = describe(e);
+    if (options.isServer && cause.find("EADDRINUSE") != std::string::npos) {
+      throw InputError(fmt::format(
+          "MASTER_PORT {} is busy on this machine (another run holds it; choose a free port)",
+          env.master_port));
+    }
+    throw DistError(fmt::format("rank {} could not join the rendezvous at {}:{} within {} s: {}",
+                                env.rank, env.master_addr, env.master_port,
+                                timeout.count() / 1000.0, cause));
+  }
+  if (env.use_agent_store) {
+    store = c10::make_intrusive<c10d::PrefixStore>(
+        fmt::format("/worker/attempt_{}", env.restart_count), store);
+  }
+  return c10::make_intrusive<c10d::PrefixStore>("default_pg/", store);
+}
+
+c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& backend,
+                                               const c10::intrusive_ptr<c10d::Store>& store,
+                                               const DistEnv& env,
+                                               std::chrono::milliseconds timeout) {
+  if (backend == "gloo") {
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, options);
+  }
+#ifdef USE_C10D_NCCL
+  if (backend == "nccl") {
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, options);
+  }
+#endif
+  throw InputError(fmt::format("backend \"{}\" is not allowed (allowed: gloo, nccl)", backend));
+}
+
+}  // namespace
+
+void init_process_group(const InitOptions& options) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_state)
+    throw std::logic_error("init_process_group: the default process group is already initialised");
+  if (options.backend != "gloo" && options.backend != "nccl") {
+    throw InputError(
+        fmt::format("backend \"{}\" is not allowed (allowed: gloo, nccl)", options.backend));
+  }
+  DistEnv env = read_dist_env();
+  if (options.world_size > 0) env.world_size = options.world_size;
+  if (options.rank >= 0) env.rank = options.rank;
+  if (env.rank >= env.world_size) {
+    throw InputError(fmt::format("rank {} is not allowed (must be below world_size {})", env.rank,
+                                 env.world_size));
+  }
+  auto state = std::make_unique<State>();
+  state->env = env;
+  state->backend = options.backend;
+  state->timeout = options.timeout;
+  state->store = rendezvous(env, options.timeout);
+  try {
+    auto backend = make_backend(options.backend, state->store, env, options.timeout);
+    state->group = c10::make_intrusive<c10d::ProcessGroup>(state->store, env.rank, env.world_size);
+    auto type = options.backend == "gloo" ? c10d::ProcessGroup::BackendType::GLOO
+                                          : c10d::ProcessGroup::BackendType::NCCL;
+    state->group->setBackend(
+        options.backend == "gloo" ? c10::DeviceType::CPU : c10::DeviceType::CUDA, type, backend);
+    if (options.backend == "gloo") state->group->setBackend(c10::DeviceType::CUDA, type, backend);
+    state->group->setDefaultBackend(type);
+  } catch (const c10::Error& e) {
+    throw DistError(fmt::format(
+        "rank {} of {} could not set up the {} process group within {} s: {}", env.rank,
+        env.world_size, options.backend, options.timeout.count() / 1000.0, describe(e)));
+  }
+  g_state = std::move(state);
+}
+
+void init_process_group(const std::string& backend, int rank, int world_size) {
+  InitOptions options;
+  options.backend = backend;
+  options.rank = rank;
+  options.world_size = world_size;
+  init_process_group(options);
+}
+
+void destroy_process_group() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_state.reset();
+}
+
+bool is_initialized() { return g_state != nullptr; }
+int get_rank() { return g_state ? g_state->env.rank : 0; }
+int get_world_size() { return g_state ? g_state->env.world_size : 1; }
+int get_local_rank() { return g_state ? g_state->env.local_rank : 0; }
+const DistEnv& environment() { return g_state ? g_state->env : kSingleProcess; }
+
+c10::intrusive_ptr<c10d::ProcessGroup> default_group() {
+  if (!g_state)
+    throw std::logic_error(
+        "the default process group is not initialised (call init_process_group)");
+  return g_state->group;
+}
+
+void barrier() {
+  if (!g_state) return;
+  wait_for("barrier", [] { return g_state->group->barrier(); });
+}
+
+void all_reduce(torch::Tensor& tensor, ReduceOp op) {
+  if (!g_state) return;
+  c10d::AllreduceOptions options;
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:  // Gloo has no AVG: sum, then divide
+      options.reduceOp = c10d::ReduceOp::SUM;
+      break;
+    case ReduceOp::kMax:
+      options.reduceOp = c10d::ReduceOp::MAX;
+      break;
+    case ReduceOp::kMin:
+      options.reduceOp = c10d::ReduceOp::MIN;
+      break;
+  }
+  std::vector<torch::Tensor> tensors = {tensor};
+  wait_for("all_reduce", [&] { return g_state->group->allreduce(tensors, options); });
+  if (op == ReduceOp::kAvg) tensor.div_(g_state->env.world_size);
+}
+
+void broadcast(torch::Tensor& tensor, int src) {
+  if (!g_state) return;
+  c10d::BroadcastOptions options;
+  options.rootRank = src;
+  std::vector<torch::Tensor> tensors = {tensor};
+  wait_for("broadcast", [&] { return g_state->group->broadcast(tensors, options); });
+}
+
+std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) {
+  if (!g_state) return {tensor.clone()};
+  std::vector<std::vector<torch::Tensor>> outputs(1);
+  for (int r = 0; r < g_state->env.world_size; ++r) outputs[0].push_back(torch::empty_like(tensor));
+  std::vector<torch::Tensor> inputs = {tensor};
+  wait_for("all_gather", [&] { return g_state->group->allgather(outputs, inputs); });
+  return outputs[0];
+}
+
+}  // namespace trainer::dist

@@ -1,0 +1,68 @@
+// torch.distributed's process-group API in C++: init_process_group from the launcher's
+// environment (or the tutorial's explicit rank and world size), rendezvous through c10d's
+// TCPStore, Gloo or NCCL underneath, and the collectives with a timeout each.
+#pragma once
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <c10/util/intrusive_ptr.h>
+#include <torch/types.h>
+
+#include "lib/dist/env.h"
+
+namespace c10d {
+class ProcessGroup;
+}
+
+namespace trainer::dist {
+
+// A collective or rendezvous that failed at run time (a peer died, a timeout passed).
+class DistError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Transformers' ddp_timeout default.
+inline constexpr std::chrono::seconds kDefaultTimeout{1800};
+
+struct InitOptions {
+  std::string backend = "gloo";                         // "gloo" or "nccl"
+  int rank = -1;                                        // -1: from the environment
+  int world_size = -1;                                  // -1: from the environment
+  std::chrono::milliseconds timeout = kDefaultTimeout;  // every collective and the rendezvous
+};
+
+// Joins the default process group. Rank 0 hosts the TCPStore at MASTER_ADDR:MASTER_PORT and the
+// others connect, except under torchrun's agent store, where all connect and keys are prefixed
+// with /worker/attempt_<TORCHELASTIC_RESTART_COUNT>. Throws InputError for a bad backend name,
+// a busy port or bad environment; DistError when the rendezvous fails or times out.
+void init_process_group(const InitOptions& options = {});
+// The tutorial's setup(rank, world_size): dist.init_process_group(backend, rank=, world_size=).
+void init_process_group(const std::string& backend, int rank, int world_size);
+// Leaves the default group (the tutorial's cleanup()). A no-op when not initialised.
+void destroy_process_group();
+bool is_initialized();
+
+// This process's place: 0 and 1 when not initialised, as a single process.
+int get_rank();
+int get_world_size();
+int get_local_rank();
+const DistEnv& environment();
+
+enum class ReduceOp { kSum, kAvg, kMax, kMin };
+
+// The collectives of the default group; each waits for completion (or the timeout) and throws
+// DistError naming the collective, this rank and the cause. Without a group they are the
+// identity, as for one process.
+void barrier();
+void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+void broadcast(torch::Tensor& tensor, int src = 0);
+std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);
+
+// The default group, for DistributedDataParallel. Throws std::logic_error when not initialised.
+c10::intrusive_ptr<c10d::ProcessGroup> default_group();
+
+}  // namespace trainer::dist
