@@ -8,7 +8,12 @@
 #include <random>
 #include <sstream>
 
+#include <chrono>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 namespace trainer::testing {
@@ -57,6 +62,37 @@ void write_mnist_dir(const std::string& dir, uint32_t train_n, uint32_t test_n, 
   write_split("t10k", test_n);
 }
 
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+PortHolder::PortHolder() {
+  fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::listen(fd_, 4);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+}
+
+PortHolder::~PortHolder() { ::close(fd_); }
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
@@ -66,7 +102,8 @@ std::string slurp(const std::string& path) {
 
 ProcessResult run(const std::string& command) {
   TempDir dir;
-  std::string full = command + " >" + dir.file("out") + " 2>" + dir.file("err") + " </dev/null";
+  std::string full =
+      "( " + command + "\n) >" + dir.file("out") + " 2>" + dir.file("err") + " </dev/null";
   int status = std::system(full.c_str());
   ProcessResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -37,6 +37,24 @@ struct ProcessResult {
 // Runs `command` through /bin/sh, capturing stdout and stderr.
 ProcessResult run(const std::string& command);
 
+// A TCP port that was free a moment ago (the kernel's choice for port 0).
+int free_port();
+
+// Holds a listening TCP socket on a free port for its lifetime.
+class PortHolder {
+ public:
+  PortHolder();
+  ~PortHolder();
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// Seconds since some fixed point, for timing what a test waits for.
+double now_seconds();
+
 // Reads a whole file into a string ("" when missing).
 std::string slurp(const std::string& path);
 

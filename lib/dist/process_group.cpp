@@ -29,15 +29,22 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 
 std::string describe(const c10::Error& e) { return first_line(e.what_without_backtrace()); }
 
-// Waits for a collective; turns c10d's errors into one DistError line.
+// Waits for a collective; turns c10d's and gloo's errors into one DistError line.
 void wait_for(const char* name, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+  std::string cause;
   try {
     start()->wait();
+    return;
   } catch (const c10::Error& e) {
-    throw DistError(fmt::format("{} failed on rank {} of {} (timeout {} s): {}", name,
-                                g_state->env.rank, g_state->env.world_size,
-                                g_state->timeout.count() / 1000.0, describe(e)));
+    cause = describe(e);
+  } catch (const std::exception& e) {  // gloo's own IoException: "[file:line] message"
+    cause = first_line(e.what());
+    size_t end = cause.find("] ");
+    if (cause.rfind('[', 0) == 0 && end != std::string::npos) cause = cause.substr(end + 2);
   }
+  throw DistError(fmt::format("{} failed on rank {} of {} (timeout {} s): {}", name,
+                              g_state->env.rank, g_state->env.world_size,
+                              g_state->timeout.count() / 1000.0, cause));
 }
 
 c10::intrusive_ptr<c10d::Store> rendezvous(const DistEnv& env, std::chrono::milliseconds timeout) {

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "datasets/mnist.h"
+#include "lib/io/errors.h"
 
 namespace trainer::data {
 namespace {
@@ -83,6 +84,57 @@ TEST(DataLoader, UsesTheUsersCollator) {
   EXPECT_TRUE(b.contains("pixels"));
   EXPECT_FALSE(b.contains("x"));
   EXPECT_THROW(b.at("x"), std::out_of_range);
+}
+
+}  // namespace
+}  // namespace trainer::data
+
+namespace trainer::data {
+namespace {
+
+TEST(DistributedSampler, PyTorchsPaddingAndStriding) {
+  // n = 10, 3 replicas, no shuffle: padded to 12 with 0 and 1; rank r takes r, r + 3, ...
+  EXPECT_EQ(DistributedSampler(10, 3, 0, false).indices(0), (std::vector<int64_t>{0, 3, 6, 9}));
+  EXPECT_EQ(DistributedSampler(10, 3, 1, false).indices(0), (std::vector<int64_t>{1, 4, 7, 0}));
+  EXPECT_EQ(DistributedSampler(10, 3, 2, false).indices(0), (std::vector<int64_t>{2, 5, 8, 1}));
+  EXPECT_EQ(DistributedSampler(10, 3, 2, false, 0, true).indices(0),
+            (std::vector<int64_t>{2, 5, 8}));
+  EXPECT_EQ(DistributedSampler(2, 5, 4, false).indices(0), (std::vector<int64_t>{0}));
+  EXPECT_THROW(DistributedSampler(10, 2, 2), InputError);
+}
+
+TEST(DistributedSampler, RanksTogetherAreOneProcessAtTheLargerBatch) {
+  const int64_t n = 200, b = 16;
+  for (int64_t epoch : {0, 3}) {
+    auto whole = RandomSampler(n, 42).indices(epoch);
+    std::vector<std::vector<int64_t>> shards;
+    for (int r = 0; r < 2; ++r)
+      shards.push_back(DistributedSampler(n, 2, r, true, 42).indices(epoch));
+    for (int64_t k = 0; k * 2 * b < n; ++k) {
+      std::vector<int64_t> together,
+          expected(whole.begin() + k * 2 * b,
+                   whole.begin() + std::min<int64_t>(n, (k + 1) * 2 * b));
+      for (const auto& shard : shards) {
+        for (int64_t j = k * b; j < std::min<int64_t>((k + 1) * b, shard.size()); ++j)
+          together.push_back(shard[j]);
+      }
+      std::sort(together.begin(), together.end());
+      std::sort(expected.begin(), expected.end());
+      EXPECT_EQ(together, expected) << "epoch " << epoch << " batch " << k;
+    }
+  }
+}
+
+TEST(DistributedSampler, SetEpochReachesTheLoadersSampler) {
+  auto data = small_dataset(64);
+  auto sampler = std::make_shared<DistributedSampler>(64, 2, 0, true, 42);
+  DataLoader loader(data, sampler, {8, false});
+  torch::Tensor first = loader.batch(0).at("labels").clone();
+  loader.set_epoch(1);
+  torch::Tensor second = loader.batch(0).at("x").clone();
+  loader.set_epoch(0);
+  EXPECT_TRUE(torch::equal(loader.batch(0).at("labels"), first));
+  EXPECT_FALSE(torch::equal(loader.batch(0).at("x"), second));
 }
 
 }  // namespace

@@ -1,0 +1,125 @@
+// DDP with real processes and Gloo: 2 ranks at batch 32 end with the parameters of 1 rank at batch
+// 64 (and the same with accumulation under no_sync), identical across ranks after every step;
+// failures (a collective one rank never joins, models that differ) end with a clear error.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "lib/io/safetensors.h"
+#include "tests/test_util.h"
+
+namespace trainer {
+namespace {
+
+using testing::run;
+using testing::TempDir;
+
+const std::string kTrainer = TRAINER_BIN;
+const std::string kWorker = DDP_WORKER_BIN;
+
+std::string launch(int nproc, const std::string& worker_args, const std::string& extra = "") {
+  return kTrainer + " launch --nproc-per-node " + std::to_string(nproc) + " --master-port " +
+         std::to_string(testing::free_port()) + " " + extra + " " + kWorker + " " + worker_args;
+}
+
+// Trains with `nproc` ranks and returns rank 0's final parameters.
+io::NamedTensors train(TempDir& dir, int nproc, int batch, int accumulation) {
+  std::string out =
+      dir.file("params-" + std::to_string(nproc) + "-" + std::to_string(accumulation));
+  auto result =
+      run("OMP_NUM_THREADS=1 " +
+          launch(nproc, "train --steps 20 --batch " + std::to_string(batch) + " --accumulation " +
+                            std::to_string(accumulation) + " --out " + out));
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  return io::load_safetensors(out);
+}
+
+void expect_close(const io::NamedTensors& a, const io::NamedTensors& b, double rtol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    double rel =
+        (a[i].second - b[i].second).norm().item<double>() / a[i].second.norm().item<double>();
+    EXPECT_LT(rel, rtol) << a[i].first;
+  }
+}
+
+TEST(Ddp, TwoRanksAtBatch32MatchOneRankAtBatch64) {
+  TempDir dir;
+  auto single = train(dir, 1, 64, 1);
+  auto pair = train(dir, 2, 32, 1);
+  expect_close(single, pair, 1e-5);
+  // The run trained: rank 0's initial weights (seed 100) moved.
+  torch::manual_seed(100);
+  EXPECT_FALSE(torch::allclose(single[0].second, torch::zeros_like(single[0].second)));
+}
+
+TEST(Ddp, AccumulationUnderNoSyncMatchesOneRankAtBatch64) {
+  // 2 ranks at batch 32 accumulating 2 batches under no_sync() against 1 rank at batch 64
+  // accumulating 2: each accumulated half is the same 64 examples in both runs.
+  TempDir dir;
+  auto single = train(dir, 1, 64, 2);
+  auto pair = train(dir, 2, 32, 2);
+  expect_close(single, pair, 1e-5);
+}
+
+TEST(Ddp, ACollectiveOneRankNeverJoinsFailsWithinTheTimeout) {
+  double start = testing::now_seconds();
+  auto result = run(launch(2, "skip --timeout-ms 2000", "--grace-period 2"));
+  double took = testing::now_seconds() - start;
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_LT(took, 20.0);
+  EXPECT_NE(
+      result.err.find("[rank0]: ddp_worker: error: all_reduce failed on rank 0 of 2 (timeout 2 s)"),
+      std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("trainer launch: rank 0 (local rank 0, pid "), std::string::npos)
+      << result.err;
+}
+
+TEST(Ddp, ModelsThatDifferAcrossRanksNameTheFirstMismatch) {
+  auto result = run(launch(2, "mismatch"));
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find(
+                "the models differ across ranks: parameter 6 is fc2.weight [10, 128] on rank 0 but "
+                "fc2.weight [5, 128] on rank 1"),
+            std::string::npos)
+      << result.err;
+}
+
+TEST(Ddp, TheTutorialsSetupReadsTheEnvironment) {
+  auto result = run(launch(2, "env"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("[rank0]: rank 0 of 2 local 0/2 agent_store 0 rank_sum 1"),
+            std::string::npos)
+      << result.out;
+  EXPECT_NE(result.out.find("[rank1]: rank 1 of 2 local 1/2 agent_store 0 rank_sum 1"),
+            std::string::npos)
+      << result.out;
+}
+
+TEST(Ddp, TorchrunStartsItWithItsAgentStore) {
+  std::string python = TRAINER_PYTHON;
+  if (python.empty()) GTEST_SKIP() << "no Python with torch configured";
+  std::string torchrun = python.substr(0, python.rfind('/')) + "/torchrun";
+  auto result = run(torchrun + " --nproc_per_node 2 --master_port " +
+                    std::to_string(testing::free_port()) + " --no-python " + kWorker + " env");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("rank 0 of 2 local 0/2 agent_store 1 rank_sum 1"), std::string::npos)
+      << result.out;
+  EXPECT_NE(result.out.find("rank 1 of 2 local 1/2 agent_store 1 rank_sum 1"), std::string::npos)
+      << result.out;
+}
+
+TEST(Ddp, ABusyMasterPortIsAnInputError) {
+  testing::PortHolder holder;
+  std::string port = std::to_string(holder.port());
+  auto result =
+      run("RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kWorker + " env");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err,
+            "ddp_worker: error: MASTER_PORT " + port +
+                " is busy on this machine (another run holds it; choose a free port)\n");
+}
+
+}  // namespace
+}  // namespace trainer

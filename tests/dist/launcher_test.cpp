@@ -1,0 +1,152 @@
+// trainer launch: torchrun's environment, prefixed output, a failing or killed rank stopping the
+// run within seconds with no process left, signals reaching every rank, and bad options (busy
+// port, counts that do not add up, unreachable master) as one line with exit code 2.
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/test_util.h"
+
+namespace trainer {
+namespace {
+
+using testing::run;
+using testing::TempDir;
+
+const std::string kTrainer = TRAINER_BIN;
+const std::string kWorker = DDP_WORKER_BIN;
+
+std::string launch(const std::string& args) {
+  return kTrainer + " launch --master-port " + std::to_string(testing::free_port()) + " " + args;
+}
+
+// True while `pid` runs: a zombie (dead, not yet reaped by whoever adopted it) counts as gone.
+// Gives the kernel up to a second to finish delivering a SIGKILL.
+bool alive(int pid) {
+  for (int i = 0; i < 20; ++i) {
+    std::string stat = testing::slurp("/proc/" + std::to_string(pid) + "/stat");
+    size_t paren = stat.rfind(')');
+    if (stat.empty() || paren == std::string::npos || stat[paren + 2] == 'Z') return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+TEST(Launcher, GivesEachRankTorchrunsEnvironmentAndPrefixesItsLines) {
+  auto result = run("env -u OMP_NUM_THREADS " +
+                    launch("--nproc-per-node 2 sh -c 'echo $RANK $LOCAL_RANK $WORLD_SIZE "
+                           "$LOCAL_WORLD_SIZE $MASTER_ADDR $OMP_NUM_THREADS; echo err$RANK >&2'"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  std::string threads = std::to_string(std::max(1L, cores / 2));
+  EXPECT_NE(result.out.find("[rank0]: 0 0 2 2 127.0.0.1 " + threads + "\n"), std::string::npos)
+      << result.out;
+  EXPECT_NE(result.out.find("[rank1]: 1 1 2 2 127.0.0.1 " + threads + "\n"), std::string::npos)
+      << result.out;
+  EXPECT_NE(result.err.find("[rank1]: err1\n"), std::string::npos) << result.err;
+}
+
+TEST(Launcher, Rank0OnlyHidesTheOtherRanksOutput) {
+  auto result = run(launch("--nproc-per-node 2 --rank0-only sh -c 'echo out$RANK'"));
+  ASSERT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.out, "[rank0]: out0\n");
+}
+
+TEST(Launcher, NodeShareOfTheWorld) {
+  // Node 1 of 2 with 2 ranks each: global ranks 2 and 3 of 4; node 0's master must be reachable,
+  // so stand one up.
+  testing::PortHolder master;
+  auto result =
+      run(kTrainer + " launch --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-port " +
+          std::to_string(master.port()) + " sh -c 'echo $RANK $WORLD_SIZE $GROUP_RANK'");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("[rank2]: 2 4 1\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("[rank3]: 3 4 1\n"), std::string::npos) << result.out;
+}
+
+TEST(Launcher, AFailingRankStopsTheOthers) {
+  double start = testing::now_seconds();
+  auto result =
+      run(launch("--nproc-per-node 2 sh -c 'if [ $RANK = 1 ]; then exit 3; fi; sleep 60'"));
+  EXPECT_LT(testing::now_seconds() - start, 10.0);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("trainer launch: rank 1 (local rank 1, pid "), std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find(") exited with code 3; stopping the other ranks\n"), std::string::npos)
+      << result.err;
+}
+
+TEST(Launcher, AKilledRankEndsTheRunWithin10sAndLeavesNoProcess) {
+  TempDir dir;
+  std::string command = launch("--nproc-per-node 2 " + kWorker + " hang --pid-dir " + dir.path());
+  // Start the launcher in the background, kill rank 1 once both ranks are up, wait for the end.
+  std::string script = "(" + command + " > " + dir.file("out") + " 2> " + dir.file("err") +
+                       "; echo $? > " + dir.file("code") + ") & for i in $(seq 100); do [ -s " +
+                       dir.file("rank.0") + " ] && [ -s " + dir.file("rank.1") +
+                       " ] && break; sleep 0.1; done; kill -9 $(cat " + dir.file("rank.1") +
+                       "); wait";
+  double start = testing::now_seconds();
+  auto result = run(script);
+  double took = testing::now_seconds() - start;
+  EXPECT_LT(took, 10.0);
+  EXPECT_EQ(testing::slurp(dir.file("code")), "1\n");
+  std::string err = testing::slurp(dir.file("err"));
+  EXPECT_NE(err.find("trainer launch: rank 1 (local rank 1, pid "), std::string::npos) << err;
+  EXPECT_NE(err.find("was killed by signal 9 (SIGKILL); stopping the other ranks"),
+            std::string::npos)
+      << err;
+  for (const char* name : {"rank.0", "rank.1", "child.0", "child.1"}) {
+    int pid = std::stoi(testing::slurp(dir.file(name)));
+    EXPECT_FALSE(alive(pid)) << name << " " << pid << " is still running";
+  }
+}
+
+TEST(Launcher, SigtermToTheLauncherReachesEveryRank) {
+  TempDir dir;
+  std::string command = launch(
+      "--nproc-per-node 2 sh -c 'trap \"echo got TERM; exit 0\" TERM; echo up > " + dir.path() +
+      "/up.$RANK; "
+      "sleep 60 & wait'");
+  auto result = run(command + " & pid=$!; for i in $(seq 100); do [ -e " + dir.file("up.0") +
+                    " ] && [ -e " + dir.file("up.1") +
+                    " ] && break; sleep 0.1; done; kill -TERM $pid; wait $pid; echo code=$?");
+  EXPECT_NE(result.out.find("[rank0]: got TERM"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("[rank1]: got TERM"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("code=143"), std::string::npos) << result.out;
+  EXPECT_NE(result.err.find("trainer launch: interrupted by SIGTERM; stopped every rank"),
+            std::string::npos);
+}
+
+void expect_launch_error(const std::string& args, const std::string& message) {
+  auto result = run(kTrainer + " launch " + args);
+  EXPECT_EQ(result.exit_code, 2) << args;
+  EXPECT_EQ(result.err, "trainer: error: " + message + "\n") << args;
+}
+
+TEST(Launcher, BadOptionsAreOneLineAndExitTwo) {
+  testing::PortHolder busy;
+  std::string port = std::to_string(busy.port());
+  expect_launch_error(
+      "--nproc-per-node 2 --master-port " + port + " true",
+      "--master-port " + port +
+          " is busy on this machine (another run or program holds it; choose a free port)");
+  expect_launch_error("--nnodes 2 --node-rank 2 true",
+                      "--node-rank 2 is not allowed (must be in [0, 2) for --nnodes 2)");
+  expect_launch_error("--nproc-per-node 0 true",
+                      "--nproc-per-node 0 is not allowed (must be >= 1)");
+  expect_launch_error("--nproc-per-node 2 /nonexistent/program",
+                      "program /nonexistent/program is not an executable file or on PATH");
+  int closed = testing::free_port();
+  expect_launch_error(
+      "--nnodes 2 --node-rank 1 --rdzv-timeout 1 --master-port " + std::to_string(closed) + " true",
+      "--master-addr 127.0.0.1:" + std::to_string(closed) +
+          " was not reachable within 1 s (is node 0 running?)");
+  expect_launch_error("--nnodes 2 --node-rank 1 --master-addr no-such-host.invalid true",
+                      "--master-addr no-such-host.invalid is not a known host name or address");
+}
+
+}  // namespace
+}  // namespace trainer
