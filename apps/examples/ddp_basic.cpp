@@ -2,7 +2,7 @@
 // epoch over this rank's share of Fashion-MNIST, cleanup, and the test accuracy gathered over all
 // ranks. Runs under `trainer launch --nproc-per-node 2 build/bin/ddp_basic`, torchrun, or alone.
 //   ddp_basic [--dataset-dir DIR] [--max-train-samples N] [--batch-size B] [--bucket-cap-mb MB]
-//             [--threads T]
+//             [--threads T] [--overlap 0|1]
 // Prints the accuracy and, on rank 0, the training throughput in samples per second.
 #include <chrono>
 #include <cstdio>
@@ -25,6 +25,7 @@ struct Options {
   int64_t max_train_samples = -1;
   int64_t batch_size = 64;
   double bucket_cap_mb = 25;
+  bool overlap = true;
   int threads = 0;
 };
 
@@ -32,7 +33,7 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
-    if (i + 1 >= argc) throw InputError("ddp_basic: " + flag + " needs a value");
+    if (i + 1 >= argc) throw InputError(flag + " needs a value");
     std::string value = argv[++i];
     if (flag == "--dataset-dir")
       o.dataset_dir = value;
@@ -44,8 +45,12 @@ Options parse(int argc, char** argv) {
       o.bucket_cap_mb = std::stod(value);
     else if (flag == "--threads")
       o.threads = std::stoi(value);
+    else if (flag == "--overlap")
+      o.overlap = value != "0" && value != "false";
     else
-      throw InputError("ddp_basic: unknown option " + flag);
+      throw InputError("unknown option " + flag +
+                       " (allowed: --dataset-dir, --max-train-samples, --batch-size, "
+                       "--bucket-cap-mb, --threads, --overlap)");
   }
   return o;
 }
@@ -70,6 +75,10 @@ void train_ddp(const Options& o) {
   auto model = std::make_shared<models::BasicNet>();
   dist::DdpOptions ddp_options;
   ddp_options.bucket_cap_mb = o.bucket_cap_mb;
+  if (!o.overlap) {
+    // One bucket for every gradient: its all-reduce can only start once backward has finished.
+    ddp_options.bucket_cap_mb = ddp_options.first_bucket_cap_mb = 1 << 20;
+  }
   auto ddp_model = std::make_shared<dist::DistributedDataParallel>(model, ddp_options);
   torch::optim::AdamW optimizer(ddp_model->parameters(), torch::optim::AdamWOptions(1e-3));
 

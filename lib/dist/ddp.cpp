@@ -89,7 +89,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<models::Model> 
   auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
       params, {static_cast<size_t>(first_cap), static_cast<size_t>(cap)},
       std::vector<bool>(params.size(), false));
-  // Gradients become ready in reverse order of the forward pass: so do the buckets, as in PyTorch.
+  // Gradients become ready in reverse order of the forward pass: so do the buckets, as in PyTorch
+  // (until the first iteration's real order replaces this guess, see forward()).
   std::reverse(buckets.begin(), buckets.end());
   reducer_ =
       compat::make_reducer(params, buckets, group, cap, first_cap, options_.find_unused_parameters);
@@ -107,6 +108,10 @@ void DistributedDataParallel::sync_buffers() {
 torch::Tensor DistributedDataParallel::forward(const torch::Tensor& x) {
   bool sync = torch::GradMode::is_enabled() && require_backward_grad_sync_;
   if (sync) reducer_->prepare_for_forward();
+  // After the first backward the Reducer knows the order gradients became ready in, and once
+  // (every rank in the same iteration) regroups the buckets in that order, so the large ones
+  // start all-reducing while the rest of backward still runs; PyTorch's DDP does the same here.
+  if (torch::GradMode::is_enabled()) reducer_->rebuild_buckets();
   if (is_training()) sync_buffers();
   torch::Tensor out = module_->forward(x);
   if (sync) {

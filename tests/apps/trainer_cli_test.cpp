@@ -20,7 +20,7 @@ using testing::run;
 using testing::slurp;
 using testing::TempDir;
 
-const std::string kTrainer = TRAINER_BIN;
+const std::string& kTrainer = testing::kTrainerBin;
 const std::string kConfigs = std::string(SOURCE_DIR) + "/configs";
 
 class TrainedRun : public ::testing::Test {
@@ -121,7 +121,7 @@ TEST_F(TrainedRun, SafetensorsHoldTheModelThatEvaluatesTheSame) {
 TEST_F(TrainedRun, PyTorchLoadsTheSafetensorsIntoTheTutorialsBasicNet) {
   std::string python = TRAINER_PYTHON;
   if (python.empty()) GTEST_SKIP() << "no Python with torch and safetensors configured";
-  auto checked = run(python + " " + SOURCE_DIR + "/tests/python/check_safetensors.py " +
+  auto checked = run(python + " " + SOURCE_DIR + "/scripts/reference/check_safetensors.py " +
                      dir_->file("model.safetensors") + " " + data::kFashionMnistDir + " 1000");
   ASSERT_EQ(checked.exit_code, 0) << checked.err;
   json got = json::parse(checked.out);

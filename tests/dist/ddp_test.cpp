@@ -13,8 +13,8 @@ namespace {
 using testing::run;
 using testing::TempDir;
 
-const std::string kTrainer = TRAINER_BIN;
-const std::string kWorker = DDP_WORKER_BIN;
+const std::string& kTrainer = testing::kTrainerBin;
+const std::string& kWorker = testing::kWorkerBin;
 
 std::string launch(int nproc, const std::string& worker_args, const std::string& extra = "") {
   return kTrainer + " launch --nproc-per-node " + std::to_string(nproc) + " --master-port " +

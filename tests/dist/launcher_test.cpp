@@ -16,8 +16,8 @@ namespace {
 using testing::run;
 using testing::TempDir;
 
-const std::string kTrainer = TRAINER_BIN;
-const std::string kWorker = DDP_WORKER_BIN;
+const std::string& kTrainer = testing::kTrainerBin;
+const std::string& kWorker = testing::kWorkerBin;
 
 std::string launch(const std::string& args) {
   return kTrainer + " launch --master-port " + std::to_string(testing::free_port()) + " " + args;

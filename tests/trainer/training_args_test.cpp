@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "datasets/mnist_defaults.h"
 #include "lib/io/errors.h"
 
 namespace trainer {
@@ -41,7 +42,7 @@ TEST(TrainingArguments, TransformersDefaults) {
   EXPECT_EQ(a.seed(), 42);
   EXPECT_EQ(a.sampler_seed(), 42);
   EXPECT_EQ(a.effective_eval_steps(), 500);
-  EXPECT_EQ(a.effective_dataset_dir(), "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(a.effective_dataset_dir(), data::kFashionMnistDir);
   EXPECT_NO_THROW(a.validate());
 }
 
