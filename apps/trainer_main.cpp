@@ -9,6 +9,7 @@
 #include "apps/cli.h"
 #include "datasets/mnist.h"
 #include "lib/dist/launcher.h"
+#include "lib/io/allocator.h"
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
 #include "lib/io/safetensors.h"
@@ -82,6 +83,7 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 }  // namespace
 
 int main(int argc, char** argv) {
+  trainer::io::configure_allocator();
   try {
     auto command = cli::parse_command_line(argc, argv);
     if (!command) return 0;

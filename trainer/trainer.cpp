@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "lib/io/allocator.h"
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
 #include "lib/io/safetensors.h"
@@ -83,6 +84,7 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
       compute_metrics_(std::move(compute_metrics)),
       device_(torch::cuda::is_available() ? torch::kCUDA : torch::kCPU) {
   if (!model_) throw std::invalid_argument("Trainer: model is null");
+  io::configure_allocator();
   args_.validate();
   torch::manual_seed(static_cast<uint64_t>(args_.seed()));
   callbacks_.push_back(std::make_shared<DefaultFlowCallback>());

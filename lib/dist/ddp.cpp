@@ -7,6 +7,7 @@
 
 #include "lib/dist/c10d.h"
 #include "lib/dist/process_group.h"
+#include "lib/io/allocator.h"
 
 namespace trainer::dist {
 namespace {
@@ -70,6 +71,7 @@ void verify_same_parameters(const torch::nn::Module& module) {
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<models::Model> module,
                                                  DdpOptions options)
     : module_(std::move(module)), options_(options) {
+  io::configure_allocator();
   register_module("module", module_);
   auto group = default_group();
   verify_same_parameters(*module_);

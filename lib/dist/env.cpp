@@ -24,52 +24,51 @@ int parse_int(const char* name, const char* value, int min, int max) {
 
 }  // namespace
 
+// The variables each kind of launcher sets, in the order they are looked for.
+struct Scheme {
+  const char* source;
+  const char* rank;
+  const char* world_size;
+  const char* local_rank;
+  const char* local_world_size;
+};
+constexpr Scheme kSchemes[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+};
+
 DistEnv read_dist_env(const GetEnv& getenv) {
   auto get_int = [&](const char* name, int fallback, int min = 0, int max = 1 << 20) {
     const char* value = getenv(name);
-    return value && *value ? parse_int(name, value, min, max) : fallback;
+    if (!value || !*value) return fallback;
+    // SLURM_NTASKS_PER_NODE may read "2(x3)": the leading count is this node's.
+    std::string text = value;
+    if (std::string(name) == "SLURM_NTASKS_PER_NODE") text = text.substr(0, text.find('('));
+    return parse_int(name, text.c_str(), min, max);
   };
   DistEnv env;
-  const char* rank_name = nullptr;
-  const char* size_name = nullptr;
   if (getenv("RANK") || getenv("WORLD_SIZE")) {
-    env.source = "torchrun";
-    rank_name = "RANK";
-    size_name = "WORLD_SIZE";
     if (!getenv("RANK") || !getenv("WORLD_SIZE")) {
       throw InputError(fmt::format(
           "environment variable {} is set but {} is not (torchrun sets both)",
           getenv("RANK") ? "RANK" : "WORLD_SIZE", getenv("RANK") ? "WORLD_SIZE" : "RANK"));
     }
-    env.rank = get_int("RANK", 0);
-    env.world_size = get_int("WORLD_SIZE", 1, 1);
-    env.local_rank = get_int("LOCAL_RANK", env.rank);
-    env.local_world_size = get_int("LOCAL_WORLD_SIZE", env.world_size, 1);
-  } else if (getenv("SLURM_PROCID") && getenv("SLURM_NTASKS")) {
-    env.source = "slurm";
-    rank_name = "SLURM_PROCID";
-    size_name = "SLURM_NTASKS";
-    env.rank = get_int("SLURM_PROCID", 0);
-    env.world_size = get_int("SLURM_NTASKS", 1, 1);
-    env.local_rank = get_int("SLURM_LOCALID", 0);
-    // SLURM_NTASKS_PER_NODE may read "2(x3)": the leading count is this node's.
-    if (const char* per_node = getenv("SLURM_NTASKS_PER_NODE")) {
-      env.local_world_size = std::max(1, std::atoi(per_node));
-    } else {
-      env.local_world_size = env.world_size;
-    }
-  } else if (getenv("OMPI_COMM_WORLD_RANK") && getenv("OMPI_COMM_WORLD_SIZE")) {
-    env.source = "openmpi";
-    rank_name = "OMPI_COMM_WORLD_RANK";
-    size_name = "OMPI_COMM_WORLD_SIZE";
-    env.rank = get_int("OMPI_COMM_WORLD_RANK", 0);
-    env.world_size = get_int("OMPI_COMM_WORLD_SIZE", 1, 1);
-    env.local_rank = get_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
-    env.local_world_size = get_int("OMPI_COMM_WORLD_LOCAL_SIZE", env.world_size, 1);
   }
-  if (rank_name && env.rank >= env.world_size) {
-    throw InputError(fmt::format("environment variable {}={} is not allowed (must be below {}={})",
-                                 rank_name, env.rank, size_name, env.world_size));
+  for (const Scheme& scheme : kSchemes) {
+    if (!getenv(scheme.rank) || !getenv(scheme.world_size)) continue;
+    env.source = scheme.source;
+    env.rank = get_int(scheme.rank, 0);
+    env.world_size = get_int(scheme.world_size, 1, 1);
+    env.local_rank = get_int(scheme.local_rank, env.source == "torchrun" ? env.rank : 0);
+    env.local_world_size = get_int(scheme.local_world_size, env.world_size, 1);
+    if (env.rank >= env.world_size) {
+      throw InputError(
+          fmt::format("environment variable {}={} is not allowed (must be below {}={})",
+                      scheme.rank, env.rank, scheme.world_size, env.world_size));
+    }
+    break;
   }
   if (env.local_rank >= env.local_world_size) {
     throw InputError(
