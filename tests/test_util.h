@@ -11,6 +11,7 @@ namespace trainer::testing {
 // The programs under test, built beside the tests (paths from CMake).
 inline const std::string kTrainerBin = TRAINER_BIN;
 inline const std::string kWorkerBin = DDP_WORKER_BIN;
+inline const std::string kDdpBasicBin = DDP_BASIC_BIN;
 
 // A fresh empty directory under the system's temp directory, removed by the destructor.
 class TempDir {

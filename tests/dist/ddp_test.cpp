@@ -89,12 +89,27 @@ TEST(Ddp, ModelsThatDifferAcrossRanksNameTheFirstMismatch) {
 TEST(Ddp, TheTutorialsSetupReadsTheEnvironment) {
   auto result = run(launch(2, "env"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_NE(result.out.find("[rank0]: rank 0 of 2 local 0/2 agent_store 0 rank_sum 1"),
+  EXPECT_NE(result.out.find(
+                "[rank0]: rank 0 of 2 local 0/2 agent_store 0 rank_sum 1 broadcast 7 gathered 10"),
             std::string::npos)
       << result.out;
-  EXPECT_NE(result.out.find("[rank1]: rank 1 of 2 local 1/2 agent_store 0 rank_sum 1"),
+  EXPECT_NE(result.out.find(
+                "[rank1]: rank 1 of 2 local 1/2 agent_store 0 rank_sum 1 broadcast 7 gathered 10"),
             std::string::npos)
       << result.out;
+}
+
+TEST(Ddp, TheTutorialsTrainDdpRunsOnTwoRanks) {
+  auto result = run(kTrainer + " launch --nproc-per-node 2 --master-port " +
+                    std::to_string(testing::free_port()) + " " + testing::kDdpBasicBin +
+                    " --max-train-samples 1280");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  size_t at = result.out.find("[rank0]: Accuracy: ");
+  ASSERT_NE(at, std::string::npos) << result.out;
+  // 20 steps of 2 x 64 examples: far above chance (10%) on the 10,000 test images.
+  EXPECT_GT(std::stod(result.out.substr(at + 19)), 40.0) << result.out;
+  EXPECT_NE(result.out.find("[rank0]: Throughput: "), std::string::npos);
+  EXPECT_EQ(result.out.find("[rank1]: Accuracy"), std::string::npos);
 }
 
 TEST(Ddp, TorchrunStartsItWithItsAgentStore) {
@@ -104,9 +119,13 @@ TEST(Ddp, TorchrunStartsItWithItsAgentStore) {
   auto result = run(torchrun + " --nproc_per_node 2 --master_port " +
                     std::to_string(testing::free_port()) + " --no-python " + kWorker + " env");
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_NE(result.out.find("rank 0 of 2 local 0/2 agent_store 1 rank_sum 1"), std::string::npos)
+  EXPECT_NE(
+      result.out.find("rank 0 of 2 local 0/2 agent_store 1 rank_sum 1 broadcast 7 gathered 10"),
+      std::string::npos)
       << result.out;
-  EXPECT_NE(result.out.find("rank 1 of 2 local 1/2 agent_store 1 rank_sum 1"), std::string::npos)
+  EXPECT_NE(
+      result.out.find("rank 1 of 2 local 1/2 agent_store 1 rank_sum 1 broadcast 7 gathered 10"),
+      std::string::npos)
       << result.out;
 }
 

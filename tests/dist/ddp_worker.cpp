@@ -2,7 +2,7 @@
 //   ddp_worker train --steps N --batch B [--accumulation A] --out FILE   DDP training on 2,560
 //       synthetic examples in float64, checked
 //       after every step to have identical parameters on every rank; rank 0 saves them to FILE
-//   ddp_worker env                       joins the group, all-reduces the ranks, prints its place
+//   ddp_worker env                       joins the group, runs each collective, prints its place
 //   ddp_worker hang --pid-dir DIR        writes its pid and a child's pid, then sleeps
 //   ddp_worker skip --timeout-ms T       rank 1 never joins an all_reduce that rank 0 starts
 //   ddp_worker mismatch                  rank 1 builds a model with a different fc2
@@ -105,9 +105,14 @@ int env() {
   dist::init_process_group();
   torch::Tensor t = torch::tensor({static_cast<double>(dist::get_rank())});
   dist::all_reduce(t);
+  torch::Tensor b = torch::tensor({dist::get_rank() == 0 ? 7.0 : -1.0});
+  dist::broadcast(b, 0);
+  auto gathered = dist::all_gather(torch::tensor({dist::get_rank() * 10.0}));
   const auto& e = dist::environment();
-  std::printf("rank %d of %d local %d/%d agent_store %d rank_sum %.0f\n", e.rank, e.world_size,
-              e.local_rank, e.local_world_size, e.use_agent_store ? 1 : 0, t.item<double>());
+  std::printf(
+      "rank %d of %d local %d/%d agent_store %d rank_sum %.0f broadcast %.0f gathered %.0f\n",
+      e.rank, e.world_size, e.local_rank, e.local_world_size, e.use_agent_store ? 1 : 0,
+      t.item<double>(), b.item<double>(), torch::cat(gathered).sum().item<double>());
   dist::barrier();
   dist::destroy_process_group();
   return 0;
