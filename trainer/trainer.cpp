@@ -13,6 +13,7 @@
 #include "lib/io/files.h"
 #include "lib/io/safetensors.h"
 #include "lib/io/text.h"
+#include "lib/optim/adamw.h"
 #include "trainer/callbacks.h"
 
 namespace trainer {
@@ -174,7 +175,7 @@ TrainOutput Trainer::train() {
   state_.eval_steps = resolve_steps(args_.effective_eval_steps(), max_steps);
   state_.train_batch_size = args_.per_device_train_batch_size();
 
-  torch::optim::AdamW optimizer(parameter_groups(*model_, args_));
+  optim::AdamW optimizer(parameter_groups(*model_, args_));
   const int64_t warmup = args_.get_warmup_steps(max_steps);
   auto set_learning_rate = [&](int64_t step) {
     double lr =

@@ -17,6 +17,7 @@
 #include "lib/dist/process_group.h"
 #include "lib/io/errors.h"
 #include "lib/models/models.h"
+#include "lib/optim/adamw.h"
 
 using namespace trainer;
 
@@ -80,7 +81,7 @@ void train_ddp(const Options& o) {
     ddp_options.bucket_cap_mb = ddp_options.first_bucket_cap_mb = 1 << 20;
   }
   auto ddp_model = std::make_shared<dist::DistributedDataParallel>(model, ddp_options);
-  torch::optim::AdamW optimizer(ddp_model->parameters(), torch::optim::AdamWOptions(1e-3));
+  optim::AdamW optimizer(ddp_model->parameters(), torch::optim::AdamWOptions(1e-3));
 
   ddp_model->train();
   auto start = std::chrono::steady_clock::now();
