@@ -107,7 +107,7 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
         throw InputError(
             fmt::format("unexpected argument '{}' (only one CONFIG.json is taken)", extra));
       }
-      if (TrainingArguments::is_unsupported_key(key)) TrainingArguments().set_from_text(key, "");
+      TrainingArguments::reject_unsupported_key(key);
       std::string near = io::nearest(key, names);
       throw InputError(fmt::format("unknown argument --{}{}", key,
                                    near.empty() ? " (see trainer " + command.name + " --help)"

@@ -13,6 +13,7 @@
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
 #include "lib/io/safetensors.h"
+#include "lib/io/text.h"
 #include "lib/models/models.h"
 #include "trainer/trainer.h"
 
@@ -77,9 +78,6 @@ int evaluate(const TrainingArguments& args) {
   return 0;
 }
 
-// The first line of a message (LibTorch's errors carry a C++ backtrace after it).
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,10 +92,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "trainer: error: %s\n", e.what());
     return 2;
   } catch (const c10::Error& e) {
-    std::fprintf(stderr, "trainer: error: %s\n", first_line(e.what_without_backtrace()).c_str());
+    std::fprintf(stderr, "trainer: error: %s\n",
+                 io::first_line(e.what_without_backtrace()).c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "trainer: error: %s\n", first_line(e.what()).c_str());
+    std::fprintf(stderr, "trainer: error: %s\n", io::first_line(e.what()).c_str());
     return 1;
   }
 }

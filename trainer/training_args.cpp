@@ -309,11 +309,7 @@ const Spec* find_spec(const std::string& name) {
 const Spec& lookup(const std::string& key) {
   if (key == "evaluation_strategy") return *find_spec("eval_strategy");
   if (const Spec* s = find_spec(key)) return *s;
-  if (TrainingArguments::is_unsupported_key(key)) {
-    throw InputError(fmt::format(
-        "argument {}: Transformers' TrainingArguments has it, but this trainer does not support it",
-        key));
-  }
+  TrainingArguments::reject_unsupported_key(key);
   std::vector<std::string> names;
   for (const auto& s : specs()) names.push_back(s.name);
   std::string near = io::nearest(key, names);
@@ -338,9 +334,12 @@ std::string num(double v) { return io::python_float(v); }
 
 }  // namespace
 
-bool TrainingArguments::is_unsupported_key(const std::string& name) {
+void TrainingArguments::reject_unsupported_key(const std::string& name) {
   const auto& keys = unsupported_keys();
-  return std::find(keys.begin(), keys.end(), name) != keys.end();
+  if (std::find(keys.begin(), keys.end(), name) == keys.end()) return;
+  throw InputError(fmt::format(
+      "argument {}: Transformers' TrainingArguments has it, but this trainer does not support it",
+      name));
 }
 
 TrainingArguments TrainingArguments::from_json_text(const std::string& json_text,

@@ -83,8 +83,9 @@ class TrainingArguments {
   // Applies one `--name value` override. Throws InputError as parse() does.
   void set_from_text(const std::string& name, const std::string& value);
 
-  // True for keys of Transformers' TrainingArguments that this trainer does not implement.
-  static bool is_unsupported_key(const std::string& name);
+  // Throws InputError ("... does not support it") for a key of Transformers' TrainingArguments
+  // that this trainer does not implement; returns for any other name.
+  static void reject_unsupported_key(const std::string& name);
 
   // Checks every value against what is allowed. Throws InputError on the first bad one.
   void validate() const;

@@ -9,6 +9,7 @@
 
 #include "lib/dist/c10d.h"
 #include "lib/io/errors.h"
+#include "lib/io/text.h"
 
 namespace trainer::dist {
 namespace {
@@ -25,9 +26,7 @@ std::mutex g_mutex;
 std::unique_ptr<State> g_state;
 const DistEnv kSingleProcess;
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-std::string describe(const c10::Error& e) { return first_line(e.what_without_backtrace()); }
+std::string describe(const c10::Error& e) { return io::first_line(e.what_without_backtrace()); }
 
 // Waits for a collective; turns c10d's and gloo's errors into one DistError line.
 void wait_for(const char* name, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
@@ -38,7 +37,7 @@ void wait_for(const char* name, const std::function<c10::intrusive_ptr<c10d::Wor
   } catch (const c10::Error& e) {
     cause = describe(e);
   } catch (const std::exception& e) {  // gloo's own IoException: "[file:line] message"
-    cause = first_line(e.what());
+    cause = io::first_line(e.what());
     size_t end = cause.find("] ");
     if (cause.rfind('[', 0) == 0 && end != std::string::npos) cause = cause.substr(end + 2);
   }

@@ -61,6 +61,8 @@ std::string nearest(const std::string& name, const std::vector<std::string>& can
   return best;
 }
 
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 std::string python_float(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";

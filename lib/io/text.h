@@ -21,6 +21,9 @@ std::string clock_time(double seconds);
 // The candidate closest to `name` by edit distance, or "" when none is reasonably close.
 std::string nearest(const std::string& name, const std::vector<std::string>& candidates);
 
+// The text up to its first newline (LibTorch's errors carry a C++ backtrace after it).
+std::string first_line(const std::string& text);
+
 // A double as Python's repr would print it (shortest form that reads back the same).
 std::string python_float(double value);
 
