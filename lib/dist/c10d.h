@@ -24,14 +24,16 @@ inline std::shared_ptr<c10d::Reducer> make_reducer(std::vector<at::Tensor> param
                                                    int64_t first_bucket_bytes_cap,
                                                    bool find_unused_parameters) {
   std::vector<bool> sparse(params.size(), false);
-  std::vector<int64_t> caps(buckets.size(), bucket_bytes_cap);
   return std::make_shared<c10d::Reducer>(std::move(params), std::move(buckets), std::move(group),
                                          sparse, bucket_bytes_cap, find_unused_parameters,
                                          /*gradient_as_bucket_view=*/false,
                                          std::unordered_map<size_t, std::string>{},
                                          first_bucket_bytes_cap,
                                          /*skip_all_reduce_unused_params=*/false,
-                                         /*use_python_reducer=*/false, caps);
+                                         /*use_python_reducer=*/false,
+                                         // Empty, as Python's DDP passes it: rebuilt buckets then
+                                         // follow first_bucket_bytes_cap and bucket_bytes_cap.
+                                         /*bucket_bytes_cap_list=*/std::vector<int64_t>{});
 }
 
 }  // namespace trainer::dist::compat

@@ -1,6 +1,8 @@
 // DistributedDataParallel on c10d's Reducer, and the cross-rank model check.
 #include "lib/dist/ddp.h"
 
+#include <limits>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/torch.h>
@@ -88,11 +90,16 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<models::Model> 
   }
   auto cap = static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024);
   auto first_cap = static_cast<int64_t>(options_.first_bucket_cap_mb * 1024 * 1024);
-  auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
-      params, {static_cast<size_t>(first_cap), static_cast<size_t>(cap)},
-      std::vector<bool>(params.size(), false));
-  // Gradients become ready in reverse order of the forward pass: so do the buckets, as in PyTorch
-  // (until the first iteration's real order replaces this guess, see forward()).
+  // As PyTorch's DDP: the first iteration all-reduces every gradient in one bucket once backward
+  // has finished (the registration order may not be the order gradients become ready in), unless
+  // unused parameters are expected; then buckets guess the reverse of the registration order.
+  // After the first iteration buckets follow the real order (see forward()).
+  std::vector<size_t> limits = {std::numeric_limits<size_t>::max()};
+  if (options_.find_unused_parameters) {
+    limits = {static_cast<size_t>(first_cap), static_cast<size_t>(cap)};
+  }
+  auto buckets = std::get<0>(c10d::compute_bucket_assignment_by_size(
+      params, limits, std::vector<bool>(params.size(), false)));
   std::reverse(buckets.begin(), buckets.end());
   reducer_ =
       compat::make_reducer(params, buckets, group, cap, first_cap, options_.find_unused_parameters);
@@ -121,6 +128,14 @@ torch::Tensor DistributedDataParallel::forward(const torch::Tensor& x) {
                                                                    : std::vector<torch::Tensor>{});
   }
   return out;
+}
+
+std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {
+  std::vector<int64_t> sizes;
+  for (auto& bucket : reducer_->get_grad_buckets(/*return_zero_tensors=*/true)) {
+    sizes.push_back(bucket.getBufferRef().numel());
+  }
+  return sizes;
 }
 
 torch::Tensor DistributedDataParallel::loss(const torch::Tensor& outputs,

@@ -39,6 +39,10 @@ class DistributedDataParallel : public models::Model {
   torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) override;
 
   models::Model& module() { return *module_; }
+  // The number of gradient elements in each bucket, in the order their all-reduces start: one
+  // bucket until the first backward has shown the order gradients become ready in, then buckets
+  // of first_bucket_cap_mb and bucket_cap_mb in that order.
+  std::vector<int64_t> bucket_sizes() const;
   std::shared_ptr<models::Model> module_ptr() const { return module_; }
 
   // While a NoSync lives, backward accumulates gradients locally without communication (for

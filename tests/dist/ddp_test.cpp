@@ -62,6 +62,18 @@ TEST(Ddp, AccumulationUnderNoSyncMatchesOneRankAtBatch64) {
   expect_close(single, pair, 1e-5);
 }
 
+TEST(Ddp, BucketsFollowTheGradientOrderAfterTheFirstStep) {
+  // As PyTorch's DDP (checked with torch 2.11's reducer._get_zeros_like_grad_buckets()): one bucket
+  // for BasicNet's 1,199,882 gradients in the first step; the second forward regroups them in the
+  // order they became ready: a first bucket closed past 1 MiB (fc2, fc1), then conv2 and conv1.
+  auto result = run("OMP_NUM_THREADS=1 " +
+                    launch(2, "train --steps 3 --batch 8 --print-buckets 1", "--rank0-only"));
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("step 1 buckets 1199882\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("step 2 buckets 1199882\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("step 3 buckets 1181066 18816\n"), std::string::npos) << result.out;
+}
+
 TEST(Ddp, ACollectiveOneRankNeverJoinsFailsWithinTheTimeout) {
   double start = testing::now_seconds();
   auto result = run(launch(2, "skip --timeout-ms 2000", "--grace-period 2"));

@@ -2,6 +2,7 @@
 //   ddp_worker train --steps N --batch B [--accumulation A] --out FILE   DDP training on 2,560
 //       synthetic examples in float64, checked
 //       after every step to have identical parameters on every rank; rank 0 saves them to FILE
+//       and, with --print-buckets 1, prints the DDP bucket sizes before each step
 //   ddp_worker env                       joins the group, runs each collective, prints its place
 //   ddp_worker hang --pid-dir DIR        writes its pid and a child's pid, then sleeps
 //   ddp_worker skip --timeout-ms T       rank 1 never joins an all_reduce that rank 0 starts
@@ -46,6 +47,7 @@ int train(int argc, char** argv) {
   int batch = std::stoi(flag(argc, argv, "--batch", "32"));
   int accumulation = std::stoi(flag(argc, argv, "--accumulation", "1"));
   std::string out = flag(argc, argv, "--out", "");
+  bool print_buckets = flag(argc, argv, "--print-buckets", "0") == "1";
   dist::init_process_group();
   int rank = dist::get_rank(), world = dist::get_world_size();
 
@@ -69,6 +71,11 @@ int train(int argc, char** argv) {
 
   int64_t batch_index = 0;
   for (int step = 0; step < steps; ++step) {
+    if (print_buckets && rank == 0) {
+      std::printf("step %d buckets", step + 1);
+      for (int64_t size : ddp->bucket_sizes()) std::printf(" %lld", static_cast<long long>(size));
+      std::printf("\n");
+    }
     for (int micro = 0; micro < accumulation; ++micro) {
       data::Batch b = loader.batch(batch_index++);
       auto run = [&] {
