@@ -278,6 +278,7 @@ int launch(const LaunchOptions& o) {
   int exit_code = 0;
   int interrupted = 0;
   std::optional<Clock::time_point> kill_at;
+  std::optional<Clock::time_point> drain_until;  // see the end of the loop
   auto stop_all = [&]() {
     if (kill_at) return;
     signal_all(ranks, SIGTERM);
@@ -360,12 +361,24 @@ int launch(const LaunchOptions& o) {
         (is_out ? r.out_fd : r.err_fd) = -1;
       }
     }
-    // A rank whose pipes closed but that has not exited yet is reaped on the next pass; one that
-    // exited while a grandchild keeps its pipes open is not waited for past the grace period.
-    if (all_exited && kill_at && Clock::now() >= *kill_at) {
-      for (auto& r : ranks) {
-        for (int* fd : {&r.out_fd, &r.err_fd}) {
-          if (*fd >= 0) ::close(*fd), *fd = -1;
+    // A rank whose pipes closed but that has not exited yet is reaped on the next pass. Once
+    // every rank has exited, a process one of them started outside its process group (setsid)
+    // may still hold its output: that is read for the grace period, then no longer waited for.
+    if (all_exited && pipes_open) {
+      if (!drain_until) {
+        drain_until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(o.grace_seconds));
+      } else if (Clock::now() >= *drain_until) {
+        for (auto& r : ranks) {
+          if (r.out_fd < 0 && r.err_fd < 0) continue;
+          std::string line = fmt::format(
+              "trainer launch: rank {} exited but a process it started still holds its output; "
+              "not waiting for it\n",
+              r.global_rank);
+          [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+          for (int* fd : {&r.out_fd, &r.err_fd}) {
+            if (*fd >= 0) ::close(*fd), *fd = -1;
+          }
         }
       }
     }

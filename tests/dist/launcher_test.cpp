@@ -120,6 +120,28 @@ TEST(Launcher, SigtermToTheLauncherReachesEveryRank) {
             std::string::npos);
 }
 
+TEST(Launcher, AProcessARankLeftRunningDoesNotHoldTheLauncher) {
+  // The rank starts a process in a session of its own, which keeps the rank's output open and is
+  // out of reach of the launcher's process-group kill: the launcher reads on for the grace
+  // period, then ends, saying so.
+  TempDir dir;
+  std::string pid_file = dir.file("pid");
+  std::string rank = "setsid sh -c \"echo \\$\\$ > " + pid_file + "; exec sleep 30\" & " +
+                     "while [ ! -s " + pid_file + " ]; do sleep 0.05; done; echo started";
+  double start = testing::now_seconds();
+  auto result = run(launch("--nproc-per-node 1 --grace-period 1 sh -c '" + rank + "'"));
+  double took = testing::now_seconds() - start;
+  std::string pid = testing::slurp(pid_file);
+  ASSERT_FALSE(pid.empty()) << result.err;
+  ::kill(std::stoi(pid), SIGKILL);
+  EXPECT_LT(took, 5.0);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "[rank0]: started\n");
+  EXPECT_EQ(result.err,
+            "trainer launch: rank 0 exited but a process it started still holds its output; not "
+            "waiting for it\n");
+}
+
 void expect_launch_error(const std::string& args, const std::string& message) {
   auto result = run(kTrainer + " launch " + args);
   EXPECT_EQ(result.exit_code, 2) << args;
