@@ -75,6 +75,10 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
+std::string launch(const std::string& args) {
+  return kTrainerBin + " launch --master-port " + std::to_string(free_port()) + " " + args;
+}
+
 PortHolder::PortHolder() {
   fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

@@ -45,6 +45,9 @@ ProcessResult run(const std::string& command);
 // A TCP port that was free a moment ago (the kernel's choice for port 0).
 int free_port();
 
+// `trainer launch --master-port <a free port> ARGS`, as a command line for run().
+std::string launch(const std::string& args);
+
 // Holds a listening TCP socket on a free port for its lifetime.
 class PortHolder {
  public:

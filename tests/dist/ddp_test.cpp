@@ -13,12 +13,11 @@ namespace {
 using testing::run;
 using testing::TempDir;
 
-const std::string& kTrainer = testing::kTrainerBin;
 const std::string& kWorker = testing::kWorkerBin;
 
 std::string launch(int nproc, const std::string& worker_args, const std::string& extra = "") {
-  return kTrainer + " launch --nproc-per-node " + std::to_string(nproc) + " --master-port " +
-         std::to_string(testing::free_port()) + " " + extra + " " + kWorker + " " + worker_args;
+  return testing::launch("--nproc-per-node " + std::to_string(nproc) + " " + extra + " " + kWorker +
+                         " " + worker_args);
 }
 
 // Trains with `nproc` ranks and returns rank 0's final parameters.
@@ -112,9 +111,8 @@ TEST(Ddp, TheTutorialsSetupReadsTheEnvironment) {
 }
 
 TEST(Ddp, TheTutorialsTrainDdpRunsOnTwoRanks) {
-  auto result = run(kTrainer + " launch --nproc-per-node 2 --master-port " +
-                    std::to_string(testing::free_port()) + " " + testing::kDdpBasicBin +
-                    " --max-train-samples 1280");
+  auto result = run(
+      testing::launch("--nproc-per-node 2 " + testing::kDdpBasicBin + " --max-train-samples 1280"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   size_t at = result.out.find("[rank0]: Accuracy: ");
   ASSERT_NE(at, std::string::npos) << result.out;

@@ -13,15 +13,12 @@
 namespace trainer {
 namespace {
 
+using testing::launch;
 using testing::run;
 using testing::TempDir;
 
 const std::string& kTrainer = testing::kTrainerBin;
 const std::string& kWorker = testing::kWorkerBin;
-
-std::string launch(const std::string& args) {
-  return kTrainer + " launch --master-port " + std::to_string(testing::free_port()) + " " + args;
-}
 
 // True while `pid` runs: a zombie (dead, not yet reaped by whoever adopted it) counts as gone.
 // Gives the kernel up to a second to finish delivering a SIGKILL.
