@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/dist/launcher.h"
+#include "lib/distributed/launcher.h"
 
 namespace trainer::cli {
 

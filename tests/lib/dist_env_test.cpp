@@ -1,5 +1,5 @@
 // The distributed environment: torchrun's variables, SLURM's and Open MPI's, and bad values.
-#include "lib/dist/env.h"
+#include "lib/distributed/env.h"
 
 #include <map>
 

@@ -1,5 +1,5 @@
 // Reads torchrun's, SLURM's or Open MPI's environment into a DistEnv.
-#include "lib/dist/env.h"
+#include "lib/distributed/env.h"
 
 #include <cstdlib>
 

@@ -62,6 +62,9 @@ class DistributedDataParallel : public models::Model {
     bool previous_;
   };
   [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+  // Whether the next backward synchronises gradients (false inside no_sync()).
+  bool require_backward_grad_sync() const { return require_backward_grad_sync_; }
+  void set_require_backward_grad_sync(bool sync) { require_backward_grad_sync_ = sync; }
 
  private:
   void sync_buffers();

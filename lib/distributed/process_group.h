@@ -11,7 +11,7 @@
 #include <c10/util/intrusive_ptr.h>
 #include <torch/types.h>
 
-#include "lib/dist/env.h"
+#include "lib/distributed/env.h"
 
 namespace c10d {
 class ProcessGroup;

@@ -1,5 +1,5 @@
 // DistributedDataParallel on c10d's Reducer, and the cross-rank model check.
-#include "lib/dist/ddp.h"
+#include "lib/distributed/ddp.h"
 
 #include <limits>
 
@@ -7,8 +7,8 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
-#include "lib/dist/c10d.h"
-#include "lib/dist/process_group.h"
+#include "lib/distributed/c10d.h"
+#include "lib/distributed/process_group.h"
 #include "lib/io/allocator.h"
 
 namespace trainer::dist {

@@ -19,8 +19,8 @@
 
 #include "datasets/dataloader.h"
 #include "datasets/mnist.h"
-#include "lib/dist/ddp.h"
-#include "lib/dist/process_group.h"
+#include "lib/distributed/ddp.h"
+#include "lib/distributed/process_group.h"
 #include "lib/io/errors.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/models.h"

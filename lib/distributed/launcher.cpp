@@ -1,11 +1,13 @@
 // Starts, watches and stops the ranks of one node, with torchrun's environment.
-#include "lib/dist/launcher.h"
+#include "lib/distributed/launcher.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
@@ -21,8 +23,6 @@
 #include <unistd.h>
 
 #include "lib/io/errors.h"
-
-extern char** environ;
 
 namespace trainer::dist {
 namespace {
@@ -52,6 +52,24 @@ bool port_is_busy(int port) {
       ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno == EADDRINUSE;
   ::close(fd);
   return busy;
+}
+
+// A TCP port nothing listens on at the moment (the kernel's choice for port 0).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(fmt::format("socket failed: {}", std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t length = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
+    int error = errno;
+    ::close(fd);
+    throw std::runtime_error(fmt::format("no free port: {}", std::strerror(error)));
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
 }
 
 // Waits until a TCP connection to host:port succeeds, or the deadline passes.
@@ -138,46 +156,41 @@ void emit_lines(std::string& buffer, int fd, const std::string& prefix, bool sho
   }
 }
 
-pid_t spawn(const LaunchOptions& o, Rank& rank, int world_size) {
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-    throw std::runtime_error(fmt::format("launch: pipe failed: {}", std::strerror(errno)));
-  }
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
-  auto set = [&](const std::string& name, const std::string& value) {
-    env.erase(std::remove_if(env.begin(), env.end(),
-                             [&](const std::string& kv) { return kv.rfind(name + "=", 0) == 0; }),
-              env.end());
-    env.push_back(name + "=" + value);
-  };
-  set("RANK", std::to_string(rank.global_rank));
-  set("LOCAL_RANK", std::to_string(rank.local_rank));
-  set("GROUP_RANK", std::to_string(o.node_rank));
-  set("ROLE_RANK", std::to_string(rank.global_rank));
-  set("WORLD_SIZE", std::to_string(world_size));
-  set("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node));
-  set("ROLE_WORLD_SIZE", std::to_string(world_size));
-  set("MASTER_ADDR", o.master_addr);
-  set("MASTER_PORT", std::to_string(o.master_port));
-  set("TORCHELASTIC_RESTART_COUNT", "0");
-  set("TORCHELASTIC_MAX_RESTARTS", "0");
-  set("TORCHELASTIC_USE_AGENT_STORE", "False");
+// torchrun's variables for one rank.
+std::vector<std::pair<std::string, std::string>> rank_environment(const LaunchOptions& o,
+                                                                  const Rank& rank,
+                                                                  int world_size) {
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"RANK", std::to_string(rank.global_rank)},
+      {"LOCAL_RANK", std::to_string(rank.local_rank)},
+      {"GROUP_RANK", std::to_string(o.node_rank)},
+      {"ROLE_RANK", std::to_string(rank.global_rank)},
+      {"WORLD_SIZE", std::to_string(world_size)},
+      {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+      {"ROLE_WORLD_SIZE", std::to_string(world_size)},
+      {"MASTER_ADDR", o.master_addr},
+      {"MASTER_PORT", std::to_string(o.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"}};
   if (!std::getenv("OMP_NUM_THREADS")) {
     long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-    set("OMP_NUM_THREADS", std::to_string(std::max(1L, cores / o.nproc_per_node)));
+    env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1L, cores / o.nproc_per_node)));
   }
-  std::vector<char*> envp, argv;
-  for (auto& kv : env) envp.push_back(kv.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = o.command;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  return env;
+}
 
+void spawn(const LaunchOptions& o, Rank& rank, int world_size, const RankMain& rank_main) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    throw std::runtime_error(fmt::format("{}: pipe failed: {}", o.name, std::strerror(errno)));
+  }
+  auto env = rank_environment(o, rank, world_size);
+  std::fflush(nullptr);  // nothing buffered is written twice, by the parent and by the child
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0)
-    throw std::runtime_error(fmt::format("launch: fork failed: {}", std::strerror(errno)));
+    throw std::runtime_error(fmt::format("{}: fork failed: {}", o.name, std::strerror(errno)));
   if (pid == 0) {
     ::setpgid(0, 0);  // its own process group, so stopping it stops what it started too
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -185,12 +198,21 @@ pid_t spawn(const LaunchOptions& o, Rank& rank, int world_size) {
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
+    ::signal(SIGCHLD, SIG_DFL);
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
-    ::execvpe(argv[0], argv.data(), envp.data());
-    std::string message = fmt::format("cannot execute {}: {}\n", argv[0], std::strerror(errno));
-    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, message.data(), message.size());
-    ::_exit(127);
+    // The parent has no other thread (fork copied only this one), so changing the environment
+    // and allocating here are safe.
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines reach the launcher as they come
+    int code = 1;
+    try {
+      code = rank_main({rank.global_rank, rank.local_rank, world_size});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+    }
+    std::fflush(nullptr);
+    ::_exit(code);
   }
   ::setpgid(pid, pid);
   ::close(out[1]);
@@ -198,7 +220,6 @@ pid_t spawn(const LaunchOptions& o, Rank& rank, int world_size) {
   rank.pid = pid;
   rank.out_fd = out[0];
   rank.err_fd = err[0];
-  return pid;
 }
 
 void signal_all(std::vector<Rank>& ranks, int sig) {
@@ -221,17 +242,16 @@ void validate_launch(const LaunchOptions& o) {
         fmt::format("--node-rank {} is not allowed (must be in [0, {}) for --nnodes {})",
                     o.node_rank, o.nnodes, o.nnodes));
   }
-  if (o.master_port < 1 || o.master_port > 65535) {
-    throw InputError(
-        fmt::format("--master-port {} is not allowed (must be in 1..65535)", o.master_port));
+  if (o.master_port < (o.nnodes == 1 ? 0 : 1) || o.master_port > 65535) {
+    throw InputError(fmt::format(
+        "--master-port {} is not allowed (must be in 1..65535, or 0 for a free port on one node)",
+        o.master_port));
   }
-  if (o.command.empty())
-    throw InputError("launch needs a PROGRAM to run (trainer launch [OPTIONS] PROGRAM [ARGS...])");
-  if (!program_exists(o.command[0])) {
+  if (!o.command.empty() && !program_exists(o.command[0])) {
     throw InputError(fmt::format("program {} is not an executable file or on PATH", o.command[0]));
   }
   if (o.node_rank == 0) {
-    if (port_is_busy(o.master_port)) {
+    if (o.master_port != 0 && port_is_busy(o.master_port)) {
       throw InputError(
           fmt::format("--master-port {} is busy on this machine (another run or program holds it; "
                       "choose a free port)",
@@ -254,28 +274,96 @@ void validate_launch(const LaunchOptions& o) {
   }
 }
 
+namespace {
+
+// The launcher's signal handling for its lifetime: SIGINT and SIGTERM are forwarded to the ranks,
+// SIGCHLD wakes the loop; the previous handlers come back when it ends.
+class SignalScope {
+ public:
+  SignalScope() {
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+      throw std::runtime_error("launch: pipe failed");
+    g_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    ::sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &action, &previous_[i]);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGPIPE, &ignore, &previous_pipe_);
+  }
+  ~SignalScope() {
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
+    ::sigaction(SIGPIPE, &previous_pipe_, nullptr);
+    ::close(g_signal_pipe[0]);
+    ::close(g_signal_pipe[1]);
+    g_signal_pipe[0] = g_signal_pipe[1] = -1;
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGCHLD};
+  std::array<struct sigaction, 3> previous_{};
+  struct sigaction previous_pipe_ {};
+};
+
+}  // namespace
+
+int count_threads() {
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
 int launch(const LaunchOptions& o) {
-  validate_launch(o);
+  if (o.command.empty())
+    throw InputError("launch needs a PROGRAM to run (trainer launch [OPTIONS] PROGRAM [ARGS...])");
+  std::vector<std::string> command = o.command;
+  LaunchResult result = run_ranks(o, [&command](const RankInfo&) {
+    std::vector<char*> argv;
+    for (auto& a : command) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "cannot execute %s: %s\n", argv[0], std::strerror(errno));
+    return 127;
+  });
+  if (!result.message.empty()) {
+    std::string line = result.message + "\n";
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+  }
+  return result.exit_code;
+}
+
+LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) {
+  validate_launch(options);
+  LaunchOptions o = options;
+  if (o.master_port == 0) o.master_port = free_port();
   const int world_size = o.nnodes * o.nproc_per_node;
-  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
-    throw std::runtime_error("launch: pipe failed");
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  ::sigemptyset(&action.sa_mask);
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-  ::sigaction(SIGCHLD, &action, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  SignalScope signals;
 
   std::vector<Rank> ranks(static_cast<size_t>(o.nproc_per_node));
   for (int i = 0; i < o.nproc_per_node; ++i) {
     ranks[i].local_rank = i;
     ranks[i].global_rank = o.node_rank * o.nproc_per_node + i;
-    spawn(o, ranks[i], world_size);
+    try {
+      spawn(o, ranks[i], world_size, rank_main);
+    } catch (...) {
+      for (int j = 0; j < i; ++j)
+        ::kill(-ranks[j].pid, SIGKILL), ::waitpid(ranks[j].pid, nullptr, 0);
+      throw;
+    }
   }
 
-  std::string failure;
-  int exit_code = 0;
+  LaunchResult result;
+  std::string& failure = result.message;
+  int failure_priority = -1;
+  int& exit_code = result.exit_code;
   int interrupted = 0;
   std::optional<Clock::time_point> kill_at;
   std::optional<Clock::time_point> drain_until;  // see the end of the loop
@@ -297,13 +385,21 @@ int launch(const LaunchOptions& o) {
       r.status = status;
       ::kill(-r.pid, SIGKILL);  // whatever the rank started dies with it
       bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (!ok && failure.empty() && !interrupted) {
-        failure = fmt::format(
-            "trainer launch: rank {} (local rank {}, pid {}) {}; stopping the other ranks",
-            r.global_rank, r.local_rank, r.pid, describe_status(status));
-        exit_code = 1;
-        stop_all();
+      if (ok || interrupted) continue;
+      // Which failure to name: a rank that failed by itself before one that only lost its peers
+      // (it may well exit first: its peers' sockets close as soon as the first one unwinds),
+      // and either before a rank the launcher stopped.
+      int priority = WIFEXITED(status) && WEXITSTATUS(status) == kPeerFailureExitCode ? 1
+                     : kill_at && WIFSIGNALED(status)                                 ? 0
+                                                                                      : 2;
+      if (priority > failure_priority) {
+        failure_priority = priority;
+        failure = fmt::format("{}: rank {} (local rank {}, pid {}) {}; stopping the other ranks",
+                              o.name, r.global_rank, r.local_rank, r.pid, describe_status(status));
+        result.failed_rank = r.global_rank;
       }
+      exit_code = 1;
+      stop_all();
     }
     bool all_exited =
         std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.exited; });
@@ -372,9 +468,9 @@ int launch(const LaunchOptions& o) {
         for (auto& r : ranks) {
           if (r.out_fd < 0 && r.err_fd < 0) continue;
           std::string line = fmt::format(
-              "trainer launch: rank {} exited but a process it started still holds its output; "
+              "{}: rank {} exited but a process it started still holds its output; "
               "not waiting for it\n",
-              r.global_rank);
+              o.name, r.global_rank);
           [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
           for (int* fd : {&r.out_fd, &r.err_fd}) {
             if (*fd >= 0) ::close(*fd), *fd = -1;
@@ -384,16 +480,11 @@ int launch(const LaunchOptions& o) {
     }
   }
   if (interrupted) {
-    std::string line = fmt::format("trainer launch: interrupted by SIG{}; stopped every rank\n",
-                                   sigabbrev_np(interrupted));
-    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
-    return 128 + interrupted;
+    result.message = fmt::format("{}: interrupted by SIG{}; stopped every rank", o.name,
+                                 sigabbrev_np(interrupted));
+    result.exit_code = 128 + interrupted;
   }
-  if (!failure.empty()) {
-    failure += "\n";
-    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, failure.data(), failure.size());
-  }
-  return exit_code;
+  return result;
 }
 
 }  // namespace trainer::dist

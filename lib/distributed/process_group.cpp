@@ -1,13 +1,13 @@
 // The default process group: rendezvous through c10d's TCPStore, a Gloo or NCCL backend, and
 // collectives that fail with a clear DistError instead of hanging past the timeout.
-#include "lib/dist/process_group.h"
+#include "lib/distributed/process_group.h"
 
 #include <memory>
 #include <mutex>
 
 #include <fmt/format.h>
 
-#include "lib/dist/c10d.h"
+#include "lib/distributed/c10d.h"
 #include "lib/io/errors.h"
 #include "lib/io/text.h"
 

@@ -20,17 +20,7 @@ using testing::TempDir;
 const std::string& kTrainer = testing::kTrainerBin;
 const std::string& kWorker = testing::kWorkerBin;
 
-// True while `pid` runs: a zombie (dead, not yet reaped by whoever adopted it) counts as gone.
-// Gives the kernel up to a second to finish delivering a SIGKILL.
-bool alive(int pid) {
-  for (int i = 0; i < 20; ++i) {
-    std::string stat = testing::slurp("/proc/" + std::to_string(pid) + "/stat");
-    size_t paren = stat.rfind(')');
-    if (stat.empty() || paren == std::string::npos || stat[paren + 2] == 'Z') return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return true;
-}
+using testing::alive;
 
 TEST(Launcher, GivesEachRankTorchrunsEnvironmentAndPrefixesItsLines) {
   auto result = run("env -u OMP_NUM_THREADS " +

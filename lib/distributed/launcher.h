@@ -1,0 +1,79 @@
+// The launcher behind `trainer launch` and the in-process trainer::launch, torchrun's job in C++:
+// start this node's ranks with torchrun's environment, prefix and forward their output, and when
+// one fails (non-zero exit or a signal) stop the others (SIGTERM, then SIGKILL after a grace
+// period) so no process is left. Torch-free: it only starts and watches processes.
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace trainer::dist {
+
+// The ranks of an in-process launch (trainer::launch) failed or were interrupted.
+class LaunchError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;     // 0 (one node only): a port that is free when the ranks start
+  bool rank0_only = false;     // forward only rank 0's stdout (every rank's stderr still shows)
+  double grace_seconds = 5.0;  // between SIGTERM and SIGKILL when stopping ranks
+  double rdzv_timeout_seconds = 60.0;   // how long a node > 0 waits to reach the master
+  std::vector<std::string> command;     // PROGRAM [ARGS...] (trainer launch only)
+  std::string name = "trainer launch";  // how the launcher's own lines begin
+};
+
+// The exit status of a rank whose collective failed because a peer died or timed out: when
+// several ranks fail, the launcher names one that failed with another status first, since it is
+// more likely the cause.
+inline constexpr int kPeerFailureExitCode = 3;
+
+// One rank as its process sees it.
+struct RankInfo {
+  int global_rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+};
+
+// What a forked rank runs, with torchrun's variables already in its environment: returns the
+// rank's exit status.
+using RankMain = std::function<int(const RankInfo&)>;
+
+struct LaunchResult {
+  // 0 when every rank exited 0; 1 when one failed; 128 + signal when the launcher was interrupted
+  // by SIGINT or SIGTERM (which it forwarded to every rank).
+  int exit_code = 0;
+  // The first failure, "<name>: rank N (local rank L, pid P) exited with code C; stopping the
+  // other ranks", or the interruption; empty on success.
+  std::string message;
+  int failed_rank = -1;
+};
+
+// Checks the options (InputError, exit 2 in main): counts that do not add up, a node_rank outside
+// [0, nnodes), a port outside 1..65535, a master port already bound on node 0, an unknown or
+// unreachable master address on other nodes, a program that cannot be found (when `command` is
+// given).
+void validate_launch(const LaunchOptions& options);
+
+// Starts this node's ranks, each a forked copy of this process that sets torchrun's environment
+// (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*, and
+// OMP_NUM_THREADS = cores / ranks unless set) and calls `rank_main`; forwards their output with
+// "[rankN]: " prefixes and waits for all of them. The calling process must have no other thread
+// (fork copies only the calling thread). Throws InputError from validate_launch.
+LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main);
+
+// `trainer launch`: runs options.command as every rank (run_ranks with exec). Returns the exit
+// code after printing the result's message, if any, on stderr.
+int launch(const LaunchOptions& options);
+
+// The number of threads this process runs (from /proc/self/task).
+int count_threads();
+
+}  // namespace trainer::dist
