@@ -1,12 +1,16 @@
 // MNIST-format datasets: the four IDX files of a directory, held as uint8 tensors.
 #include "datasets/mnist.h"
 
+#include <cstdio>
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include "datasets/idx.h"
 #include "lib/io/errors.h"
+#include "lib/io/files.h"
+#include "lib/io/safetensors.h"
 
 namespace trainer::data {
 namespace {
@@ -26,6 +30,25 @@ std::string find_file(const std::string& dir, const std::string& stem) {
   }
   throw InputError(fmt::format("dataset file {}/{}[.gz] is missing", dir, stem));
 }
+
+// FNV-1a, 64 bits: a stable name for a cache key.
+uint64_t fnv1a(const std::string& text) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
+// What identifies a source file's content without reading it: real path, size, mtime.
+std::string describe_source(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return path;
+  std::error_code ec;
+  std::string real = std::filesystem::canonical(path, ec).string();
+  return fmt::format("{}:{}:{}.{:09d}", ec ? path : real, info.st_size, info.st_mtim.tv_sec,
+                     info.st_mtim.tv_nsec);
+}
+
+constexpr const char* kCacheVersion = "mnist-cache-1";
 
 torch::Tensor to_tensor(IdxArray&& array) {
   auto owned = std::make_shared<std::vector<uint8_t>>(std::move(array.data));
@@ -71,6 +94,60 @@ MnistDataset::MnistDataset(const std::string& dir, const std::string& split, int
     images_ = images_.narrow(0, 0, max_samples).clone();
     labels_ = labels_.narrow(0, 0, max_samples).clone();
   }
+}
+
+std::shared_ptr<MnistDataset> MnistDataset::load_shared(const std::string& dir,
+                                                        const std::string& split,
+                                                        int64_t max_samples,
+                                                        const std::string& cache_dir, bool verify) {
+  if (split != "train" && split != "test") {
+    throw InputError(fmt::format("unknown split '{}' (allowed: train, test)", split));
+  }
+  std::string prefix = split == "train" ? "train" : "t10k";
+  std::string images_path = find_file(dir, prefix + "-images-idx3-ubyte");
+  std::string labels_path = find_file(dir, prefix + "-labels-idx1-ubyte");
+  if (cache_dir.empty()) return std::make_shared<MnistDataset>(dir, split, max_samples);
+  std::string source = fmt::format("{}|{}|{}", kCacheVersion, describe_source(images_path),
+                                   describe_source(labels_path));
+  std::string path = io::join_path(
+      cache_dir, fmt::format("datasets/mnist-{}-{:016x}.safetensors", split, fnv1a(source)));
+  auto narrowed = [&](std::shared_ptr<MnistDataset> dataset) {
+    if (max_samples >= 0 && max_samples < dataset->size()) {  // views: nothing is copied
+      dataset->images_ = dataset->images_.narrow(0, 0, max_samples);
+      dataset->labels_ = dataset->labels_.narrow(0, 0, max_samples);
+    }
+    return dataset;
+  };
+  auto from_cache = [&](bool verify) -> std::shared_ptr<MnistDataset> {
+    if (!std::filesystem::exists(path)) return nullptr;
+    try {
+      io::MappedSafetensors mapped = io::map_safetensors(path, verify);
+      if (mapped.metadata["source"] != source || mapped.tensors.size() != 2) return nullptr;
+      if (verify && mapped.metadata["crc32"] != fmt::format("{:08x}", mapped.data_crc32))
+        return nullptr;
+      auto dataset =
+          std::make_shared<MnistDataset>(mapped.tensors[0].second, mapped.tensors[1].second);
+      dataset->cache_file_ = path;
+      return narrowed(dataset);
+    } catch (const std::exception&) {
+      return nullptr;  // damaged or foreign: rebuilt below
+    }
+  };
+  if (auto cached = from_cache(verify)) return cached;
+  auto full = std::make_shared<MnistDataset>(dir, split);
+  io::NamedTensors tensors = {{"images", full->images_}, {"labels", full->labels_}};
+  try {
+    io::save_safetensors(
+        path, tensors,
+        {{"source", source}, {"crc32", fmt::format("{:08x}", io::data_crc32(tensors))}});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "trainer: warning: cannot write the dataset cache %s (%s); this process keeps its "
+                 "own copy of the data\n",
+                 path.c_str(), e.what());
+  }
+  if (auto cached = from_cache(false)) return cached;
+  return narrowed(full);
 }
 
 MnistDataset::MnistDataset(torch::Tensor images, torch::Tensor labels)

@@ -20,6 +20,20 @@ class MnistDataset : public Dataset {
   // A dataset over given tensors: images uint8 [N, 28, 28], labels int64 [N].
   MnistDataset(torch::Tensor images, torch::Tensor labels);
 
+  // The same data as MnistDataset(dir, split, max_samples), held once per machine: the decoded
+  // split lives in `cache_dir`/datasets/mnist-<split>-<key>.safetensors (key: the IDX files' real
+  // paths, sizes and modification times), written atomically by whichever process finds it
+  // missing or stale, and mapped read-only by every process, which then share its pages. With
+  // `verify`, a cache file is also checked against its CRC-32 and rewritten when damaged (let the
+  // node's first rank verify, before the others load). Without a usable `cache_dir` (empty, not
+  // writable) it decodes in memory, as the plain constructor does, after one warning line on
+  // stderr. Throws InputError as the plain constructor does.
+  static std::shared_ptr<MnistDataset> load_shared(const std::string& dir, const std::string& split,
+                                                   int64_t max_samples,
+                                                   const std::string& cache_dir, bool verify);
+  // The cache file this dataset's examples are mapped from ("" when held in memory).
+  const std::string& cache_file() const { return cache_file_; }
+
   int64_t size() const override { return labels_.size(0); }
   // input: float [1, 28, 28] normalised; target: int64 scalar.
   Example get(int64_t index) const override;
@@ -32,6 +46,7 @@ class MnistDataset : public Dataset {
  private:
   torch::Tensor images_;  // uint8 [N, H, W]
   torch::Tensor labels_;  // int64 [N]
+  std::string cache_file_;
 };
 
 // uint8 images [B, H, W] -> float [B, 1, H, W], scaled to [0, 1] and normalised.

@@ -2,6 +2,7 @@
 #include "lib/io/files.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -66,6 +67,17 @@ std::string join_path(const std::string& dir, const std::string& name) {
   if (dir.empty()) return name;
   if (dir.back() == '/') return dir + name;
   return dir + "/" + name;
+}
+
+std::string cache_dir() {
+  auto get = [](const char* name) -> std::string {
+    const char* value = std::getenv(name);
+    return value ? value : "";
+  };
+  if (std::string dir = get("TRAINER_CACHE"); !dir.empty()) return dir;
+  if (std::string dir = get("XDG_CACHE_HOME"); !dir.empty()) return join_path(dir, "trainer");
+  if (std::string dir = get("HOME"); !dir.empty()) return join_path(dir, ".cache/trainer");
+  return "";
 }
 
 }  // namespace trainer::io

@@ -24,4 +24,8 @@ nlohmann::ordered_json read_json(const std::string& path);
 // Joins two path parts with exactly one '/'.
 std::string join_path(const std::string& dir, const std::string& name);
 
+// The trainer's per-user cache directory: $TRAINER_CACHE, else $XDG_CACHE_HOME/trainer, else
+// $HOME/.cache/trainer; "" when none of them is set. Not created here.
+std::string cache_dir();
+
 }  // namespace trainer::io

@@ -2,6 +2,7 @@
 // data_offsets, raw little-endian data), so Python's `safetensors` loads what we save and back.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,14 +14,35 @@ namespace trainer::io {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
+using Metadata = std::map<std::string, std::string>;
+
 // Writes tensors (any device; copied to CPU, contiguous) to `path` atomically, in the given
-// order, with {"format": "pt"} metadata as PyTorch's save_file writes it.
-void save_safetensors(const std::string& path, const NamedTensors& tensors);
+// order, with {"format": "pt"} metadata as PyTorch's save_file writes it, plus `metadata`.
+// The header is padded so that every tensor's data starts 8-byte aligned in the file.
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const Metadata& metadata = {});
 
 // Reads every tensor of a safetensors file, in file order. Throws InputError naming the file
 // and the problem: short file, header length past the end, invalid JSON, unknown dtype,
 // offsets that do not match the shape or fall outside the data.
 NamedTensors load_safetensors(const std::string& path);
+
+// A safetensors file mapped read-only into memory: its tensors point into the mapping (no copy),
+// so processes that map the same file share its pages. They must not be written to. The mapping
+// lives as long as any of the tensors.
+struct MappedSafetensors {
+  NamedTensors tensors;
+  Metadata metadata;
+  // CRC-32 of the data section (everything after the header), computed when `checksum` is asked.
+  uint32_t data_crc32 = 0;
+};
+
+// Maps `path`; with `checksum`, also reads every page to compute data_crc32. Throws InputError as
+// load_safetensors does.
+MappedSafetensors map_safetensors(const std::string& path, bool checksum = false);
+
+// CRC-32 (zlib's) of the bytes the tensors hold, in order, as save_safetensors lays them out.
+uint32_t data_crc32(const NamedTensors& tensors);
 
 // A module's parameters and buffers under PyTorch's names (conv1.weight, ...).
 NamedTensors state_dict(const torch::nn::Module& module);
