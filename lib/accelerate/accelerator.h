@@ -1,0 +1,304 @@
+// The Accelerator: Accelerate's layer between a training loop and torch.distributed. Built from
+// the launcher's environment, it picks the device, joins the process group when there are several
+// processes, and prepares a model (DDP, autocast), an optimizer (steps only when gradients are
+// synchronised, fp16 loss scaling) and data loaders (each process its share of the batches, on
+// the device). backward(), accumulate(), clip_grad_norm_() and the collectives (gather,
+// gather_for_metrics, reduce, pad_across_processes) make the same loop correct on 1 or N
+// processes:
+//   Accelerator accelerator;
+//   auto [loader, model, optimizer] = accelerator.prepare(train_loader, model, optimizer);
+//   for (data::Batch batch : *loader) {
+//     accelerator.backward(torch::nll_loss(model->forward(batch.at("x")), batch.at("labels")));
+//     optimizer->step();
+//     optimizer->zero_grad();
+//   }
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <torch/arg.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
+
+#include "datasets/dataloader.h"
+#include "lib/distributed/ddp.h"
+#include "lib/distributed/process_group.h"
+#include "lib/models/models.h"
+
+namespace trainer {
+
+class GradScaler;
+
+struct AcceleratorOptions {
+  // "no", "bf16" (autocast on CPU and CUDA) or "fp16" (CUDA only: autocast and a GradScaler).
+  TORCH_ARG(std::string, mixed_precision) = "no";
+  // backward() divides the loss by it; accumulate() synchronises every this many micro-batches.
+  TORCH_ARG(int64_t, gradient_accumulation_steps) = 1;
+  // Use the CPU even where CUDA is available (Transformers' use_cpu).
+  TORCH_ARG(bool, cpu) = false;
+  // Process-group backend: "" picks nccl on CUDA and gloo on CPU.
+  TORCH_ARG(std::string, backend) = "";
+  // Rendezvous and every collective (Transformers' ddp_timeout).
+  TORCH_ARG(std::chrono::milliseconds, timeout) = dist::kDefaultTimeout;
+  // DDP's bucket size, unused-parameter search and buffer broadcast.
+  TORCH_ARG(dist::DdpOptions, ddp) = {};
+};
+
+// What the Accelerator knows of the batch in flight, as Accelerate's GradientState: whether this
+// micro-batch synchronises gradients, whether it is a prepared loader's last, and how many rows of
+// each process's batch are real examples rather than repeats that even out the processes.
+struct GradientState {
+  bool sync_gradients = true;
+  bool end_of_dataloader = false;
+  std::vector<int64_t> batch_rows;  // per process: rows of its current batch (empty: none)
+  std::vector<int64_t> real_rows;   // per process: how many of them gather_for_metrics keeps
+};
+
+// A prepared data loader (Accelerate's DataLoaderShard). Process p of N runs the single-process
+// loader's batches p, p + N, p + 2N, ... (the same batch size, the same order every process
+// agrees on), so at each step the N processes together see N consecutive single-process batches.
+// When the batch count is not a multiple of N, the last round is evened out with repeats of the
+// first batches, which gather_for_metrics drops (with drop_last, incomplete rounds are dropped).
+class DataLoaderShard {
+ public:
+  DataLoaderShard(data::DataLoader loader, int num_processes, int process_index,
+                  torch::Device device, std::shared_ptr<GradientState> state);
+
+  // Selects the epoch whose order the following batches follow (every process the same).
+  void set_epoch(int64_t epoch);
+  // Batches this process runs per epoch: ceil(single-process batches / N) (floor with drop_last).
+  int64_t size() const;
+  // This process's `i`-th batch, on the device. Records its place in the GradientState.
+  data::Batch batch(int64_t i);
+  // Examples in the data set (len(dataloader.dataset)).
+  int64_t num_examples() const { return loader_.dataset().size(); }
+  int64_t batch_size() const { return loader_.options().batch_size; }
+  // batch_size() * N.
+  int64_t total_batch_size() const { return batch_size() * num_processes_; }
+  const data::Dataset& dataset() const { return loader_.dataset(); }
+
+  // The single-process batch that process `rank` runs as its `i`-th, and whether it is a repeat.
+  struct Slot {
+    int64_t batch;
+    bool repeat;
+  };
+  Slot slot(int64_t i, int rank) const;
+
+  class Iterator {
+   public:
+    Iterator(DataLoaderShard* loader, int64_t i) : loader_(loader), i_(i) {}
+    data::Batch operator*() const { return loader_->batch(i_); }
+    Iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    bool operator!=(const Iterator& other) const { return i_ != other.i_; }
+
+   private:
+    DataLoaderShard* loader_;
+    int64_t i_;
+  };
+  Iterator begin() { return {this, 0}; }
+  Iterator end() { return {this, size()}; }
+
+ private:
+  data::DataLoader loader_;
+  int num_processes_;
+  int process_index_;
+  torch::Device device_;
+  std::shared_ptr<GradientState> state_;
+};
+
+// A prepared optimizer (Accelerate's AcceleratedOptimizer): step() and zero_grad() act only when
+// gradients are synchronised, so inside accumulate() they run once per accumulation window; with
+// fp16 the step goes through the GradScaler and is skipped when a gradient overflowed.
+class AcceleratedOptimizer {
+ public:
+  AcceleratedOptimizer(std::shared_ptr<torch::optim::Optimizer> optimizer,
+                       std::shared_ptr<GradientState> state, std::shared_ptr<GradScaler> scaler);
+  void step();
+  void zero_grad();
+  // Whether the last step() was skipped for an overflow (fp16) or for accumulation.
+  bool step_was_skipped() const { return step_was_skipped_; }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  std::shared_ptr<torch::optim::Optimizer> optimizer_ptr() const { return optimizer_; }
+
+ private:
+  std::shared_ptr<torch::optim::Optimizer> optimizer_;
+  std::shared_ptr<GradientState> state_;
+  std::shared_ptr<GradScaler> scaler_;
+  bool step_was_skipped_ = false;
+};
+
+// Turns a DDP model's gradient synchronisation off for its lifetime (no-op without DDP).
+class SyncGuard {
+ public:
+  SyncGuard() = default;
+  explicit SyncGuard(dist::DistributedDataParallel* ddp);
+  SyncGuard(SyncGuard&& other) noexcept;
+  SyncGuard& operator=(SyncGuard&&) = delete;
+  SyncGuard(const SyncGuard&) = delete;
+  ~SyncGuard();
+
+ private:
+  dist::DistributedDataParallel* ddp_ = nullptr;
+  bool previous_ = true;
+};
+
+enum class Reduction { kSum, kMean };
+
+class Accelerator {
+ public:
+  // Reads the launcher's environment (torchrun's, SLURM's, Open MPI's; InputError for bad
+  // values), picks the device (cuda:<LOCAL_RANK> when CUDA is available and not options.cpu,
+  // else CPU) and, with more than one process, joins the default process group (reused when
+  // already initialised; left when the last Accelerator that joined it goes). Throws InputError
+  // for a bad mixed_precision, fp16 without CUDA, or a LOCAL_RANK without a CUDA device;
+  // DistError when the rendezvous fails.
+  explicit Accelerator(AcceleratorOptions options = {});
+  ~Accelerator();
+  Accelerator(const Accelerator&) = delete;
+  Accelerator& operator=(const Accelerator&) = delete;
+
+  const torch::Device& device() const { return device_; }
+  int num_processes() const { return num_processes_; }
+  int process_index() const { return process_index_; }
+  int local_process_index() const { return local_process_index_; }
+  bool is_main_process() const { return process_index_ == 0; }
+  bool is_local_main_process() const { return local_process_index_ == 0; }
+  const std::string& mixed_precision() const { return options_.mixed_precision(); }
+  int64_t gradient_accumulation_steps() const { return options_.gradient_accumulation_steps(); }
+  const AcceleratorOptions& options() const { return options_; }
+  const GradientState& gradient_state() const { return *state_; }
+
+  // The model on the device, wrapped in DistributedDataParallel with more than one process
+  // (except with evaluation_mode) and run under autocast with mixed precision (outputs come back
+  // as float32). Returns the model itself when nothing needs wrapping.
+  std::shared_ptr<models::Model> prepare_model(std::shared_ptr<models::Model> model,
+                                               bool evaluation_mode = false);
+  std::shared_ptr<models::Model> prepare(std::shared_ptr<models::Model> model) {
+    return prepare_model(std::move(model));
+  }
+  std::shared_ptr<AcceleratedOptimizer> prepare(std::shared_ptr<torch::optim::Optimizer> optimizer);
+  std::shared_ptr<DataLoaderShard> prepare(const data::DataLoader& loader);
+  // Several at once, as accelerator.prepare(a, b, ...) in Python: a tuple of the prepared objects
+  // in the same order, for structured bindings.
+  template <typename A, typename B, typename... Rest>
+  auto prepare(A&& a, B&& b, Rest&&... rest) {
+    return std::make_tuple(prepare(std::forward<A>(a)), prepare(std::forward<B>(b)),
+                           prepare(std::forward<Rest>(rest))...);
+  }
+  // The model prepare_model() was given.
+  std::shared_ptr<models::Model> unwrap_model(const std::shared_ptr<models::Model>& model) const;
+
+  // loss / gradient_accumulation_steps, backpropagated (through the GradScaler with fp16).
+  void backward(const torch::Tensor& loss);
+  // Call once per micro-batch, around its forward and backward: counts micro-batches and decides
+  // whether this one synchronises gradients (every gradient_accumulation_steps-th, and a prepared
+  // loader's last batch); on the others DDP accumulates locally (no_sync) and the prepared
+  // optimizer's step and zero_grad do nothing.
+  [[nodiscard]] SyncGuard accumulate(models::Model& model);
+  // DDP's no_sync for a prepared model: backward inside it does not synchronise.
+  [[nodiscard]] SyncGuard no_sync(models::Model& model);
+  bool sync_gradients() const { return state_->sync_gradients; }
+  // For loops that count micro-batches themselves (the Trainer): whether the prepared
+  // optimizers act on this micro-batch.
+  void set_sync_gradients(bool sync) { state_->sync_gradients = sync; }
+  // Divides the prepared optimizers' gradients by the fp16 loss scale (no-op otherwise).
+  void unscale_gradients();
+  // torch.nn.utils.clip_grad_norm_ of the (unscaled, synchronised) gradients: scales them so that
+  // their global 2-norm is at most max_norm. Returns the norm before clipping as a tensor on the
+  // device, without waiting for it.
+  torch::Tensor clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm);
+
+  // Every process's tensor concatenated along dim 0 in process order (0-dim tensors become one
+  // row each). The first dimension may differ between processes; the others and the dtype must
+  // not (DistError naming both otherwise, on every process).
+  torch::Tensor gather(const torch::Tensor& tensor);
+  // gather() of per-example rows of the batch in flight from a prepared loader, without the rows
+  // that only even out the processes: over a whole evaluation, the rows of every example exactly
+  // once, in the single-process order. A tensor whose first dimension is not its process's batch
+  // size is gathered whole.
+  torch::Tensor gather_for_metrics(const torch::Tensor& tensor);
+  // Sum or mean over processes of a tensor of the same shape on each.
+  torch::Tensor reduce(const torch::Tensor& tensor, Reduction reduction = Reduction::kSum);
+  // The tensor padded with pad_index along `dim` to the largest size any process has there
+  // (at the start with pad_first), so that tensors of different lengths can be gathered.
+  torch::Tensor pad_across_processes(const torch::Tensor& tensor, int64_t dim = 0,
+                                     int64_t pad_index = 0, bool pad_first = false);
+
+  // Waits until every process reaches this point (a barrier; nothing with one process).
+  void wait_for_everyone();
+  // Runs `f` on the main process first, then on the others (for work whose result the others
+  // reuse, like writing a cache). Returns f's result. If f throws on the main process, the
+  // others still run f, and the exception is rethrown.
+  template <typename F>
+  auto main_process_first(F&& f) {
+    return run_first(is_main_process(), std::forward<F>(f));
+  }
+  // The same per machine: the local main process first.
+  template <typename F>
+  auto local_main_process_first(F&& f) {
+    return run_first(is_local_main_process(), std::forward<F>(f));
+  }
+  // Prints a line on the main process only.
+  void print(const std::string& line) const;
+  template <typename... Args>
+  void print(fmt::format_string<Args...> format, Args&&... args) const {
+    if (is_main_process()) print(fmt::format(format, std::forward<Args>(args)...));
+  }
+
+ private:
+  template <typename F>
+  auto run_first(bool first, F&& f) {
+    if (!first) {
+      wait_for_everyone();
+      return f();
+    }
+    std::exception_ptr error;
+    if constexpr (std::is_void_v<decltype(f())>) {
+      try {
+        f();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      wait_for_everyone();
+      if (error) std::rethrow_exception(error);
+    } else {
+      decltype(f()) result{};
+      try {
+        result = f();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      wait_for_everyone();
+      if (error) std::rethrow_exception(error);
+      return result;
+    }
+  }
+  // Each process's dims of `tensor` (at most 8), checked to agree but for `dim`.
+  std::vector<std::vector<int64_t>> gather_shapes(const torch::Tensor& tensor, int64_t dim,
+                                                  const char* what);
+  torch::Tensor gather_rows(const torch::Tensor& tensor, bool for_metrics);
+
+  AcceleratorOptions options_;
+  torch::Device device_{torch::kCPU};
+  int num_processes_ = 1;
+  int process_index_ = 0;
+  int local_process_index_ = 0;
+  std::optional<c10::ScalarType> autocast_dtype_;
+  std::shared_ptr<void> group_owner_;  // keeps the process group this Accelerator joined
+  std::shared_ptr<GradientState> state_ = std::make_shared<GradientState>();
+  std::shared_ptr<GradScaler> scaler_;
+  std::vector<std::weak_ptr<torch::optim::Optimizer>> optimizers_;
+  int64_t step_ = 0;  // micro-batches counted by accumulate()
+};
+
+}  // namespace trainer

@@ -1,0 +1,62 @@
+// trainer::launch: the in-process launcher over dist::run_ranks.
+#include "lib/accelerate/launch.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "lib/distributed/process_group.h"
+#include "lib/io/errors.h"
+#include "lib/io/text.h"
+
+namespace trainer {
+
+void launch(const std::function<void()>& fn, int num_processes, dist::LaunchOptions options) {
+  if (num_processes < 1) {
+    throw InputError(fmt::format("trainer::launch: num_processes {} is not allowed (must be >= 1)",
+                                 num_processes));
+  }
+  if (num_processes == 1) {
+    fn();
+    return;
+  }
+  if (int threads = dist::count_threads(); threads > 1) {
+    throw std::logic_error(fmt::format(
+        "trainer::launch: this process already runs {} threads (LibTorch's thread pool or a CUDA "
+        "context), which its forked ranks could not use: call trainer::launch before any tensor "
+        "work, first thing in main",
+        threads));
+  }
+  options.nproc_per_node = num_processes;
+  options.nnodes = 1;
+  options.node_rank = 0;
+  options.command.clear();
+  dist::LaunchResult result = dist::run_ranks(options, [&fn](const dist::RankInfo&) {
+    // OpenMP read OMP_NUM_THREADS when this program started, before the launcher set it.
+    if (const char* threads = std::getenv("OMP_NUM_THREADS")) {
+      torch::set_num_threads(std::max(1, std::atoi(threads)));
+    }
+    try {
+      fn();
+      return 0;
+    } catch (const InputError& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 2;
+    } catch (const dist::DistError& e) {
+      std::fprintf(stderr, "error: %s\n", io::first_line(e.what()).c_str());
+      return dist::kPeerFailureExitCode;
+    } catch (const c10::Error& e) {
+      std::fprintf(stderr, "error: %s\n", io::first_line(e.what_without_backtrace()).c_str());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", io::first_line(e.what()).c_str());
+      return 1;
+    }
+  });
+  if (result.exit_code != 0) throw dist::LaunchError(result.message);
+}
+
+}  // namespace trainer

@@ -1,0 +1,85 @@
+// Autocast scopes and the fp16 gradient scaler, on LibTorch's own autocast state and AMP kernels
+// (the ones torch.autocast and torch.amp.GradScaler call).
+#include "lib/accelerate/mixed_precision.h"
+
+#include <map>
+
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "lib/io/errors.h"
+
+namespace trainer {
+
+std::optional<c10::ScalarType> autocast_dtype(const std::string& mixed_precision) {
+  if (mixed_precision == "no") return std::nullopt;
+  if (mixed_precision == "bf16") return torch::kBFloat16;
+  if (mixed_precision == "fp16") return torch::kHalf;
+  throw InputError(fmt::format("mixed_precision \"{}\" is not allowed (allowed: no, bf16, fp16)",
+                               mixed_precision));
+}
+
+AutocastGuard::AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype)
+    : device_type_(device_type),
+      previous_enabled_(at::autocast::is_autocast_enabled(device_type)),
+      previous_dtype_(at::autocast::get_autocast_dtype(device_type)) {
+  at::autocast::set_autocast_enabled(device_type_, true);
+  at::autocast::set_autocast_dtype(device_type_, dtype);
+  at::autocast::increment_nesting();
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_autocast_enabled(device_type_, previous_enabled_);
+  at::autocast::set_autocast_dtype(device_type_, previous_dtype_);
+}
+
+GradScaler::GradScaler(torch::Device device, double init_scale, double growth_factor,
+                       double backoff_factor, int64_t growth_interval)
+    : scale_(
+          torch::full({1}, init_scale, torch::TensorOptions().dtype(torch::kFloat).device(device))),
+      growth_tracker_(torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt).device(device))),
+      found_inf_(torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(device))),
+      growth_factor_(growth_factor),
+      backoff_factor_(backoff_factor),
+      growth_interval_(growth_interval) {}
+
+torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
+  return loss * scale_.to(loss.device(), /*non_blocking=*/true).reshape({});
+}
+
+void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
+  if (unscaled_) return;
+  torch::NoGradGuard no_grad;
+  torch::Tensor inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
+  found_inf_.zero_();
+  // The kernel takes gradients of one dtype at a time, as PyTorch groups them.
+  std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) {
+      if (p.grad().defined()) by_dtype[p.grad().scalar_type()].push_back(p.grad());
+    }
+  }
+  for (auto& [dtype, grads] : by_dtype) {
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv_scale);
+  }
+  unscaled_ = true;
+}
+
+bool GradScaler::step(torch::optim::Optimizer& optimizer) {
+  if (!unscaled_) unscale_(optimizer);
+  bool overflow = found_inf_.item<float>() != 0.0f;
+  if (!overflow) optimizer.step();
+  return !overflow;
+}
+
+void GradScaler::update() {
+  at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, growth_factor_, backoff_factor_,
+                         growth_interval_);
+  unscaled_ = false;
+}
+
+double GradScaler::get_scale() const { return scale_.item<double>(); }
+
+}  // namespace trainer
