@@ -1,5 +1,7 @@
 // The `trainer` program: `trainer train` and `trainer evaluate` on MNIST-format data, with
-// Transformers' arguments, outputs and printed metrics. Bad input exits 2 with one line.
+// Transformers' arguments, outputs and printed metrics, on one process or on every process a
+// launcher started (only the main one prints and writes); `trainer launch` starts them. Bad input
+// exits 2 with one line.
 #include <cstdio>
 #include <filesystem>
 
@@ -8,7 +10,9 @@
 
 #include "apps/cli.h"
 #include "datasets/mnist.h"
-#include "lib/dist/launcher.h"
+#include "lib/accelerate/accelerator.h"
+#include "lib/distributed/launcher.h"
+#include "lib/distributed/process_group.h"
 #include "lib/io/allocator.h"
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
@@ -21,11 +25,17 @@ namespace {
 
 using namespace trainer;
 
-std::shared_ptr<data::MnistDataset> load_split(const TrainingArguments& args,
+// A split of the data set, decoded once per machine: the node's first process writes the cache
+// that every process then maps (see MnistDataset::load_shared).
+std::shared_ptr<data::MnistDataset> load_split(Accelerator& accelerator,
+                                               const TrainingArguments& args,
                                                const std::string& split,
                                                const std::optional<int64_t>& max_samples) {
-  return std::make_shared<data::MnistDataset>(args.effective_dataset_dir(), split,
-                                              max_samples.value_or(-1));
+  return accelerator.local_main_process_first([&] {
+    return data::MnistDataset::load_shared(args.effective_dataset_dir(), split,
+                                           max_samples.value_or(-1), io::cache_dir(),
+                                           /*verify=*/accelerator.is_local_main_process());
+  });
 }
 
 bool wants_eval(const TrainingArguments& args) {
@@ -33,20 +43,23 @@ bool wants_eval(const TrainingArguments& args) {
 }
 
 int train(const TrainingArguments& args) {
-  auto train_dataset = load_split(args, "train", args.max_train_samples());
+  Accelerator accelerator(accelerator_options(args));
+  auto train_dataset = load_split(accelerator, args, "train", args.max_train_samples());
   auto eval_dataset =
-      wants_eval(args) ? load_split(args, "test", args.max_eval_samples()) : nullptr;
+      wants_eval(args) ? load_split(accelerator, args, "test", args.max_eval_samples()) : nullptr;
   torch::manual_seed(static_cast<uint64_t>(args.seed()));
   auto model = models::make_model(args.model_name());
-  io::write_file_atomic(io::join_path(args.output_dir(), "training_args.json"), args.to_json());
 
   Trainer trainer(model, args, train_dataset, eval_dataset, nullptr, compute_accuracy);
+  if (accelerator.is_main_process()) {
+    io::write_file_atomic(io::join_path(args.output_dir(), "training_args.json"), args.to_json());
+  }
   TrainOutput result = trainer.train();
   trainer.save_model();
   trainer.save_state();
   Metrics train_metrics = result.metrics;
   train_metrics["train_samples"] = static_cast<double>(train_dataset->size());
-  std::printf("\n");
+  accelerator.print("");
   trainer.log_metrics("train", train_metrics);
   trainer.save_metrics("train", train_metrics);
   if (eval_dataset) {
@@ -67,7 +80,8 @@ int evaluate(const TrainingArguments& args) {
     throw InputError(fmt::format(
         "{} does not exist (train first, or set output_dir to a trained run)", weights));
   }
-  auto eval_dataset = load_split(args, "test", args.max_eval_samples());
+  Accelerator accelerator(accelerator_options(args));
+  auto eval_dataset = load_split(accelerator, args, "test", args.max_eval_samples());
   auto model = models::make_model(args.model_name());
   io::load_state_dict(*model, io::load_safetensors(weights), weights);
   Trainer trainer(model, args, nullptr, eval_dataset, nullptr, compute_accuracy);
@@ -91,6 +105,10 @@ int main(int argc, char** argv) {
   } catch (const InputError& e) {
     std::fprintf(stderr, "trainer: error: %s\n", e.what());
     return 2;
+  } catch (const dist::DistError& e) {
+    // A collective failed: most often a peer process died first (see kPeerFailureExitCode).
+    std::fprintf(stderr, "trainer: error: %s\n", io::first_line(e.what()).c_str());
+    return dist::kPeerFailureExitCode;
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "trainer: error: %s\n",
                  io::first_line(e.what_without_backtrace()).c_str());

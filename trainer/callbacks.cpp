@@ -108,8 +108,8 @@ void ConsoleCallback::draw_bar(const TrainerState& state, bool force) {
     bar += std::string(static_cast<size_t>(width - full - 1), ' ');
   }
   std::string postfix = fmt::format("epoch={:.2f}", state.epoch);
-  if (state.global_step > 0)
-    postfix = fmt::format("loss={:.4f}, {}", state.last_step_loss, postfix);
+  if (state.global_step > 0 && state.read_last_step_loss)
+    postfix = fmt::format("loss={:.4f}, {}", state.read_last_step_loss(), postfix);
   std::string rate_text = rate >= 1 || rate == 0 ? fmt::format("{:.2f}it/s", rate)
                                                  : fmt::format("{:.2f}s/it", 1.0 / rate);
   std::fprintf(bar_, "\r\x1b[K%3d%%|%s| %lld/%lld [%s<%s, %s, %s]",

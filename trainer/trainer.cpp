@@ -72,6 +72,20 @@ Metrics compute_accuracy(const EvalPrediction& prediction) {
            correct / static_cast<double>(std::max<int64_t>(1, prediction.label_ids.numel()))}};
 }
 
+AcceleratorOptions accelerator_options(const TrainingArguments& args) {
+  dist::DdpOptions ddp;
+  if (args.ddp_bucket_cap_mb()) ddp.bucket_cap_mb = static_cast<double>(*args.ddp_bucket_cap_mb());
+  if (args.ddp_find_unused_parameters())
+    ddp.find_unused_parameters = *args.ddp_find_unused_parameters();
+  if (args.ddp_broadcast_buffers()) ddp.broadcast_buffers = *args.ddp_broadcast_buffers();
+  return AcceleratorOptions()
+      .mixed_precision(args.mixed_precision())
+      .cpu(args.use_cpu())
+      .backend(args.ddp_backend().value_or(""))
+      .timeout(std::chrono::seconds(args.ddp_timeout()))
+      .ddp(ddp);
+}
+
 Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
                  std::shared_ptr<const data::Dataset> train_dataset,
                  std::shared_ptr<const data::Dataset> eval_dataset,
@@ -82,16 +96,18 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
       train_dataset_(std::move(train_dataset)),
       eval_dataset_(std::move(eval_dataset)),
       data_collator_(std::move(data_collator)),
-      compute_metrics_(std::move(compute_metrics)),
-      device_(torch::cuda::is_available() ? torch::kCUDA : torch::kCPU) {
+      compute_metrics_(std::move(compute_metrics)) {
   if (!model_) throw std::invalid_argument("Trainer: model is null");
   io::configure_allocator();
   args_.validate();
   torch::manual_seed(static_cast<uint64_t>(args_.seed()));
+  accelerator_ = std::make_shared<Accelerator>(accelerator_options(args_));
+  state_.is_world_process_zero = accelerator_->is_main_process();
+  state_.is_local_process_zero = accelerator_->is_local_main_process();
   callbacks_.push_back(std::make_shared<DefaultFlowCallback>());
   if (state_.is_world_process_zero) callbacks_.push_back(make_console_callback(args_));
   for (auto& callback : callbacks) callbacks_.push_back(std::move(callback));
-  model_->to(device_);
+  model_->to(accelerator_->device());
 }
 
 void Trainer::add_callback(std::shared_ptr<TrainerCallback> callback) {
@@ -110,8 +126,53 @@ LossOutput Trainer::compute_loss(models::Model& model, const data::Batch& inputs
   return {loss, return_outputs ? outputs : torch::Tensor()};
 }
 
+torch::Tensor Trainer::training_step(models::Model& model, const data::Batch& inputs) {
+  torch::Tensor loss = compute_loss(model, inputs, false).loss;
+  if (!loss.defined() || loss.numel() != 1) {
+    throw std::runtime_error("compute_loss must return a scalar loss");
+  }
+  // Divided by the window's micro-batch count, so that k accumulated batches of b make the
+  // update of one batch of k*b (Transformers divides by the count of the window, shorter at the
+  // end of an epoch, too).
+  loss = loss / static_cast<double>(current_gradient_accumulation_steps_);
+  accelerator_->backward(loss);
+  return loss.detach();
+}
+
+PredictionOutput Trainer::prediction_step(models::Model& model, const data::Batch& inputs,
+                                          bool prediction_loss_only) {
+  torch::NoGradGuard no_grad;
+  PredictionOutput out;
+  if (inputs.contains("labels")) {
+    LossOutput result = compute_loss(model, inputs, true);
+    out.loss = result.loss.detach();
+    out.logits = result.outputs;
+    out.labels = inputs.at("labels");
+  } else {
+    out.logits = model.forward(inputs.at("x"));
+  }
+  if (prediction_loss_only) return {out.loss, {}, {}};
+  return out;
+}
+
+std::shared_ptr<torch::optim::Optimizer> Trainer::create_optimizer() {
+  optimizer_ = std::make_shared<optim::AdamW>(parameter_groups(*model_, args_));
+  return optimizer_;
+}
+
+std::shared_ptr<optim::LambdaLR> Trainer::create_scheduler(int64_t num_training_steps,
+                                                           torch::optim::Optimizer& optimizer) {
+  const int64_t warmup = args_.get_warmup_steps(num_training_steps);
+  lr_scheduler_ = std::make_shared<optim::LambdaLR>(
+      optimizer, [type = args_.lr_scheduler_type(), warmup, num_training_steps](int64_t step) {
+        return lr_lambda(type, step, warmup, num_training_steps);
+      });
+  return lr_scheduler_;
+}
+
 std::string Trainer::banner(int64_t num_examples, int64_t num_epochs) const {
-  int64_t total_batch = args_.per_device_train_batch_size() * args_.gradient_accumulation_steps();
+  int64_t total_batch = args_.per_device_train_batch_size() * accelerator_->num_processes() *
+                        args_.gradient_accumulation_steps();
   return fmt::format(
       "***** Running training *****\n"
       "  Num examples = {}\n"
@@ -139,53 +200,57 @@ TrainOutput Trainer::train() {
   if (!train_dataset_ || train_dataset_->size() == 0) {
     throw InputError("Trainer: the training dataset is empty");
   }
-  auto sampler =
-      std::make_shared<data::RandomSampler>(train_dataset_->size(), args_.sampler_seed());
-  data::DataLoader loader(train_dataset_, sampler,
-                          {args_.per_device_train_batch_size(), args_.dataloader_drop_last()},
-                          data_collator_);
-  const int64_t num_batches = loader.size();
+  Accelerator& accelerator = *accelerator_;
+  const int64_t batch_size = args_.per_device_train_batch_size();
+  // Every process draws the same permutation (same seed) and runs its share of its batches.
+  auto loader = accelerator.prepare(data::DataLoader(
+      train_dataset_,
+      std::make_shared<data::RandomSampler>(train_dataset_->size(), args_.sampler_seed()),
+      {batch_size, args_.dataloader_drop_last()}, data_collator_));
+  const int64_t num_batches = loader->size();
   if (num_batches == 0) {
     throw InputError(
-        fmt::format("Trainer: {} training examples make no batch of {} with dataloader_drop_last",
-                    train_dataset_->size(), args_.per_device_train_batch_size()));
+        fmt::format("Trainer: {} training examples make no batch of {}{} with dataloader_drop_last",
+                    train_dataset_->size(), batch_size,
+                    accelerator.num_processes() > 1
+                        ? fmt::format(" for each of {} processes", accelerator.num_processes())
+                        : ""));
   }
   const int64_t accumulation = args_.gradient_accumulation_steps();
   const int64_t steps_per_epoch =
       std::max<int64_t>(1, (num_batches + accumulation - 1) / accumulation);
+  const int64_t total_batch_size = batch_size * accelerator.num_processes() * accumulation;
   int64_t max_steps, num_epochs;
   double num_train_samples;
   if (args_.max_steps() > 0) {
     max_steps = args_.max_steps();
     num_epochs = (max_steps + steps_per_epoch - 1) / steps_per_epoch;
-    num_train_samples =
-        static_cast<double>(max_steps * args_.per_device_train_batch_size() * accumulation);
+    num_train_samples = static_cast<double>(max_steps * total_batch_size);
   } else {
     max_steps = static_cast<int64_t>(
         std::ceil(args_.num_train_epochs() * static_cast<double>(steps_per_epoch)));
     num_epochs = static_cast<int64_t>(std::ceil(args_.num_train_epochs()));
-    num_train_samples = static_cast<double>(loader.num_examples()) * args_.num_train_epochs();
+    num_train_samples = static_cast<double>(loader->num_examples()) * args_.num_train_epochs();
   }
 
   state_ = TrainerState{};
   control_ = TrainerControl{};
+  state_.is_world_process_zero = accelerator.is_main_process();
+  state_.is_local_process_zero = accelerator.is_local_main_process();
   state_.max_steps = max_steps;
   state_.num_train_epochs = num_epochs;
   state_.logging_steps = resolve_steps(args_.logging_steps(), max_steps);
   state_.eval_steps = resolve_steps(args_.effective_eval_steps(), max_steps);
-  state_.train_batch_size = args_.per_device_train_batch_size();
-
-  optim::AdamW optimizer(parameter_groups(*model_, args_));
-  const int64_t warmup = args_.get_warmup_steps(max_steps);
-  auto set_learning_rate = [&](int64_t step) {
-    double lr =
-        args_.learning_rate() * lr_lambda(args_.lr_scheduler_type(), step, warmup, max_steps);
-    for (auto& group : optimizer.param_groups()) {
-      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    }
-    return lr;
+  state_.train_batch_size = batch_size;
+  last_step_loss_ = torch::Tensor();
+  state_.read_last_step_loss = [this] {
+    return last_step_loss_.defined() ? last_step_loss_.item<double>() : 0.0;
   };
-  double current_lr = set_learning_rate(0);
+
+  if (!model_wrapped_) model_wrapped_ = accelerator.prepare(model_);
+  create_optimizer();
+  create_scheduler(max_steps, *optimizer_);
+  auto optimizer = accelerator.prepare(optimizer_);
 
   if (state_.is_world_process_zero) {
     std::fputs(banner(train_dataset_->size(), num_epochs).c_str(), stdout);
@@ -194,63 +259,70 @@ TrainOutput Trainer::train() {
 
   const auto start = Clock::now();
   fire([&](TrainerCallback& c) { c.on_train_begin(args_, state_, control_); });
-  double total_loss = 0;      // sum of step losses over the run
-  double loss_since_log = 0;  // sum of step losses since the last log
+  // The losses stay on the device (summed in float64) until a log reads them: no host sync per
+  // step, which on a GPU costs more than a small model's step.
+  torch::Tensor tr_loss = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(device()));
+  double total_loss_scalar = 0;  // sum of the logged (process-mean) losses
   int64_t last_logged_step = 0;
-  double grad_norm = std::nan("");
-  model_->train();
-  optimizer.zero_grad();
+  torch::Tensor grad_norm;
+  model_wrapped_->train();
+  model_->zero_grad();
 
   auto maybe_log_and_evaluate = [&]() {
     if (control_.should_log && state_.global_step > last_logged_step) {
+      // Every process takes part: the logged loss is the mean over processes.
+      double tr_loss_scalar = accelerator.reduce(tr_loss, Reduction::kMean).item<double>();
+      tr_loss.zero_();
       json logs;
       logs["loss"] =
-          round_to(loss_since_log / static_cast<double>(state_.global_step - last_logged_step), 4);
-      if (!std::isnan(grad_norm)) logs["grad_norm"] = grad_norm;
-      logs["learning_rate"] = current_lr;
-      loss_since_log = 0;
+          round_to(tr_loss_scalar / static_cast<double>(state_.global_step - last_logged_step), 4);
+      if (grad_norm.defined()) logs["grad_norm"] = grad_norm.item<double>();
+      logs["learning_rate"] = lr_scheduler_->get_last_lr().at(0);
+      total_loss_scalar += tr_loss_scalar;
       last_logged_step = state_.global_step;
       log(std::move(logs));
     }
     control_.should_log = false;
     if (control_.should_evaluate) {
       evaluate();
-      model_->train();
+      model_wrapped_->train();
     }
   };
 
   for (int64_t epoch = 0; epoch < num_epochs && !control_.should_training_stop; ++epoch) {
-    loader.set_epoch(epoch);
+    loader->set_epoch(epoch);
     fire([&](TrainerCallback& c) { c.on_epoch_begin(args_, state_, control_); });
-    double step_loss = 0;
-    for (int64_t i = 0; i < num_batches; ++i) {
-      if (i % accumulation == 0)
-        fire([&](TrainerCallback& c) { c.on_step_begin(args_, state_, control_); });
-      data::Batch batch = loader.batch(i).to(device_);
-      torch::Tensor loss = compute_loss(*model_, batch, false).loss;
-      if (!loss.defined() || loss.numel() != 1) {
-        throw std::runtime_error("compute_loss must return a scalar loss");
+    for (int64_t first = 0; first < num_batches; first += accumulation) {
+      // One optimization step: `window` micro-batches, gradients synchronised on the last.
+      const int64_t window = std::min(accumulation, num_batches - first);
+      current_gradient_accumulation_steps_ = window;
+      fire([&](TrainerCallback& c) { c.on_step_begin(args_, state_, control_); });
+      torch::Tensor step_loss;
+      for (int64_t k = 0; k < window; ++k) {
+        data::Batch batch = loader->batch(first + k);
+        const bool sync = k + 1 == window;
+        accelerator.set_sync_gradients(sync);
+        torch::Tensor loss;
+        if (sync) {
+          loss = training_step(*model_wrapped_, batch);
+        } else {
+          auto no_sync = accelerator.no_sync(*model_wrapped_);
+          loss = training_step(*model_wrapped_, batch);
+        }
+        step_loss = step_loss.defined() ? step_loss + loss : loss;
       }
-      // Scaled so that k accumulated batches of b make the same update as one batch of k*b.
-      torch::Tensor scaled = loss / static_cast<double>(accumulation);
-      scaled.backward();
-      step_loss += scaled.item<double>();
-      bool update = (i + 1) % accumulation == 0 || i + 1 == num_batches;
-      if (!update) continue;
+      tr_loss.add_(step_loss);
 
       if (args_.max_grad_norm() > 0) {
-        grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), args_.max_grad_norm());
+        grad_norm = accelerator.clip_grad_norm_(model_->parameters(), args_.max_grad_norm());
       }
-      optimizer.step();
-      optimizer.zero_grad();
+      optimizer->step();
+      if (!optimizer->step_was_skipped()) lr_scheduler_->step();
+      optimizer->zero_grad();
       ++state_.global_step;
-      current_lr = set_learning_rate(state_.global_step);
       state_.epoch = static_cast<double>(epoch) +
-                     static_cast<double>(i + 1) / static_cast<double>(num_batches);
-      state_.last_step_loss = step_loss;
-      total_loss += step_loss;
-      loss_since_log += step_loss;
-      step_loss = 0;
+                     static_cast<double>(first + window) / static_cast<double>(num_batches);
+      last_step_loss_ = step_loss;
       fire([&](TrainerCallback& c) { c.on_step_end(args_, state_, control_); });
       maybe_log_and_evaluate();
       if (control_.should_training_stop || control_.should_epoch_stop) break;
@@ -260,10 +332,12 @@ TrainOutput Trainer::train() {
     control_.should_epoch_stop = false;
   }
 
+  total_loss_scalar += accelerator.reduce(tr_loss, Reduction::kMean).item<double>();
   double runtime = seconds_since(start);
   TrainOutput output;
   output.global_step = state_.global_step;
-  output.training_loss = total_loss / static_cast<double>(std::max<int64_t>(1, state_.global_step));
+  output.training_loss =
+      total_loss_scalar / static_cast<double>(std::max<int64_t>(1, state_.global_step));
   json logs;
   logs["train_runtime"] = round_to(runtime, 4);
   logs["train_samples_per_second"] = round_to(num_train_samples / runtime, 3);
@@ -280,38 +354,56 @@ TrainOutput Trainer::train() {
 
 Metrics Trainer::evaluate(const std::string& prefix) {
   if (!eval_dataset_) throw InputError("Trainer: evaluation needs an eval dataset");
+  Accelerator& accelerator = *accelerator_;
   auto start = Clock::now();
-  data::DataLoader loader(eval_dataset_,
-                          std::make_shared<data::SequentialSampler>(eval_dataset_->size()),
-                          {args_.per_device_eval_batch_size(), false}, data_collator_);
-  model_->eval();
+  auto loader = accelerator.prepare(data::DataLoader(
+      eval_dataset_, std::make_shared<data::SequentialSampler>(eval_dataset_->size()),
+      {args_.per_device_eval_batch_size(), false}, data_collator_));
+  std::shared_ptr<models::Model> model = model_wrapped_;
+  if (!model) {
+    if (!model_eval_) model_eval_ = accelerator.prepare_model(model_, /*evaluation_mode=*/true);
+    model = model_eval_;
+  }
+  model->eval();
   torch::NoGradGuard no_grad;
-  double loss_sum = 0;
-  int64_t count = 0;
-  std::vector<torch::Tensor> predictions, labels;
-  for (int64_t i = 0; i < loader.size(); ++i) {
-    data::Batch batch = loader.batch(i).to(device_);
-    LossOutput out = compute_loss(*model_, batch, true);
-    int64_t n = batch.size();
-    loss_sum += out.loss.item<double>() * static_cast<double>(n);
-    count += n;
-    if (compute_metrics_ && out.outputs.defined() && batch.contains("labels")) {
-      predictions.push_back(out.outputs.detach().to(torch::kCPU));
-      labels.push_back(batch.at("labels").to(torch::kCPU));
+  const bool wants_predictions = compute_metrics_ != nullptr;
+  // Per example, in the single-process order: each batch's loss repeated over its rows (as
+  // Transformers does), outputs and labels. gather_for_metrics drops the repeats that even out
+  // the processes, so every number below is the same on any number of processes.
+  std::vector<torch::Tensor> losses, predictions, labels;
+  for (int64_t i = 0; i < loader->size(); ++i) {
+    data::Batch batch = loader->batch(i);
+    PredictionOutput out = prediction_step(*model, batch, !wants_predictions);
+    if (out.loss.defined()) {
+      torch::Tensor per_example = out.loss.reshape({1}).expand({batch.size()}).contiguous();
+      losses.push_back(accelerator.gather_for_metrics(per_example).to(torch::kCPU));
+    }
+    if (wants_predictions && out.logits.defined() && out.labels.defined()) {
+      predictions.push_back(accelerator.gather_for_metrics(out.logits.detach()).to(torch::kCPU));
+      labels.push_back(accelerator.gather_for_metrics(out.labels).to(torch::kCPU));
     }
   }
+  const int64_t num_samples = eval_dataset_->size();
   Metrics metrics;
-  metrics[prefix + "_loss"] = loss_sum / static_cast<double>(std::max<int64_t>(1, count));
-  if (compute_metrics_ && !predictions.empty()) {
+  if (!losses.empty()) {
+    torch::Tensor all = torch::cat(losses).to(torch::kDouble).contiguous();
+    const double* values = all.data_ptr<double>();
+    double sum = 0;
+    for (int64_t k = 0; k < all.numel(); ++k) sum += values[k];
+    metrics[prefix + "_loss"] = sum / static_cast<double>(std::max<int64_t>(1, all.numel()));
+  }
+  if (wants_predictions && !predictions.empty()) {
     for (const auto& [key, value] :
          compute_metrics_({torch::cat(predictions), torch::cat(labels)})) {
       metrics[key.rfind(prefix + "_", 0) == 0 ? key : prefix + "_" + key] = value;
     }
   }
   double runtime = seconds_since(start);
+  const int64_t total_batch = args_.per_device_eval_batch_size() * accelerator.num_processes();
+  const int64_t num_steps = (num_samples + total_batch - 1) / total_batch;
   metrics[prefix + "_runtime"] = round_to(runtime, 4);
-  metrics[prefix + "_samples_per_second"] = round_to(static_cast<double>(count) / runtime, 3);
-  metrics[prefix + "_steps_per_second"] = round_to(static_cast<double>(loader.size()) / runtime, 3);
+  metrics[prefix + "_samples_per_second"] = round_to(static_cast<double>(num_samples) / runtime, 3);
+  metrics[prefix + "_steps_per_second"] = round_to(static_cast<double>(num_steps) / runtime, 3);
   json logs;
   for (const auto& [key, value] : metrics) logs[key] = value;
   if (state_.global_step > 0) {
@@ -326,22 +418,24 @@ Metrics Trainer::evaluate(const std::string& prefix) {
 }
 
 void Trainer::save_model(const std::string& dir) const {
+  if (!accelerator_->is_main_process()) return;
   std::string target = dir.empty() ? args_.output_dir() : dir;
   io::save_safetensors(io::join_path(target, "model.safetensors"), io::state_dict(*model_));
 }
 
 void Trainer::save_state() const {
+  if (!accelerator_->is_main_process()) return;
   state_.save_to_json(io::join_path(args_.output_dir(), "trainer_state.json"));
 }
 
 void Trainer::log_metrics(const std::string& split, const Metrics& metrics) const {
-  if (!state_.is_world_process_zero) return;
+  if (!accelerator_->is_main_process()) return;
   std::fputs(format_metrics(split, metrics).c_str(), stdout);
   std::fflush(stdout);
 }
 
 void Trainer::save_metrics(const std::string& split, const Metrics& metrics) const {
-  if (!state_.is_world_process_zero) return;
+  if (!accelerator_->is_main_process()) return;
   json values;
   for (const auto& [key, value] : metrics) values[key] = value;
   io::write_json(io::join_path(args_.output_dir(), split + "_results.json"), values);

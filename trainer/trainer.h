@@ -1,7 +1,10 @@
 // The Trainer: Transformers' Trainer in C++. train() runs the loop (AdamW with weight-decay
 // grouping, learning-rate schedule, gradient accumulation and clipping, logging, evaluation,
-// callbacks); evaluate() scores the eval dataset; compute_loss() is the virtual a subclass
-// overrides, as the tutorial's MyTrainer does.
+// callbacks); evaluate() scores the eval dataset. All distribution goes through an Accelerator
+// built from the arguments, so the same program trains on one process or on N started by
+// `trainer launch`, torchrun or trainer::launch. A subclass overrides one step without copying
+// the loop, as in Transformers: compute_loss (the tutorial's MyTrainer), training_step,
+// prediction_step, create_optimizer, create_scheduler.
 #pragma once
 
 #include <functional>
@@ -13,7 +16,9 @@
 
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
+#include "lib/accelerate/accelerator.h"
 #include "lib/models/models.h"
+#include "lib/optim/lr_scheduler.h"
 #include "trainer/trainer_state.h"
 #include "trainer/training_args.h"
 
@@ -33,6 +38,19 @@ struct EvalPrediction {
 
 using ComputeMetrics = std::function<Metrics(const EvalPrediction&)>;
 
+// prediction_step's result for one batch: the loss (when the batch has labels), and unless only
+// the loss was asked for, the model's outputs and the labels.
+struct PredictionOutput {
+  torch::Tensor loss;
+  torch::Tensor logits;
+  torch::Tensor labels;
+};
+
+// The Accelerator the arguments ask for: use_cpu, bf16 / fp16, ddp_backend, ddp_timeout and the
+// DDP options. Accumulation stays with the Trainer, which counts micro-batches itself (as
+// Transformers does), so the Accelerator's gradient_accumulation_steps is 1.
+AcceleratorOptions accelerator_options(const TrainingArguments& args);
+
 // {"accuracy": fraction of argmax(predictions, 1) == label_ids}.
 Metrics compute_accuracy(const EvalPrediction& prediction);
 
@@ -44,9 +62,10 @@ struct TrainOutput {
 
 class Trainer {
  public:
-  // `model` is trained in place. Validates `args` (InputError on a bad value) and seeds LibTorch
-  // with args.seed(). `data_collator` defaults to data::default_collate; `compute_metrics` to
-  // none (evaluation then reports the loss only).
+  // `model` is trained in place. Validates `args` (InputError on a bad value), seeds LibTorch
+  // with args.seed(), builds the Accelerator (joining the process group when the environment
+  // names several processes) and moves the model to its device. `data_collator` defaults to
+  // data::default_collate; `compute_metrics` to none (evaluation then reports the loss only).
   Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
           std::shared_ptr<const data::Dataset> train_dataset,
           std::shared_ptr<const data::Dataset> eval_dataset = nullptr,
@@ -55,32 +74,56 @@ class Trainer {
   virtual ~Trainer() = default;
 
   // Trains for args.max_steps() or args.num_train_epochs(), printing the banner, the progress,
-  // the logs and the table (rank 0 only). Returns the step count, mean loss and speed metrics.
+  // the logs and the table (main process only). Each process trains on its share of every
+  // batch of per_device_train_batch_size x processes; the logged loss is the mean over
+  // processes. Returns the step count, mean loss and speed metrics.
   TrainOutput train();
 
-  // Evaluates on the eval dataset: "<prefix>_loss", the compute_metrics results with the prefix,
-  // runtime and speed, and "epoch" while training. Logged and passed to on_evaluate.
+  // Evaluates on the eval dataset, each process its share, the results gathered without the
+  // repeats that even out the processes (the same numbers on any number of processes):
+  // "<prefix>_loss", the compute_metrics results with the prefix, runtime and speed, and
+  // "epoch" while training. Logged and passed to on_evaluate.
   Metrics evaluate(const std::string& metric_key_prefix = "eval");
 
   // The loss of one batch (and the outputs when return_outputs). Default: the model's own loss
   // of forward(inputs["x"]) against inputs["labels"]. Override it for a custom loss.
   virtual LossOutput compute_loss(models::Model& model, const data::Batch& inputs,
                                   bool return_outputs = false);
+  // One micro-batch of training: compute_loss, divided by the micro-batches in this
+  // accumulation window, backpropagated through the Accelerator. Returns that scaled loss,
+  // detached, still on the device (the loop reads it back only when logging).
+  virtual torch::Tensor training_step(models::Model& model, const data::Batch& inputs);
+  // One evaluation batch without gradients, through compute_loss(return_outputs = true).
+  virtual PredictionOutput prediction_step(models::Model& model, const data::Batch& inputs,
+                                           bool prediction_loss_only);
+  // AdamW (fused on CPU) over the model's trainable parameters with Transformers' grouping: no
+  // weight decay on biases and norms. Sets optimizer() and returns it.
+  virtual std::shared_ptr<torch::optim::Optimizer> create_optimizer();
+  // lr_scheduler_type with warmup over num_training_steps. Sets lr_scheduler() and returns it.
+  virtual std::shared_ptr<optim::LambdaLR> create_scheduler(int64_t num_training_steps,
+                                                            torch::optim::Optimizer& optimizer);
 
-  // Writes model.safetensors (PyTorch's parameter names) to `dir` (default: output_dir).
+  // Writes model.safetensors (PyTorch's parameter names) to `dir` (default: output_dir). Only
+  // the main process writes; the others return at once.
   void save_model(const std::string& dir = "") const;
-  // Writes trainer_state.json to output_dir.
+  // Writes trainer_state.json to output_dir (main process only).
   void save_state() const;
-  // Prints "***** <split> metrics *****" and the metrics, as Transformers' log_metrics.
+  // Prints "***** <split> metrics *****" and the metrics, as Transformers' log_metrics (main
+  // process only).
   void log_metrics(const std::string& split, const Metrics& metrics) const;
-  // Writes <split>_results.json and merges the metrics into all_results.json in output_dir.
+  // Writes <split>_results.json and merges the metrics into all_results.json in output_dir
+  // (main process only).
   void save_metrics(const std::string& split, const Metrics& metrics) const;
 
   void add_callback(std::shared_ptr<TrainerCallback> callback);
   const TrainingArguments& args() const { return args_; }
   const TrainerState& state() const { return state_; }
   models::Model& model() { return *model_; }
-  const torch::Device& device() const { return device_; }
+  const torch::Device& device() const { return accelerator_->device(); }
+  Accelerator& accelerator() { return *accelerator_; }
+  // The optimizer and schedule of the current or last train() (null before).
+  std::shared_ptr<torch::optim::Optimizer> optimizer() const { return optimizer_; }
+  std::shared_ptr<optim::LambdaLR> lr_scheduler() const { return lr_scheduler_; }
   // The result of the last evaluation and the step it ran at (-1: none yet).
   const Metrics& last_eval_metrics() const { return last_eval_metrics_; }
   int64_t last_eval_step() const { return last_eval_step_; }
@@ -100,9 +143,15 @@ class Trainer {
   std::vector<std::shared_ptr<TrainerCallback>> callbacks_;
   TrainerState state_;
   TrainerControl control_;
-  torch::Device device_;
   Metrics last_eval_metrics_;
   int64_t last_eval_step_ = -1;
+  std::shared_ptr<Accelerator> accelerator_;
+  std::shared_ptr<models::Model> model_wrapped_;  // prepared for training (DDP, autocast)
+  std::shared_ptr<models::Model> model_eval_;     // prepared for evaluation only
+  std::shared_ptr<torch::optim::Optimizer> optimizer_;
+  std::shared_ptr<optim::LambdaLR> lr_scheduler_;
+  int64_t current_gradient_accumulation_steps_ = 1;
+  torch::Tensor last_step_loss_;  // the latest optimization step's loss, on the device
 };
 
 }  // namespace trainer

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,8 +31,9 @@ struct TrainerState {
   // Each entry: {loss, grad_norm, learning_rate, epoch, step}, {eval_*, epoch, step}, or the
   // final {train_runtime, train_samples_per_second, ..., train_loss, epoch, step}.
   std::vector<nlohmann::ordered_json> log_history;
-  // The loss of the latest optimization step, for progress displays (not saved).
-  double last_step_loss = 0;
+  // Reads the loss of the latest optimization step back from the device, for progress displays
+  // that draw now and then (not saved; null before training).
+  std::function<double()> read_last_step_loss;
   bool is_local_process_zero = true;
   bool is_world_process_zero = true;
 

@@ -131,7 +131,8 @@ template <typename T>
 json to_json_value(const T& v) {
   if constexpr (std::is_same_v<T, std::optional<std::string>> ||
                 std::is_same_v<T, std::optional<int64_t>> ||
-                std::is_same_v<T, std::optional<double>>) {
+                std::is_same_v<T, std::optional<double>> ||
+                std::is_same_v<T, std::optional<bool>>) {
     return v ? json(*v) : json(nullptr);
   } else {
     return json(v);
@@ -180,6 +181,20 @@ const std::vector<Spec>& specs() {
            "Seed for model initialisation, dropout and (without data_seed) shuffling."),
       SPEC(std::optional<int64_t>, data_seed,
            "Seed for shuffling the training data (default: seed)."),
+      SPEC(bool, use_cpu, "Train on the CPU even where CUDA is available."),
+      SPEC(bool, bf16, "bf16 mixed precision (autocast), on CPU and CUDA."),
+      SPEC(bool, fp16, "fp16 mixed precision with loss scaling (CUDA only)."),
+      SPEC(std::optional<std::string>, ddp_backend,
+           "Process-group backend with several processes: gloo or nccl (default: nccl on CUDA, "
+           "gloo on CPU)."),
+      SPEC(int64_t, ddp_timeout,
+           "Seconds the rendezvous and each collective may take before the run fails."),
+      SPEC(std::optional<int64_t>, ddp_bucket_cap_mb,
+           "DDP gradient bucket size in MiB (default: 25, as PyTorch)."),
+      SPEC(std::optional<bool>, ddp_find_unused_parameters,
+           "Let DDP look for parameters the forward did not use (default: false)."),
+      SPEC(std::optional<bool>, ddp_broadcast_buffers,
+           "Broadcast rank 0's buffers at every training forward (default: true)."),
       SPEC(bool, dataloader_drop_last, "Drop the last incomplete training batch."),
       SPEC(bool, remove_unused_columns,
            "Accepted for compatibility; batches keep what the collator builds."),
@@ -205,17 +220,11 @@ const std::vector<std::string>& unsupported_keys() {
                                                 "auto_find_batch_size",
                                                 "average_tokens_across_devices",
                                                 "batch_eval_metrics",
-                                                "bf16",
                                                 "bf16_full_eval",
                                                 "dataloader_num_workers",
                                                 "dataloader_persistent_workers",
                                                 "dataloader_pin_memory",
                                                 "dataloader_prefetch_factor",
-                                                "ddp_backend",
-                                                "ddp_broadcast_buffers",
-                                                "ddp_bucket_cap_mb",
-                                                "ddp_find_unused_parameters",
-                                                "ddp_timeout",
                                                 "debug",
                                                 "deepspeed",
                                                 "dispatch_batches",
@@ -224,7 +233,6 @@ const std::vector<std::string>& unsupported_keys() {
                                                 "eval_delay",
                                                 "eval_do_concat_batches",
                                                 "eval_on_start",
-                                                "fp16",
                                                 "fp16_backend",
                                                 "fp16_full_eval",
                                                 "fp16_opt_level",
@@ -289,7 +297,6 @@ const std::vector<std::string>& unsupported_keys() {
                                                 "torchdynamo",
                                                 "tpu_metrics_debug",
                                                 "tpu_num_cores",
-                                                "use_cpu",
                                                 "use_ipex",
                                                 "use_legacy_prediction_loop",
                                                 "use_liger_kernel",
@@ -420,6 +427,13 @@ void TrainingArguments::validate() const {
   }
   check_choice("save_strategy", save_strategy_, {"no"});
   check(seed_ >= 0, "seed", std::to_string(seed_), "must be >= 0");
+  check(!(bf16_ && fp16_), "fp16", "true", "bf16 is true too; choose one mixed precision");
+  if (ddp_backend_) check_choice("ddp_backend", *ddp_backend_, {"gloo", "nccl"});
+  check(ddp_timeout_ >= 1, "ddp_timeout", std::to_string(ddp_timeout_), "must be >= 1 second");
+  if (ddp_bucket_cap_mb_) {
+    check(*ddp_bucket_cap_mb_ >= 1, "ddp_bucket_cap_mb", std::to_string(*ddp_bucket_cap_mb_),
+          "must be >= 1");
+  }
   if (data_seed_) check(*data_seed_ >= 0, "data_seed", std::to_string(*data_seed_), "must be >= 0");
   for (const auto& target : report_to_) check_choice("report_to", target, {"none"});
   check_choice("model_name", model_name_, models::model_names());

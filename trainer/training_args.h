@@ -52,6 +52,14 @@ class TrainingArguments {
   TRAINER_ARG(std::string, save_strategy, "no");
   TRAINER_ARG(int64_t, seed, 42);
   TRAINER_ARG(std::optional<int64_t>, data_seed, std::nullopt);
+  TRAINER_ARG(bool, use_cpu, false);
+  TRAINER_ARG(bool, bf16, false);
+  TRAINER_ARG(bool, fp16, false);
+  TRAINER_ARG(std::optional<std::string>, ddp_backend, std::nullopt);
+  TRAINER_ARG(int64_t, ddp_timeout, 1800);
+  TRAINER_ARG(std::optional<int64_t>, ddp_bucket_cap_mb, std::nullopt);
+  TRAINER_ARG(std::optional<bool>, ddp_find_unused_parameters, std::nullopt);
+  TRAINER_ARG(std::optional<bool>, ddp_broadcast_buffers, std::nullopt);
   TRAINER_ARG(bool, dataloader_drop_last, false);
   TRAINER_ARG(bool, remove_unused_columns, true);
   TRAINER_ARG(bool, disable_tqdm, false);
@@ -105,6 +113,8 @@ class TrainingArguments {
   std::string effective_run_name() const { return run_name_.value_or(output_dir_); }
   // dataset_dir if set, else the dataset's default location.
   std::string effective_dataset_dir() const;
+  // Accelerate's mixed_precision for bf16 / fp16: "bf16", "fp16" or "no".
+  std::string mixed_precision() const { return bf16_ ? "bf16" : fp16_ ? "fp16" : "no"; }
 };
 
 }  // namespace trainer
