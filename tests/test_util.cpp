@@ -7,6 +7,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include <chrono>
 
@@ -92,6 +93,16 @@ PortHolder::PortHolder() {
 }
 
 PortHolder::~PortHolder() { ::close(fd_); }
+
+bool alive(int pid) {
+  for (int i = 0; i < 20; ++i) {
+    std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+    size_t paren = stat.rfind(')');
+    if (stat.empty() || paren == std::string::npos || stat[paren + 2] == 'Z') return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

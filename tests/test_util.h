@@ -12,6 +12,9 @@ namespace trainer::testing {
 inline const std::string kTrainerBin = TRAINER_BIN;
 inline const std::string kWorkerBin = DDP_WORKER_BIN;
 inline const std::string kDdpBasicBin = DDP_BASIC_BIN;
+inline const std::string kAccelerateWorkerBin = ACCELERATE_WORKER_BIN;
+inline const std::string kAccelerateBasicBin = ACCELERATE_BASIC_BIN;
+inline const std::string kCustomLossBin = CUSTOM_LOSS_BIN;
 
 // A fresh empty directory under the system's temp directory, removed by the destructor.
 class TempDir {
@@ -59,6 +62,10 @@ class PortHolder {
   int fd_ = -1;
   int port_ = 0;
 };
+
+// True while `pid` runs: a zombie (dead, not yet reaped by whoever adopted it) counts as gone.
+// Gives the kernel up to a second to finish delivering a SIGKILL.
+bool alive(int pid);
 
 // Seconds since some fixed point, for timing what a test waits for.
 double now_seconds();

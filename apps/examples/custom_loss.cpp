@@ -1,10 +1,13 @@
 // The tutorial's third level in C++: a collator that builds {"x", "labels"}, a Trainer subclass
-// whose compute_loss is nll_loss, and train(). Usage: custom_loss [DATASET_DIR] [MAX_TRAIN_SAMPLES]
+// whose compute_loss is nll_loss, and train(), run on NUM_PROCESSES processes through
+// trainer::launch as the tutorial's notebook_launcher(train_trainer_ddp, num_processes=2).
+// Usage: custom_loss [DATASET_DIR] [MAX_TRAIN_SAMPLES] [NUM_PROCESSES (1)] [OUTPUT_DIR]
 #include <cstdio>
 
 #include <torch/torch.h>
 
 #include "datasets/mnist.h"
+#include "lib/accelerate/launch.h"
 #include "lib/io/errors.h"
 #include "lib/models/models.h"
 #include "trainer/trainer.h"
@@ -34,29 +37,39 @@ class MyTrainer : public Trainer {
   }
 };
 
+void train_trainer_ddp(const std::string& dir, int64_t max_train, const std::string& output_dir) {
+  auto train_dset = std::make_shared<data::MnistDataset>(dir, "train", max_train);
+  auto test_dset =
+      std::make_shared<data::MnistDataset>(dir, "test", max_train < 0 ? -1 : max_train / 2);
+
+  torch::manual_seed(42);
+  auto model = std::make_shared<models::BasicNet>();
+  auto training_args = TrainingArguments()
+                           .output_dir(output_dir)
+                           .per_device_train_batch_size(64)
+                           .per_device_eval_batch_size(64)
+                           .num_train_epochs(1)
+                           .eval_strategy("epoch")
+                           .remove_unused_columns(false);
+
+  MyTrainer trainer(model, training_args, train_dset, test_dset, collate_fn, compute_accuracy);
+  trainer.train();
+  trainer.save_state();
+}
+
 int main(int argc, char** argv) {
   try {
     std::string dir = argc > 1 ? argv[1] : data::kFashionMnistDir;
     int64_t max_train = argc > 2 ? std::stoll(argv[2]) : -1;
-    auto train_dset = std::make_shared<data::MnistDataset>(dir, "train", max_train);
-    auto test_dset =
-        std::make_shared<data::MnistDataset>(dir, "test", max_train < 0 ? -1 : max_train / 2);
-
-    torch::manual_seed(42);
-    auto model = std::make_shared<models::BasicNet>();
-    auto training_args = TrainingArguments()
-                             .output_dir("basic-trainer")
-                             .per_device_train_batch_size(64)
-                             .per_device_eval_batch_size(64)
-                             .num_train_epochs(1)
-                             .eval_strategy("epoch")
-                             .remove_unused_columns(false);
-
-    MyTrainer trainer(model, training_args, train_dset, test_dset, collate_fn, compute_accuracy);
-    trainer.train();
+    int num_processes = argc > 3 ? std::stoi(argv[3]) : 1;
+    std::string output_dir = argc > 4 ? argv[4] : "basic-trainer";
+    launch([&] { train_trainer_ddp(dir, max_train, output_dir); }, num_processes);
     return 0;
   } catch (const InputError& e) {
     std::fprintf(stderr, "custom_loss: error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "custom_loss: error: %s\n", e.what());
+    return 1;
   }
 }

@@ -1,7 +1,9 @@
 // End-to-end runs of build/bin/trainer on a 2,000-example subset of the real Fashion-MNIST: the
 // banner, the table, the output files (read back and compared, also by PyTorch itself), and the
 // one-line errors with exit code 2 for bad arguments and bad data.
+#include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -132,6 +134,102 @@ TEST_F(TrainedRun, PyTorchLoadsTheSafetensorsIntoTheTutorialsBasicNet) {
   EXPECT_NEAR(got["loss"].get<double>(), ours["eval_loss"].get<double>(), 1e-5);
 }
 
+TEST_F(TrainedRun, EvaluationOnThreeProcessesGivesExactlyTheNumbersOfOne) {
+  // 1,000 examples at batch 64: 16 batches, the last of 40, in 6 rounds of 3 processes.
+  std::string args = " evaluate " + kConfigs + "/fashion_mnist_lr1e-3.json --output_dir " +
+                     dir_->path() + " --max_eval_samples 1000";
+  auto one = run("OMP_NUM_THREADS=1 " + kTrainer + args);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  json single = read("eval_results.json");
+  auto three = run("OMP_NUM_THREADS=1 " + testing::launch("--nproc-per-node 3 " + kTrainer + args));
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  json distributed = read("eval_results.json");
+  EXPECT_EQ(distributed["eval_accuracy"], single["eval_accuracy"]);
+  EXPECT_EQ(distributed["eval_loss"], single["eval_loss"]);
+  EXPECT_EQ(distributed["eval_samples"], 1000);
+  EXPECT_NE(three.out.find("[rank0]: ***** eval metrics *****\n"), std::string::npos);
+  EXPECT_EQ(three.out.find("[rank1]"), std::string::npos) << three.out;
+  EXPECT_EQ(three.out.find("[rank2]"), std::string::npos) << three.out;
+}
+
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(TrainerCli, OnTwoProcessesOnlyTheMainOnePrintsAndWrites) {
+  TempDir dir;
+  auto result = run(testing::launch("--nproc-per-node 2 " + kTrainer + " train " + kConfigs +
+                                    "/fashion_mnist_lr1e-3.json --output_dir " + dir.path() +
+                                    " --max_train_samples 2000 --max_eval_samples 1000"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  // The whole data set, 2 x 64 per step: 32 batches of 64 (the last of 16) in 16 rounds.
+  const std::string banner =
+      "[rank0]: ***** Running training *****\n"
+      "[rank0]:   Num examples = 2,000\n"
+      "[rank0]:   Num Epochs = 1\n"
+      "[rank0]:   Instantaneous batch size per device = 64\n"
+      "[rank0]:   Total train batch size (w. parallel, distributed & accumulation) = 128\n"
+      "[rank0]:   Gradient Accumulation steps = 1\n"
+      "[rank0]:   Total optimization steps = 16\n"
+      "[rank0]:   Number of trainable parameters = 1,199,882\n";
+  EXPECT_EQ(result.out.substr(0, banner.size()), banner) << result.out;
+  EXPECT_EQ(count(result.out, "***** Running training *****"), 1u);
+  EXPECT_EQ(count(result.out, "Epoch     Training Loss  Validation Loss  Accuracy"), 1u);
+  EXPECT_EQ(count(result.out, "***** train metrics *****"), 1u);
+  EXPECT_EQ(count(result.out, "***** eval metrics *****"), 1u);
+  EXPECT_EQ(count(result.out, "[rank1]"), 0u) << result.out;
+  std::set<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    files.insert(entry.path().filename().string());
+  EXPECT_EQ(files, (std::set<std::string>{"all_results.json", "eval_results.json",
+                                          "model.safetensors", "train_results.json",
+                                          "trainer_state.json", "training_args.json"}));
+  json state = json::parse(slurp(dir.file("trainer_state.json")));
+  EXPECT_EQ(state["global_step"], 16);
+  EXPECT_EQ(state["train_batch_size"], 64);
+  EXPECT_GT(state["log_history"][0]["eval_accuracy"].get<double>(), 0.55);
+}
+
+TEST(TrainerCli, TorchrunStartsTheTrainerOnTwoProcesses) {
+  std::string python = TRAINER_PYTHON;
+  if (python.empty()) GTEST_SKIP() << "no Python with torch configured";
+  std::string torchrun = python.substr(0, python.rfind('/')) + "/torchrun";
+  TempDir dir;
+  auto result = run("OMP_NUM_THREADS=1 " + torchrun + " --nproc_per_node 2 --master_port " +
+                    std::to_string(testing::free_port()) + " --no-python " + kTrainer + " train " +
+                    kConfigs + "/fashion_mnist.json --output_dir " + dir.path() +
+                    " --max_train_samples 1000 --max_eval_samples 500");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(count(result.out, "***** Running training *****"), 1u) << result.out;
+  EXPECT_NE(result.out.find("  Total train batch size (w. parallel, distributed & accumulation) = "
+                            "128\n"),
+            std::string::npos)
+      << result.out;
+  EXPECT_NE(result.out.find("  Total optimization steps = 8\n"), std::string::npos);
+  EXPECT_EQ(json::parse(slurp(dir.file("trainer_state.json")))["global_step"], 8);
+}
+
+TEST(TrainerCli, Bf16TrainsOnCpu) {
+  TempDir dir;
+  auto result = run(kTrainer + " train " + kConfigs + "/fashion_mnist_lr1e-3.json --output_dir " +
+                    dir.path() + " --max_train_samples 2000 --max_eval_samples 1000 --bf16 true " +
+                    "--logging_steps 8");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  json state = json::parse(slurp(dir.file("trainer_state.json")));
+  std::vector<double> losses;
+  double accuracy = 0;
+  for (const auto& entry : state["log_history"]) {
+    if (entry.contains("loss")) losses.push_back(entry["loss"].get<double>());
+    if (entry.contains("eval_accuracy")) accuracy = entry["eval_accuracy"].get<double>();
+  }
+  ASSERT_EQ(losses.size(), 4u);  // steps 8, 16, 24, 32
+  EXPECT_LT(losses.back(), losses.front() * 0.7);
+  EXPECT_GT(accuracy, 0.6);
+  EXPECT_EQ(json::parse(slurp(dir.file("training_args.json")))["bf16"], true);
+}
+
 // Runs the trainer expecting exit code 2 and exactly `message` as the one line on stderr.
 void expect_input_error(const std::string& arguments, const std::string& message) {
   auto result = run(kTrainer + " " + arguments);
@@ -183,6 +281,15 @@ TEST(TrainerCli, BadDataIsOneLineAndKeepsWhatWasSaved) {
   expect_input_error("evaluate --output_dir " + dir.path(),
                      dir.file("model.safetensors") +
                          " does not exist (train first, or set output_dir to a trained run)");
+}
+
+TEST(TrainerCli, Fp16OnCpuIsOneLineAndWritesNothing) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a CUDA device is present";
+  TempDir dir;
+  expect_input_error("train --fp16 true --output_dir " + dir.path(),
+                     "mixed precision fp16 is not supported on CPU (it needs a CUDA device; bf16 "
+                     "works on CPU)");
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
 TEST(TrainerCli, HelpListsEveryArgumentWithItsDefault) {

@@ -95,7 +95,7 @@ TEST(TrainingArguments, UnknownKeyNamesTheNearest) {
 }
 
 TEST(TrainingArguments, TransformersKeysWeDoNotImplementAreNotSupported) {
-  for (const char* key : {"deepspeed", "fsdp", "fp16", "push_to_hub"}) {
+  for (const char* key : {"deepspeed", "fsdp", "tf32", "push_to_hub"}) {
     EXPECT_EQ(error_of(std::string("{\"") + key + "\": true}"),
               std::string("argument ") + key +
                   ": Transformers' TrainingArguments has it, but this trainer does not support it");
@@ -150,6 +150,41 @@ TEST(TrainingArguments, ValuesOutOfRange) {
 TEST(TrainingArguments, WarmupFromRatioOrSteps) {
   EXPECT_EQ(TrainingArguments().warmup_ratio(0.1).get_warmup_steps(938), 94);
   EXPECT_EQ(TrainingArguments().warmup_ratio(0.1).warmup_steps(5).get_warmup_steps(938), 5);
+}
+
+TEST(TrainingArguments, DistributedAndPrecisionArguments) {
+  TrainingArguments defaults;
+  EXPECT_FALSE(defaults.bf16());
+  EXPECT_FALSE(defaults.fp16());
+  EXPECT_FALSE(defaults.use_cpu());
+  EXPECT_EQ(defaults.ddp_timeout(), 1800);
+  EXPECT_EQ(defaults.ddp_bucket_cap_mb(), std::nullopt);
+  EXPECT_EQ(defaults.mixed_precision(), "no");
+  auto a = TrainingArguments::from_json_text(
+      R"({"bf16": true, "use_cpu": true, "ddp_timeout": 60, "ddp_bucket_cap_mb": 50,
+          "ddp_find_unused_parameters": true, "ddp_broadcast_buffers": false,
+          "ddp_backend": "gloo"})");
+  EXPECT_EQ(a.mixed_precision(), "bf16");
+  EXPECT_TRUE(a.use_cpu());
+  EXPECT_EQ(a.ddp_timeout(), 60);
+  EXPECT_EQ(a.ddp_bucket_cap_mb(), 50);
+  EXPECT_EQ(a.ddp_find_unused_parameters(), true);
+  EXPECT_EQ(a.ddp_broadcast_buffers(), false);
+  EXPECT_EQ(a.ddp_backend(), "gloo");
+  auto written = nlohmann::json::parse(a.to_json());
+  EXPECT_EQ(written["ddp_broadcast_buffers"], false);
+  EXPECT_EQ(written["bf16"], true);
+  TrainingArguments b = a;
+  b.set_from_text("ddp_find_unused_parameters", "None");
+  EXPECT_EQ(b.ddp_find_unused_parameters(), std::nullopt);
+  EXPECT_EQ(error_of(R"({"bf16": true, "fp16": true})"),
+            "argument fp16: true is not allowed (bf16 is true too; choose one mixed precision)");
+  EXPECT_EQ(error_of(R"({"ddp_backend": "mpi"})"),
+            "argument ddp_backend: \"mpi\" is not allowed (allowed: gloo, nccl)");
+  EXPECT_EQ(error_of(R"({"ddp_timeout": 0})"),
+            "argument ddp_timeout: 0 is not allowed (must be >= 1 second)");
+  EXPECT_EQ(error_of(R"({"ddp_bucket_cap_mb": 0})"),
+            "argument ddp_bucket_cap_mb: 0 is not allowed (must be >= 1)");
 }
 
 }  // namespace

@@ -1,0 +1,119 @@
+// The tutorial's second level in C++, `train_ddp_accelerate`: its single-process loop plus the
+// Accelerator's lines (prepare, backward, gather_for_metrics), so that the same program trains on
+// one process, under `trainer launch` or torchrun, or on N processes it starts itself through
+// trainer::launch (the tutorial's notebook_launcher):
+//   accelerate_basic [--num-processes N] [--dataset-dir DIR] [--max-train-samples N]
+//                    [--max-eval-samples N] [--mixed-precision no|bf16]
+// Prints the test accuracy and the training throughput (main process only).
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "datasets/dataloader.h"
+#include "datasets/mnist.h"
+#include "lib/accelerate/accelerator.h"
+#include "lib/accelerate/launch.h"
+#include "lib/io/errors.h"
+#include "lib/models/models.h"
+#include "lib/optim/adamw.h"
+
+using namespace trainer;
+
+struct Options {
+  int num_processes = 1;
+  std::string dataset_dir = data::kFashionMnistDir;
+  int64_t max_train_samples = -1;
+  int64_t max_eval_samples = -1;
+  std::string mixed_precision = "no";
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) throw InputError(flag + " needs a value");
+    std::string value = argv[++i];
+    try {
+      if (flag == "--num-processes")
+        o.num_processes = std::stoi(value);
+      else if (flag == "--dataset-dir")
+        o.dataset_dir = value;
+      else if (flag == "--max-train-samples")
+        o.max_train_samples = std::stoll(value);
+      else if (flag == "--max-eval-samples")
+        o.max_eval_samples = std::stoll(value);
+      else if (flag == "--mixed-precision")
+        o.mixed_precision = value;
+      else
+        throw InputError("unknown option " + flag +
+                         " (allowed: --num-processes, --dataset-dir, --max-train-samples, "
+                         "--max-eval-samples, --mixed-precision)");
+    } catch (const std::logic_error&) {  // std::stoi's invalid_argument and out_of_range
+      throw InputError(flag + " " + value + " is not a number");
+    }
+  }
+  return o;
+}
+
+void train_ddp_accelerate(const Options& o) {
+  Accelerator accelerator(AcceleratorOptions().mixed_precision(o.mixed_precision));
+
+  auto train_dset =
+      std::make_shared<data::MnistDataset>(o.dataset_dir, "train", o.max_train_samples);
+  auto test_dset = std::make_shared<data::MnistDataset>(o.dataset_dir, "test", o.max_eval_samples);
+  data::DataLoader train_loader(
+      train_dset, std::make_shared<data::RandomSampler>(train_dset->size(), 42), {64, false});
+  data::DataLoader test_loader(
+      test_dset, std::make_shared<data::SequentialSampler>(test_dset->size()), {64, false});
+
+  torch::manual_seed(42);
+  std::shared_ptr<models::Model> model = std::make_shared<models::BasicNet>();
+  std::shared_ptr<torch::optim::Optimizer> optimizer =
+      std::make_shared<optim::AdamW>(model->parameters(), torch::optim::AdamWOptions(1e-3));
+
+  auto [train, test, prepared, prepared_optimizer] =
+      accelerator.prepare(train_loader, test_loader, model, optimizer);
+
+  prepared->train();
+  auto start = std::chrono::steady_clock::now();
+  for (data::Batch batch : *train) {
+    torch::Tensor output = prepared->forward(batch.at("x"));
+    torch::Tensor loss = torch::nll_loss(output, batch.at("labels"));
+    accelerator.backward(loss);
+    prepared_optimizer->step();
+    prepared_optimizer->zero_grad();
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  prepared->eval();
+  torch::NoGradGuard no_grad;
+  int64_t correct = 0;
+  for (data::Batch batch : *test) {
+    torch::Tensor pred = prepared->forward(batch.at("x")).argmax(1);
+    torch::Tensor predictions = accelerator.gather_for_metrics(pred);
+    torch::Tensor targets = accelerator.gather_for_metrics(batch.at("labels"));
+    correct += predictions.eq(targets).sum().item<int64_t>();
+  }
+  accelerator.print("Accuracy: {:.2f}",
+                    100.0 * static_cast<double>(correct) / static_cast<double>(test_dset->size()));
+  accelerator.print("Throughput: {:.1f} samples/s ({} process{}, {:.1f} s)",
+                    static_cast<double>(train_dset->size()) / seconds, accelerator.num_processes(),
+                    accelerator.num_processes() > 1 ? "es" : "", seconds);
+}
+
+int main(int argc, char** argv) {
+  try {
+    Options o = parse(argc, argv);
+    // notebook_launcher(train_ddp_accelerate, args=(), num_processes=N)
+    launch([&o] { train_ddp_accelerate(o); }, o.num_processes);
+    return 0;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "accelerate_basic: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "accelerate_basic: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,64 @@
+// The examples, one per level of the API, run as a user runs them: accelerate_basic (the
+// tutorial's train_ddp_accelerate) alone, under `trainer launch` and through trainer::launch, and
+// custom_loss (the tutorial's MyTrainer) on 2 processes through trainer::launch.
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "datasets/mnist_defaults.h"
+#include "tests/test_util.h"
+
+namespace trainer {
+namespace {
+
+using testing::run;
+
+// The accuracy accelerate_basic printed, checking it printed it once.
+double accuracy_of(const testing::ProcessResult& result) {
+  std::smatch m;
+  std::regex line("Accuracy: ([0-9.]+)\n");
+  EXPECT_TRUE(std::regex_search(result.out, m, line)) << result.out << result.err;
+  auto begin = std::sregex_iterator(result.out.begin(), result.out.end(), line);
+  EXPECT_EQ(std::distance(begin, std::sregex_iterator()), 1) << result.out;
+  return m.size() == 2 ? std::stod(m[1]) : 0.0;
+}
+
+const std::string kSmall = " --max-train-samples 1280 --max-eval-samples 1000";
+
+TEST(Examples, AccelerateBasicRunsAloneUnderTheLauncherAndThroughTrainerLaunch) {
+  auto alone = run("OMP_NUM_THREADS=1 " + testing::kAccelerateBasicBin + kSmall);
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  auto launched =
+      run(testing::launch("--nproc-per-node 2 " + testing::kAccelerateBasicBin + kSmall));
+  ASSERT_EQ(launched.exit_code, 0) << launched.err;
+  auto in_process = run(testing::kAccelerateBasicBin + " --num-processes 2" + kSmall);
+  ASSERT_EQ(in_process.exit_code, 0) << in_process.err;
+  // 20 steps of 64 (or 10 of 2 x 64): far above chance (10%) on 1,000 test images.
+  EXPECT_GT(accuracy_of(alone), 40.0);
+  EXPECT_GT(accuracy_of(launched), 40.0);
+  // Launched either way, the two processes make the same run.
+  EXPECT_EQ(accuracy_of(launched), accuracy_of(in_process));
+  EXPECT_NE(in_process.out.find("[rank0]: Throughput: "), std::string::npos);
+  EXPECT_NE(in_process.out.find("(2 processes,"), std::string::npos) << in_process.out;
+}
+
+TEST(Examples, CustomLossTrainsOnTwoProcessesThroughTrainerLaunch) {
+  testing::TempDir dir;
+  auto result =
+      run(testing::kCustomLossBin + " " + data::kFashionMnistDir + " 1280 2 " + dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("[rank0]:   Total train batch size (w. parallel, distributed & "
+                            "accumulation) = 128\n[rank0]:   Gradient Accumulation steps = 1\n"
+                            "[rank0]:   Total optimization steps = 10\n"),
+            std::string::npos)
+      << result.out;
+  EXPECT_NE(result.out.find("[rank0]: Epoch     Training Loss  Validation Loss  Accuracy\n"),
+            std::string::npos)
+      << result.out;
+  EXPECT_EQ(result.out.find("[rank1]"), std::string::npos) << result.out;
+  EXPECT_NE(testing::slurp(dir.file("trainer_state.json")).find("\"global_step\": 10"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainer
