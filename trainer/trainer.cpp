@@ -248,8 +248,12 @@ TrainOutput Trainer::train() {
   };
 
   if (!model_wrapped_) model_wrapped_ = accelerator.prepare(model_);
-  create_optimizer();
-  create_scheduler(max_steps, *optimizer_);
+  // What the (possibly overridden) steps return is what trains, whether or not they set the
+  // members themselves.
+  optimizer_ = create_optimizer();
+  if (!optimizer_) throw std::logic_error("Trainer: create_optimizer returned no optimizer");
+  lr_scheduler_ = create_scheduler(max_steps, *optimizer_);
+  if (!lr_scheduler_) throw std::logic_error("Trainer: create_scheduler returned no scheduler");
   auto optimizer = accelerator.prepare(optimizer_);
 
   if (state_.is_world_process_zero) {

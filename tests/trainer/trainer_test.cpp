@@ -203,6 +203,74 @@ TEST(Trainer, ASubclassesComputeLossIsWhatTrains) {
   EXPECT_DOUBLE_EQ(out.training_loss, 2.5);
 }
 
+// Overrides each of Transformers' steps, counting the calls, with a plain SGD and a constant rate.
+class StepsTrainer : public Trainer {
+ public:
+  using Trainer::Trainer;
+  torch::Tensor training_step(models::Model& model, const data::Batch& inputs) override {
+    ++training_steps;
+    return Trainer::training_step(model, inputs);
+  }
+  PredictionOutput prediction_step(models::Model& model, const data::Batch& inputs,
+                                   bool prediction_loss_only) override {
+    ++prediction_steps;
+    return Trainer::prediction_step(model, inputs, prediction_loss_only);
+  }
+  std::shared_ptr<torch::optim::Optimizer> create_optimizer() override {
+    sgd = std::make_shared<torch::optim::SGD>(model().parameters(), torch::optim::SGDOptions(0.1));
+    return sgd;
+  }
+  std::shared_ptr<optim::LambdaLR> create_scheduler(int64_t steps,
+                                                    torch::optim::Optimizer& optimizer) override {
+    scheduled_steps = steps;
+    return Trainer::create_scheduler(steps, optimizer);
+  }
+  int training_steps = 0, prediction_steps = 0;
+  int64_t scheduled_steps = 0;
+  std::shared_ptr<torch::optim::SGD> sgd;
+};
+
+TEST(Trainer, EachOfTransformersStepsCanBeOverridden) {
+  testing::TempDir dir;
+  StepsTrainer t(fresh_model(),
+                 quiet_args(dir)
+                     .per_device_train_batch_size(10)
+                     .per_device_eval_batch_size(8)
+                     .gradient_accumulation_steps(2)
+                     .lr_scheduler_type("constant")
+                     .max_grad_norm(0),
+                 random_dataset(40), random_dataset(20, 9), nullptr, compute_accuracy);
+  t.train();
+  EXPECT_EQ(t.training_steps, 4);      // 4 micro-batches of 10
+  EXPECT_EQ(t.scheduled_steps, 2);     // 2 optimization steps
+  EXPECT_EQ(t.optimizer().get(), t.sgd.get());
+  EXPECT_DOUBLE_EQ(t.lr_scheduler()->get_last_lr().at(0), 0.1);  // the SGD's own rate, constant
+  t.evaluate();
+  EXPECT_EQ(t.prediction_steps, 3);  // 20 at batch 8
+  EXPECT_EQ(t.state().log_history.size(), 2u);  // the summary, then the evaluation
+}
+
+TEST(Trainer, BuildsItsAcceleratorFromTheArguments) {
+  testing::TempDir dir;
+  Trainer plain(fresh_model(), quiet_args(dir), random_dataset(8));
+  EXPECT_EQ(plain.accelerator().mixed_precision(), "no");
+  EXPECT_EQ(plain.accelerator().num_processes(), 1);
+  EXPECT_EQ(plain.device().type(), torch::kCPU);
+  Trainer bf16(fresh_model(), quiet_args(dir).bf16(true).use_cpu(true), random_dataset(8));
+  EXPECT_EQ(bf16.accelerator().mixed_precision(), "bf16");
+  EXPECT_EQ(bf16.device().type(), torch::kCPU);
+}
+
+TEST(Trainer, TheProgressLineReadsTheLatestStepLossFromTheDevice) {
+  testing::TempDir dir;
+  ConstantLossTrainer t(fresh_model(), quiet_args(dir).per_device_train_batch_size(10),
+                        random_dataset(40));
+  EXPECT_FALSE(t.state().read_last_step_loss);
+  t.train();
+  ASSERT_TRUE(t.state().read_last_step_loss);
+  EXPECT_DOUBLE_EQ(t.state().read_last_step_loss(), 2.5);
+}
+
 TEST(Callbacks, MetricsPrintLikeTransformers) {
   Metrics m = {{"eval_accuracy", 0.88431},
                {"eval_runtime", 62.345},
