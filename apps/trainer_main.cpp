@@ -11,6 +11,7 @@
 #include "apps/cli.h"
 #include "datasets/mnist.h"
 #include "lib/accelerate/accelerator.h"
+#include "lib/accelerate/launch.h"
 #include "lib/distributed/launcher.h"
 #include "lib/distributed/process_group.h"
 #include "lib/io/allocator.h"
@@ -51,11 +52,13 @@ int train(const TrainingArguments& args) {
   auto model = models::make_model(args.model_name());
 
   Trainer trainer(model, args, train_dataset, eval_dataset, nullptr, compute_accuracy);
+  TrainOutput result = trainer.train();
+  // Written beside the model it trained, only once training is over: a run that fails or is
+  // interrupted leaves an earlier run's model and arguments together.
+  trainer.save_model();
   if (accelerator.is_main_process()) {
     io::write_file_atomic(io::join_path(args.output_dir(), "training_args.json"), args.to_json());
   }
-  TrainOutput result = trainer.train();
-  trainer.save_model();
   trainer.save_state();
   Metrics train_metrics = result.metrics;
   train_metrics["train_samples"] = static_cast<double>(train_dataset->size());
@@ -102,19 +105,7 @@ int main(int argc, char** argv) {
     if (command->name == "launch") return dist::launch(command->launch);
     TrainingArguments args = TrainingArguments::parse(command->config, command->overrides);
     return command->name == "train" ? train(args) : evaluate(args);
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "trainer: error: %s\n", e.what());
-    return 2;
-  } catch (const dist::DistError& e) {
-    // A collective failed: most often a peer process died first (see kPeerFailureExitCode).
-    std::fprintf(stderr, "trainer: error: %s\n", io::first_line(e.what()).c_str());
-    return dist::kPeerFailureExitCode;
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "trainer: error: %s\n",
-                 io::first_line(e.what_without_backtrace()).c_str());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "trainer: error: %s\n", io::first_line(e.what()).c_str());
-    return 1;
+  } catch (...) {
+    return report_error("trainer: ");
   }
 }

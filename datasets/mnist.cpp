@@ -38,17 +38,19 @@ uint64_t fnv1a(const std::string& text) {
   return hash;
 }
 
-// What identifies a source file's content without reading it: real path, size, mtime.
+// What identifies a source file's content without reading it: real path, inode, size, and the
+// times of its last change (ctime moves on every write and cannot be set back, as mtime can).
 std::string describe_source(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) return path;
   std::error_code ec;
   std::string real = std::filesystem::canonical(path, ec).string();
-  return fmt::format("{}:{}:{}.{:09d}", ec ? path : real, info.st_size, info.st_mtim.tv_sec,
-                     info.st_mtim.tv_nsec);
+  return fmt::format("{}:{}:{}:{}.{:09d}:{}.{:09d}", ec ? path : real, info.st_ino, info.st_size,
+                     info.st_mtim.tv_sec, info.st_mtim.tv_nsec, info.st_ctim.tv_sec,
+                     info.st_ctim.tv_nsec);
 }
 
-constexpr const char* kCacheVersion = "mnist-cache-1";
+constexpr const char* kCacheVersion = "mnist-cache-2";
 
 torch::Tensor to_tensor(IdxArray&& array) {
   auto owned = std::make_shared<std::vector<uint8_t>>(std::move(array.data));
@@ -119,7 +121,8 @@ std::shared_ptr<MnistDataset> MnistDataset::load_shared(const std::string& dir,
     return dataset;
   };
   auto from_cache = [&](bool verify) -> std::shared_ptr<MnistDataset> {
-    if (!std::filesystem::exists(path)) return nullptr;
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return nullptr;
     try {
       io::MappedSafetensors mapped = io::map_safetensors(path, verify);
       if (mapped.metadata["source"] != source || mapped.tensors.size() != 2) return nullptr;

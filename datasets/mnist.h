@@ -25,9 +25,9 @@ class MnistDataset : public Dataset {
   // paths, sizes and modification times), written atomically by whichever process finds it
   // missing or stale, and mapped read-only by every process, which then share its pages. With
   // `verify`, a cache file is also checked against its CRC-32 and rewritten when damaged (let the
-  // node's first rank verify, before the others load). Without a usable `cache_dir` (empty, not
-  // writable) it decodes in memory, as the plain constructor does, after one warning line on
-  // stderr. Throws InputError as the plain constructor does.
+  // node's first rank verify, before the others load). With an empty `cache_dir` it decodes in
+  // memory, as the plain constructor does; with one it cannot write, too, after one warning line
+  // on stderr. Throws InputError as the plain constructor does.
   static std::shared_ptr<MnistDataset> load_shared(const std::string& dir, const std::string& split,
                                                    int64_t max_samples,
                                                    const std::string& cache_dir, bool verify);

@@ -72,6 +72,8 @@ class Trainer {
           data::DataCollator data_collator = nullptr, ComputeMetrics compute_metrics = nullptr,
           std::vector<std::shared_ptr<TrainerCallback>> callbacks = {});
   virtual ~Trainer() = default;
+  Trainer(const Trainer&) = delete;  // its state refers back to it
+  Trainer& operator=(const Trainer&) = delete;
 
   // Trains for args.max_steps() or args.num_train_epochs(), printing the banner, the progress,
   // the logs and the table (main process only). Each process trains on its share of every

@@ -429,10 +429,12 @@ void TrainingArguments::validate() const {
   check(seed_ >= 0, "seed", std::to_string(seed_), "must be >= 0");
   check(!(bf16_ && fp16_), "fp16", "true", "bf16 is true too; choose one mixed precision");
   if (ddp_backend_) check_choice("ddp_backend", *ddp_backend_, {"gloo", "nccl"});
-  check(ddp_timeout_ >= 1, "ddp_timeout", std::to_string(ddp_timeout_), "must be >= 1 second");
+  // c10d's sockets take the timeout in int32 milliseconds.
+  check(ddp_timeout_ >= 1 && ddp_timeout_ <= 2147483, "ddp_timeout", std::to_string(ddp_timeout_),
+        "must be in 1..2147483 seconds, about 24 days");
   if (ddp_bucket_cap_mb_) {
-    check(*ddp_bucket_cap_mb_ >= 1, "ddp_bucket_cap_mb", std::to_string(*ddp_bucket_cap_mb_),
-          "must be >= 1");
+    check(*ddp_bucket_cap_mb_ >= 1 && *ddp_bucket_cap_mb_ <= 1048576, "ddp_bucket_cap_mb",
+          std::to_string(*ddp_bucket_cap_mb_), "must be in 1..1048576");
   }
   if (data_seed_) check(*data_seed_ >= 0, "data_seed", std::to_string(*data_seed_), "must be >= 0");
   for (const auto& target : report_to_) check_choice("report_to", target, {"none"});

@@ -7,10 +7,12 @@
 // Prints the test accuracy and the training throughput (main process only).
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include <torch/torch.h>
 
+#include "apps/examples/example_args.h"
 #include "datasets/dataloader.h"
 #include "datasets/mnist.h"
 #include "lib/accelerate/accelerator.h"
@@ -29,30 +31,37 @@ struct Options {
   std::string mixed_precision = "no";
 };
 
-Options parse(int argc, char** argv) {
+const char* kUsage =
+    "usage: accelerate_basic [--num-processes N] [--dataset-dir DIR] [--max-train-samples N]\n"
+    "                        [--max-eval-samples N] [--mixed-precision no|bf16]\n";
+
+// Returns std::nullopt after printing the usage for --help.
+std::optional<Options> parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      return std::nullopt;
+    }
+    if (flag.rfind("--", 0) != 0) throw InputError("unexpected argument " + flag + " (see --help)");
     if (i + 1 >= argc) throw InputError(flag + " needs a value");
     std::string value = argv[++i];
-    try {
-      if (flag == "--num-processes")
-        o.num_processes = std::stoi(value);
-      else if (flag == "--dataset-dir")
-        o.dataset_dir = value;
-      else if (flag == "--max-train-samples")
-        o.max_train_samples = std::stoll(value);
-      else if (flag == "--max-eval-samples")
-        o.max_eval_samples = std::stoll(value);
-      else if (flag == "--mixed-precision")
-        o.mixed_precision = value;
-      else
-        throw InputError("unknown option " + flag +
-                         " (allowed: --num-processes, --dataset-dir, --max-train-samples, "
-                         "--max-eval-samples, --mixed-precision)");
-    } catch (const std::logic_error&) {  // std::stoi's invalid_argument and out_of_range
-      throw InputError(flag + " " + value + " is not a number");
-    }
+    if (flag == "--num-processes")
+      o.num_processes = static_cast<int>(
+          examples::integer_arg(flag, value, 1, 1024, "an integer from 1 to 1024"));
+    else if (flag == "--dataset-dir")
+      o.dataset_dir = value;
+    else if (flag == "--max-train-samples")
+      o.max_train_samples = examples::sample_count_arg(flag, value);
+    else if (flag == "--max-eval-samples")
+      o.max_eval_samples = examples::sample_count_arg(flag, value);
+    else if (flag == "--mixed-precision")
+      o.mixed_precision = value;
+    else
+      throw InputError("unknown option " + flag +
+                       " (allowed: --num-processes, --dataset-dir, --max-train-samples, "
+                       "--max-eval-samples, --mixed-precision)");
   }
   return o;
 }
@@ -105,15 +114,12 @@ void train_ddp_accelerate(const Options& o) {
 
 int main(int argc, char** argv) {
   try {
-    Options o = parse(argc, argv);
+    std::optional<Options> o = parse(argc, argv);
+    if (!o) return 0;
     // notebook_launcher(train_ddp_accelerate, args=(), num_processes=N)
-    launch([&o] { train_ddp_accelerate(o); }, o.num_processes);
+    launch([&o] { train_ddp_accelerate(*o); }, o->num_processes);
     return 0;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "accelerate_basic: error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "accelerate_basic: error: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    return report_error("accelerate_basic: ");
   }
 }

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "apps/examples/example_args.h"
 #include "datasets/mnist.h"
 #include "lib/accelerate/launch.h"
 #include "lib/io/errors.h"
@@ -59,17 +60,23 @@ void train_trainer_ddp(const std::string& dir, int64_t max_train, const std::str
 
 int main(int argc, char** argv) {
   try {
+    if (argc > 5 || (argc > 1 && std::string(argv[1]).rfind("-", 0) == 0)) {
+      std::fputs(
+          "usage: custom_loss [DATASET_DIR] [MAX_TRAIN_SAMPLES (-1: all)] "
+          "[NUM_PROCESSES (1)] [OUTPUT_DIR (basic-trainer)]\n",
+          argc > 1 && std::string(argv[1]) == "--help" ? stdout : stderr);
+      return argc > 1 && std::string(argv[1]) == "--help" ? 0 : 2;
+    }
     std::string dir = argc > 1 ? argv[1] : data::kFashionMnistDir;
-    int64_t max_train = argc > 2 ? std::stoll(argv[2]) : -1;
-    int num_processes = argc > 3 ? std::stoi(argv[3]) : 1;
+    int64_t max_train = argc > 2 ? examples::sample_count_arg("MAX_TRAIN_SAMPLES", argv[2]) : -1;
+    int num_processes = argc > 3
+                            ? static_cast<int>(examples::integer_arg(
+                                  "NUM_PROCESSES", argv[3], 1, 1024, "an integer from 1 to 1024"))
+                            : 1;
     std::string output_dir = argc > 4 ? argv[4] : "basic-trainer";
     launch([&] { train_trainer_ddp(dir, max_train, output_dir); }, num_processes);
     return 0;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "custom_loss: error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "custom_loss: error: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    return report_error("custom_loss: ");
   }
 }

@@ -11,8 +11,10 @@
 
 #include <torch/torch.h>
 
+#include "apps/examples/example_args.h"
 #include "datasets/dataloader.h"
 #include "datasets/mnist.h"
+#include "lib/accelerate/launch.h"
 #include "lib/distributed/ddp.h"
 #include "lib/distributed/process_group.h"
 #include "lib/io/errors.h"
@@ -39,15 +41,16 @@ Options parse(int argc, char** argv) {
     if (flag == "--dataset-dir")
       o.dataset_dir = value;
     else if (flag == "--max-train-samples")
-      o.max_train_samples = std::stoll(value);
+      o.max_train_samples = examples::sample_count_arg(flag, value);
     else if (flag == "--batch-size")
-      o.batch_size = std::stoll(value);
+      o.batch_size = examples::integer_arg(flag, value, 1, 1 << 20, "an integer from 1 to 1048576");
     else if (flag == "--bucket-cap-mb")
-      o.bucket_cap_mb = std::stod(value);
+      o.bucket_cap_mb = examples::number_arg(flag, value, 0);
     else if (flag == "--threads")
-      o.threads = std::stoi(value);
+      o.threads = static_cast<int>(
+          examples::integer_arg(flag, value, 0, 1024, "an integer from 0 (default) to 1024"));
     else if (flag == "--overlap")
-      o.overlap = value != "0" && value != "false";
+      o.overlap = examples::integer_arg(flag, value, 0, 1, "0 or 1") == 1;
     else
       throw InputError("unknown option " + flag +
                        " (allowed: --dataset-dir, --max-train-samples, --batch-size, "
@@ -123,11 +126,7 @@ int main(int argc, char** argv) {
     if (o.threads > 0) torch::set_num_threads(o.threads);
     train_ddp(o);
     return 0;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "ddp_basic: error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ddp_basic: error: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    return report_error("ddp_basic: ");
   }
 }

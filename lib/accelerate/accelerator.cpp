@@ -116,6 +116,11 @@ DataLoaderShard::Slot DataLoaderShard::slot(int64_t i, int rank) const {
   return {batches == 0 ? 0 : (j - batches) % batches, true};
 }
 
+void DataLoaderShard::end_iteration() {
+  state_->batch_rows.clear();
+  state_->real_rows.clear();
+}
+
 data::Batch DataLoaderShard::batch(int64_t i) {
   if (i < 0 || i >= size()) {
     throw std::out_of_range(fmt::format("batch {} out of range [0, {})", i, size()));
@@ -232,6 +237,9 @@ std::shared_ptr<models::Model> Accelerator::prepare_model(std::shared_ptr<models
 std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(
     std::shared_ptr<torch::optim::Optimizer> optimizer) {
   if (!optimizer) throw std::invalid_argument("Accelerator::prepare: optimizer is null");
+  optimizers_.erase(std::remove_if(optimizers_.begin(), optimizers_.end(),
+                                   [](const auto& weak) { return weak.expired(); }),
+                    optimizers_.end());
   optimizers_.push_back(optimizer);
   return std::make_shared<AcceleratedOptimizer>(std::move(optimizer), state_, scaler_);
 }
@@ -295,24 +303,31 @@ torch::Tensor Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& par
 }
 
 std::vector<std::vector<int64_t>> Accelerator::gather_shapes(const torch::Tensor& tensor,
-                                                             int64_t dim, const char* what) {
+                                                             int64_t& dim, const char* what) {
   constexpr int64_t kMaxDims = 8;
-  if (tensor.dim() > kMaxDims) {
-    throw std::invalid_argument(
-        fmt::format("{}: tensors of more than {} dimensions are not supported", what, kMaxDims));
-  }
+  // [dims, dtype, sizes...]; dims -1 marks a tensor of more dimensions than fit.
   std::vector<int64_t> header(2 + kMaxDims, -1);
-  header[0] = tensor.dim();
+  header[0] = tensor.dim() <= kMaxDims ? tensor.dim() : -1;
   header[1] = static_cast<int64_t>(tensor.scalar_type());
-  for (int64_t d = 0; d < tensor.dim(); ++d) header[2 + d] = tensor.size(d);
+  for (int64_t d = 0; d < std::min(tensor.dim(), kMaxDims); ++d) header[2 + d] = tensor.size(d);
   auto all = dist::all_gather(torch::tensor(header, torch::kLong).to(device_));
   std::vector<std::vector<int64_t>> shapes;
   std::vector<torch::ScalarType> types;
   for (const auto& h : all) {
     torch::Tensor cpu = h.to(torch::kCPU);
     const int64_t* v = cpu.data_ptr<int64_t>();
+    if (v[0] < 0) {
+      throw dist::DistError(fmt::format("{}: process {} has a tensor of more than {} dimensions",
+                                        what, shapes.size(), kMaxDims));
+    }
     shapes.emplace_back(v + 2, v + 2 + v[0]);
     types.push_back(static_cast<torch::ScalarType>(v[1]));
+  }
+  const auto ndim = static_cast<int64_t>(shapes[0].size());
+  if (dim < 0) dim += ndim;
+  if (ndim > 0 && (dim < 0 || dim >= ndim)) {
+    throw dist::DistError(
+        fmt::format("{}: dim {} is not allowed for tensors of {} dimensions", what, dim, ndim));
   }
   for (size_t q = 1; q < shapes.size(); ++q) {
     bool same = shapes[q].size() == shapes[0].size() && types[q] == types[0];
@@ -332,15 +347,9 @@ std::vector<std::vector<int64_t>> Accelerator::gather_shapes(const torch::Tensor
 
 torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int64_t dim,
                                                 int64_t pad_index, bool pad_first) {
-  if (num_processes_ == 1 || tensor.dim() == 0) return tensor;
-  if (dim < 0) dim += tensor.dim();
-  if (dim < 0 || dim >= tensor.dim()) {
-    throw std::invalid_argument(
-        fmt::format("pad_across_processes: dim {} is not allowed for a "
-                    "tensor of {} dimensions",
-                    dim, tensor.dim()));
-  }
+  if (num_processes_ == 1) return tensor;
   auto shapes = gather_shapes(tensor, dim, "pad_across_processes");
+  if (tensor.dim() == 0) return tensor;  // every process has a 0-dim tensor: nothing to pad
   int64_t longest = 0;
   for (const auto& s : shapes) longest = std::max(longest, s[dim]);
   const int64_t mine = tensor.size(dim);
@@ -355,7 +364,8 @@ torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int
 torch::Tensor Accelerator::gather_rows(const torch::Tensor& tensor, bool for_metrics) {
   torch::Tensor t = tensor.dim() == 0 ? tensor.reshape({1}) : tensor;
   if (num_processes_ == 1) return t;
-  auto shapes = gather_shapes(t, 0, for_metrics ? "gather_for_metrics" : "gather");
+  int64_t dim = 0;
+  auto shapes = gather_shapes(t, dim, for_metrics ? "gather_for_metrics" : "gather");
   std::vector<int64_t> keep;
   int64_t longest = 0;
   for (const auto& s : shapes) {

@@ -90,13 +90,16 @@ class DataLoaderShard {
     bool repeat;
   };
   Slot slot(int64_t i, int rank) const;
+  // Ends an iteration: the GradientState forgets the last batch, so gather_for_metrics gathers
+  // whole tensors again (a range-for over the loader does this after its last batch).
+  void end_iteration();
 
   class Iterator {
    public:
     Iterator(DataLoaderShard* loader, int64_t i) : loader_(loader), i_(i) {}
     data::Batch operator*() const { return loader_->batch(i_); }
     Iterator& operator++() {
-      ++i_;
+      if (++i_ == loader_->size()) loader_->end_iteration();
       return *this;
     }
     bool operator!=(const Iterator& other) const { return i_ != other.i_; }
@@ -125,7 +128,8 @@ class AcceleratedOptimizer {
                        std::shared_ptr<GradientState> state, std::shared_ptr<GradScaler> scaler);
   void step();
   void zero_grad();
-  // Whether the last step() was skipped for an overflow (fp16) or for accumulation.
+  // Whether the last step() that ran left the parameters as they were because a gradient
+  // overflowed (fp16); steps skipped for accumulation do not change it.
   bool step_was_skipped() const { return step_was_skipped_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   std::shared_ptr<torch::optim::Optimizer> optimizer_ptr() const { return optimizer_; }
@@ -192,8 +196,9 @@ class Accelerator {
   // in the same order, for structured bindings.
   template <typename A, typename B, typename... Rest>
   auto prepare(A&& a, B&& b, Rest&&... rest) {
-    return std::make_tuple(prepare(std::forward<A>(a)), prepare(std::forward<B>(b)),
-                           prepare(std::forward<Rest>(rest))...);
+    // Braces: prepared left to right (DDP wraps models in the same order on every process).
+    return std::tuple{prepare(std::forward<A>(a)), prepare(std::forward<B>(b)),
+                      prepare(std::forward<Rest>(rest))...};
   }
   // The model prepare_model() was given.
   std::shared_ptr<models::Model> unwrap_model(const std::shared_ptr<models::Model>& model) const;
@@ -225,7 +230,8 @@ class Accelerator {
   // gather() of per-example rows of the batch in flight from a prepared loader, without the rows
   // that only even out the processes: over a whole evaluation, the rows of every example exactly
   // once, in the single-process order. A tensor whose first dimension is not its process's batch
-  // size is gathered whole.
+  // size, or one gathered after the iteration ended (see DataLoaderShard::end_iteration), is
+  // gathered whole.
   torch::Tensor gather_for_metrics(const torch::Tensor& tensor);
   // Sum or mean over processes of a tensor of the same shape on each.
   torch::Tensor reduce(const torch::Tensor& tensor, Reduction reduction = Reduction::kSum);
@@ -283,8 +289,10 @@ class Accelerator {
       return result;
     }
   }
-  // Each process's dims of `tensor` (at most 8), checked to agree but for `dim`.
-  std::vector<std::vector<int64_t>> gather_shapes(const torch::Tensor& tensor, int64_t dim,
+  // Each process's dims of `tensor` (at most 8), checked to agree but for `dim` (normalised
+  // from a negative value). Every process takes part before anything is checked, and all of
+  // them throw the same DistError when something does not agree or `dim` is out of range.
+  std::vector<std::vector<int64_t>> gather_shapes(const torch::Tensor& tensor, int64_t& dim,
                                                   const char* what);
   torch::Tensor gather_rows(const torch::Tensor& tensor, bool for_metrics);
 

@@ -14,6 +14,34 @@
 
 namespace trainer {
 
+int report_error(const std::string& prefix) {
+  std::string message = "unknown error";
+  int status = 1;
+  try {
+    throw;
+  } catch (const InputError& e) {
+    message = e.what();
+    status = 2;
+  } catch (const dist::DistError& e) {
+    message = e.what();
+    status = dist::kPeerFailureExitCode;
+  } catch (const dist::LaunchError& e) {
+    message = e.what();
+    status = e.status();
+  } catch (const c10::DistError& e) {  // gloo's and NCCL's own, raised inside DDP's backward
+    message = e.what_without_backtrace();
+    status = dist::kPeerFailureExitCode;
+  } catch (const c10::Error& e) {
+    message = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+  }
+  std::fprintf(stderr, "%serror: %s\n", prefix.c_str(), io::first_line(message).c_str());
+  std::fflush(stderr);
+  return status;
+}
+
 void launch(const std::function<void()>& fn, int num_processes, dist::LaunchOptions options) {
   if (num_processes < 1) {
     throw InputError(fmt::format("trainer::launch: num_processes {} is not allowed (must be >= 1)",
@@ -42,21 +70,11 @@ void launch(const std::function<void()>& fn, int num_processes, dist::LaunchOpti
     try {
       fn();
       return 0;
-    } catch (const InputError& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
-      return 2;
-    } catch (const dist::DistError& e) {
-      std::fprintf(stderr, "error: %s\n", io::first_line(e.what()).c_str());
-      return dist::kPeerFailureExitCode;
-    } catch (const c10::Error& e) {
-      std::fprintf(stderr, "error: %s\n", io::first_line(e.what_without_backtrace()).c_str());
-      return 1;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "error: %s\n", io::first_line(e.what()).c_str());
-      return 1;
+    } catch (...) {
+      return report_error("");
     }
   });
-  if (result.exit_code != 0) throw dist::LaunchError(result.message);
+  if (result.exit_code != 0) throw dist::LaunchError(result.message, result.exit_code);
 }
 
 }  // namespace trainer

@@ -6,10 +6,18 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include "lib/distributed/launcher.h"
 
 namespace trainer {
+
+// For a `catch (...)` block in main or in a rank: prints "<prefix>error: <message>" (its first
+// line: LibTorch's errors carry a backtrace after it) on stderr and returns the exit status this
+// project uses: 2 for an InputError (bad input), dist::kPeerFailureExitCode (3) for a
+// collective that failed (dist::DistError, c10::DistError: most often a peer died), a
+// dist::LaunchError's status, 1 for anything else.
+int report_error(const std::string& prefix);
 
 // The options trainer::launch starts from: one node, a free master port.
 inline dist::LaunchOptions in_process_launch_options() {

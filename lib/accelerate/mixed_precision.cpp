@@ -40,7 +40,6 @@ GradScaler::GradScaler(torch::Device device, double init_scale, double growth_fa
     : scale_(
           torch::full({1}, init_scale, torch::TensorOptions().dtype(torch::kFloat).device(device))),
       growth_tracker_(torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt).device(device))),
-      found_inf_(torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(device))),
       growth_factor_(growth_factor),
       backoff_factor_(backoff_factor),
       growth_interval_(growth_interval) {}
@@ -50,10 +49,10 @@ torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
 }
 
 void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
-  if (unscaled_) return;
+  if (found_inf_.count(&optimizer)) return;
   torch::NoGradGuard no_grad;
   torch::Tensor inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
-  found_inf_.zero_();
+  torch::Tensor found_inf = torch::zeros_like(scale_);
   // The kernel takes gradients of one dtype at a time, as PyTorch groups them.
   std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
   for (auto& group : optimizer.param_groups()) {
@@ -62,22 +61,25 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
     }
   }
   for (auto& [dtype, grads] : by_dtype) {
-    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv_scale);
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
   }
-  unscaled_ = true;
+  found_inf_[&optimizer] = found_inf;
 }
 
 bool GradScaler::step(torch::optim::Optimizer& optimizer) {
-  if (!unscaled_) unscale_(optimizer);
-  bool overflow = found_inf_.item<float>() != 0.0f;
+  unscale_(optimizer);
+  bool overflow = found_inf_.at(&optimizer).item<float>() != 0.0f;
   if (!overflow) optimizer.step();
   return !overflow;
 }
 
 void GradScaler::update() {
-  at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, growth_factor_, backoff_factor_,
+  if (found_inf_.empty()) return;  // nothing was unscaled since the last update
+  torch::Tensor combined = torch::zeros_like(scale_);
+  for (auto& [optimizer, found_inf] : found_inf_) combined += found_inf;
+  at::_amp_update_scale_(scale_, growth_tracker_, combined, growth_factor_, backoff_factor_,
                          growth_interval_);
-  unscaled_ = false;
+  found_inf_.clear();
 }
 
 double GradScaler::get_scale() const { return scale_.item<double>(); }

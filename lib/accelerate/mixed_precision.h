@@ -4,6 +4,7 @@
 // gradients overflowed.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -44,23 +45,24 @@ class GradScaler {
 
   // loss * scale.
   torch::Tensor scale(const torch::Tensor& loss) const;
-  // Divides the optimizer's gradients by the scale, once per step, and records whether any is
-  // inf or NaN.
+  // Divides the optimizer's gradients by the scale, once per step and optimizer, and records
+  // whether any is inf or NaN.
   void unscale_(torch::optim::Optimizer& optimizer);
-  // Unscales if unscale_ was not called, then steps unless a gradient overflowed. Returns whether
-  // the optimizer stepped (this reads one value from the device).
+  // Unscales if unscale_ was not called for this optimizer, then steps unless one of its
+  // gradients overflowed. Returns whether it stepped (this reads one value from the device).
   bool step(torch::optim::Optimizer& optimizer);
-  // Adjusts the scale after a step, as PyTorch's update().
+  // Adjusts the scale from the overflows of every optimizer unscaled since the last update (as
+  // PyTorch's update()), and starts the next step.
   void update();
   double get_scale() const;
 
  private:
   torch::Tensor scale_;           // float32 [1]
   torch::Tensor growth_tracker_;  // int32 [1]
-  torch::Tensor found_inf_;       // float32 [1]: 1 when the unscaled gradients held inf or NaN
   double growth_factor_, backoff_factor_;
   int64_t growth_interval_;
-  bool unscaled_ = false;
+  // Per optimizer unscaled this step: float32 [1], 1 when its gradients held inf or NaN.
+  std::map<const torch::optim::Optimizer*, torch::Tensor> found_inf_;
 };
 
 }  // namespace trainer

@@ -30,10 +30,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int g_signal_pipe[2] = {-1, -1};
-volatile std::sig_atomic_t g_signal = 0;
 
+// Each signal becomes a byte on the pipe the launcher's loop polls.
 void on_signal(int sig) {
-  if (g_signal == 0) g_signal = sig;
   char c = static_cast<char>(sig);
   [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &c, 1);
 }
@@ -156,6 +155,46 @@ void emit_lines(std::string& buffer, int fd, const std::string& prefix, bool sho
   }
 }
 
+// The launcher's signal handling for its lifetime: SIGINT and SIGTERM are forwarded to the ranks,
+// SIGCHLD wakes the loop; the previous handlers come back when it ends.
+class SignalScope {
+ public:
+  SignalScope() {
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+      throw std::runtime_error("launch: pipe failed");
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    ::sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &action, &previous_[i]);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGPIPE, &ignore, &previous_pipe_);
+  }
+  ~SignalScope() {
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
+    ::sigaction(SIGPIPE, &previous_pipe_, nullptr);
+    ::close(g_signal_pipe[0]);
+    ::close(g_signal_pipe[1]);
+    g_signal_pipe[0] = g_signal_pipe[1] = -1;
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+  // In a forked rank: the handlers the launcher's caller had, and none of the launcher's fds.
+  void restore_in_child() const {
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
+    ::sigaction(SIGPIPE, &previous_pipe_, nullptr);
+    ::close(g_signal_pipe[0]);
+    ::close(g_signal_pipe[1]);
+  }
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGCHLD};
+  std::array<struct sigaction, 3> previous_{};
+  struct sigaction previous_pipe_ {};
+};
+
 // torchrun's variables for one rank.
 std::vector<std::pair<std::string, std::string>> rank_environment(const LaunchOptions& o,
                                                                   const Rank& rank,
@@ -180,27 +219,41 @@ std::vector<std::pair<std::string, std::string>> rank_environment(const LaunchOp
   return env;
 }
 
-void spawn(const LaunchOptions& o, Rank& rank, int world_size, const RankMain& rank_main) {
-  int out[2], err[2];
+void spawn(const LaunchOptions& o, Rank& rank, int world_size, const RankMain& rank_main,
+           const SignalScope& signals, const std::vector<Rank>& ranks) {
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  auto close_pipes = [&] {
+    for (int fd : {out[0], out[1], err[0], err[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
+  };
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-    throw std::runtime_error(fmt::format("{}: pipe failed: {}", o.name, std::strerror(errno)));
+    int error = errno;
+    close_pipes();
+    throw std::runtime_error(fmt::format("{}: pipe failed: {}", o.name, std::strerror(error)));
   }
   auto env = rank_environment(o, rank, world_size);
   std::fflush(nullptr);  // nothing buffered is written twice, by the parent and by the child
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
-  if (pid < 0)
-    throw std::runtime_error(fmt::format("{}: fork failed: {}", o.name, std::strerror(errno)));
+  if (pid < 0) {
+    int error = errno;
+    close_pipes();
+    throw std::runtime_error(fmt::format("{}: fork failed: {}", o.name, std::strerror(error)));
+  }
   if (pid == 0) {
     ::setpgid(0, 0);  // its own process group, so stopping it stops what it started too
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(1);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::signal(SIGCHLD, SIG_DFL);
+    signals.restore_in_child();
+    for (const Rank& other : ranks) {
+      for (int fd : {other.out_fd, other.err_fd}) {
+        if (fd >= 0) ::close(fd);
+      }
+    }
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
+    close_pipes();
     // The parent has no other thread (fork copied only this one), so changing the environment
     // and allocating here are safe.
     for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
@@ -210,9 +263,11 @@ void spawn(const LaunchOptions& o, Rank& rank, int world_size, const RankMain& r
       code = rank_main({rank.global_rank, rank.local_rank, world_size});
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "error: an exception that is not a std::exception\n");
     }
     std::fflush(nullptr);
-    ::_exit(code);
+    ::_exit(code);  // never back into the caller's stack, destructors or atexit handlers
   }
   ::setpgid(pid, pid);
   ::close(out[1]);
@@ -274,43 +329,6 @@ void validate_launch(const LaunchOptions& o) {
   }
 }
 
-namespace {
-
-// The launcher's signal handling for its lifetime: SIGINT and SIGTERM are forwarded to the ranks,
-// SIGCHLD wakes the loop; the previous handlers come back when it ends.
-class SignalScope {
- public:
-  SignalScope() {
-    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
-      throw std::runtime_error("launch: pipe failed");
-    g_signal = 0;
-    struct sigaction action {};
-    action.sa_handler = on_signal;
-    ::sigemptyset(&action.sa_mask);
-    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &action, &previous_[i]);
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    ::sigemptyset(&ignore.sa_mask);
-    ::sigaction(SIGPIPE, &ignore, &previous_pipe_);
-  }
-  ~SignalScope() {
-    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
-    ::sigaction(SIGPIPE, &previous_pipe_, nullptr);
-    ::close(g_signal_pipe[0]);
-    ::close(g_signal_pipe[1]);
-    g_signal_pipe[0] = g_signal_pipe[1] = -1;
-  }
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-
- private:
-  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGCHLD};
-  std::array<struct sigaction, 3> previous_{};
-  struct sigaction previous_pipe_ {};
-};
-
-}  // namespace
-
 int count_threads() {
   std::error_code ec;
   int n = 0;
@@ -352,10 +370,14 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
     ranks[i].local_rank = i;
     ranks[i].global_rank = o.node_rank * o.nproc_per_node + i;
     try {
-      spawn(o, ranks[i], world_size, rank_main);
+      spawn(o, ranks[i], world_size, rank_main, signals, ranks);
     } catch (...) {
-      for (int j = 0; j < i; ++j)
-        ::kill(-ranks[j].pid, SIGKILL), ::waitpid(ranks[j].pid, nullptr, 0);
+      for (int j = 0; j < i; ++j) {
+        ::kill(-ranks[j].pid, SIGKILL);
+        ::waitpid(ranks[j].pid, nullptr, 0);
+        ::close(ranks[j].out_fd);
+        ::close(ranks[j].err_fd);
+      }
       throw;
     }
   }
@@ -378,12 +400,18 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
     // Reap ranks that ended.
     for (auto& r : ranks) {
       if (r.exited) continue;
+      // Seen exited but not yet reaped, the rank's pid cannot be reused: its process group is
+      // still its own when whatever the rank started is killed with it.
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(r.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+          info.si_pid != r.pid) {
+        continue;
+      }
+      ::kill(-r.pid, SIGKILL);
       int status = 0;
-      pid_t done = ::waitpid(r.pid, &status, WNOHANG);
-      if (done != r.pid) continue;
+      ::waitpid(r.pid, &status, 0);
       r.exited = true;
       r.status = status;
-      ::kill(-r.pid, SIGKILL);  // whatever the rank started dies with it
       bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (ok || interrupted) continue;
       // Which failure to name: a rank that failed by itself before one that only lost its peers
@@ -432,9 +460,10 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
       char buffer[65536];
       ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
       if (i == 0) {
-        if (g_signal == SIGINT || g_signal == SIGTERM) {
-          if (!interrupted) {
-            interrupted = g_signal;
+        for (ssize_t k = 0; k < n; ++k) {
+          int sig = static_cast<unsigned char>(buffer[k]);
+          if ((sig == SIGINT || sig == SIGTERM) && !interrupted) {
+            interrupted = sig;
             signal_all(ranks, interrupted);
             kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                          std::chrono::duration<double>(o.grace_seconds));

@@ -14,7 +14,13 @@ namespace trainer::dist {
 // The ranks of an in-process launch (trainer::launch) failed or were interrupted.
 class LaunchError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  LaunchError(const std::string& message, int status)
+      : std::runtime_error(message), status_(status) {}
+  // What `trainer launch` would exit with: 1 when a rank failed, 128 + signal when interrupted.
+  int status() const { return status_; }
+
+ private:
+  int status_;
 };
 
 struct LaunchOptions {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 
+#include <c10/util/Logging.h>
 #include <fmt/format.h>
 
 #include "lib/distributed/c10d.h"
@@ -27,6 +28,18 @@ std::unique_ptr<State> g_state;
 const DistEnv kSingleProcess;
 
 std::string describe(const c10::Error& e) { return io::first_line(e.what_without_backtrace()); }
+
+// Only fatal messages from LibTorch's own logging while it lives.
+class QuietC10Logs {
+ public:
+  QuietC10Logs() : previous_(FLAGS_caffe2_log_level) { FLAGS_caffe2_log_level = 3; }
+  ~QuietC10Logs() { FLAGS_caffe2_log_level = previous_; }
+  QuietC10Logs(const QuietC10Logs&) = delete;
+  QuietC10Logs& operator=(const QuietC10Logs&) = delete;
+
+ private:
+  int previous_;
+};
 
 // Waits for a collective; turns c10d's and gloo's errors into one DistError line.
 void wait_for(const char* name, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
@@ -55,6 +68,9 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const DistEnv& env, std::chrono::mill
   options.timeout = timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
+    // c10d logs each failed connection attempt with a C++ backtrace; the one error line below
+    // says what happened.
+    QuietC10Logs quiet;
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   } catch (const c10::Error& e) {
     std::string cause = describe(e);

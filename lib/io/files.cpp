@@ -6,8 +6,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -30,17 +32,38 @@ void write_file_atomic(const std::string& path, const std::string& data) {
   namespace fs = std::filesystem;
   fs::path target(path);
   if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-    out.write(data.data(), static_cast<std::streamsize>(data.size()));
-    out.flush();
-    if (!out) {
+  // A name no other writer uses, even another machine's process with the same pid writing to a
+  // shared file system: O_EXCL refuses one that exists.
+  std::random_device random;
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
+    uint64_t suffix = (uint64_t{random()} << 32) ^ random();
+    tmp = fmt::format("{}.tmp.{}.{:016x}", path, ::getpid(), suffix);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  }
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int error = errno;
+      ::close(fd);
       std::remove(tmp.c_str());
-      throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+      throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(error)));
     }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    int error = errno;
+    std::remove(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(error)));
   }
   std::error_code ec;
   fs::rename(tmp, target, ec);

@@ -179,7 +179,10 @@ MappedSafetensors map_safetensors(const std::string& path, bool checksum) {
   auto mapping = std::make_shared<Mapping>();
   if (::fstat(fd, &info) == 0 && info.st_size > 0) {
     mapping->size = static_cast<size_t>(info.st_size);
-    mapping->address = ::mmap(nullptr, mapping->size, PROT_READ, MAP_SHARED, fd, 0);
+    // Private and writable: pages stay the page cache's, shared by every process that maps the
+    // file, until one writes to a tensor; that page then becomes its own copy (nothing crashes,
+    // nothing reaches the file).
+    mapping->address = ::mmap(nullptr, mapping->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   }
   int error = errno;
   ::close(fd);

@@ -18,7 +18,7 @@ using Metadata = std::map<std::string, std::string>;
 
 // Writes tensors (any device; copied to CPU, contiguous) to `path` atomically, in the given
 // order, with {"format": "pt"} metadata as PyTorch's save_file writes it, plus `metadata`.
-// The header is padded so that every tensor's data starts 8-byte aligned in the file.
+// The header is padded so that the data section starts 8-byte aligned in the file.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const Metadata& metadata = {});
 
@@ -27,9 +27,10 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 // offsets that do not match the shape or fall outside the data.
 NamedTensors load_safetensors(const std::string& path);
 
-// A safetensors file mapped read-only into memory: its tensors point into the mapping (no copy),
-// so processes that map the same file share its pages. They must not be written to. The mapping
-// lives as long as any of the tensors.
+// A safetensors file mapped into memory: its tensors point into the mapping (no copy), so
+// processes that map the same file share its pages. Writing to a tensor gives that process a
+// private copy of the page it touched; the file never changes. The mapping lives as long as any
+// of the tensors.
 struct MappedSafetensors {
   NamedTensors tensors;
   Metadata metadata;

@@ -237,11 +237,7 @@ int main(int argc, char** argv) {
     if (mode == "pss") return pss(argc, argv);
     std::fprintf(stderr, "accelerate_worker: unknown mode '%s'\n", mode.c_str());
     return 2;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "accelerate_worker: error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "accelerate_worker: error: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    return report_error("accelerate_worker: ");
   }
 }

@@ -45,11 +45,17 @@ TEST(DataLoaderShard, ProcessPRunsBatchesPPlusNAndTheLastRoundRepeatsTheFirst) {
   for (int p = 0; p < 3; ++p) {
     DataLoaderShard shard(sequential(11, 3), 3, p, torch::kCPU, state);
     ASSERT_EQ(shard.size(), 2);
-    for (data::Batch batch : shard) seen[p].push_back(labels_of(batch));
-    // After the last batch: every process's rows in that round, and which are real examples.
-    EXPECT_EQ(state->batch_rows, (std::vector<int64_t>{2, 3, 3}));
-    EXPECT_EQ(state->real_rows, (std::vector<int64_t>{2, 0, 0}));
-    EXPECT_TRUE(state->end_of_dataloader);
+    for (data::Batch batch : shard) {
+      seen[p].push_back(labels_of(batch));
+      if (seen[p].size() == 2) {
+        // The last round: every process's rows, and which of them are real examples.
+        EXPECT_EQ(state->batch_rows, (std::vector<int64_t>{2, 3, 3}));
+        EXPECT_EQ(state->real_rows, (std::vector<int64_t>{2, 0, 0}));
+        EXPECT_TRUE(state->end_of_dataloader);
+      }
+    }
+    // The iteration over, gather_for_metrics no longer drops rows.
+    EXPECT_TRUE(state->batch_rows.empty());
   }
   EXPECT_EQ(seen[0], (std::vector<std::vector<int64_t>>{{0, 1, 2}, {9, 10}}));
   EXPECT_EQ(seen[1], (std::vector<std::vector<int64_t>>{{3, 4, 5}, {0, 1, 2}}));
@@ -121,7 +127,9 @@ TEST(Accelerator, ThePreparedOptimizerStepsOnlyWhenGradientsSync) {
     accelerator.backward((w * static_cast<double>(micro + 1)).sum());
     optimizer->step();
     optimizer->zero_grad();
-    if (micro == 0) EXPECT_TRUE(torch::equal(w.detach(), torch::ones({2})));
+    if (micro == 0) {
+      EXPECT_TRUE(torch::equal(w.detach(), torch::ones({2})));
+    }
   }
   // Gradient (1 + 2) / 2 = 1.5 per element; w = 1 - 0.5 * 1.5.
   EXPECT_TRUE(torch::allclose(w.detach(), torch::full({2}, 0.25)));
@@ -163,6 +171,25 @@ TEST(GradScaler, UnscalesSkipsOverflowAndAdjustsTheScale) {
   EXPECT_FALSE(step(std::numeric_limits<double>::infinity()));  // overflow: no step, scale halves
   EXPECT_TRUE(torch::allclose(w.detach(), torch::full({2}, 0.8)));
   EXPECT_EQ(scaler.get_scale(), 8.0);
+}
+
+TEST(GradScaler, EachOptimizerIsUnscaledOnceAndOverflowsCombine) {
+  GradScaler scaler(torch::kCPU, 4.0);
+  auto a = torch::ones({1}, torch::requires_grad());
+  auto b = torch::ones({1}, torch::requires_grad());
+  torch::optim::SGD first({a}, torch::optim::SGDOptions(1.0));
+  torch::optim::SGD second({b}, torch::optim::SGDOptions(1.0));
+  scaler.scale(a.sum() + b.sum() * std::numeric_limits<double>::infinity()).backward();
+  scaler.unscale_(first);
+  scaler.unscale_(second);
+  scaler.unscale_(first);  // a second call changes nothing
+  EXPECT_EQ(a.grad().item<double>(), 1.0);
+  EXPECT_TRUE(scaler.step(first));    // a's gradient is finite
+  EXPECT_FALSE(scaler.step(second));  // b's is not
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 2.0);  // one overflow among them halves the scale
+  EXPECT_EQ(a.item<double>(), 0.0);
+  EXPECT_EQ(b.item<double>(), 1.0);
 }
 
 // Records the dtype its first layer computes in.
@@ -274,6 +301,14 @@ TEST(SharedDataset, TheCacheIsWrittenOnceThenMappedAndRebuiltWhenDamaged) {
   EXPECT_TRUE(torch::equal(third->labels(), plain.labels()));
   EXPECT_EQ(io::map_safetensors(third->cache_file(), true).metadata.at("crc32"),
             fmt::format("{:08x}", io::map_safetensors(third->cache_file(), true).data_crc32));
+  // New content of the same size and modification time: the cache notices (inode, ctime).
+  auto labels_path = dir.file("data/train-labels-idx1-ubyte.gz");
+  auto mtime = std::filesystem::last_write_time(labels_path);
+  testing::write_idx(labels_path, {50}, std::vector<uint8_t>(50, 3), true);
+  std::filesystem::last_write_time(labels_path, mtime);
+  auto changed =
+      data::MnistDataset::load_shared(dir.file("data"), "train", -1, dir.file("cache"), false);
+  EXPECT_TRUE(torch::equal(changed->labels(), torch::full({50}, 3, torch::kLong)));
   // No usable cache directory: decoded in memory, with the same data.
   auto memory = data::MnistDataset::load_shared(dir.file("data"), "train", 30, "", true);
   EXPECT_TRUE(memory->cache_file().empty());

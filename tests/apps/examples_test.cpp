@@ -60,5 +60,31 @@ TEST(Examples, CustomLossTrainsOnTwoProcessesThroughTrainerLaunch) {
             std::string::npos);
 }
 
+TEST(Examples, BadArgumentsAreOneLineAndExitTwo) {
+  struct Case {
+    std::string command, message;
+  };
+  const std::vector<Case> cases = {
+      {testing::kAccelerateBasicBin + " --num-processes 2x",
+       "accelerate_basic: error: --num-processes 2x is not allowed (an integer from 1 to 1024)"},
+      {testing::kAccelerateBasicBin + " --max-train-samples 0",
+       "accelerate_basic: error: --max-train-samples 0 is not allowed (an integer >= 1, or -1 for "
+       "all)"},
+      {testing::kAccelerateBasicBin + " extra",
+       "accelerate_basic: error: unexpected argument extra (see --help)"},
+      {testing::kCustomLossBin + " /nonexistent -3",
+       "custom_loss: error: MAX_TRAIN_SAMPLES -3 is not allowed (an integer >= 1, or -1 for all)"},
+      {testing::kCustomLossBin + " /nonexistent 10 2.5",
+       "custom_loss: error: NUM_PROCESSES 2.5 is not allowed (an integer from 1 to 1024)"},
+      {testing::kDdpBasicBin + " --overlap yes",
+       "ddp_basic: error: --overlap yes is not allowed (0 or 1)"},
+  };
+  for (const auto& c : cases) {
+    auto result = run(c.command);
+    EXPECT_EQ(result.exit_code, 2) << c.command;
+    EXPECT_EQ(result.err, c.message + "\n") << c.command;
+  }
+}
+
 }  // namespace
 }  // namespace trainer

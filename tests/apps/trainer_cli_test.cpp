@@ -292,6 +292,30 @@ TEST(TrainerCli, Fp16OnCpuIsOneLineAndWritesNothing) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
+TEST(TrainerCli, AnInterruptedRunLeavesTheEarlierRunsArguments) {
+  TempDir dir;
+  std::ofstream(dir.file("training_args.json")) << "earlier run";
+  std::string out = dir.file("out.txt");
+  auto result = run(kTrainer + " train --output_dir " + dir.path() +
+                    " --max_steps 100000 --disable_tqdm true >" + out +
+                    " & pid=$!; for i in $(seq 300); do grep -q 'Running training' " + out +
+                    " && break; sleep 0.1; done; kill -TERM $pid; wait $pid; echo code=$?");
+  EXPECT_NE(result.out.find("code=143"), std::string::npos) << result.out << result.err;
+  EXPECT_EQ(slurp(dir.file("training_args.json")), "earlier run");
+}
+
+TEST(TrainerCli, ARankThatCannotReachItsMasterSaysSoInOneLine) {
+  int port = testing::free_port();
+  auto result = run("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                    std::to_string(port) + " " + kTrainer +
+                    " train --max_train_samples 100 --ddp_timeout 2 --output_dir /nonexistent/x");
+  EXPECT_EQ(result.exit_code, 3);
+  EXPECT_EQ(result.err, fmt::format("trainer: error: rank 1 could not join the rendezvous at "
+                                    "127.0.0.1:{0} within 2 s: The client socket has timed out "
+                                    "after 2000ms while trying to connect to (127.0.0.1, {0}).\n",
+                                    port));
+}
+
 TEST(TrainerCli, HelpListsEveryArgumentWithItsDefault) {
   for (const char* command : {" --help", " train --help"}) {
     auto result = run(kTrainer + command);

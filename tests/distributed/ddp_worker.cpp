@@ -19,6 +19,7 @@
 
 #include "datasets/dataloader.h"
 #include "datasets/mnist.h"
+#include "lib/accelerate/launch.h"
 #include "lib/distributed/ddp.h"
 #include "lib/distributed/process_group.h"
 #include "lib/io/errors.h"
@@ -168,11 +169,7 @@ int main(int argc, char** argv) {
     if (mode == "mismatch") return mismatch();
     std::fprintf(stderr, "ddp_worker: unknown mode '%s'\n", mode.c_str());
     return 2;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "ddp_worker: error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ddp_worker: error: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    return report_error("ddp_worker: ");
   }
 }

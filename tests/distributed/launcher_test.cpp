@@ -107,6 +107,22 @@ TEST(Launcher, SigtermToTheLauncherReachesEveryRank) {
             std::string::npos);
 }
 
+TEST(Launcher, SigintAfterOneRankExitedStillStopsTheOthers) {
+  // Rank 0 ends at once (its SIGCHLD reaches the launcher first); rank 1 would run for a minute.
+  TempDir dir;
+  std::string command = launch("--nproc-per-node 2 sh -c '[ $RANK = 0 ] && exit 0; echo up > " +
+                               dir.path() + "/up; sleep 60 & wait'");
+  double start = testing::now_seconds();
+  auto result = run(command + " & pid=$!; for i in $(seq 100); do [ -e " + dir.file("up") +
+                    " ] && break; sleep 0.1; done; sleep 0.3; kill -INT $pid; wait $pid; "
+                    "echo code=$?");
+  EXPECT_LT(testing::now_seconds() - start, 20.0);
+  EXPECT_NE(result.out.find("code=130"), std::string::npos) << result.out << result.err;
+  EXPECT_NE(result.err.find("trainer launch: interrupted by SIGINT; stopped every rank"),
+            std::string::npos)
+      << result.err;
+}
+
 TEST(Launcher, AProcessARankLeftRunningDoesNotHoldTheLauncher) {
   // The rank starts a process in a session of its own, which keeps the rank's output open and is
   // out of reach of the launcher's process-group kill: the launcher reads on for the grace

@@ -181,10 +181,13 @@ TEST(TrainingArguments, DistributedAndPrecisionArguments) {
             "argument fp16: true is not allowed (bf16 is true too; choose one mixed precision)");
   EXPECT_EQ(error_of(R"({"ddp_backend": "mpi"})"),
             "argument ddp_backend: \"mpi\" is not allowed (allowed: gloo, nccl)");
-  EXPECT_EQ(error_of(R"({"ddp_timeout": 0})"),
-            "argument ddp_timeout: 0 is not allowed (must be >= 1 second)");
+  for (const char* timeout : {"0", "2147484", "9223372036854775807"}) {
+    EXPECT_EQ(error_of(std::string(R"({"ddp_timeout": )") + timeout + "}"),
+              std::string("argument ddp_timeout: ") + timeout +
+                  " is not allowed (must be in 1..2147483 seconds, about 24 days)");
+  }
   EXPECT_EQ(error_of(R"({"ddp_bucket_cap_mb": 0})"),
-            "argument ddp_bucket_cap_mb: 0 is not allowed (must be >= 1)");
+            "argument ddp_bucket_cap_mb: 0 is not allowed (must be in 1..1048576)");
 }
 
 }  // namespace
