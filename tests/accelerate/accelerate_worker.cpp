@@ -35,17 +35,13 @@
 #include "lib/io/files.h"
 #include "lib/io/text.h"
 #include "trainer/trainer.h"
+#include "tests/worker_flags.h"
 
 using namespace trainer;
 
 namespace {
 
-std::string flag(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 2; i + 1 < argc; ++i) {
-    if (argv[i] == name) return argv[i + 1];
-  }
-  return fallback;
-}
+using testing::flag;
 
 std::string tensor_text(const torch::Tensor& t) {
   torch::Tensor flat = t.to(torch::kDouble).flatten().contiguous();

@@ -25,17 +25,13 @@
 #include "lib/io/errors.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/models.h"
+#include "tests/worker_flags.h"
 
 using namespace trainer;
 
 namespace {
 
-std::string flag(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 2; i + 1 < argc; ++i) {
-    if (argv[i] == name) return argv[i + 1];
-  }
-  return fallback;
-}
+using testing::flag;
 
 // A BasicNet whose fc2 has `outputs` classes, for the mismatch test.
 class OtherNet : public models::BasicNet {
