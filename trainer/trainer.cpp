@@ -331,6 +331,7 @@ TrainOutput Trainer::train() {
       maybe_log_and_evaluate();
       if (control_.should_training_stop || control_.should_epoch_stop) break;
     }
+    loader->end_iteration();
     fire([&](TrainerCallback& c) { c.on_epoch_end(args_, state_, control_); });
     maybe_log_and_evaluate();
     control_.should_epoch_stop = false;
@@ -387,6 +388,7 @@ Metrics Trainer::evaluate(const std::string& prefix) {
       labels.push_back(accelerator.gather_for_metrics(out.labels).to(torch::kCPU));
     }
   }
+  loader->end_iteration();
   const int64_t num_samples = eval_dataset_->size();
   Metrics metrics;
   if (!losses.empty()) {

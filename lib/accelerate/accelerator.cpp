@@ -150,8 +150,9 @@ AcceleratedOptimizer::AcceleratedOptimizer(std::shared_ptr<torch::optim::Optimiz
 void AcceleratedOptimizer::step() {
   if (!state_->sync_gradients) return;
   if (scaler_) {
+    // The scale moves once all optimizers of this step have stepped (at the next scale()).
     step_was_skipped_ = !scaler_->step(*optimizer_);
-    scaler_->update();
+    scaler_->request_update();
   } else {
     optimizer_->step();
     step_was_skipped_ = false;
@@ -305,29 +306,39 @@ torch::Tensor Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& par
 std::vector<std::vector<int64_t>> Accelerator::gather_shapes(const torch::Tensor& tensor,
                                                              int64_t& dim, const char* what) {
   constexpr int64_t kMaxDims = 8;
-  // [dims, dtype, sizes...]; dims -1 marks a tensor of more dimensions than fit.
-  std::vector<int64_t> header(2 + kMaxDims, -1);
+  // [dims, dtype, dim, sizes...]; dims -1 marks a tensor of more dimensions than fit.
+  std::vector<int64_t> header(3 + kMaxDims, -1);
   header[0] = tensor.dim() <= kMaxDims ? tensor.dim() : -1;
   header[1] = static_cast<int64_t>(tensor.scalar_type());
-  for (int64_t d = 0; d < std::min(tensor.dim(), kMaxDims); ++d) header[2 + d] = tensor.size(d);
+  header[2] = dim;
+  for (int64_t d = 0; d < std::min(tensor.dim(), kMaxDims); ++d) header[3 + d] = tensor.size(d);
   auto all = dist::all_gather(torch::tensor(header, torch::kLong).to(device_));
+  // Every process checks every process's header, so all of them throw the same error.
   std::vector<std::vector<int64_t>> shapes;
   std::vector<torch::ScalarType> types;
+  std::vector<int64_t> dims;
   for (const auto& h : all) {
     torch::Tensor cpu = h.to(torch::kCPU);
     const int64_t* v = cpu.data_ptr<int64_t>();
     if (v[0] < 0) {
-      throw dist::DistError(fmt::format("{}: process {} has a tensor of more than {} dimensions",
-                                        what, shapes.size(), kMaxDims));
+      throw std::invalid_argument(fmt::format(
+          "{}: process {} has a tensor of more than {} dimensions", what, shapes.size(), kMaxDims));
     }
-    shapes.emplace_back(v + 2, v + 2 + v[0]);
+    shapes.emplace_back(v + 3, v + 3 + v[0]);
     types.push_back(static_cast<torch::ScalarType>(v[1]));
+    dims.push_back(v[2]);
+  }
+  for (size_t q = 1; q < dims.size(); ++q) {
+    if (dims[q] != dims[0]) {
+      throw std::invalid_argument(fmt::format("{}: process {} passed dim {} but process 0 dim {}",
+                                              what, q, dims[q], dims[0]));
+    }
   }
   const auto ndim = static_cast<int64_t>(shapes[0].size());
   if (dim < 0) dim += ndim;
   if (ndim > 0 && (dim < 0 || dim >= ndim)) {
-    throw dist::DistError(
-        fmt::format("{}: dim {} is not allowed for tensors of {} dimensions", what, dim, ndim));
+    throw std::invalid_argument(
+        fmt::format("{}: dim {} is not allowed for tensors of {} dimensions", what, dims[0], ndim));
   }
   for (size_t q = 1; q < shapes.size(); ++q) {
     bool same = shapes[q].size() == shapes[0].size() && types[q] == types[0];
@@ -335,7 +346,7 @@ std::vector<std::vector<int64_t>> Accelerator::gather_shapes(const torch::Tensor
       same = static_cast<int64_t>(d) == dim || shapes[q][d] == shapes[0][d];
     }
     if (!same) {
-      throw dist::DistError(fmt::format(
+      throw std::invalid_argument(fmt::format(
           "{}: process {} has a {} tensor of shape {} but process 0 has a {} tensor of shape {} "
           "(only dimension {} may differ)",
           what, q, c10::toString(types[q]), shape_text(shapes[q]), c10::toString(types[0]),

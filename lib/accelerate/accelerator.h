@@ -225,7 +225,7 @@ class Accelerator {
 
   // Every process's tensor concatenated along dim 0 in process order (0-dim tensors become one
   // row each). The first dimension may differ between processes; the others and the dtype must
-  // not (DistError naming both otherwise, on every process).
+  // not (std::invalid_argument naming both otherwise, on every process).
   torch::Tensor gather(const torch::Tensor& tensor);
   // gather() of per-example rows of the batch in flight from a prepared loader, without the rows
   // that only even out the processes: over a whole evaluation, the rows of every example exactly
@@ -291,7 +291,8 @@ class Accelerator {
   }
   // Each process's dims of `tensor` (at most 8), checked to agree but for `dim` (normalised
   // from a negative value). Every process takes part before anything is checked, and all of
-  // them throw the same DistError when something does not agree or `dim` is out of range.
+  // them throw the same std::invalid_argument when something does not agree or `dim` is out of
+  // range.
   std::vector<std::vector<int64_t>> gather_shapes(const torch::Tensor& tensor, int64_t& dim,
                                                   const char* what);
   torch::Tensor gather_rows(const torch::Tensor& tensor, bool for_metrics);

@@ -44,7 +44,8 @@ GradScaler::GradScaler(torch::Device device, double init_scale, double growth_fa
       backoff_factor_(backoff_factor),
       growth_interval_(growth_interval) {}
 
-torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
+torch::Tensor GradScaler::scale(const torch::Tensor& loss) {
+  if (update_requested_) update();
   return loss * scale_.to(loss.device(), /*non_blocking=*/true).reshape({});
 }
 
@@ -74,6 +75,7 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
 }
 
 void GradScaler::update() {
+  update_requested_ = false;
   if (found_inf_.empty()) return;  // nothing was unscaled since the last update
   torch::Tensor combined = torch::zeros_like(scale_);
   for (auto& [optimizer, found_inf] : found_inf_) combined += found_inf;
@@ -82,6 +84,9 @@ void GradScaler::update() {
   found_inf_.clear();
 }
 
-double GradScaler::get_scale() const { return scale_.item<double>(); }
+double GradScaler::get_scale() {
+  if (update_requested_) update();
+  return scale_.item<double>();
+}
 
 }  // namespace trainer

@@ -44,7 +44,7 @@ class GradScaler {
                       double backoff_factor = 0.5, int64_t growth_interval = 2000);
 
   // loss * scale.
-  torch::Tensor scale(const torch::Tensor& loss) const;
+  torch::Tensor scale(const torch::Tensor& loss);
   // Divides the optimizer's gradients by the scale, once per step and optimizer, and records
   // whether any is inf or NaN.
   void unscale_(torch::optim::Optimizer& optimizer);
@@ -54,7 +54,11 @@ class GradScaler {
   // Adjusts the scale from the overflows of every optimizer unscaled since the last update (as
   // PyTorch's update()), and starts the next step.
   void update();
-  double get_scale() const;
+  // Asks for update() before the next scale() or get_scale(), so that every optimizer of a step
+  // is unscaled with the same scale however many there are (prepared optimizers do this).
+  void request_update() { update_requested_ = true; }
+  // The scale the next loss is multiplied by.
+  double get_scale();
 
  private:
   torch::Tensor scale_;           // float32 [1]
@@ -63,6 +67,7 @@ class GradScaler {
   int64_t growth_interval_;
   // Per optimizer unscaled this step: float32 [1], 1 when its gradients held inf or NaN.
   std::map<const torch::optim::Optimizer*, torch::Tensor> found_inf_;
+  bool update_requested_ = false;
 };
 
 }  // namespace trainer

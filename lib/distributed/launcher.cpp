@@ -182,8 +182,15 @@ class SignalScope {
   SignalScope& operator=(const SignalScope&) = delete;
 
   // In a forked rank: the handlers the launcher's caller had, and none of the launcher's fds.
+  // An ignored SIGINT, SIGTERM or SIGCHLD (a shell's background job has SIGINT ignored) comes
+  // back as the default: the launcher's forwarded signals must reach the rank, and a rank must
+  // be able to wait for its own children; exec keeps ignored signals ignored.
   void restore_in_child() const {
-    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
+    for (size_t i = 0; i < kSignals.size(); ++i) {
+      struct sigaction action = previous_[i];
+      if (action.sa_handler == SIG_IGN) action.sa_handler = SIG_DFL;
+      ::sigaction(kSignals[i], &action, nullptr);
+    }
     ::sigaction(SIGPIPE, &previous_pipe_, nullptr);
     ::close(g_signal_pipe[0]);
     ::close(g_signal_pipe[1]);
@@ -253,7 +260,9 @@ void spawn(const LaunchOptions& o, Rank& rank, int world_size, const RankMain& r
     }
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
-    close_pipes();
+    for (int fd : {out[0], out[1], err[0], err[1]}) {
+      if (fd > STDERR_FILENO) ::close(fd);  // a launcher started without stdout may have got 1 or 2
+    }
     // The parent has no other thread (fork copied only this one), so changing the environment
     // and allocating here are safe.
     for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
@@ -409,7 +418,10 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
       }
       ::kill(-r.pid, SIGKILL);
       int status = 0;
-      ::waitpid(r.pid, &status, 0);
+      if (::waitpid(r.pid, &status, 0) != r.pid) {
+        // Not reaped after all: what waitid saw, in waitpid's encoding.
+        status = info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : info.si_status & 0x7f;
+      }
       r.exited = true;
       r.status = status;
       bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -465,8 +477,9 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
           if ((sig == SIGINT || sig == SIGTERM) && !interrupted) {
             interrupted = sig;
             signal_all(ranks, interrupted);
-            kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                         std::chrono::duration<double>(o.grace_seconds));
+            auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(o.grace_seconds));
+            kill_at = kill_at ? std::min(*kill_at, deadline) : deadline;
           }
         }
         continue;

@@ -2,6 +2,7 @@
 // collectives that fail with a clear DistError instead of hanging past the timeout.
 #include "lib/distributed/process_group.h"
 
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -29,10 +30,13 @@ const DistEnv kSingleProcess;
 
 std::string describe(const c10::Error& e) { return io::first_line(e.what_without_backtrace()); }
 
-// Only fatal messages from LibTorch's own logging while it lives.
+// Only fatal messages from LibTorch's own logging while it lives, unless the user chose a level
+// (TORCH_CPP_LOG_LEVEL). Process-wide: meant for the rendezvous, before training starts.
 class QuietC10Logs {
  public:
-  QuietC10Logs() : previous_(FLAGS_caffe2_log_level) { FLAGS_caffe2_log_level = 3; }
+  QuietC10Logs() : previous_(FLAGS_caffe2_log_level) {
+    if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = 3;
+  }
   ~QuietC10Logs() { FLAGS_caffe2_log_level = previous_; }
   QuietC10Logs(const QuietC10Logs&) = delete;
   QuietC10Logs& operator=(const QuietC10Logs&) = delete;

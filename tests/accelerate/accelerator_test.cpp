@@ -192,6 +192,28 @@ TEST(GradScaler, EachOptimizerIsUnscaledOnceAndOverflowsCombine) {
   EXPECT_EQ(b.item<double>(), 1.0);
 }
 
+TEST(GradScaler, PreparedOptimizersOfOneStepShareOneScale) {
+  // As the Accelerator wires them: two prepared optimizers, one scaler, gradients unscaled for
+  // clipping first. Each gradient is divided by the scale once, and the scale moves once.
+  auto scaler = std::make_shared<GradScaler>(torch::kCPU, 4.0, 2.0, 0.5, /*growth_interval=*/1);
+  auto state = std::make_shared<GradientState>();
+  auto a = torch::ones({1}, torch::requires_grad());
+  auto b = torch::ones({1}, torch::requires_grad());
+  auto first = std::make_shared<torch::optim::SGD>(std::vector<torch::Tensor>{a},
+                                                   torch::optim::SGDOptions(1.0));
+  auto second = std::make_shared<torch::optim::SGD>(std::vector<torch::Tensor>{b},
+                                                    torch::optim::SGDOptions(1.0));
+  AcceleratedOptimizer one(first, state, scaler), two(second, state, scaler);
+  scaler->scale(a.sum() * 0.5 + b.sum() * 0.25).backward();
+  scaler->unscale_(*first);
+  scaler->unscale_(*second);
+  one.step();
+  two.step();
+  EXPECT_DOUBLE_EQ(a.item<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(b.item<double>(), 0.75);
+  EXPECT_EQ(scaler->get_scale(), 8.0);  // one good step at growth interval 1: doubled once
+}
+
 // Records the dtype its first layer computes in.
 class DtypeProbe : public models::Model {
  public:
