@@ -13,7 +13,7 @@
 #include "tests/test_util.h"
 
 namespace trainer {
-namespace {
+namespace accelerate_test {
 
 using nlohmann::json;
 using testing::run;
@@ -192,5 +192,5 @@ TEST(AccelerateData, RanksOfOneMachineHoldOneCopyOfTheDataSet) {
       << "shared " << shared.total_pss_kib << " KiB, separate " << separate.total_pss_kib << " KiB";
 }
 
-}  // namespace
+}  // namespace accelerate_test
 }  // namespace trainer

@@ -21,7 +21,7 @@
 #include "tests/test_util.h"
 
 namespace trainer {
-namespace {
+namespace accelerator_test {
 
 std::shared_ptr<data::MnistDataset> indexed(int64_t n) {
   return std::make_shared<data::MnistDataset>(torch::zeros({n, 28, 28}, torch::kUInt8),
@@ -337,5 +337,5 @@ TEST(SharedDataset, TheCacheIsWrittenOnceThenMappedAndRebuiltWhenDamaged) {
   EXPECT_TRUE(torch::equal(memory->images(), plain.images()));
 }
 
-}  // namespace
+}  // namespace accelerator_test
 }  // namespace trainer

@@ -9,7 +9,7 @@
 #include "tests/test_util.h"
 
 namespace trainer {
-namespace {
+namespace examples_test {
 
 using testing::run;
 
@@ -86,5 +86,5 @@ TEST(Examples, BadArgumentsAreOneLineAndExitTwo) {
   }
 }
 
-}  // namespace
+}  // namespace examples_test
 }  // namespace trainer

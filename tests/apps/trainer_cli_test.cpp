@@ -15,7 +15,7 @@
 #include "tests/test_util.h"
 
 namespace trainer {
-namespace {
+namespace trainer_cli_test {
 
 using nlohmann::json;
 using testing::run;
@@ -328,5 +328,5 @@ TEST(TrainerCli, HelpListsEveryArgumentWithItsDefault) {
   }
 }
 
-}  // namespace
+}  // namespace trainer_cli_test
 }  // namespace trainer

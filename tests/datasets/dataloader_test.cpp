@@ -11,7 +11,7 @@
 #include "lib/io/errors.h"
 
 namespace trainer::data {
-namespace {
+namespace dataloader_test {
 
 std::shared_ptr<MnistDataset> small_dataset(int64_t n) {
   torch::manual_seed(3);
@@ -86,11 +86,11 @@ TEST(DataLoader, UsesTheUsersCollator) {
   EXPECT_THROW(b.at("x"), std::out_of_range);
 }
 
-}  // namespace
+}  // namespace dataloader_test
 }  // namespace trainer::data
 
 namespace trainer::data {
-namespace {
+namespace dataloader_test {
 
 TEST(DistributedSampler, PyTorchsPaddingAndStriding) {
   // n = 10, 3 replicas, no shuffle: padded to 12 with 0 and 1; rank r takes r, r + 3, ...
@@ -137,5 +137,5 @@ TEST(DistributedSampler, SetEpochReachesTheLoadersSampler) {
   EXPECT_FALSE(torch::equal(loader.batch(0).at("x"), second));
 }
 
-}  // namespace
+}  // namespace dataloader_test
 }  // namespace trainer::data

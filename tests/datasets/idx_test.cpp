@@ -11,7 +11,7 @@
 #include "tests/test_util.h"
 
 namespace trainer::data {
-namespace {
+namespace idx_test {
 
 using testing::TempDir;
 using testing::write_idx;
@@ -124,5 +124,5 @@ TEST(MnistDataset, MissingDirectoryAndFile) {
                      {"train-images-idx3-ubyte[.gz] is missing"});
 }
 
-}  // namespace
+}  // namespace idx_test
 }  // namespace trainer::data

@@ -8,7 +8,7 @@
 #include "tests/test_util.h"
 
 namespace trainer {
-namespace {
+namespace ddp_test {
 
 using testing::run;
 using testing::TempDir;
@@ -150,5 +150,5 @@ TEST(Ddp, ABusyMasterPortIsAnInputError) {
                 " is busy on this machine (another run holds it; choose a free port)\n");
 }
 
-}  // namespace
+}  // namespace ddp_test
 }  // namespace trainer

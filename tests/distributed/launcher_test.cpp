@@ -11,7 +11,7 @@
 #include "tests/test_util.h"
 
 namespace trainer {
-namespace {
+namespace launcher_test {
 
 using testing::launch;
 using testing::run;
@@ -173,5 +173,5 @@ TEST(Launcher, BadOptionsAreOneLineAndExitTwo) {
                       "--master-addr no-such-host.invalid is not a known host name or address");
 }
 
-}  // namespace
+}  // namespace launcher_test
 }  // namespace trainer

@@ -6,7 +6,7 @@
 #include <torch/torch.h>
 
 namespace trainer::optim {
-namespace {
+namespace adamw_test {
 
 std::vector<torch::Tensor> make_params() {
   torch::manual_seed(3);
@@ -59,5 +59,5 @@ TEST(FusedAdamW, FallsBackForAmsgrad) {
   for (size_t i = 0; i < ours.size(); ++i) EXPECT_TRUE(torch::equal(ours[i], reference[i])) << i;
 }
 
-}  // namespace
+}  // namespace adamw_test
 }  // namespace trainer::optim

@@ -8,7 +8,7 @@
 #include "lib/io/errors.h"
 
 namespace trainer::dist {
-namespace {
+namespace dist_env_test {
 
 DistEnv read(const std::map<std::string, std::string>& vars) {
   return read_dist_env([&](const char* name) -> const char* {
@@ -89,5 +89,5 @@ TEST(DistEnv, BadValuesNameTheVariable) {
             "environment variable MASTER_PORT=70000 is not allowed (an integer from 1 to 65535)");
 }
 
-}  // namespace
+}  // namespace dist_env_test
 }  // namespace trainer::dist

@@ -7,7 +7,7 @@
 #include "lib/io/errors.h"
 
 namespace trainer::models {
-namespace {
+namespace models_test {
 
 TEST(BasicNet, ParameterNamesShapesAndCount) {
   auto model = make_model("basic_net");
@@ -54,5 +54,5 @@ TEST(Models, UnknownNameListsKnownOnes) {
   }
 }
 
-}  // namespace
+}  // namespace models_test
 }  // namespace trainer::models

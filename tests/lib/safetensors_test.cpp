@@ -13,7 +13,7 @@
 #include "tests/test_util.h"
 
 namespace trainer::io {
-namespace {
+namespace safetensors_test {
 
 using testing::TempDir;
 
@@ -121,5 +121,5 @@ TEST(Safetensors, CorruptFilesAreInputErrors) {
             std::string::npos);
 }
 
-}  // namespace
+}  // namespace safetensors_test
 }  // namespace trainer::io

@@ -10,7 +10,7 @@
 #include "trainer/callbacks.h"
 
 namespace trainer {
-namespace {
+namespace trainer_test {
 
 // A model without dropout, so two runs can be compared exactly.
 class TinyNet : public models::Model {
@@ -284,5 +284,5 @@ TEST(Callbacks, MetricsPrintLikeTransformers) {
             "  eval_samples  =      10000\n");
 }
 
-}  // namespace
+}  // namespace trainer_test
 }  // namespace trainer

@@ -9,7 +9,7 @@
 #include "lib/io/errors.h"
 
 namespace trainer {
-namespace {
+namespace training_args_test {
 
 std::string error_of(const std::string& json_text,
                      const std::vector<std::pair<std::string, std::string>>& overrides = {}) {
@@ -190,5 +190,5 @@ TEST(TrainingArguments, DistributedAndPrecisionArguments) {
             "argument ddp_bucket_cap_mb: 0 is not allowed (must be in 1..1048576)");
 }
 
-}  // namespace
+}  // namespace training_args_test
 }  // namespace trainer
