@@ -13,7 +13,6 @@
 #include "lib/accelerate/accelerator.h"
 #include "lib/accelerate/launch.h"
 #include "lib/distributed/launcher.h"
-#include "lib/distributed/process_group.h"
 #include "lib/io/allocator.h"
 #include "lib/io/errors.h"
 #include "lib/io/files.h"

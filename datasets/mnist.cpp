@@ -31,6 +31,16 @@ std::string find_file(const std::string& dir, const std::string& stem) {
   throw InputError(fmt::format("dataset file {}/{}[.gz] is missing", dir, stem));
 }
 
+// The images and labels files of `split` ("train" or "test") in `dir`.
+std::pair<std::string, std::string> split_files(const std::string& dir, const std::string& split) {
+  if (split != "train" && split != "test") {
+    throw InputError(fmt::format("unknown split '{}' (allowed: train, test)", split));
+  }
+  std::string prefix = split == "train" ? "train" : "t10k";
+  return {find_file(dir, prefix + "-images-idx3-ubyte"),
+          find_file(dir, prefix + "-labels-idx1-ubyte")};
+}
+
 // FNV-1a, 64 bits: a stable name for a cache key.
 uint64_t fnv1a(const std::string& text) {
   uint64_t hash = 1469598103934665603ull;
@@ -65,12 +75,7 @@ torch::Tensor normalize_images(const torch::Tensor& images) {
 }
 
 MnistDataset::MnistDataset(const std::string& dir, const std::string& split, int64_t max_samples) {
-  if (split != "train" && split != "test") {
-    throw InputError(fmt::format("unknown split '{}' (allowed: train, test)", split));
-  }
-  std::string prefix = split == "train" ? "train" : "t10k";
-  std::string images_path = find_file(dir, prefix + "-images-idx3-ubyte");
-  std::string labels_path = find_file(dir, prefix + "-labels-idx1-ubyte");
+  auto [images_path, labels_path] = split_files(dir, split);
   IdxArray images = read_idx(images_path);
   IdxArray labels = read_idx(labels_path);
   if (images.dims.size() != 3) {
@@ -102,12 +107,7 @@ std::shared_ptr<MnistDataset> MnistDataset::load_shared(const std::string& dir,
                                                         const std::string& split,
                                                         int64_t max_samples,
                                                         const std::string& cache_dir, bool verify) {
-  if (split != "train" && split != "test") {
-    throw InputError(fmt::format("unknown split '{}' (allowed: train, test)", split));
-  }
-  std::string prefix = split == "train" ? "train" : "t10k";
-  std::string images_path = find_file(dir, prefix + "-images-idx3-ubyte");
-  std::string labels_path = find_file(dir, prefix + "-labels-idx1-ubyte");
+  auto [images_path, labels_path] = split_files(dir, split);
   if (cache_dir.empty()) return std::make_shared<MnistDataset>(dir, split, max_samples);
   std::string source = fmt::format("{}|{}|{}", kCacheVersion, describe_source(images_path),
                                    describe_source(labels_path));

@@ -1,6 +1,8 @@
 // Helpers shared by the tests.
 #include "tests/test_util.h"
 
+#include "lib/distributed/launcher.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -63,18 +65,7 @@ void write_mnist_dir(const std::string& dir, uint32_t train_n, uint32_t test_n, 
   write_split("t10k", test_n);
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+int free_port() { return dist::free_port(); }
 
 std::string launch(const std::string& args) {
   return kTrainerBin + " launch --master-port " + std::to_string(free_port()) + " " + args;

@@ -84,6 +84,25 @@ std::shared_ptr<GroupOwner> join_group(const std::string& backend,
   return owner;
 }
 
+// `tensor` with `dim` grown to `length` by rows of `value`, after it (before with `first`).
+torch::Tensor pad_to(const torch::Tensor& tensor, int64_t dim, int64_t length, int64_t value,
+                     bool first) {
+  const int64_t mine = tensor.size(dim);
+  if (mine == length) return tensor;
+  auto sizes = tensor.sizes().vec();
+  sizes[dim] = length;
+  torch::Tensor padded = torch::full(sizes, value, tensor.options());
+  padded.narrow(dim, first ? length - mine : 0, mine).copy_(tensor);
+  return padded;
+}
+
+// The largest size any process's tensor has along `dim`.
+int64_t longest_along(const std::vector<std::vector<int64_t>>& shapes, int64_t dim) {
+  int64_t longest = 0;
+  for (const auto& s : shapes) longest = std::max(longest, s[dim]);
+  return longest;
+}
+
 std::string shape_text(const std::vector<int64_t>& dims) {
   return fmt::format("[{}]", fmt::join(dims, ", "));
 }
@@ -361,15 +380,7 @@ torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int
   if (num_processes_ == 1) return tensor;
   auto shapes = gather_shapes(tensor, dim, "pad_across_processes");
   if (tensor.dim() == 0) return tensor;  // every process has a 0-dim tensor: nothing to pad
-  int64_t longest = 0;
-  for (const auto& s : shapes) longest = std::max(longest, s[dim]);
-  const int64_t mine = tensor.size(dim);
-  if (mine == longest) return tensor;
-  auto sizes = tensor.sizes().vec();
-  sizes[dim] = longest;
-  torch::Tensor padded = torch::full(sizes, pad_index, tensor.options());
-  padded.narrow(dim, pad_first ? longest - mine : 0, mine).copy_(tensor);
-  return padded;
+  return pad_to(tensor, dim, longest_along(shapes, dim), pad_index, pad_first);
 }
 
 torch::Tensor Accelerator::gather_rows(const torch::Tensor& tensor, bool for_metrics) {
@@ -378,24 +389,14 @@ torch::Tensor Accelerator::gather_rows(const torch::Tensor& tensor, bool for_met
   int64_t dim = 0;
   auto shapes = gather_shapes(t, dim, for_metrics ? "gather_for_metrics" : "gather");
   std::vector<int64_t> keep;
-  int64_t longest = 0;
-  for (const auto& s : shapes) {
-    keep.push_back(s[0]);
-    longest = std::max(longest, s[0]);
-  }
+  for (const auto& s : shapes) keep.push_back(s[0]);
   const GradientState& state = *state_;
   if (for_metrics && state.batch_rows.size() == shapes.size()) {
     bool per_example = true;
     for (size_t q = 0; q < shapes.size(); ++q) per_example &= shapes[q][0] == state.batch_rows[q];
     if (per_example) keep = state.real_rows;
   }
-  torch::Tensor padded = t.to(device_);
-  if (t.size(0) < longest) {
-    auto sizes = t.sizes().vec();
-    sizes[0] = longest;
-    padded = torch::zeros(sizes, padded.options());
-    padded.narrow(0, 0, t.size(0)).copy_(t);
-  }
+  torch::Tensor padded = pad_to(t.to(device_), 0, longest_along(shapes, 0), 0, false);
   auto parts = dist::all_gather(padded.contiguous());
   std::vector<torch::Tensor> rows;
   for (size_t q = 0; q < parts.size(); ++q) rows.push_back(parts[q].narrow(0, 0, keep[q]));

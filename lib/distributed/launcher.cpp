@@ -53,7 +53,8 @@ bool port_is_busy(int port) {
   return busy;
 }
 
-// A TCP port nothing listens on at the moment (the kernel's choice for port 0).
+}  // namespace
+
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error(fmt::format("socket failed: {}", std::strerror(errno)));
@@ -70,6 +71,8 @@ int free_port() {
   ::close(fd);
   return ntohs(addr.sin_port);
 }
+
+namespace {
 
 // Waits until a TCP connection to host:port succeeds, or the deadline passes.
 bool reachable(const std::string& host, int port, double seconds) {
@@ -398,11 +401,15 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
   int interrupted = 0;
   std::optional<Clock::time_point> kill_at;
   std::optional<Clock::time_point> drain_until;  // see the end of the loop
+  // When a grace period starting now ends (SIGKILL after SIGTERM, output drained after exit).
+  auto after_grace = [&]() {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(o.grace_seconds));
+  };
   auto stop_all = [&]() {
     if (kill_at) return;
     signal_all(ranks, SIGTERM);
-    kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(o.grace_seconds));
+    kill_at = after_grace();
   };
 
   while (true) {
@@ -477,9 +484,7 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
           if ((sig == SIGINT || sig == SIGTERM) && !interrupted) {
             interrupted = sig;
             signal_all(ranks, interrupted);
-            auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(o.grace_seconds));
-            kill_at = kill_at ? std::min(*kill_at, deadline) : deadline;
+            kill_at = kill_at ? std::min(*kill_at, after_grace()) : after_grace();
           }
         }
         continue;
@@ -504,8 +509,7 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
     // may still hold its output: that is read for the grace period, then no longer waited for.
     if (all_exited && pipes_open) {
       if (!drain_until) {
-        drain_until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                         std::chrono::duration<double>(o.grace_seconds));
+        drain_until = after_grace();
       } else if (Clock::now() >= *drain_until) {
         for (auto& r : ranks) {
           if (r.out_fd < 0 && r.err_fd < 0) continue;

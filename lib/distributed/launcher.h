@@ -82,4 +82,8 @@ int launch(const LaunchOptions& options);
 // The number of threads this process runs (from /proc/self/task).
 int count_threads();
 
+// A TCP port nothing listens on at the moment (the kernel's choice for port 0). Throws
+// std::runtime_error when no socket can be bound.
+int free_port();
+
 }  // namespace trainer::dist
