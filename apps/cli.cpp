@@ -1,7 +1,11 @@
-// CLI11 front of the `trainer` program: subcommands train and evaluate, each with the config file
-// and one option per TrainingArguments key.
+// Command line of the `trainer` program: CLI11 for the subcommands' help and the launcher's
+// options; train and evaluate read `--name value` / `--name=value` pairs themselves, so that a
+// missing, empty or repeated value is an error naming the argument instead of a silent misread.
 #include "apps/cli.h"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 
@@ -15,70 +19,210 @@
 namespace trainer::cli {
 namespace {
 
+const std::vector<std::pair<std::string, std::string>> kCommands = {
+    {"train", "Train a model and save it, its state and its metrics to output_dir."},
+    {"evaluate", "Evaluate output_dir/model.safetensors on the eval dataset."},
+    {"launch",
+     "Start PROGRAM as N ranks of a distributed run, with torchrun's environment (RANK, "
+     "WORLD_SIZE, ...)."}};
+
 std::string arguments_table() {
-  std::string out = "Training arguments (JSON keys of CONFIG, or --name value):\n";
+  std::string out = "Training arguments (JSON keys of CONFIG, or --name value, or --name=value):\n";
   for (const auto& d : TrainingArguments::describe()) {
     out += fmt::format("  --{:<30} default {:<18} {}\n", d.name, d.default_json, d.help);
   }
   return out;
 }
 
+bool is_bool_word(const std::string& text) {
+  for (const char* word :
+       {"true", "false", "True", "False", "TRUE", "FALSE", "yes", "no", "1", "0"}) {
+    if (text == word) return true;
+  }
+  return false;
+}
+
+// "yes"/"1" and "no"/"0" as HfArgumentParser's string_to_bool reads them.
+std::string bool_word(const std::string& text) {
+  if (text == "yes" || text == "1") return "true";
+  if (text == "no" || text == "0") return "false";
+  return text;
+}
+
+// A token that reads as a negative number is a value, not an option (--learning_rate -1).
+bool looks_like_option(const std::string& token) {
+  if (token.size() < 2 || token[0] != '-') return false;
+  char* end = nullptr;
+  std::strtod(token.c_str(), &end);
+  return *end != '\0';
+}
+
+// train/evaluate: [CONFIG.json] and `--name value` pairs, each name once. A flag (a boolean
+// argument) given alone means true; every other name needs a value.
+void read_training_arguments(const std::vector<std::string>& tokens, Command& command) {
+  std::map<std::string, TrainingArguments::Description> known;
+  std::vector<std::string> names;
+  for (const auto& d : TrainingArguments::describe()) {
+    known[d.name] = d;
+    names.push_back(d.name);
+  }
+  known["evaluation_strategy"] = known["eval_strategy"];
+  std::map<std::string, std::string> given;  // name as typed -> value
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& token = tokens[i];
+    if (!looks_like_option(token)) {
+      if (!command.config.empty()) {
+        throw InputError(
+            fmt::format("unexpected argument '{}' (only one CONFIG.json is taken; it was '{}')",
+                        token, command.config));
+      }
+      if (token.empty()) throw InputError("CONFIG.json is \"\" (give a file, or leave it out)");
+      command.config = token;
+      continue;
+    }
+    if (token.rfind("--", 0) != 0) {
+      throw InputError(
+          fmt::format("unknown argument {} (arguments are --name value; see trainer "
+                      "{} --help)",
+                      token, command.name));
+    }
+    size_t equals = token.find('=');
+    std::string name =
+        token.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+    auto it = known.find(name);
+    if (it == known.end()) {
+      TrainingArguments::reject_unsupported_key(name);
+      std::string near = io::nearest(name, names);
+      throw InputError(fmt::format("unknown argument --{}{}", name,
+                                   near.empty() ? " (see trainer " + command.name + " --help)"
+                                                : fmt::format(" (did you mean --{}?)", near)));
+    }
+    const TrainingArguments::Description& d = it->second;
+    std::string value;
+    if (equals != std::string::npos) {
+      value = token.substr(equals + 1);
+    } else if (d.is_flag()) {
+      // --do_eval alone means true; --do_eval false takes the word that follows.
+      value = i + 1 < tokens.size() && is_bool_word(tokens[i + 1]) ? tokens[++i] : "true";
+    } else if (i + 1 >= tokens.size()) {
+      throw InputError(
+          fmt::format("argument --{}: no value given (expected {} after it)", name, d.kind));
+    } else if (looks_like_option(tokens[i + 1])) {
+      throw InputError(fmt::format(
+          "argument --{}: no value given (expected {}; it is followed by {}, an option; write "
+          "--{}=VALUE for a value that begins with -)",
+          name, d.kind, tokens[i + 1], name));
+    } else {
+      value = tokens[++i];
+    }
+    if (value.empty()) {
+      throw InputError(
+          fmt::format("argument --{}: the value is empty (expected {})", name, d.kind));
+    }
+    if (d.is_flag()) value = bool_word(value);
+    if (auto previous = given.find(name); previous != given.end()) {
+      throw InputError(fmt::format("argument --{} is given twice ({} and {}); give it once", name,
+                                   previous->second, value));
+    }
+    given[name] = value;
+    command.overrides.emplace_back(d.name, value);
+  }
+  auto eval = given.find("eval_strategy");
+  auto old = given.find("evaluation_strategy");
+  if (eval != given.end() && old != given.end() && eval->second != old->second) {
+    throw InputError(fmt::format(
+        "argument --eval_strategy {} and its old name --evaluation_strategy {} disagree (give one)",
+        eval->second, old->second));
+  }
+}
+
+// A launcher option's text as a number in [low, high]: "--nproc-per-node abc" names the option.
+double launch_number(const std::string& option, const std::string& text, double low, double high,
+                     bool integer, const std::string& allowed) {
+  char* end = nullptr;
+  errno = 0;
+  double value = text.empty() ? NAN : std::strtod(text.c_str(), &end);
+  bool ok = !text.empty() && *end == '\0' && std::isfinite(value) && value >= low &&
+            value <= high && (!integer || value == std::floor(value));
+  if (!ok) throw InputError(fmt::format("{} {} is not allowed ({})", option, text, allowed));
+  return value;
+}
+
 }  // namespace
 
 std::optional<Command> parse_command_line(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  Command command;
+  std::vector<std::string> command_names;
+  for (const auto& entry : kCommands) command_names.push_back(entry.first);
+  if (!args.empty() && !looks_like_option(args[0])) {
+    bool known = false;
+    for (const auto& name : command_names) known = known || args[0] == name;
+    if (!known) {
+      std::string near = io::nearest(args[0], command_names);
+      throw InputError(fmt::format("unknown command '{}'{} (commands: train, evaluate, launch)",
+                                   args[0],
+                                   near.empty() ? "" : fmt::format(": did you mean '{}'?", near)));
+    }
+  }
+  bool wants_help = false;
+  if (!args.empty() && (args[0] == "train" || args[0] == "evaluate")) {
+    for (size_t i = 1; i < args.size(); ++i)
+      wants_help = wants_help || args[i] == "--help" || args[i] == "-h";
+    if (!wants_help) {
+      command.name = args[0];
+      read_training_arguments({args.begin() + 1, args.end()}, command);
+      return command;
+    }
+  }
+
+  // Help, and `trainer launch`, go through CLI11.
   CLI::App app{
       "trainer: train and evaluate models on LibTorch, as Transformers' Trainer does.\n"
       "  trainer train [CONFIG.json] [--name value ...]\n"
-      "  trainer evaluate [CONFIG.json] [--name value ...]",
+      "  trainer evaluate [CONFIG.json] [--name value ...]\n"
+      "  trainer launch [--nproc-per-node N ...] PROGRAM [ARGS...]",
       "trainer"};
-  app.footer("\n" + arguments_table());
   app.require_subcommand(1);
-  Command command;
-  std::vector<std::string> names;
-  std::vector<CLI::App*> subcommands;
-  std::map<CLI::App*, std::vector<std::pair<std::string, CLI::Option*>>> options;
-  for (const auto& [name, help] : std::vector<std::pair<std::string, std::string>>{
-           {"train", "Train a model and save it, its state and its metrics to output_dir."},
-           {"evaluate", "Evaluate output_dir/model.safetensors on the eval dataset."}}) {
+  for (const auto& [name, help] : kCommands) {
+    if (name == "launch") continue;
     CLI::App* sub = app.add_subcommand(name, help);
     sub->allow_extras();
     sub->add_option("config", command.config, "JSON file with one flat object of arguments");
-    auto descriptions = TrainingArguments::describe();
-    descriptions.push_back({"evaluation_strategy", "", "Old name of eval_strategy."});
-    for (const auto& d : descriptions) {
-      CLI::Option* option = sub->add_option("--" + d.name, d.help)->expected(0, 1);
-      if (!d.default_json.empty()) option->default_str(d.default_json);
-      options[sub].emplace_back(d.name, option);
-      if (subcommands.empty()) names.push_back(d.name);
-    }
-    subcommands.push_back(sub);
+    sub->footer("\n" + arguments_table());
   }
-  CLI::App* launch = app.add_subcommand("launch",
-                                        "Start PROGRAM as N ranks of a distributed run, with "
-                                        "torchrun's environment (RANK, WORLD_SIZE, ...).");
+  CLI::App* launch = app.add_subcommand("launch", kCommands.back().second);
   dist::LaunchOptions& lo = command.launch;
-  launch->add_option("--nproc-per-node,--nproc_per_node", lo.nproc_per_node, "Ranks on this node")
-      ->capture_default_str();
-  launch->add_option("--nnodes", lo.nnodes, "Number of nodes")->capture_default_str();
-  launch->add_option("--node-rank,--node_rank", lo.node_rank, "This node's index, from 0")
-      ->capture_default_str();
+  std::map<std::string, std::string> text = {
+      {"--nproc-per-node", std::to_string(lo.nproc_per_node)},
+      {"--nnodes", std::to_string(lo.nnodes)},
+      {"--node-rank", std::to_string(lo.node_rank)},
+      {"--master-port", std::to_string(lo.master_port)},
+      {"--grace-period", io::python_float(lo.grace_seconds)},
+      {"--rdzv-timeout", io::python_float(lo.rdzv_timeout_seconds)}};
+  auto option = [&](const std::string& names, const std::string& key, const std::string& help) {
+    launch->add_option(names, text[key], help)
+        ->capture_default_str()
+        ->type_name(key == "--grace-period" || key == "--rdzv-timeout" ? "SECONDS" : "INT");
+  };
+  option("--nproc-per-node,--nproc_per_node", "--nproc-per-node", "Ranks on this node");
+  option("--nnodes", "--nnodes", "Number of nodes");
+  option("--node-rank,--node_rank", "--node-rank", "This node's index, from 0");
   launch
       ->add_option("--master-addr,--master_addr", lo.master_addr,
                    "Address of node 0 (rank 0 hosts the TCPStore)")
-      ->capture_default_str();
-  launch
-      ->add_option("--master-port,--master_port", lo.master_port, "Port of the TCPStore on node 0")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("HOST");
+  option("--master-port,--master_port", "--master-port",
+         "Port of the TCPStore on node 0 (0: a free one, one node only)");
   launch->add_flag("--rank0-only", lo.rank0_only,
                    "Forward only rank 0's stdout (stderr of every rank still shows)");
-  launch
-      ->add_option("--grace-period", lo.grace_seconds,
-                   "Seconds between SIGTERM and SIGKILL when stopping ranks")
-      ->capture_default_str();
-  launch
-      ->add_option("--rdzv-timeout", lo.rdzv_timeout_seconds,
-                   "Seconds a node > 0 waits to reach node 0")
-      ->capture_default_str();
+  option("--grace-period", "--grace-period",
+         "Seconds between SIGTERM and SIGKILL when stopping ranks");
+  option("--rdzv-timeout", "--rdzv-timeout", "Seconds a node > 0 waits to reach node 0");
+  launch->footer(
+      "\nAfter the options: PROGRAM [ARGS...], what every rank runs (e.g. trainer train "
+      "config.json).");
   launch->prefix_command();
   try {
     app.parse(argc, argv);
@@ -88,41 +232,32 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     app.exit(e);
     return std::nullopt;
+  } catch (const CLI::RequiredError& e) {
+    throw InputError(
+        "a command is required: trainer train|evaluate|launch ... (see trainer --help)");
   } catch (const CLI::ParseError& e) {
     throw InputError(e.what());
   }
-  if (launch->parsed()) {
-    command.name = "launch";
-    lo.command = launch->remaining();
-    return command;
-  }
-  for (CLI::App* sub : subcommands) {
-    if (!sub->parsed()) continue;
-    command.name = sub->get_name();
-    for (const std::string& extra : sub->remaining()) {
-      std::string key = extra;
-      while (!key.empty() && key.front() == '-') key.erase(key.begin());
-      key = key.substr(0, key.find('='));
-      if (extra.rfind("-", 0) != 0) {
-        throw InputError(
-            fmt::format("unexpected argument '{}' (only one CONFIG.json is taken)", extra));
-      }
-      TrainingArguments::reject_unsupported_key(key);
-      std::string near = io::nearest(key, names);
-      throw InputError(fmt::format("unknown argument --{}{}", key,
-                                   near.empty() ? " (see trainer " + command.name + " --help)"
-                                                : fmt::format(" (did you mean --{}?)", near)));
-    }
-  }
-  for (CLI::App* sub : subcommands) {
-    if (!sub->parsed()) continue;
-    for (const auto& [name, option] : options[sub]) {
-      if (option->count() == 0) continue;
-      const auto& given = option->results();
-      // A bare flag (--do_eval) means true, as HfArgumentParser takes it.
-      command.overrides.emplace_back(name,
-                                     given.empty() || given.back().empty() ? "true" : given.back());
-    }
+  if (wants_help) return std::nullopt;  // CLI11 printed it
+  command.name = "launch";
+  constexpr double kMaxInt = 2147483647.0;
+  lo.nproc_per_node = static_cast<int>(launch_number("--nproc-per-node", text["--nproc-per-node"],
+                                                     1, 4096, true, "an integer in 1..4096"));
+  lo.nnodes = static_cast<int>(
+      launch_number("--nnodes", text["--nnodes"], 1, 65536, true, "an integer in 1..65536"));
+  lo.node_rank = static_cast<int>(launch_number("--node-rank", text["--node-rank"], 0, kMaxInt,
+                                                true, "an integer >= 0, below --nnodes"));
+  lo.master_port = static_cast<int>(launch_number("--master-port", text["--master-port"], 0, 65535,
+                                                  true, "an integer in 0..65535"));
+  lo.grace_seconds = launch_number("--grace-period", text["--grace-period"], 0, 86400, false,
+                                   "seconds, a finite number in 0..86400");
+  lo.rdzv_timeout_seconds = launch_number("--rdzv-timeout", text["--rdzv-timeout"], 0, 86400 * 7,
+                                          false, "seconds, a finite number in 0..604800");
+  lo.command = launch->remaining();
+  if (lo.command.empty()) {
+    throw InputError(
+        "trainer launch needs PROGRAM [ARGS...] after its options (see trainer "
+        "launch --help)");
   }
   return command;
 }

@@ -2,20 +2,25 @@
 // Transformers' arguments, outputs and printed metrics, on one process or on every process a
 // launcher started (only the main one prints and writes); `trainer launch` starts them. Bad input
 // exits 2 with one line.
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include "apps/cli.h"
 #include "datasets/mnist.h"
 #include "lib/accelerate/accelerator.h"
 #include "lib/accelerate/launch.h"
+#include "lib/distributed/env.h"
 #include "lib/distributed/launcher.h"
 #include "lib/io/allocator.h"
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
+#include "lib/io/interrupt.h"
+#include "lib/io/output_dir.h"
 #include "lib/io/safetensors.h"
 #include "lib/io/text.h"
 #include "lib/models/models.h"
@@ -42,18 +47,59 @@ bool wants_eval(const TrainingArguments& args) {
   return args.eval_strategy() != "no" || args.do_eval();
 }
 
+// The main process (RANK 0, read before any process group exists) locks output_dir before
+// anything else happens; the others never write there.
+std::unique_ptr<io::OutputDir> lock_output_dir(const TrainingArguments& args) {
+  if (dist::read_dist_env().rank != 0) return nullptr;
+  return std::make_unique<io::OutputDir>(args.output_dir());
+}
+
+// Runs one example of `split` through the model, so that images of the wrong shape fail before
+// training, with one line, rather than inside a layer after hours. Eval mode: no dropout, so
+// no random number is drawn.
+void check_model_takes(models::Model& model, const data::MnistDataset& dataset,
+                       const std::string& split, const TrainingArguments& args) {
+  if (dataset.size() == 0) return;
+  torch::NoGradGuard no_grad;
+  const bool training = model.is_training();
+  model.eval();
+  try {
+    model.forward(data::normalize_images(dataset.images().slice(0, 0, 1)));
+  } catch (const c10::Error& e) {
+    throw InputError(fmt::format("the {} images in {} are {}x{}; model {} cannot take them ({})",
+                                 split, args.effective_dataset_dir(), dataset.images().size(1),
+                                 dataset.images().size(2), args.model_name(),
+                                 io::first_line(e.what_without_backtrace())));
+  }
+  model.train(training);
+}
+
 int train(const TrainingArguments& args) {
+  auto output = lock_output_dir(args);
+  if (output && !output->earlier_entries().empty() && !args.overwrite_output_dir()) {
+    const auto& names = output->earlier_entries();
+    throw InputError(fmt::format(
+        "output_dir {} already holds {} ({}{}); set overwrite_output_dir true to replace an "
+        "earlier run's results, or choose another output_dir",
+        args.output_dir(), names.size() == 1 ? "a file" : fmt::format("{} files", names.size()),
+        fmt::format("{}", fmt::join(names.begin(),
+                                    names.begin() + std::min<size_t>(3, names.size()), ", ")),
+        names.size() > 3 ? ", ..." : ""));
+  }
   Accelerator accelerator(accelerator_options(args));
   auto train_dataset = load_split(accelerator, args, "train", args.max_train_samples());
   auto eval_dataset =
       wants_eval(args) ? load_split(accelerator, args, "test", args.max_eval_samples()) : nullptr;
   torch::manual_seed(static_cast<uint64_t>(args.seed()));
   auto model = models::make_model(args.model_name());
+  check_model_takes(*model, *train_dataset, "train", args);
+  if (eval_dataset) check_model_takes(*model, *eval_dataset, "test", args);
 
   Trainer trainer(model, args, train_dataset, eval_dataset, nullptr, compute_accuracy);
   TrainOutput result = trainer.train();
-  // Written beside the model it trained, only once training is over: a run that fails or is
-  // interrupted leaves an earlier run's model and arguments together.
+  // Every file of the run lands together once training and the last evaluation are over, or
+  // none does (a full disk): an earlier run's files stay as they were until then.
+  io::WriteBatch batch;
   trainer.save_model();
   if (accelerator.is_main_process()) {
     io::write_file_atomic(io::join_path(args.output_dir(), "training_args.json"), args.to_json());
@@ -73,6 +119,14 @@ int train(const TrainingArguments& args) {
     trainer.log_metrics("eval", eval_metrics);
     trainer.save_metrics("eval", eval_metrics);
   }
+  // overwrite_output_dir replaces all of an earlier run's results: what this run did not write
+  // (eval_results.json of a run that evaluated) goes.
+  if (output) {
+    for (const std::string& name : io::run_result_files()) {
+      batch.remove_on_commit(io::join_path(args.output_dir(), name));
+    }
+  }
+  batch.commit();
   return 0;
 }
 
@@ -82,15 +136,19 @@ int evaluate(const TrainingArguments& args) {
     throw InputError(fmt::format(
         "{} does not exist (train first, or set output_dir to a trained run)", weights));
   }
+  auto output = lock_output_dir(args);
   Accelerator accelerator(accelerator_options(args));
   auto eval_dataset = load_split(accelerator, args, "test", args.max_eval_samples());
   auto model = models::make_model(args.model_name());
   io::load_state_dict(*model, io::load_safetensors(weights), weights);
+  check_model_takes(*model, *eval_dataset, "test", args);
   Trainer trainer(model, args, nullptr, eval_dataset, nullptr, compute_accuracy);
   Metrics metrics = trainer.evaluate();
   metrics["eval_samples"] = static_cast<double>(eval_dataset->size());
+  io::WriteBatch batch;
   trainer.log_metrics("eval", metrics);
   trainer.save_metrics("eval", metrics);
+  batch.commit();
   return 0;
 }
 
@@ -98,11 +156,14 @@ int evaluate(const TrainingArguments& args) {
 
 int main(int argc, char** argv) {
   trainer::io::configure_allocator();
+  // A closed stdout (trainer train ... | head -1) makes writes fail instead of killing the run.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     auto command = cli::parse_command_line(argc, argv);
     if (!command) return 0;
     if (command->name == "launch") return dist::launch(command->launch);
     TrainingArguments args = TrainingArguments::parse(command->config, command->overrides);
+    io::catch_interrupts();
     return command->name == "train" ? train(args) : evaluate(args);
   } catch (...) {
     return report_error("trainer: ");

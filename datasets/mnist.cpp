@@ -18,7 +18,18 @@ namespace {
 // `dir/stem` or `dir/stem.gz`, whichever exists.
 std::string find_file(const std::string& dir, const std::string& stem) {
   namespace fs = std::filesystem;
-  if (!fs::is_directory(dir)) {
+  std::error_code ec;
+  fs::file_status status = fs::status(dir, ec);
+  if (ec && status.type() != fs::file_type::not_found) {
+    throw InputError(fmt::format("dataset directory {}: {}", dir, ec.message()));
+  }
+  if (fs::exists(status) && !fs::is_directory(status)) {
+    throw InputError(fmt::format(
+        "dataset_dir {} is a file, not a directory (set it to the directory that holds the "
+        "MNIST-format files)",
+        dir));
+  }
+  if (!fs::is_directory(status)) {
     throw InputError(fmt::format(
         "dataset directory {} does not exist (set dataset_dir to a directory with the MNIST-format "
         "files; Fashion-MNIST: apt-get install dataset-fashion-mnist)",
@@ -26,7 +37,7 @@ std::string find_file(const std::string& dir, const std::string& stem) {
   }
   for (const std::string& name : {stem, stem + ".gz"}) {
     fs::path path = fs::path(dir) / name;
-    if (fs::exists(path)) return path.string();
+    if (fs::exists(fs::symlink_status(path, ec))) return path.string();
   }
   throw InputError(fmt::format("dataset file {}/{}[.gz] is missing", dir, stem));
 }

@@ -11,6 +11,7 @@
 #include "lib/io/allocator.h"
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
+#include "lib/io/interrupt.h"
 #include "lib/io/safetensors.h"
 #include "lib/io/text.h"
 #include "lib/optim/adamw.h"
@@ -219,22 +220,36 @@ TrainOutput Trainer::train() {
   const int64_t accumulation = args_.gradient_accumulation_steps();
   const int64_t steps_per_epoch =
       std::max<int64_t>(1, (num_batches + accumulation - 1) / accumulation);
-  const int64_t total_batch_size = batch_size * accelerator.num_processes() * accumulation;
+  int64_t total_batch_size = 0;
+  if (__builtin_mul_overflow(batch_size, accelerator.num_processes() * accumulation,
+                             &total_batch_size)) {
+    throw InputError(fmt::format(
+        "argument per_device_train_batch_size: {} x {} processes x gradient_accumulation_steps {} "
+        "overflows the total batch size",
+        batch_size, accelerator.num_processes(), accumulation));
+  }
   int64_t max_steps, num_epochs;
   double num_train_samples;
   if (args_.max_steps() > 0) {
     max_steps = args_.max_steps();
     num_epochs = (max_steps + steps_per_epoch - 1) / steps_per_epoch;
-    num_train_samples = static_cast<double>(max_steps * total_batch_size);
+    num_train_samples = static_cast<double>(max_steps) * static_cast<double>(total_batch_size);
   } else {
-    max_steps = static_cast<int64_t>(
-        std::ceil(args_.num_train_epochs() * static_cast<double>(steps_per_epoch)));
+    double steps = std::ceil(args_.num_train_epochs() * static_cast<double>(steps_per_epoch));
+    if (steps > 9007199254740992.0) {
+      throw InputError(fmt::format(
+          "argument num_train_epochs: {} epochs of {} steps make {:.3g} optimization steps (at "
+          "most 2^53 are allowed)",
+          io::python_float(args_.num_train_epochs()), steps_per_epoch, steps));
+    }
+    max_steps = static_cast<int64_t>(steps);
     num_epochs = static_cast<int64_t>(std::ceil(args_.num_train_epochs()));
     num_train_samples = static_cast<double>(loader->num_examples()) * args_.num_train_epochs();
   }
 
   state_ = TrainerState{};
   control_ = TrainerControl{};
+  all_results_ = json::object();  // a new run's results replace an earlier run's
   state_.is_world_process_zero = accelerator.is_main_process();
   state_.is_local_process_zero = accelerator.is_local_main_process();
   state_.max_steps = max_steps;
@@ -300,6 +315,10 @@ TrainOutput Trainer::train() {
       // One optimization step: `window` micro-batches, gradients synchronised on the last.
       const int64_t window = std::min(accumulation, num_batches - first);
       current_gradient_accumulation_steps_ = window;
+      if (int sig = io::interrupt_signal()) {
+        throw Interrupted(sig, fmt::format("interrupted by {} at step {} of {}; nothing was saved",
+                                           io::signal_name(sig), state_.global_step, max_steps));
+      }
       fire([&](TrainerCallback& c) { c.on_step_begin(args_, state_, control_); });
       torch::Tensor step_loss;
       for (int64_t k = 0; k < window; ++k) {
@@ -377,6 +396,11 @@ Metrics Trainer::evaluate(const std::string& prefix) {
   // the processes, so every number below is the same on any number of processes.
   std::vector<torch::Tensor> losses, predictions, labels;
   for (int64_t i = 0; i < loader->size(); ++i) {
+    if (int sig = io::interrupt_signal()) {
+      throw Interrupted(sig, fmt::format("interrupted by {} during evaluation (at step {}); "
+                                         "nothing was saved",
+                                         io::signal_name(sig), state_.global_step));
+    }
     data::Batch batch = loader->batch(i);
     PredictionOutput out = prediction_step(*model, batch, !wants_predictions);
     if (out.loss.defined()) {
@@ -446,16 +470,19 @@ void Trainer::save_metrics(const std::string& split, const Metrics& metrics) con
   for (const auto& [key, value] : metrics) values[key] = value;
   io::write_json(io::join_path(args_.output_dir(), split + "_results.json"), values);
   std::string all_path = io::join_path(args_.output_dir(), "all_results.json");
-  json all = json::object();
-  if (std::filesystem::exists(all_path)) {
-    try {
-      all = io::read_json(all_path);
-    } catch (const InputError&) {
-      all = json::object();  // a broken file from an older run is replaced
+  if (!all_results_) {
+    all_results_ = json::object();
+    if (std::filesystem::exists(all_path)) {
+      try {
+        all_results_ = io::read_json(all_path);
+      } catch (const InputError&) {
+        // a broken file from an older run is replaced
+      }
+      if (!all_results_->is_object()) all_results_ = json::object();
     }
   }
-  for (const auto& [key, value] : metrics) all[key] = value;
-  io::write_json(all_path, all);
+  for (const auto& [key, value] : metrics) (*all_results_)[key] = value;
+  io::write_json(all_path, *all_results_);
 }
 
 }  // namespace trainer

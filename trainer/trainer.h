@@ -114,7 +114,9 @@ class Trainer {
   // process only).
   void log_metrics(const std::string& split, const Metrics& metrics) const;
   // Writes <split>_results.json and merges the metrics into all_results.json in output_dir
-  // (main process only).
+  // (main process only). After train(), all_results.json holds only this Trainer's metrics; a
+  // Trainer that has not trained merges into the all_results.json it finds (evaluating a
+  // trained run adds eval to its train metrics).
   void save_metrics(const std::string& split, const Metrics& metrics) const;
 
   void add_callback(std::shared_ptr<TrainerCallback> callback);
@@ -146,6 +148,7 @@ class Trainer {
   TrainerState state_;
   TrainerControl control_;
   Metrics last_eval_metrics_;
+  mutable std::optional<nlohmann::ordered_json> all_results_;  // what all_results.json holds
   int64_t last_eval_step_ = -1;
   std::shared_ptr<Accelerator> accelerator_;
   std::shared_ptr<models::Model> model_wrapped_;  // prepared for training (DDP, autocast)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -27,10 +28,19 @@ std::string type_name(const json& value) {
   return value.type_name();
 }
 
+// A value as the messages quote it: its JSON text, cut short past 60 characters.
+std::string shown(const json& value) {
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  return text.size() <= 60 ? text : text.substr(0, 57) + "...";
+}
+
 [[noreturn]] void wrong_type(const std::string& key, const json& value, const char* expected) {
-  throw InputError(fmt::format("argument {}: {} is a{} {}, expected {}", key, value.dump(),
-                               type_name(value) == "integer" ? "n" : "", type_name(value),
-                               expected));
+  if (value.is_null())
+    throw InputError(fmt::format("argument {}: null, expected {}", key, expected));
+  std::string type = type_name(value);
+  bool vowel = std::string("aeiou").find(type.front()) != std::string::npos;
+  throw InputError(fmt::format("argument {}: {} is {} {}, expected {}", key, shown(value),
+                               vowel ? "an" : "a", type, expected));
 }
 
 // JSON -> field value, with a type check that names the key.
@@ -119,9 +129,26 @@ json text_to_json(const std::string& text) {
   return parsed;
 }
 
+// What a value of type T must be, in the words of the error messages.
+template <typename T>
+const char* kind_of() {
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::optional<bool>>) {
+    return "true or false";
+  } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, std::optional<int64_t>>) {
+    return "an integer";
+  } else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>) {
+    return "a number";
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    return "a string or a list of strings";
+  } else {
+    return "a string";
+  }
+}
+
 struct Spec {
   std::string name;
   std::string help;
+  const char* kind;
   std::function<json(const TrainingArguments&)> get;
   std::function<void(TrainingArguments&, const json&)> set;
   std::function<json(const std::string&)> parse_text;
@@ -139,9 +166,9 @@ json to_json_value(const T& v) {
   }
 }
 
-#define SPEC(T, field, text)                                                                    \
-  Spec {                                                                                        \
-#field, text, [](const TrainingArguments& a) { return to_json_value<T>(a.field()); },         \
+#define SPEC(T, field, text)                                                                                  \
+  Spec {                                                                                                      \
+#field, text, kind_of<T>(), [](const TrainingArguments& a) { return to_json_value<T>(a.field()); },         \
         [](TrainingArguments& a, const json& v) { a.field(Convert<T>::from(#field, v)); },        \
         [](const std::string& s) { return text_to_json<T>(s); } \
   }
@@ -151,7 +178,8 @@ const std::vector<Spec>& specs() {
       SPEC(std::string, output_dir,
            "Where trainer_state.json, training_args.json, model.safetensors and the results go."),
       SPEC(bool, overwrite_output_dir,
-           "Accepted for compatibility; files in output_dir are always replaced."),
+           "Train into an output_dir that already holds files, replacing an earlier run's "
+           "results."),
       SPEC(bool, do_train, "Accepted for compatibility; `trainer train` always trains."),
       SPEC(bool, do_eval, "Evaluate after training even when eval_strategy is \"no\"."),
       SPEC(double, num_train_epochs, "Number of epochs (a fraction ends mid-epoch)."),
@@ -339,6 +367,11 @@ void check_choice(const std::string& key, const std::string& value,
 
 std::string num(double v) { return io::python_float(v); }
 
+// Step counts are int64 on the way and doubles in the logs: 2^53 keeps both exact.
+constexpr int64_t kMaxSteps = int64_t{1} << 53;
+// Batch sizes and accumulation multiply into the total batch size: int32 keeps that in int64.
+constexpr int64_t kMaxCount = 2147483647;
+
 }  // namespace
 
 void TrainingArguments::reject_unsupported_key(const std::string& name) {
@@ -351,20 +384,60 @@ void TrainingArguments::reject_unsupported_key(const std::string& name) {
 
 TrainingArguments TrainingArguments::from_json_text(const std::string& json_text,
                                                     const std::string& source) {
-  json object = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (object.is_discarded()) throw InputError(fmt::format("{} is not valid JSON", source));
+  // The callback sees each top-level key as it is read. An unknown key, a key given twice or a
+  // nested object is recorded (the first one is reported, after any syntax error) and dropped,
+  // so the object never grows past the ~50 known keys and reading stays linear in the text's
+  // size whatever it holds.
+  std::map<std::string, std::string> seen;  // key -> its value, as the messages quote it
+  std::string key;
+  std::optional<std::string> error;
+  auto fail = [&](const std::string& message) {
+    if (!error) error = message;
+    return false;
+  };
+  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key) {
+      key = parsed.get<std::string>();
+      try {
+        lookup(key);
+      } catch (const InputError& e) {
+        return fail(e.what());
+      }
+      if (auto it = seen.find(key); it != seen.end()) {
+        return fail(
+            fmt::format("{}: {} is given twice (first {}); give it once", source, key, it->second));
+      }
+      seen[key] = "";
+    } else if (depth >= 1 && event == json::parse_event_t::object_start) {
+      return fail(
+          fmt::format("argument {}: an object is not allowed, expected {}", key, lookup(key).kind));
+    } else if (depth == 1 &&
+               (event == json::parse_event_t::value || event == json::parse_event_t::array_end)) {
+      seen[key] = shown(parsed);
+    }
+    return true;
+  };
+  json object;
+  try {
+    object = json::parse(json_text, on_event);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    throw InputError(
+        fmt::format("{} is not valid JSON: {}", source, what.substr(what.find(']') + 2)));
+  }
+  if (error) throw InputError(*error);
   if (!object.is_object()) {
-    throw InputError(fmt::format("{} must hold one flat JSON object of arguments, not a {}", source,
-                                 object.type_name()));
+    throw InputError(fmt::format("{} must hold one flat JSON object of arguments, not {}", source,
+                                 object.is_array() ? "an array" : "a " + type_name(object)));
   }
   if (object.contains("eval_strategy") && object.contains("evaluation_strategy") &&
       object["eval_strategy"] != object["evaluation_strategy"]) {
-    throw InputError(
-        fmt::format("{}: eval_strategy {} and evaluation_strategy {} disagree (give one)", source,
-                    object["eval_strategy"].dump(), object["evaluation_strategy"].dump()));
+    throw InputError(fmt::format(
+        "{}: eval_strategy {} and its old name evaluation_strategy {} disagree (give one)", source,
+        shown(object["eval_strategy"]), shown(object["evaluation_strategy"])));
   }
   TrainingArguments args;
-  for (const auto& [key, value] : object.items()) lookup(key).set(args, value);
+  for (const auto& [name, value] : object.items()) lookup(name).set(args, value);
   args.validate();
   return args;
 }
@@ -378,7 +451,10 @@ TrainingArguments TrainingArguments::parse(
     const std::string& json_path,
     const std::vector<std::pair<std::string, std::string>>& overrides) {
   TrainingArguments args;
-  if (!json_path.empty()) args = from_json_text(io::read_file(json_path), json_path);
+  if (!json_path.empty()) {
+    // A configuration is a few kilobytes; 1 GiB bounds what a wrong path can make us read.
+    args = from_json_text(io::read_file(json_path, size_t{1} << 30), json_path);
+  }
   for (const auto& [name, value] : overrides) args.set_from_text(name, value);
   args.validate();
   return args;
@@ -388,14 +464,16 @@ void TrainingArguments::validate() const {
   check(!output_dir_.empty(), "output_dir", "\"\"", "a directory path");
   check(std::isfinite(num_train_epochs_) && num_train_epochs_ >= 0, "num_train_epochs",
         num(num_train_epochs_), "must be >= 0");
-  check(max_steps_ == -1 || max_steps_ > 0, "max_steps", std::to_string(max_steps_),
-        "-1 to train for num_train_epochs, or > 0");
+  check(max_steps_ == -1 || (max_steps_ > 0 && max_steps_ <= kMaxSteps), "max_steps",
+        std::to_string(max_steps_), "-1 to train for num_train_epochs, or 1..2^53");
   check(max_steps_ > 0 || num_train_epochs_ > 0, "num_train_epochs", num(num_train_epochs_),
         "must be > 0 unless max_steps > 0");
-  check(per_device_train_batch_size_ >= 1, "per_device_train_batch_size",
-        std::to_string(per_device_train_batch_size_), "must be >= 1");
-  check(per_device_eval_batch_size_ >= 1, "per_device_eval_batch_size",
-        std::to_string(per_device_eval_batch_size_), "must be >= 1");
+  check(per_device_train_batch_size_ >= 1 && per_device_train_batch_size_ <= kMaxCount,
+        "per_device_train_batch_size", std::to_string(per_device_train_batch_size_),
+        "must be in 1..2147483647");
+  check(per_device_eval_batch_size_ >= 1 && per_device_eval_batch_size_ <= kMaxCount,
+        "per_device_eval_batch_size", std::to_string(per_device_eval_batch_size_),
+        "must be in 1..2147483647");
   check(std::isfinite(learning_rate_) && learning_rate_ >= 0, "learning_rate", num(learning_rate_),
         "must be >= 0");
   check(std::isfinite(weight_decay_) && weight_decay_ >= 0, "weight_decay", num(weight_decay_),
@@ -406,24 +484,25 @@ void TrainingArguments::validate() const {
         "must be >= 0");
   check(std::isfinite(max_grad_norm_) && max_grad_norm_ >= 0, "max_grad_norm", num(max_grad_norm_),
         "must be >= 0; 0 disables clipping");
-  check(gradient_accumulation_steps_ >= 1, "gradient_accumulation_steps",
-        std::to_string(gradient_accumulation_steps_), "must be >= 1");
+  check(gradient_accumulation_steps_ >= 1 && gradient_accumulation_steps_ <= kMaxCount,
+        "gradient_accumulation_steps", std::to_string(gradient_accumulation_steps_),
+        "must be in 1..2147483647");
   check_choice("lr_scheduler_type", lr_scheduler_type_,
                {"linear", "cosine", "constant", "constant_with_warmup"});
   check(warmup_steps_ >= 0, "warmup_steps", std::to_string(warmup_steps_), "must be >= 0");
   check(warmup_ratio_ >= 0 && warmup_ratio_ <= 1, "warmup_ratio", num(warmup_ratio_),
         "must be in [0, 1]");
   check_choice("logging_strategy", logging_strategy_, {"no", "steps", "epoch"});
-  check(std::isfinite(logging_steps_) && logging_steps_ > 0 &&
+  check(std::isfinite(logging_steps_) && logging_steps_ > 0 && logging_steps_ <= kMaxSteps &&
             (logging_steps_ < 1 || logging_steps_ == std::floor(logging_steps_)),
         "logging_steps", num(logging_steps_),
-        "an integer >= 1, or a fraction in (0, 1) of the total steps");
+        "an integer in 1..2^53, or a fraction in (0, 1) of the total steps");
   check_choice("eval_strategy", eval_strategy_, {"no", "steps", "epoch"});
   if (eval_steps_) {
-    check(std::isfinite(*eval_steps_) && *eval_steps_ > 0 &&
+    check(std::isfinite(*eval_steps_) && *eval_steps_ > 0 && *eval_steps_ <= kMaxSteps &&
               (*eval_steps_ < 1 || *eval_steps_ == std::floor(*eval_steps_)),
           "eval_steps", num(*eval_steps_),
-          "an integer >= 1, or a fraction in (0, 1) of the total steps");
+          "an integer in 1..2^53, or a fraction in (0, 1) of the total steps");
   }
   check_choice("save_strategy", save_strategy_, {"no"});
   check(seed_ >= 0, "seed", std::to_string(seed_), "must be >= 0");
@@ -461,7 +540,8 @@ std::string TrainingArguments::to_json() const {
 std::vector<TrainingArguments::Description> TrainingArguments::describe() {
   TrainingArguments defaults;
   std::vector<Description> out;
-  for (const auto& spec : specs()) out.push_back({spec.name, spec.get(defaults).dump(), spec.help});
+  for (const auto& spec : specs())
+    out.push_back({spec.name, spec.get(defaults).dump(), spec.help, spec.kind});
   return out;
 }
 

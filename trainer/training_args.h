@@ -77,6 +77,8 @@ class TrainingArguments {
     std::string name;
     std::string default_json;
     std::string help;
+    std::string kind;  // "true or false", "an integer", "a number", "a string", ...
+    bool is_flag() const { return kind == "true or false"; }
   };
 
   // Arguments from a flat JSON object (empty path: defaults), then `--name value` overrides

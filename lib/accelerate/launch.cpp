@@ -10,6 +10,7 @@
 
 #include "lib/distributed/process_group.h"
 #include "lib/io/errors.h"
+#include "lib/io/interrupt.h"
 #include "lib/io/text.h"
 
 namespace trainer {
@@ -19,6 +20,10 @@ int report_error(const std::string& prefix) {
   int status = 1;
   try {
     throw;
+  } catch (const Interrupted& e) {
+    std::fprintf(stderr, "%s%s\n", prefix.c_str(), e.what());
+    std::fflush(stderr);
+    return 128 + e.signal();
   } catch (const InputError& e) {
     message = e.what();
     status = 2;

@@ -42,7 +42,12 @@ constexpr Scheme kSchemes[] = {
 DistEnv read_dist_env(const GetEnv& getenv) {
   auto get_int = [&](const char* name, int fallback, int min = 0, int max = 1 << 20) {
     const char* value = getenv(name);
-    if (!value || !*value) return fallback;
+    if (!value) return fallback;
+    if (!*value) {
+      throw InputError(fmt::format("environment variable {} is set but empty (unset it, or give an "
+                                   "integer from {} to {})",
+                                   name, min, max));
+    }
     // SLURM_NTASKS_PER_NODE may read "2(x3)": the leading count is this node's.
     std::string text = value;
     if (std::string(name) == "SLURM_NTASKS_PER_NODE") text = text.substr(0, text.find('('));
@@ -75,7 +80,13 @@ DistEnv read_dist_env(const GetEnv& getenv) {
         fmt::format("local rank {} is not allowed (must be below the local world size {})",
                     env.local_rank, env.local_world_size));
   }
-  if (const char* addr = getenv("MASTER_ADDR"); addr && *addr) env.master_addr = addr;
+  if (const char* addr = getenv("MASTER_ADDR"); addr) {
+    if (!*addr && env.world_size > 1) {
+      throw InputError(
+          "environment variable MASTER_ADDR is set but empty (the host name or address of rank 0)");
+    }
+    if (*addr) env.master_addr = addr;
+  }
   env.master_port = get_int("MASTER_PORT", kDefaultMasterPort, 1, 65535);
   if (const char* agent = getenv("TORCHELASTIC_USE_AGENT_STORE")) {
     env.use_agent_store =

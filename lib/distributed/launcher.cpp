@@ -5,6 +5,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +32,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int g_signal_pipe[2] = {-1, -1};
+int g_watchdog_fd = -1;  // the launcher's end of the watchdog's pipe (closed in the ranks)
 
 // Each signal becomes a byte on the pipe the launcher's loop polls.
 void on_signal(int sig) {
@@ -100,15 +103,22 @@ bool reachable(const std::string& host, int port, double seconds) {
   return false;
 }
 
+// An executable regular file (a directory has the x bit too, but exec fails on it).
+bool executable_file(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+         ::access(path.c_str(), X_OK) == 0;
+}
+
 bool program_exists(const std::string& program) {
-  if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0;
+  if (program.find('/') != std::string::npos) return executable_file(program);
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/bin:/bin";
   for (size_t start = 0; start <= dirs.size();) {
     size_t end = dirs.find(':', start);
     if (end == std::string::npos) end = dirs.size();
     std::string dir = dirs.substr(start, end - start);
-    if (::access(((dir.empty() ? "." : dir) + "/" + program).c_str(), X_OK) == 0) return true;
+    if (executable_file((dir.empty() ? "." : dir) + "/" + program)) return true;
     start = end + 1;
   }
   return false;
@@ -197,12 +207,77 @@ class SignalScope {
     ::sigaction(SIGPIPE, &previous_pipe_, nullptr);
     ::close(g_signal_pipe[0]);
     ::close(g_signal_pipe[1]);
+    if (g_watchdog_fd >= 0) ::close(g_watchdog_fd);
   }
 
  private:
   static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGCHLD};
   std::array<struct sigaction, 3> previous_{};
   struct sigaction previous_pipe_ {};
+};
+
+// A process that outlives the launcher by a moment: when the launcher dies without saying so,
+// even by SIGKILL, it kills every rank's process group, so that nothing a rank started is left
+// running (PR_SET_PDEATHSIG reaches only the ranks themselves). It learns each rank's pid (its
+// process group) through a pipe and waits for the launcher's "done" (a 0) or the pipe's end.
+class Watchdog {
+ public:
+  Watchdog() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("launch: pipe failed");
+    pid_ = ::fork();
+    if (pid_ < 0) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      throw std::runtime_error(fmt::format("launch: fork failed: {}", std::strerror(errno)));
+    }
+    if (pid_ == 0) watch_over(fds[0], fds[1]);
+    ::close(fds[0]);
+    g_watchdog_fd = fds[1];
+  }
+  ~Watchdog() {
+    int32_t done = 0;
+    [[maybe_unused]] ssize_t n = ::write(g_watchdog_fd, &done, sizeof done);
+    ::close(g_watchdog_fd);
+    g_watchdog_fd = -1;
+    ::waitpid(pid_, nullptr, 0);
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void watch(pid_t group) {
+    int32_t pid = group;
+    [[maybe_unused]] ssize_t n = ::write(g_watchdog_fd, &pid, sizeof pid);
+  }
+
+ private:
+  [[noreturn]] static void watch_over(int in, int out) {
+    ::close(out);
+    ::setpgid(0, 0);  // out of the terminal's job: Ctrl-C goes to the launcher, not here
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(sig, SIG_IGN);
+    // Nothing of the launcher's stays open here: a pipe reader waiting for the launcher's output
+    // to end must not wait for this process.
+    int null = ::open("/dev/null", O_RDWR);
+    for (int fd = 0; fd <= 2; ++fd) ::dup2(null, fd);
+    ::dup2(in, 3);
+    ::close_range(4, ~0U, 0);
+    std::vector<pid_t> groups;
+    int32_t pid = 0;
+    while (true) {
+      ssize_t n = ::read(3, &pid, sizeof pid);
+      if (n < 0 && errno == EINTR) continue;
+      if (n == sizeof pid && pid == 0) ::_exit(0);  // the launcher ended normally
+      if (n == sizeof pid) {
+        groups.push_back(pid);
+        continue;
+      }
+      break;  // the launcher is gone
+    }
+    for (pid_t group : groups) ::kill(-group, SIGKILL);
+    ::_exit(0);
+  }
+
+  pid_t pid_ = -1;
 };
 
 // torchrun's variables for one rank.
@@ -309,13 +384,26 @@ void validate_launch(const LaunchOptions& o) {
         fmt::format("--node-rank {} is not allowed (must be in [0, {}) for --nnodes {})",
                     o.node_rank, o.nnodes, o.nnodes));
   }
+  if (o.master_addr.empty()) {
+    throw InputError("--master-addr \"\" is not allowed (a host name or address of node 0)");
+  }
+  if (!std::isfinite(o.grace_seconds) || o.grace_seconds < 0) {
+    throw InputError(fmt::format("--grace-period {} is not allowed (seconds, a finite number >= 0)",
+                                 o.grace_seconds));
+  }
+  if (!std::isfinite(o.rdzv_timeout_seconds) || o.rdzv_timeout_seconds < 0) {
+    throw InputError(fmt::format("--rdzv-timeout {} is not allowed (seconds, a finite number >= 0)",
+                                 o.rdzv_timeout_seconds));
+  }
   if (o.master_port < (o.nnodes == 1 ? 0 : 1) || o.master_port > 65535) {
     throw InputError(fmt::format(
         "--master-port {} is not allowed (must be in 1..65535, or 0 for a free port on one node)",
         o.master_port));
   }
-  if (!o.command.empty() && !program_exists(o.command[0])) {
-    throw InputError(fmt::format("program {} is not an executable file or on PATH", o.command[0]));
+  if (std::error_code ec; !o.command.empty() && !program_exists(o.command[0])) {
+    throw InputError(
+        fmt::format("program {} is not an executable file or on PATH{}", o.command[0],
+                    std::filesystem::is_directory(o.command[0], ec) ? " (a directory)" : ""));
   }
   if (o.node_rank == 0) {
     if (o.master_port != 0 && port_is_busy(o.master_port)) {
@@ -376,6 +464,7 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
   if (o.master_port == 0) o.master_port = free_port();
   const int world_size = o.nnodes * o.nproc_per_node;
   SignalScope signals;
+  Watchdog watchdog;
 
   std::vector<Rank> ranks(static_cast<size_t>(o.nproc_per_node));
   for (int i = 0; i < o.nproc_per_node; ++i) {
@@ -383,6 +472,7 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
     ranks[i].global_rank = o.node_rank * o.nproc_per_node + i;
     try {
       spawn(o, ranks[i], world_size, rank_main, signals, ranks);
+      watchdog.watch(ranks[i].pid);
     } catch (...) {
       for (int j = 0; j < i; ++j) {
         ::kill(-ranks[j].pid, SIGKILL);

@@ -8,6 +8,7 @@
 
 #include <c10/util/Logging.h>
 #include <fmt/format.h>
+#include <netdb.h>
 
 #include "lib/distributed/c10d.h"
 #include "lib/io/errors.h"
@@ -70,6 +71,17 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const DistEnv& env, std::chrono::mill
   options.numWorkers = env.world_size;
   options.waitWorkers = false;
   options.timeout = timeout;
+  // c10d's client retries an unknown host name until the timeout: a name that no resolver knows
+  // is bad input, said at once (a resolver that is only slow to answer gets the timeout).
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  int resolved = ::getaddrinfo(env.master_addr.c_str(), nullptr, &hints, &found);
+  if (found) ::freeaddrinfo(found);
+  if (resolved == EAI_NONAME || resolved == EAI_FAIL || resolved == EAI_NODATA) {
+    throw InputError(fmt::format("MASTER_ADDR {} is not a known host name or address ({})",
+                                 env.master_addr, ::gai_strerror(resolved)));
+  }
   c10::intrusive_ptr<c10d::Store> store;
   try {
     // c10d logs each failed connection attempt with a C++ backtrace; the one error line below

@@ -1,39 +1,92 @@
 // File helpers: whole-file reads with clear errors and atomic writes.
 #include "lib/io/files.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <sstream>
+#include <regex>
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/io/errors.h"
 
 namespace trainer::io {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InputError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+std::string read_file(const std::string& path, size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw InputError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  struct stat info {};
+  ::fstat(fd, &info);
+  // A directory or a device read as a file would fail late or never end (/dev/zero); a pipe is
+  // fine (trainer train /dev/stdin < config.json).
+  if (!S_ISREG(info.st_mode) && !S_ISFIFO(info.st_mode)) {
+    ::close(fd);
+    throw InputError(fmt::format("cannot read {}: it is {}, not a file", path,
+                                 S_ISDIR(info.st_mode) ? "a directory" : "a device or socket"));
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("cannot read {}", path));
-  return buffer.str();
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::string content;
+  if (S_ISREG(info.st_mode)) content.reserve(std::min<size_t>(info.st_size, max_bytes));
+  char buffer[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int error = errno;
+      ::close(fd);
+      throw InputError(fmt::format("cannot read {}: {}", path, std::strerror(error)));
+    }
+    if (n == 0) break;
+    if (content.size() + static_cast<size_t>(n) > max_bytes) {
+      ::close(fd);
+      throw InputError(fmt::format("cannot read {}: larger than {} bytes", path, max_bytes));
+    }
+    content.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return content;
 }
 
-void write_file_atomic(const std::string& path, const std::string& data) {
+namespace {
+
+WriteBatch* g_batch = nullptr;  // the open WriteBatch, if any (one per process)
+
+[[noreturn]] void write_failed(const std::string& path, int error) {
+  throw std::runtime_error(fmt::format("cannot write {}: {}{}", path, std::strerror(error),
+                                       error == ENOSPC || error == EFBIG || error == EDQUOT
+                                           ? " (the file that was there is kept)"
+                                           : ""));
+}
+
+// Makes a rename in `dir` durable.
+void sync_directory(const std::string& dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// Writes `data` to a new temporary file beside `path` and flushes it to the disk; returns its
+// name. Nothing is left behind when it fails.
+std::string write_temporary(const std::string& path, const std::string& data) {
   namespace fs = std::filesystem;
   fs::path target(path);
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  if (target.has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(target.parent_path(), ec);
+    if (ec) {
+      throw std::runtime_error(fmt::format("cannot create directory {}: {}",
+                                           target.parent_path().string(), ec.message()));
+    }
+  }
   // A name no other writer uses, even another machine's process with the same pid writing to a
-  // shared file system: O_EXCL refuses one that exists.
+  // shared file system: O_EXCL refuses one that exists. remove_stale_temporaries knows its form.
   std::random_device random;
   std::string tmp;
   int fd = -1;
@@ -43,34 +96,108 @@ void write_file_atomic(const std::string& path, const std::string& data) {
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
-  if (fd < 0) {
-    throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-  }
+  if (fd < 0) write_failed(path, errno);
+  auto fail = [&](int error) {
+    ::close(fd);
+    std::remove(tmp.c_str());
+    write_failed(path, error);
+  };
   const char* p = data.data();
   size_t left = data.size();
   while (left > 0) {
     ssize_t n = ::write(fd, p, left);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int error = errno;
-      ::close(fd);
-      std::remove(tmp.c_str());
-      throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(error)));
-    }
+    if (n <= 0) fail(n < 0 ? errno : ENOSPC);
     p += n;
     left -= static_cast<size_t>(n);
   }
+  if (::fsync(fd) != 0) fail(errno);
   if (::close(fd) != 0) {
     int error = errno;
     std::remove(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(error)));
+    write_failed(path, error);
   }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
+  return tmp;
+}
+
+void rename_into_place(const std::string& tmp, const std::string& path) {
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int error = errno;
     std::remove(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp, path, ec.message()));
+    throw std::runtime_error(
+        fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(error)));
   }
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& data) {
+  std::string tmp = write_temporary(path, data);
+  if (g_batch) {
+    g_batch->staged_.emplace_back(tmp, path);
+    return;
+  }
+  rename_into_place(tmp, path);
+  sync_directory(std::filesystem::path(path).parent_path().string());
+}
+
+WriteBatch::WriteBatch() {
+  if (g_batch) throw std::logic_error("WriteBatch: one is already open");
+  g_batch = this;
+}
+
+WriteBatch::~WriteBatch() {
+  if (g_batch == this) g_batch = nullptr;
+  for (const auto& [tmp, path] : staged_) std::remove(tmp.c_str());
+}
+
+void WriteBatch::remove_on_commit(const std::string& path) { removed_.push_back(path); }
+
+bool WriteBatch::staged(const std::string& path) const {
+  for (const auto& entry : staged_) {
+    if (entry.second == path) return true;
+  }
+  return false;
+}
+
+void WriteBatch::commit() {
+  g_batch = nullptr;
+  std::vector<std::string> dirs;
+  // The last write of a path wins, as it would have without the batch.
+  for (size_t i = 0; i < staged_.size(); ++i) {
+    const auto& [tmp, path] = staged_[i];
+    bool later = false;
+    for (size_t j = i + 1; j < staged_.size(); ++j) later = later || staged_[j].second == path;
+    if (later) {
+      std::remove(tmp.c_str());
+      continue;
+    }
+    rename_into_place(tmp, path);
+    dirs.push_back(std::filesystem::path(path).parent_path().string());
+  }
+  for (const auto& path : removed_) {
+    if (!staged(path) && std::remove(path.c_str()) == 0) {
+      dirs.push_back(std::filesystem::path(path).parent_path().string());
+    }
+  }
+  staged_.clear();
+  removed_.clear();
+  std::sort(dirs.begin(), dirs.end());
+  dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
+  for (const auto& dir : dirs) sync_directory(dir);
+}
+
+int remove_stale_temporaries(const std::string& dir) {
+  static const std::regex temporary(R"(.+\.tmp\.[0-9]+\.[0-9a-f]{16})");
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (std::regex_match(entry.path().filename().string(), temporary) &&
+        std::remove(entry.path().c_str()) == 0) {
+      ++removed;
+    }
+  }
+  return removed;
 }
 
 void write_json(const std::string& path, const nlohmann::ordered_json& value) {

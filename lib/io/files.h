@@ -2,18 +2,50 @@
 // so that a crash never leaves a half-written result in output_dir.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace trainer::io {
 
-// Reads a whole file. Throws InputError naming the path when it cannot be opened or read.
-std::string read_file(const std::string& path);
+// Reads a whole file (or pipe). Throws InputError naming the path when it cannot be opened or
+// read, is a directory or a device, or holds more than max_bytes.
+std::string read_file(const std::string& path, size_t max_bytes = SIZE_MAX);
 
-// Writes `data` to `path` through a temporary file in the same directory and a rename, creating
-// missing parent directories. Throws std::runtime_error naming the path on failure.
+// Writes `data` to `path` through a temporary file in the same directory (flushed to the disk),
+// a rename and a flush of the directory, creating missing parent directories. Throws
+// std::runtime_error naming the path on failure (a full disk included), leaving the file that
+// was at `path` as it was and no temporary file. While a WriteBatch is open, the rename waits for
+// its commit().
 void write_file_atomic(const std::string& path, const std::string& data);
+
+// Files that land together or not at all: while one is open, write_file_atomic only writes and
+// flushes temporary files (where a full disk shows); commit() renames them all into place, then
+// removes the paths given to remove_on_commit (unless written in the batch). Destroyed without a
+// commit, it removes its temporary files and every earlier file stays. One at a time.
+class WriteBatch {
+ public:
+  WriteBatch();
+  ~WriteBatch();
+  WriteBatch(const WriteBatch&) = delete;
+  WriteBatch& operator=(const WriteBatch&) = delete;
+  void remove_on_commit(const std::string& path);
+  // True when the batch holds a write of `path`.
+  bool staged(const std::string& path) const;
+  void commit();
+
+ private:
+  friend void write_file_atomic(const std::string&, const std::string&);
+  std::vector<std::pair<std::string, std::string>> staged_;  // temporary file, target
+  std::vector<std::string> removed_;
+};
+
+// Removes the temporary files a killed write_file_atomic left in `dir` (<name>.tmp.<pid>.<hex>).
+// Call it only where no other process writes (under OutputDir's lock). Returns how many.
+int remove_stale_temporaries(const std::string& dir);
 
 // Writes `value` as indented JSON (2 spaces, trailing newline), atomically.
 void write_json(const std::string& path, const nlohmann::ordered_json& value);

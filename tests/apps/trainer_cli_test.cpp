@@ -241,7 +241,7 @@ TEST(TrainerCli, ArgumentErrorsAreOneLineAndExitTwo) {
   expect_input_error("train --lerning_rate 0.1",
                      "unknown argument --lerning_rate (did you mean --learning_rate?)");
   expect_input_error("train --per_device_train_batch_size 0",
-                     "argument per_device_train_batch_size: 0 is not allowed (must be >= 1)");
+                     "argument per_device_train_batch_size: 0 is not allowed (must be in 1..2147483647)");
   expect_input_error("train --learning_rate -1",
                      "argument learning_rate: -1.0 is not allowed (must be >= 0)");
   expect_input_error(
@@ -267,13 +267,14 @@ TEST(TrainerCli, BadDataIsOneLineAndKeepsWhatWasSaved) {
   TempDir dir;
   std::ofstream(dir.file("keep.txt")) << "earlier results";
   expect_input_error(
-      "train --output_dir " + dir.path() + " --dataset_dir /nonexistent",
+      "train --output_dir " + dir.path() + " --overwrite_output_dir --dataset_dir /nonexistent",
       "dataset directory /nonexistent does not exist (set dataset_dir to a directory with the "
       "MNIST-format files; Fashion-MNIST: apt-get install dataset-fashion-mnist)");
   testing::write_mnist_dir(dir.file("data"), 10, 10, true);
   testing::write_idx(dir.file("data/train-images-idx3-ubyte.gz"), {10, 28, 28},
                      std::vector<uint8_t>(100), true);
-  expect_input_error("train --output_dir " + dir.path() + " --dataset_dir " + dir.file("data"),
+  expect_input_error("train --output_dir " + dir.path() +
+                         " --overwrite_output_dir true --dataset_dir " + dir.file("data"),
                      "truncated IDX file " + dir.file("data/train-images-idx3-ubyte.gz") +
                          ": header promises 7840 bytes of data, found 100");
   EXPECT_EQ(slurp(dir.file("keep.txt")), "earlier results");
@@ -297,7 +298,7 @@ TEST(TrainerCli, AnInterruptedRunLeavesTheEarlierRunsArguments) {
   std::ofstream(dir.file("training_args.json")) << "earlier run";
   std::string out = dir.file("out.txt");
   auto result = run(kTrainer + " train --output_dir " + dir.path() +
-                    " --max_steps 100000 --disable_tqdm true >" + out +
+                    " --overwrite_output_dir --max_steps 100000 --disable_tqdm true >" + out +
                     " & pid=$!; for i in $(seq 300); do grep -q 'Running training' " + out +
                     " && break; sleep 0.1; done; kill -TERM $pid; wait $pid; echo code=$?");
   EXPECT_NE(result.out.find("code=143"), std::string::npos) << result.out << result.err;
@@ -306,9 +307,9 @@ TEST(TrainerCli, AnInterruptedRunLeavesTheEarlierRunsArguments) {
 
 TEST(TrainerCli, ARankThatCannotReachItsMasterSaysSoInOneLine) {
   int port = testing::free_port();
-  auto result = run("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                    std::to_string(port) + " " + kTrainer +
-                    " train --max_train_samples 100 --ddp_timeout 2 --output_dir /nonexistent/x");
+  auto result =
+      run("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
+          kTrainer + " train --max_train_samples 100 --ddp_timeout 2 --output_dir /nonexistent/x");
   EXPECT_EQ(result.exit_code, 3);
   EXPECT_EQ(result.err, fmt::format("trainer: error: rank 1 could not join the rendezvous at "
                                     "127.0.0.1:{0} within 2 s: The client socket has timed out "
@@ -317,7 +318,16 @@ TEST(TrainerCli, ARankThatCannotReachItsMasterSaysSoInOneLine) {
 }
 
 TEST(TrainerCli, HelpListsEveryArgumentWithItsDefault) {
-  for (const char* command : {" --help", " train --help"}) {
+  auto top = run(kTrainer + " --help");
+  EXPECT_EQ(top.exit_code, 0);
+  for (const char* text : {"train", "evaluate", "launch", "trainer launch [--nproc-per-node N"}) {
+    EXPECT_NE(top.out.find(text), std::string::npos) << top.out;
+  }
+  auto launch = run(kTrainer + " launch --help");
+  EXPECT_EQ(launch.exit_code, 0);
+  EXPECT_NE(launch.out.find("--grace-period SECONDS=5.0"), std::string::npos) << launch.out;
+  EXPECT_EQ(launch.out.find("--learning_rate"), std::string::npos) << launch.out;
+  for (const char* command : {" train --help", " evaluate --help"}) {
     auto result = run(kTrainer + command);
     EXPECT_EQ(result.exit_code, 0);
     for (const char* text : {"--learning_rate", "5e-05", "--per_device_train_batch_size",

@@ -161,7 +161,7 @@ TEST(Launcher, BadOptionsAreOneLineAndExitTwo) {
   expect_launch_error("--nnodes 2 --node-rank 2 true",
                       "--node-rank 2 is not allowed (must be in [0, 2) for --nnodes 2)");
   expect_launch_error("--nproc-per-node 0 true",
-                      "--nproc-per-node 0 is not allowed (must be >= 1)");
+                      "--nproc-per-node 0 is not allowed (an integer in 1..4096)");
   expect_launch_error("--nproc-per-node 2 /nonexistent/program",
                       "program /nonexistent/program is not an executable file or on PATH");
   int closed = testing::free_port();

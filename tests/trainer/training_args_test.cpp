@@ -112,13 +112,20 @@ TEST(TrainingArguments, WrongTypes) {
   EXPECT_EQ(error_of("{}", {{"learning_rate", "fast"}}),
             "argument learning_rate: \"fast\" is a string, expected a number");
   EXPECT_EQ(error_of(R"([1, 2])"),
-            "config.json must hold one flat JSON object of arguments, not a array");
-  EXPECT_EQ(error_of(R"({"a": )"), "config.json is not valid JSON");
+            "config.json must hold one flat JSON object of arguments, not an array");
+  EXPECT_EQ(error_of(R"({"a": )"),
+            "config.json is not valid JSON: parse error at line 1, column 7: syntax error while "
+            "parsing value - unexpected end of input; expected '[', '{', or a literal");
+  EXPECT_EQ(error_of(R"({"output_dir": {"x": 1}})"),
+            "argument output_dir: an object is not allowed, expected a string");
+  EXPECT_EQ(error_of(R"({"max_steps": 3, "max_steps": 4})"),
+            "config.json: max_steps is given twice (first 3); give it once");
+  EXPECT_EQ(error_of(R"({"output_dir": null})"), "argument output_dir: null, expected a string");
 }
 
 TEST(TrainingArguments, ValuesOutOfRange) {
   EXPECT_EQ(error_of(R"({"per_device_train_batch_size": 0})"),
-            "argument per_device_train_batch_size: 0 is not allowed (must be >= 1)");
+            "argument per_device_train_batch_size: 0 is not allowed (must be in 1..2147483647)");
   EXPECT_EQ(error_of(R"({"learning_rate": -0.001})"),
             "argument learning_rate: -0.001 is not allowed (must be >= 0)");
   EXPECT_EQ(error_of(R"({"lr_scheduler_type": "polynomial"})"),
@@ -126,25 +133,26 @@ TEST(TrainingArguments, ValuesOutOfRange) {
             "constant, "
             "constant_with_warmup)");
   EXPECT_EQ(error_of(R"({"gradient_accumulation_steps": 0})"),
-            "argument gradient_accumulation_steps: 0 is not allowed (must be >= 1)");
+            "argument gradient_accumulation_steps: 0 is not allowed (must be in 1..2147483647)");
   EXPECT_EQ(error_of(R"({"eval_strategy": "sometimes"})"),
             "argument eval_strategy: \"sometimes\" is not allowed (allowed: no, steps, epoch)");
   EXPECT_EQ(error_of(R"({"max_steps": 0})"),
-            "argument max_steps: 0 is not allowed (-1 to train for num_train_epochs, or > 0)");
+            "argument max_steps: 0 is not allowed (-1 to train for num_train_epochs, or 1..2^53)");
   EXPECT_EQ(error_of(R"({"warmup_ratio": 1.5})"),
             "argument warmup_ratio: 1.5 is not allowed (must be in [0, 1])");
-  EXPECT_EQ(error_of(R"({"logging_steps": 2.5})"),
-            "argument logging_steps: 2.5 is not allowed (an integer >= 1, or a fraction in (0, 1) "
-            "of the total steps)");
+  EXPECT_EQ(
+      error_of(R"({"logging_steps": 2.5})"),
+      "argument logging_steps: 2.5 is not allowed (an integer in 1..2^53, or a fraction in (0, 1) "
+      "of the total steps)");
   EXPECT_EQ(error_of(R"({"model_name": "gpt2"})"),
             "argument model_name: \"gpt2\" is not allowed (allowed: basic_net)");
   EXPECT_EQ(error_of(R"({"report_to": "wandb"})"),
             "argument report_to: \"wandb\" is not allowed (allowed: none)");
   EXPECT_EQ(error_of(R"({"save_strategy": "epoch"})"),
             "argument save_strategy: \"epoch\" is not allowed (allowed: no)");
-  EXPECT_EQ(
-      error_of(R"({"eval_strategy": "epoch", "evaluation_strategy": "steps"})"),
-      "config.json: eval_strategy \"epoch\" and evaluation_strategy \"steps\" disagree (give one)");
+  EXPECT_EQ(error_of(R"({"eval_strategy": "epoch", "evaluation_strategy": "steps"})"),
+            "config.json: eval_strategy \"epoch\" and its old name evaluation_strategy \"steps\" "
+            "disagree (give one)");
 }
 
 TEST(TrainingArguments, WarmupFromRatioOrSteps) {

@@ -1,0 +1,451 @@
+// The bad-input matrix of the `trainer` program, one row per case: each runs the real binary and
+// asserts the exit code, that stderr is exactly one line holding the row's key words, and that
+// the run's output_dir was not even created. Then the cases that need a process to live a while:
+// the output_dir lock, an earlier run left untouched, a full disk, signals, a closed stdout, and
+// a launcher killed with SIGKILL.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+
+namespace trainer {
+namespace bad_input_test {
+
+using testing::run;
+using testing::slurp;
+using testing::TempDir;
+
+struct Row {
+  std::string name;
+  std::string command;  // shell text; {trainer}, {out}, {data}, {tmp}, {config} are expanded
+  int exit_code;
+  std::vector<std::string> words;  // each must appear in the one line on stderr
+  std::string config = "";         // written to {config} when not empty
+};
+
+// Small data sets: a good one, one whose training images are 32x32, one whose test images are.
+class BadInput : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new TempDir();
+    testing::write_mnist_dir(tmp_->file("data"), 64, 32, false);
+    for (const char* split : {"train", "test"}) {
+      std::string dir = tmp_->file(std::string("bad_") + split);
+      testing::write_mnist_dir(dir, 64, 32, false);
+      std::string stem = std::string(split) == "train" ? "train" : "t10k";
+      uint32_t n = std::string(split) == "train" ? 64 : 32;
+      testing::write_idx(dir + "/" + stem + "-images-idx3-ubyte", {n, 32, 32},
+                         std::vector<uint8_t>(n * 32 * 32, 7));
+    }
+    std::ofstream(tmp_->file("file")) << "not a directory";
+    std::filesystem::create_symlink("loop", tmp_->file("loop"));
+  }
+  static void TearDownTestSuite() { delete tmp_; }
+
+  static std::string expand(std::string text, const std::string& out, const std::string& config) {
+    const std::pair<std::string, std::string> names[] = {{"{trainer}", testing::kTrainerBin},
+                                                         {"{out}", out},
+                                                         {"{data}", tmp_->file("data")},
+                                                         {"{config}", config},
+                                                         {"{tmp}", tmp_->path()}};
+    for (const auto& [name, value] : names) {
+      for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at)) {
+        text.replace(at, name.size(), value);
+        at += value.size();
+      }
+    }
+    return text;
+  }
+
+  static void check(const Row& row) {
+    static int counter = 0;
+    std::string out = tmp_->file("out" + std::to_string(++counter));
+    std::string config = tmp_->file("config" + std::to_string(counter) + ".json");
+    if (!row.config.empty()) std::ofstream(config) << row.config;
+    std::string command = expand(row.command, out, config);
+    auto result = run(command);
+    SCOPED_TRACE(row.name + ": " + command);
+    EXPECT_EQ(result.exit_code, row.exit_code) << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+    for (const auto& word : row.words) {
+      EXPECT_NE(result.err.find(word), std::string::npos) << "lacks '" << word << "':\n"
+                                                          << result.err;
+    }
+    EXPECT_FALSE(std::filesystem::exists(out)) << "a failed run created its output_dir";
+  }
+
+  static TempDir* tmp_;
+};
+TempDir* BadInput::tmp_ = nullptr;
+
+TEST_F(BadInput, ArgumentsAreNeverSilentlyMisread) {
+  const std::vector<Row> rows = {
+      {"flag without a value before another flag",
+       "{trainer} train --max_steps --output_dir {out}",
+       2,
+       {"argument --max_steps: no value given", "--output_dir"}},
+      {"trailing flag without a value",
+       "{trainer} train --output_dir {out} --learning_rate",
+       2,
+       {"argument --learning_rate: no value given", "a number"}},
+      {"empty output_dir",
+       "{trainer} train --output_dir ''",
+       2,
+       {"argument --output_dir: the value is empty"}},
+      {"empty dataset_dir",
+       "{trainer} train --output_dir {out} --dataset_dir ''",
+       2,
+       {"argument --dataset_dir: the value is empty"}},
+      {"empty number",
+       "{trainer} train --output_dir {out} --learning_rate ''",
+       2,
+       {"argument --learning_rate: the value is empty", "a number"}},
+      {"empty backend",
+       "{trainer} train --output_dir {out} --ddp_backend ''",
+       2,
+       {"argument --ddp_backend: the value is empty"}},
+      {"empty flag value",
+       "{trainer} train --output_dir {out} --do_eval=",
+       2,
+       {"argument --do_eval: the value is empty", "true or false"}},
+      {"name=value is read",
+       "{trainer} train --output_dir={out} --max_steps=0",
+       2,
+       {"argument max_steps: 0 is not allowed"}},
+      {"name=value with a negative number",
+       "{trainer} train --output_dir {out} --seed=-3",
+       2,
+       {"argument seed: -3 is not allowed"}},
+      {"negative number as a value",
+       "{trainer} train --output_dir {out} --warmup_steps -2",
+       2,
+       {"argument warmup_steps: -2 is not allowed"}},
+      {"same flag twice",
+       "{trainer} train --output_dir {out} --max_steps 1 --max_steps 2",
+       2,
+       {"argument --max_steps is given twice (1 and 2)"}},
+      {"eval_strategy and its old name disagree",
+       "{trainer} train --output_dir {out} --eval_strategy no --evaluation_strategy steps",
+       2,
+       {"--eval_strategy no", "--evaluation_strategy steps", "disagree"}},
+      {"same key twice in the JSON",
+       "{trainer} train {config} --output_dir {out}",
+       2,
+       {"max_steps is given twice (first 1)"},
+       R"({"max_steps": 1, "max_steps": 2})"},
+      {"alias disagreement in the JSON",
+       "{trainer} train {config} --output_dir {out}",
+       2,
+       {"eval_strategy \"no\"", "evaluation_strategy \"epoch\"", "disagree"},
+       R"({"eval_strategy": "no", "evaluation_strategy": "epoch"})"},
+      {"two config files", "{trainer} train {config} {config}", 2, {"unexpected argument"}, "{}"},
+      {"single-dash option", "{trainer} train -x 1", 2, {"unknown argument -x"}},
+      {"an epoch count that overflows the steps",
+       "{trainer} train --output_dir {out} --dataset_dir {data} --num_train_epochs 1e308",
+       2,
+       {"argument num_train_epochs: 1e+308", "at most 2^53"}},
+      {"a batch size past int32",
+       "{trainer} train --per_device_train_batch_size 1e15",
+       2,
+       {"argument per_device_train_batch_size: 1000000000000000 is not allowed"}},
+      {"logging_steps that no step count reaches",
+       "{trainer} train --logging_steps 1e300",
+       2,
+       {"argument logging_steps: 1e+300 is not allowed"}},
+      {"mistyped command",
+       "{trainer} trian",
+       2,
+       {"unknown command 'trian'", "did you mean 'train'?", "train, evaluate, launch"}},
+      {"no command", "{trainer}", 2, {"a command is required"}},
+      {"launcher: nan grace period",
+       "{trainer} launch --grace-period nan true",
+       2,
+       {"--grace-period nan is not allowed", "finite"}},
+      {"launcher: infinite grace period",
+       "{trainer} launch --grace-period inf true",
+       2,
+       {"--grace-period inf is not allowed"}},
+      {"launcher: negative grace period",
+       "{trainer} launch --grace-period -1 true",
+       2,
+       {"--grace-period -1 is not allowed"}},
+      {"launcher: process count not a number",
+       "{trainer} launch --nproc-per-node abc true",
+       2,
+       {"--nproc-per-node abc is not allowed", "an integer in 1..4096"}},
+      {"launcher: nan rendezvous timeout",
+       "{trainer} launch --rdzv-timeout nan true",
+       2,
+       {"--rdzv-timeout nan is not allowed"}},
+      {"launcher: no program", "{trainer} launch --nproc-per-node 2", 2, {"needs PROGRAM"}},
+      {"launcher: empty master address",
+       "{trainer} launch --master-addr '' true",
+       2,
+       {"--master-addr \"\" is not allowed"}},
+  };
+  for (const Row& row : rows) check(row);
+}
+
+TEST_F(BadInput, BadFilesAndPlacesAreOneLine) {
+  const std::vector<Row> rows = {
+      {"config is a directory", "{trainer} train {tmp}", 2, {"cannot read", "a directory"}},
+      {"config is a device", "{trainer} train /dev/zero", 2, {"cannot read /dev/zero", "a device"}},
+      {"config is not JSON",
+       "{trainer} train {config}",
+       2,
+       {"is not valid JSON", "line 1"},
+       "{\"max_steps\": }"},
+      {"config holds an array",
+       "{trainer} train {config}",
+       2,
+       {"must hold one flat JSON object of arguments, not an array"},
+       "[1]"},
+      {"a value of the wrong JSON type",
+       "{trainer} train {config}",
+       2,
+       {"argument output_dir: [] is an array, expected a string"},
+       R"({"output_dir": []})"},
+      {"an object as a value",
+       "{trainer} train {config}",
+       2,
+       {"argument max_steps: an object is not allowed, expected an integer"},
+       R"({"max_steps": {"a": 1}})"},
+      {"a string for an integer",
+       "{trainer} train {config}",
+       2,
+       {"argument max_steps: \"3\" is a string, expected an integer"},
+       R"({"max_steps": "3"})"},
+      {"output_dir is a file",
+       "{trainer} train --output_dir {tmp}/file",
+       2,
+       {"output_dir", "is a file, not a directory"}},
+      {"output_dir in a symlink loop",
+       "{trainer} train --output_dir {tmp}/loop/run",
+       2,
+       {"output_dir", "Too many levels of symbolic links"}},
+      {"output_dir that cannot be created",
+       "{trainer} train --output_dir /proc/1/run",
+       2,
+       {"cannot create output_dir /proc/1/run"}},
+      {"dataset_dir is a file",
+       "{trainer} train --output_dir {out} --dataset_dir {tmp}/file",
+       2,
+       {"dataset_dir", "is a file, not a directory"}},
+      {"dataset_dir in a symlink loop",
+       "{trainer} train --output_dir {out} --dataset_dir {tmp}/loop",
+       2,
+       {"Too many levels of symbolic links"}},
+      {"training images of the wrong shape",
+       "{trainer} train --output_dir {out} --dataset_dir {tmp}/bad_train",
+       2,
+       {"the train images in", "are 32x32; model basic_net cannot take them"}},
+      {"test images of the wrong shape, found before training",
+       "{trainer} train --output_dir {out} --dataset_dir {tmp}/bad_test --do_eval",
+       2,
+       {"the test images in", "are 32x32"}},
+      {"a directory as PROGRAM",
+       "{trainer} launch --master-port 0 {tmp}",
+       2,
+       {"is not an executable file", "(a directory)"}},
+      {"RANK set but empty",
+       "RANK= WORLD_SIZE=2 {trainer} train --output_dir {out}",
+       2,
+       {"environment variable RANK is set but empty"}},
+      {"an unknown MASTER_ADDR",
+       "RANK=1 WORLD_SIZE=2 MASTER_ADDR=no-such-host.invalid MASTER_PORT=29400 {trainer} train "
+       "--output_dir {out} --dataset_dir {data}",
+       2,
+       {"MASTER_ADDR no-such-host.invalid is not a known host name or address"}},
+      {"evaluate without a model",
+       "{trainer} evaluate --output_dir {out}",
+       2,
+       {"model.safetensors does not exist"}},
+  };
+  for (const Row& row : rows) check(row);
+}
+
+// A short run's arguments on the small data set, into `out`.
+std::string short_run(const std::string& data, const std::string& out) {
+  return testing::kTrainerBin + " train --dataset_dir " + data + " --output_dir " + out +
+         " --per_device_train_batch_size 16 --disable_tqdm true";
+}
+
+// The names and contents of every file in `dir`.
+std::map<std::string, std::string> contents(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    out[entry.path().filename().string()] = slurp(entry.path().string());
+  }
+  return out;
+}
+
+TEST_F(BadInput, AnEarlierRunStaysUntilOverwriteReplacesAllOfIt) {
+  std::string out = tmp_->file("earlier");
+  auto first = run(short_run(tmp_->file("data"), out) + " --max_steps 2 --do_eval");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto before = contents(out);
+  ASSERT_TRUE(before.count("eval_results.json"));
+
+  // Without overwrite_output_dir: exit 2, naming the directory; nothing changes.
+  auto again = run(short_run(tmp_->file("data"), out) + " --max_steps 2");
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_EQ(again.err, "trainer: error: output_dir " + out +
+                           " already holds 6 files (all_results.json, eval_results.json, "
+                           "model.safetensors, ...); set overwrite_output_dir true to replace an "
+                           "earlier run's results, or choose another output_dir\n");
+  EXPECT_EQ(contents(out), before);
+
+  // With it, but failing before training (test images of the wrong shape): nothing changes.
+  auto failed = run(short_run(tmp_->file("bad_test"), out) +
+                    " --max_steps 2 --do_eval --overwrite_output_dir true");
+  EXPECT_EQ(failed.exit_code, 2) << failed.err;
+  EXPECT_EQ(contents(out), before);
+
+  // A temporary file a killed write left is removed by the next run.
+  std::ofstream(out + "/model.safetensors.tmp.12345.0123456789abcdef") << "half a model";
+  // With it, and succeeding without evaluation: the earlier eval_results.json goes, and
+  // all_results.json holds this run's metrics only.
+  auto replaced = run(short_run(tmp_->file("data"), out) + " --max_steps 3 --overwrite_output_dir");
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.err;
+  auto after = contents(out);
+  std::set<std::string> names;
+  for (const auto& [name, text] : after) names.insert(name);
+  EXPECT_EQ(names,
+            (std::set<std::string>{"all_results.json", "model.safetensors", "train_results.json",
+                                   "trainer_state.json", "training_args.json"}));
+  auto all = nlohmann::json::parse(after["all_results.json"]);
+  EXPECT_FALSE(all.contains("eval_loss")) << all.dump();
+  EXPECT_EQ(nlohmann::json::parse(after["trainer_state.json"])["global_step"], 3);
+}
+
+TEST_F(BadInput, AFullDiskIsOneLineAndKeepsTheEarlierFiles) {
+  std::string out = tmp_->file("full");
+  ASSERT_EQ(run(short_run(tmp_->file("data"), out) + " --max_steps 1").exit_code, 0);
+  auto before = contents(out);
+  // A file size limit of 1 MiB makes writing the 4.8 MB model fail as a full disk would
+  // (EFBIG instead of ENOSPC); SIGXFSZ is ignored so that the write returns the error.
+  auto result = run("trap '' XFSZ; ulimit -f 1024; " + short_run(tmp_->file("data"), out) +
+                    " --max_steps 2 --overwrite_output_dir true");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, "trainer: error: cannot write " + out +
+                            "/model.safetensors: File too large (the file that was there is "
+                            "kept)\n");
+  EXPECT_EQ(contents(out), before);  // no temporary file left, nothing replaced
+}
+
+TEST_F(BadInput, OneRunAtATimePerOutputDir) {
+  std::string out = tmp_->file("locked");
+  std::string log = tmp_->file("locked.log");
+  // The first run trains long enough; the second starts once the first has printed its banner.
+  auto result =
+      run(short_run(tmp_->file("data"), out) + " --max_steps 100000 > " + log +
+          " 2>&1 & pid=$!; for i in $(seq 600); do grep -q 'Running training' " + log +
+          " && break; sleep 0.1; done; " + short_run(tmp_->file("data"), out) +
+          " --max_steps 1; echo code=$? pid=$pid; kill -TERM $pid; wait $pid; echo first=$?");
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(result.out, match, std::regex("code=2 pid=([0-9]+)")))
+      << result.out << result.err;
+  EXPECT_EQ(result.err, "trainer: error: output_dir " + out + " is in use by another run (pid " +
+                            match[1].str() +
+                            "); wait for it to end or choose another output_dir\n");
+  EXPECT_NE(result.out.find("first=143"), std::string::npos) << result.out;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "the interrupted run left its output_dir";
+}
+
+// Starts `argv` with stdout and stderr into files and SIGINT/SIGTERM at their defaults (a shell
+// would start a background job with SIGINT ignored, which the trainer respects, as Python does).
+pid_t start(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGTERM);
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF);
+  std::vector<char*> args;
+  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int error = posix_spawn(&pid, args[0], &actions, &attributes, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  return error == 0 ? pid : -1;
+}
+
+TEST_F(BadInput, SigintAndSigtermSayWhereTheRunStopped) {
+  for (int sig : {SIGINT, SIGTERM}) {
+    std::string name = sig == SIGINT ? "INT" : "TERM";
+    std::string out = tmp_->file("signal_" + name);
+    std::string log = out + ".log";
+    pid_t pid = start({testing::kTrainerBin, "train", "--dataset_dir", tmp_->file("data"),
+                       "--output_dir", out, "--max_steps", "100000", "--disable_tqdm", "true"},
+                      log, log + ".err");
+    ASSERT_GT(pid, 0);
+    double deadline = testing::now_seconds() + 60;
+    while (slurp(log).find("Running training") == std::string::npos &&
+           testing::now_seconds() < deadline) {
+      ::usleep(100000);
+    }
+    ::usleep(500000);  // a few steps in
+    ::kill(pid, sig);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << name;
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << name;
+    EXPECT_TRUE(std::regex_match(slurp(log + ".err"),
+                                 std::regex("trainer: interrupted by SIG" + name +
+                                            " at step [0-9]+ of 100000; nothing was saved\n")))
+        << slurp(log + ".err");
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+}
+
+TEST_F(BadInput, AClosedStdoutDoesNotStopTheRun) {
+  std::string out = tmp_->file("closed_stdout");
+  std::string code = tmp_->file("closed_stdout.code");
+  auto result = run("{ " + short_run(tmp_->file("data"), out) + " --max_steps 8 --logging_steps 1" +
+                    "; echo $? > " + code + "; } | head -1; for i in $(seq 600); do [ -s " + code +
+                    " ] && break; sleep 0.1; done");
+  EXPECT_EQ(result.out, "***** Running training *****\n");
+  EXPECT_EQ(slurp(code), "0\n");
+  EXPECT_TRUE(std::filesystem::exists(out + "/model.safetensors"));
+}
+
+TEST_F(BadInput, ALauncherKilledWithSigkillTakesItsRanksAndTheirChildren) {
+  std::string pids = tmp_->file("pids");
+  std::filesystem::create_directories(pids);
+  // Each rank starts a child that would sleep for ten minutes, and waits for it.
+  auto result = run(testing::kTrainerBin + " launch --nproc-per-node 2 --master-port 0 sh -c '" +
+                    "sleep 600 & echo $! > " + pids + "/child$RANK; echo $$ > " + pids +
+                    "/rank$RANK; wait' & pid=$!; for i in $(seq 100); do [ -s " + pids +
+                    "/child1 ] && [ -s " + pids + "/child0 ] && break; sleep 0.1; done; kill " +
+                    "-KILL $pid; echo launched");
+  ASSERT_NE(result.out.find("launched"), std::string::npos);
+  for (const char* name : {"child0", "child1", "rank0", "rank1"}) {
+    std::string text = slurp(pids + "/" + name);
+    ASSERT_FALSE(text.empty()) << name;
+    int pid = std::stoi(text);
+    double deadline = testing::now_seconds() + 5;
+    while (testing::alive(pid) && testing::now_seconds() < deadline) ::usleep(100000);
+    EXPECT_FALSE(testing::alive(pid)) << name << " (pid " << pid << ") outlived the launcher";
+  }
+}
+
+}  // namespace bad_input_test
+}  // namespace trainer
