@@ -396,6 +396,7 @@ TrainingArguments TrainingArguments::from_json_text(const std::string& json_text
     return false;
   };
   auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (error && depth >= 1) return false;  // the rest is only checked for syntax
     if (depth == 1 && event == json::parse_event_t::key) {
       key = parsed.get<std::string>();
       try {
