@@ -87,6 +87,13 @@ TEST(DistEnv, BadValuesNameTheVariable) {
             "environment variable RANK is set but WORLD_SIZE is not (torchrun sets both)");
   EXPECT_EQ(error_of({{"MASTER_PORT", "70000"}}),
             "environment variable MASTER_PORT=70000 is not allowed (an integer from 1 to 65535)");
+  // Set but empty is not "unset": RANK="" must not quietly make a rank 0.
+  EXPECT_EQ(error_of({{"RANK", ""}, {"WORLD_SIZE", "2"}}),
+            "environment variable RANK is set but empty (unset it, or give an integer from 0 to "
+            "1048576)");
+  EXPECT_EQ(
+      error_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", ""}}),
+      "environment variable MASTER_ADDR is set but empty (the host name or address of rank 0)");
 }
 
 }  // namespace dist_env_test

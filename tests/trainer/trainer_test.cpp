@@ -241,12 +241,12 @@ TEST(Trainer, EachOfTransformersStepsCanBeOverridden) {
                      .max_grad_norm(0),
                  random_dataset(40), random_dataset(20, 9), nullptr, compute_accuracy);
   t.train();
-  EXPECT_EQ(t.training_steps, 4);      // 4 micro-batches of 10
-  EXPECT_EQ(t.scheduled_steps, 2);     // 2 optimization steps
+  EXPECT_EQ(t.training_steps, 4);   // 4 micro-batches of 10
+  EXPECT_EQ(t.scheduled_steps, 2);  // 2 optimization steps
   EXPECT_EQ(t.optimizer().get(), t.sgd.get());
   EXPECT_DOUBLE_EQ(t.lr_scheduler()->get_last_lr().at(0), 0.1);  // the SGD's own rate, constant
   t.evaluate();
-  EXPECT_EQ(t.prediction_steps, 3);  // 20 at batch 8
+  EXPECT_EQ(t.prediction_steps, 3);             // 20 at batch 8
   EXPECT_EQ(t.state().log_history.size(), 2u);  // the summary, then the evaluation
 }
 

@@ -2,6 +2,7 @@
 // exact one-line message of every kind of bad argument.
 #include "trainer/training_args.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -121,6 +122,19 @@ TEST(TrainingArguments, WrongTypes) {
   EXPECT_EQ(error_of(R"({"max_steps": 3, "max_steps": 4})"),
             "config.json: max_steps is given twice (first 3); give it once");
   EXPECT_EQ(error_of(R"({"output_dir": null})"), "argument output_dir: null, expected a string");
+}
+
+// A million keys: read in one pass (an ordered object checking each insertion against all the
+// keys before it would take minutes), the first bad key reported after the syntax is checked.
+TEST(TrainingArguments, AHugeConfigIsReadInOnePass) {
+  std::string text = "{";
+  for (int i = 0; i < 1000000; ++i) text += fmt::format("\"not_an_argument_{}\": {}, ", i, i);
+  text += "\"max_steps\": 1}";
+  EXPECT_EQ(error_of(text), "unknown argument not_an_argument_0 (see trainer train --help)");
+  EXPECT_EQ(error_of(text.substr(0, text.size() - 1)),
+            "config.json is not valid JSON: parse error at line 1, column " +
+                std::to_string(text.size()) +
+                ": syntax error while parsing object - unexpected end of input; expected '}'");
 }
 
 TEST(TrainingArguments, ValuesOutOfRange) {
