@@ -155,6 +155,7 @@ int evaluate(const TrainingArguments& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  trainer::io::open_standard_streams();
   trainer::io::configure_allocator();
   // A closed stdout (trainer train ... | head -1) makes writes fail instead of killing the run.
   std::signal(SIGPIPE, SIG_IGN);

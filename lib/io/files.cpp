@@ -219,6 +219,16 @@ std::string join_path(const std::string& dir, const std::string& name) {
   return dir + "/" + name;
 }
 
+void open_standard_streams() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      // open returns the lowest free descriptor: this one.
+      int opened = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (opened >= 0 && opened != fd) ::close(opened);
+    }
+  }
+}
+
 std::string cache_dir() {
   auto get = [](const char* name) -> std::string {
     const char* value = std::getenv(name);

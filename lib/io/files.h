@@ -56,6 +56,10 @@ nlohmann::ordered_json read_json(const std::string& path);
 // Joins two path parts with exactly one '/'.
 std::string join_path(const std::string& dir, const std::string& name);
 
+// Opens /dev/null on whichever of stdin, stdout and stderr is closed (trainer train >&-), so that
+// no file the program opens later takes fd 1 or 2 and receives its printed lines.
+void open_standard_streams();
+
 // The trainer's per-user cache directory: $TRAINER_CACHE, else $XDG_CACHE_HOME/trainer, else
 // $HOME/.cache/trainer; "" when none of them is set. Not created here.
 std::string cache_dir();

@@ -425,6 +425,16 @@ TEST_F(BadInput, AClosedStdoutDoesNotStopTheRun) {
   EXPECT_EQ(result.out, "***** Running training *****\n");
   EXPECT_EQ(slurp(code), "0\n");
   EXPECT_TRUE(std::filesystem::exists(out + "/model.safetensors"));
+
+  // Started with stdout and stderr closed: the run's files do not take fds 1 and 2 (and receive
+  // its printed lines); the model reads back whole.
+  std::string closed = tmp_->file("closed_fds");
+  auto quiet = run(short_run(tmp_->file("data"), closed) + " --max_steps 2 >&- 2>&-; echo code=$?");
+  EXPECT_EQ(quiet.out, "code=0\n");
+  auto evaluated = run(testing::kTrainerBin + " evaluate --dataset_dir " + tmp_->file("data") +
+                       " --output_dir " + closed);
+  EXPECT_EQ(evaluated.exit_code, 0) << evaluated.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(closed + "/training_args.json"))["max_steps"], 2);
 }
 
 TEST_F(BadInput, ALauncherKilledWithSigkillTakesItsRanksAndTheirChildren) {
