@@ -101,7 +101,10 @@ NamedTensors load_safetensors(const std::string& path) {
   NamedTensors result;
   for (const SafetensorsEntry& e : header.entries) {
     torch::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(scalar_type(e.dtype)));
-    std::memcpy(t.data_ptr(), bytes.data() + header.data_start + e.begin, e.end - e.begin);
+    // An empty tensor's data_ptr() is null, which memcpy may not take even for 0 bytes.
+    if (e.end > e.begin) {
+      std::memcpy(t.data_ptr(), bytes.data() + header.data_start + e.begin, e.end - e.begin);
+    }
     result.emplace_back(e.name, t);
   }
   return result;

@@ -72,7 +72,7 @@ TEST(Idx, TruncatedHeader) {
 
 TEST(Idx, WrongMagic) {
   TempDir dir;
-  std::ofstream(dir.file("m"), std::ios::binary) << std::string("PK\x03\x04 not idx at all", 21);
+  std::ofstream(dir.file("m"), std::ios::binary) << std::string("PK\x03\x04 not idx at all");
   expect_input_error([&] { read_idx(dir.file("m")); },
                      {"wrong magic number", "0x504b0304", dir.file("m")});
 }
