@@ -77,6 +77,12 @@ template <>
 struct Convert<std::string> {
   static std::string from(const std::string& key, const json& v) {
     if (!v.is_string()) wrong_type(key, v, "a string");
+    // A command-line value can hold any bytes; training_args.json (JSON) only text.
+    try {
+      (void)v.dump();
+    } catch (const json::type_error&) {
+      throw InputError(fmt::format("argument {}: {} is not valid UTF-8 text", key, shown(v)));
+    }
     return v.get<std::string>();
   }
 };

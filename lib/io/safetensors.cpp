@@ -37,77 +37,12 @@ std::string dtype_name(torch::ScalarType type) {
       fmt::format("safetensors: dtype {} is not supported", c10::toString(type)));
 }
 
-// A tensor's entry in the header: where its bytes are and what they hold.
-struct Entry {
-  std::string name;
-  torch::ScalarType dtype;
-  std::vector<int64_t> shape;
-  uint64_t begin = 0;  // offset from the start of the data section
-  uint64_t bytes = 0;
-};
-
-struct Header {
-  std::vector<Entry> entries;
-  Metadata metadata;
-  uint64_t data_start = 0;  // offset of the data section in the file
-};
-
-// Parses and checks the header of a safetensors file of `size` bytes starting at `bytes`.
-Header parse_header(const char* bytes, uint64_t size, const std::string& path) {
-  auto bad = [&](const std::string& what) {
-    return InputError(fmt::format("corrupt safetensors file {}: {}", path, what));
-  };
-  if (size < 8) throw bad(fmt::format("{} bytes, shorter than the 8-byte header length", size));
-  uint64_t length = 0;
-  for (int i = 0; i < 8; ++i) length |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
-  if (length > size - 8) {
-    throw bad(fmt::format("header length {} runs past the end of the {}-byte file", length, size));
+torch::ScalarType scalar_type(const std::string& dtype) {
+  for (const auto& [name, t] : dtypes()) {
+    if (name == dtype) return t;
   }
-  nlohmann::ordered_json json;
-  try {
-    json = nlohmann::ordered_json::parse(bytes + 8, bytes + 8 + length);
-  } catch (const nlohmann::json::exception& e) {
-    throw bad(fmt::format("header is not valid JSON ({})", e.what()));
-  }
-  if (!json.is_object()) throw bad("header is not a JSON object");
-  Header header;
-  header.data_start = 8 + length;
-  const uint64_t data_size = size - header.data_start;
-  try {
-    for (const auto& [name, info] : json.items()) {
-      if (name == "__metadata__") {
-        for (const auto& [key, value] : info.items()) {
-          if (value.is_string()) header.metadata[key] = value.get<std::string>();
-        }
-        continue;
-      }
-      std::string dtype = info.at("dtype").get<std::string>();
-      auto it = std::find_if(dtypes().begin(), dtypes().end(),
-                             [&](const auto& d) { return d.first == dtype; });
-      if (it == dtypes().end())
-        throw bad(fmt::format("tensor '{}' has unknown dtype '{}'", name, dtype));
-      std::vector<int64_t> shape = info.at("shape").get<std::vector<int64_t>>();
-      auto offsets = info.at("data_offsets").get<std::vector<uint64_t>>();
-      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) {
-        throw bad(fmt::format("tensor '{}' has data_offsets outside the {} bytes of data", name,
-                              data_size));
-      }
-      int64_t numel = 1;
-      for (int64_t d : shape) {
-        if (d < 0) throw bad(fmt::format("tensor '{}' has a negative dimension", name));
-        numel *= d;
-      }
-      uint64_t expected = static_cast<uint64_t>(numel) * c10::elementSize(it->second);
-      if (offsets[1] - offsets[0] != expected) {
-        throw bad(fmt::format("tensor '{}' has {} bytes of data, its shape needs {}", name,
-                              offsets[1] - offsets[0], expected));
-      }
-      header.entries.push_back({name, it->second, shape, offsets[0], expected});
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw bad(fmt::format("malformed header entry ({})", e.what()));
-  }
-  return header;
+  // parse_safetensors_header accepts only the dtypes of its table, which is this one's.
+  throw std::logic_error(fmt::format("safetensors: no LibTorch type for dtype '{}'", dtype));
 }
 
 uint32_t crc32_of(uint32_t crc, const char* data, uint64_t size) {
@@ -162,11 +97,14 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 
 NamedTensors load_safetensors(const std::string& path) {
   std::string bytes = read_file(path);
-  Header header = parse_header(bytes.data(), bytes.size(), path);
+  SafetensorsHeader header = parse_safetensors_header(bytes.data(), bytes.size(), path);
   NamedTensors result;
-  for (const Entry& e : header.entries) {
-    torch::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype));
-    std::memcpy(t.data_ptr(), bytes.data() + header.data_start + e.begin, e.bytes);
+  for (const SafetensorsEntry& e : header.entries) {
+    torch::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(scalar_type(e.dtype)));
+    // An empty tensor's data_ptr() is null, which memcpy may not take even for 0 bytes.
+    if (e.end > e.begin) {
+      std::memcpy(t.data_ptr(), bytes.data() + header.data_start + e.begin, e.end - e.begin);
+    }
     result.emplace_back(e.name, t);
   }
   return result;
@@ -187,18 +125,18 @@ MappedSafetensors map_safetensors(const std::string& path, bool checksum) {
   int error = errno;
   ::close(fd);
   if (mapping->address == MAP_FAILED) {
-    if (mapping->size == 0) parse_header("", 0, path);  // throws: too short
+    if (mapping->size == 0) parse_safetensors_header("", 0, path);  // throws: too short
     throw InputError(fmt::format("cannot map {}: {}", path, std::strerror(error)));
   }
   const char* bytes = static_cast<const char*>(mapping->address);
-  Header header = parse_header(bytes, mapping->size, path);
+  SafetensorsHeader header = parse_safetensors_header(bytes, mapping->size, path);
   MappedSafetensors result;
   result.metadata = header.metadata;
-  for (const Entry& e : header.entries) {
+  for (const SafetensorsEntry& e : header.entries) {
     void* data = const_cast<char*>(bytes + header.data_start + e.begin);
-    result.tensors.emplace_back(
-        e.name, torch::from_blob(
-                    data, e.shape, [mapping](void*) {}, torch::TensorOptions().dtype(e.dtype)));
+    result.tensors.emplace_back(e.name, torch::from_blob(
+                                            data, e.shape, [mapping](void*) {},
+                                            torch::TensorOptions().dtype(scalar_type(e.dtype))));
   }
   if (checksum) {
     result.data_crc32 = crc32_of(0, bytes + header.data_start, mapping->size - header.data_start);

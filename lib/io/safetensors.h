@@ -10,11 +10,11 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
+#include "lib/io/safetensors_header.h"
+
 namespace trainer::io {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
-
-using Metadata = std::map<std::string, std::string>;
 
 // Writes tensors (any device; copied to CPU, contiguous) to `path` atomically, in the given
 // order, with {"format": "pt"} metadata as PyTorch's save_file writes it, plus `metadata`.

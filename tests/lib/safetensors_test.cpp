@@ -121,5 +121,64 @@ TEST(Safetensors, CorruptFilesAreInputErrors) {
             std::string::npos);
 }
 
+// Headers that the parser once took, or that reached undefined behaviour before a check.
+TEST(Safetensors, HeadersBeyondTheChecksAreInputErrors) {
+  TempDir dir;
+  auto message = [&](const std::string& header, size_t data_bytes) {
+    std::string prefix(8, '\0');
+    for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    std::ofstream(dir.file("bad"), std::ios::binary)
+        << prefix << header << std::string(data_bytes, '\0');
+    for (bool mapped : {false, true}) {
+      try {
+        if (mapped) {
+          map_safetensors(dir.file("bad"));
+        } else {
+          load_safetensors(dir.file("bad"));
+        }
+      } catch (const InputError& e) {
+        if (mapped) return std::string(e.what());
+      }
+    }
+    return std::string("no error");
+  };
+  // The running product of the shape overflowed int64_t (undefined behaviour) before its 0.
+  EXPECT_NE(
+      message(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}})", 0)
+          .find("whose size overflows 64 bits"),
+      std::string::npos);
+  // ... or wrapped to the size of the data.
+  EXPECT_NE(
+      message(R"({"w":{"dtype":"I64","shape":[2305843009213693953],"data_offsets":[0,8]}})", 8)
+          .find("overflows"),
+      std::string::npos);
+  // A dimension of 1e300 became an integer through an undefined conversion.
+  EXPECT_NE(message(R"({"w":{"dtype":"U8","shape":[1e300],"data_offsets":[0,1]}})", 1)
+                .find("shape that is not a list of integers"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0.5,1]}})", 1)
+                .find("data_offsets that are not non-negative integers"),
+            std::string::npos);
+  EXPECT_NE(
+      message(R"({"w":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,1]}})", 1)
+          .find("more than 2^63 - 1"),
+      std::string::npos);
+  EXPECT_NE(message(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
+                    R"("b":{"dtype":"I16","shape":[2],"data_offsets":[2,6]}})",
+                    6)
+                .find("tensors 'a' and 'b' overlap"),
+            std::string::npos);
+  EXPECT_NE(
+      message(R"({"__metadata__":{"format":5}})", 0).find("__metadata__ key 'format' holds 5"),
+      std::string::npos);
+  EXPECT_NE(message(R"({"__metadata__":"pt"})", 0).find("__metadata__ is not a JSON object"),
+            std::string::npos);
+  // Zero-size tensors share an offset with their neighbours without overlapping them.
+  EXPECT_EQ(message(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0]},)"
+                    R"("b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
+                    1),
+            "no error");
+}
+
 }  // namespace safetensors_test
 }  // namespace trainer::io

@@ -112,6 +112,12 @@ TEST(TrainingArguments, WrongTypes) {
             "argument learning_rate: true is a boolean, expected a number");
   EXPECT_EQ(error_of("{}", {{"learning_rate", "fast"}}),
             "argument learning_rate: \"fast\" is a string, expected a number");
+  // Bytes that are not UTF-8 (found by fuzz_cli): one line, not nlohmann's type_error, and never
+  // a training_args.json that cannot be written.
+  EXPECT_EQ(error_of("{}", {{"learning_rate", "\xff"}}),
+            "argument learning_rate: \"\xef\xbf\xbd\" is a string, expected a number");
+  EXPECT_EQ(error_of("{}", {{"output_dir", "run\xff"}}),
+            "argument output_dir: \"run\xef\xbf\xbd\" is not valid UTF-8 text");
   EXPECT_EQ(error_of(R"([1, 2])"),
             "config.json must hold one flat JSON object of arguments, not an array");
   EXPECT_EQ(error_of(R"({"a": )"),

@@ -1,0 +1,128 @@
+// safetensors header parsing and validation, torch-free: lib/io/safetensors.cpp maps the dtype
+// names to LibTorch's types; fuzz/safetensors_fuzz.cpp feeds it arbitrary bytes.
+#include "lib/io/safetensors_header.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/io/errors.h"
+
+namespace trainer::io {
+
+size_t safetensors_dtype_size(const std::string& dtype) {
+  static const std::vector<std::pair<std::string, size_t>> sizes = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},
+      {"I32", 4}, {"I16", 2}, {"I8", 1},  {"U8", 1},   {"BOOL", 1}};
+  for (const auto& [name, size] : sizes) {
+    if (name == dtype) return size;
+  }
+  return 0;
+}
+
+SafetensorsHeader parse_safetensors_header(const char* bytes, uint64_t size,
+                                           const std::string& path) {
+  auto bad = [&](const std::string& what) {
+    return InputError(fmt::format("corrupt safetensors file {}: {}", path, what));
+  };
+  if (size < 8) throw bad(fmt::format("{} bytes, shorter than the 8-byte header length", size));
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
+  if (length > size - 8) {
+    throw bad(fmt::format("header length {} runs past the end of the {}-byte file", length, size));
+  }
+  nlohmann::ordered_json json;
+  try {
+    json = nlohmann::ordered_json::parse(bytes + 8, bytes + 8 + length);
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(fmt::format("header is not valid JSON ({})", e.what()));
+  }
+  if (!json.is_object()) throw bad("header is not a JSON object");
+  SafetensorsHeader header;
+  header.data_start = 8 + length;
+  const uint64_t data_size = size - header.data_start;
+  try {
+    for (const auto& [name, info] : json.items()) {
+      if (name == "__metadata__") {
+        if (!info.is_object()) throw bad("__metadata__ is not a JSON object");
+        for (const auto& [key, value] : info.items()) {
+          if (!value.is_string()) {
+            throw bad(
+                fmt::format("__metadata__ key '{}' holds {}, not a string", key, value.dump()));
+          }
+          header.metadata[key] = value.get<std::string>();
+        }
+        continue;
+      }
+      std::string dtype = info.at("dtype").get<std::string>();
+      size_t item_size = safetensors_dtype_size(dtype);
+      if (item_size == 0) throw bad(fmt::format("tensor '{}' has unknown dtype '{}'", name, dtype));
+      // Integers only: nlohmann would convert 1e300 to an integer type without a check.
+      const auto& shape_json = info.at("shape");
+      const auto& offsets_json = info.at("data_offsets");
+      if (!shape_json.is_array() ||
+          !std::all_of(shape_json.begin(), shape_json.end(),
+                       [](const auto& d) { return d.is_number_integer(); })) {
+        throw bad(fmt::format("tensor '{}' has a shape that is not a list of integers", name));
+      }
+      if (!offsets_json.is_array() ||
+          !std::all_of(offsets_json.begin(), offsets_json.end(),
+                       [](const auto& d) { return d.is_number_unsigned(); })) {
+        throw bad(
+            fmt::format("tensor '{}' has data_offsets that are not non-negative integers", name));
+      }
+      auto offsets = offsets_json.get<std::vector<uint64_t>>();
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) {
+        throw bad(fmt::format("tensor '{}' has data_offsets outside the {} bytes of data", name,
+                              data_size));
+      }
+      std::vector<int64_t> shape;
+      for (const auto& d : shape_json) {
+        if (d.is_number_unsigned() &&
+            d.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}) {
+          throw bad(fmt::format("tensor '{}' has a dimension of {}, more than 2^63 - 1", name,
+                                d.get<uint64_t>()));
+        }
+        shape.push_back(d.get<int64_t>());
+        if (shape.back() < 0) throw bad(fmt::format("tensor '{}' has a negative dimension", name));
+      }
+      // As Python's safetensors does: the running product must not overflow, even when a later
+      // dimension is 0. int64_t, since LibTorch counts elements in int64_t.
+      int64_t bytes_needed = static_cast<int64_t>(item_size);
+      for (int64_t d : shape) {
+        if (__builtin_mul_overflow(bytes_needed, d, &bytes_needed)) {
+          throw bad(fmt::format("tensor '{}' has shape [{}] whose size overflows 64 bits", name,
+                                fmt::join(shape, ", ")));
+        }
+      }
+      uint64_t expected = static_cast<uint64_t>(bytes_needed);
+      if (offsets[1] - offsets[0] != expected) {
+        throw bad(fmt::format("tensor '{}' has {} bytes of data, its shape needs {}", name,
+                              offsets[1] - offsets[0], expected));
+      }
+      header.entries.push_back({name, dtype, std::move(shape), offsets[0], offsets[1]});
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(fmt::format("malformed header entry ({})", e.what()));
+  }
+  // Tensors may not share bytes: safetensors writes each one in its own range.
+  std::vector<const SafetensorsEntry*> by_offset;
+  for (const auto& e : header.entries) {
+    if (e.end > e.begin) by_offset.push_back(&e);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const auto* a, const auto* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    if (by_offset[i]->begin < by_offset[i - 1]->end) {
+      throw bad(fmt::format("tensors '{}' and '{}' overlap in the data section",
+                            by_offset[i - 1]->name, by_offset[i]->name));
+    }
+  }
+  return header;
+}
+
+}  // namespace trainer::io
