@@ -48,6 +48,11 @@ class BadInput : public ::testing::Test {
       testing::write_idx(dir + "/" + stem + "-images-idx3-ubyte", {n, 32, 32},
                          std::vector<uint8_t>(n * 32 * 32, 7));
     }
+    // A gzip bomb: 50 MB of zeros (50 kB compressed) where 64 images of 28x28 are promised.
+    testing::write_mnist_dir(tmp_->file("bomb"), 64, 32, false);
+    testing::write_idx(tmp_->file("bomb/train-images-idx3-ubyte.gz"), {64, 28, 28},
+                       std::vector<uint8_t>(50 << 20), true);
+    std::filesystem::remove(tmp_->file("bomb/train-images-idx3-ubyte"));
     std::ofstream(tmp_->file("file")) << "not a directory";
     std::filesystem::create_symlink("loop", tmp_->file("loop"));
   }
@@ -254,6 +259,11 @@ TEST_F(BadInput, BadFilesAndPlacesAreOneLine) {
        "{trainer} train --output_dir {out} --dataset_dir {tmp}/bad_test --do_eval",
        2,
        {"the test images in", "are 32x32"}},
+      {"a gzip bomb",
+       "{trainer} train --output_dir {out} --dataset_dir {tmp}/bomb",
+       2,
+       {"corrupt IDX file", "bomb/train-images-idx3-ubyte.gz",
+        "data longer than the header promises"}},
       {"a directory as PROGRAM",
        "{trainer} launch --master-port 0 {tmp}",
        2,
