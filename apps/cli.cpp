@@ -3,6 +3,7 @@
 // missing, empty or repeated value is an error naming the argument instead of a silent misread.
 #include "apps/cli.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -34,19 +35,17 @@ std::string arguments_table() {
   return out;
 }
 
-bool is_bool_word(const std::string& text) {
-  for (const char* word :
-       {"true", "false", "True", "False", "TRUE", "FALSE", "yes", "no", "1", "0"}) {
-    if (text == word) return true;
+// A flag's value as HfArgumentParser's string_to_bool reads it (yes/no, true/false, t/f, y/n,
+// 1/0, any case): "true", "false", or "" for anything else.
+std::string bool_word(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* word : {"yes", "true", "t", "y", "1"}) {
+    if (text == word) return "true";
   }
-  return false;
-}
-
-// "yes"/"1" and "no"/"0" as HfArgumentParser's string_to_bool reads them.
-std::string bool_word(const std::string& text) {
-  if (text == "yes" || text == "1") return "true";
-  if (text == "no" || text == "0") return "false";
-  return text;
+  for (const char* word : {"no", "false", "f", "n", "0"}) {
+    if (text == word) return "false";
+  }
+  return "";
 }
 
 // A token that reads as a negative number is a value, not an option (--learning_rate -1).
@@ -102,8 +101,9 @@ void read_training_arguments(const std::vector<std::string>& tokens, Command& co
     if (equals != std::string::npos) {
       value = token.substr(equals + 1);
     } else if (d.is_flag()) {
-      // --do_eval alone means true; --do_eval false takes the word that follows.
-      value = i + 1 < tokens.size() && is_bool_word(tokens[i + 1]) ? tokens[++i] : "true";
+      // --do_eval alone means true; a word that follows is its value, as argparse takes it
+      // (nargs="?"), and must be a boolean: never quietly the CONFIG.json.
+      value = i + 1 < tokens.size() && !looks_like_option(tokens[i + 1]) ? tokens[++i] : "true";
     } else if (i + 1 >= tokens.size()) {
       throw InputError(
           fmt::format("argument --{}: no value given (expected {} after it)", name, d.kind));
@@ -119,7 +119,16 @@ void read_training_arguments(const std::vector<std::string>& tokens, Command& co
       throw InputError(
           fmt::format("argument --{}: the value is empty (expected {})", name, d.kind));
     }
-    if (d.is_flag()) value = bool_word(value);
+    if (d.is_flag()) {
+      std::string word = bool_word(value);
+      if (word.empty()) {
+        throw InputError(fmt::format(
+            "argument --{}: '{}' is not true or false (yes/no, true/false, t/f, y/n, 1/0; a flag "
+            "alone means true)",
+            name, value));
+      }
+      value = word;
+    }
     if (auto previous = given.find(name); previous != given.end()) {
       throw InputError(fmt::format("argument --{} is given twice ({} and {}); give it once", name,
                                    previous->second, value));
@@ -142,8 +151,9 @@ double launch_number(const std::string& option, const std::string& text, double 
   char* end = nullptr;
   errno = 0;
   double value = text.empty() ? NAN : std::strtod(text.c_str(), &end);
+  bool digits_only = text.find_first_not_of("0123456789") == std::string::npos;
   bool ok = !text.empty() && *end == '\0' && std::isfinite(value) && value >= low &&
-            value <= high && (!integer || value == std::floor(value));
+            value <= high && (!integer || digits_only);
   if (!ok) throw InputError(fmt::format("{} {} is not allowed ({})", option, text, allowed));
   return value;
 }
@@ -235,6 +245,9 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   } catch (const CLI::RequiredError& e) {
     throw InputError(
         "a command is required: trainer train|evaluate|launch ... (see trainer --help)");
+  } catch (const CLI::ArgumentMismatch& e) {
+    throw InputError(
+        fmt::format("{} (each launcher option is given once, with one value)", e.what()));
   } catch (const CLI::ParseError& e) {
     throw InputError(e.what());
   }
@@ -254,6 +267,20 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   lo.rdzv_timeout_seconds = launch_number("--rdzv-timeout", text["--rdzv-timeout"], 0, 86400 * 7,
                                           false, "seconds, a finite number in 0..604800");
   lo.command = launch->remaining();
+  if (!lo.command.empty() && lo.command[0].rfind("-", 0) == 0) {
+    throw InputError(
+        fmt::format("unknown launcher option {} (see trainer launch --help)", lo.command[0]));
+  }
+  // --rank0-only takes no value: a boolean word after it would run as PROGRAM (`true`, `yes`).
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--rank0-only" && !lo.command.empty() &&
+        argv[i + 1] == lo.command[0] && !bool_word(lo.command[0]).empty()) {
+      throw InputError(
+          fmt::format("--rank0-only takes no value, and '{}' after it would run as PROGRAM (write "
+                      "--rank0-only={}, or name PROGRAM by its path)",
+                      lo.command[0], lo.command[0]));
+    }
+  }
   if (lo.command.empty()) {
     throw InputError(
         "trainer launch needs PROGRAM [ARGS...] after its options (see trainer "

@@ -3,7 +3,10 @@
 #include "trainer/training_args.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 
@@ -30,6 +33,9 @@ std::string type_name(const json& value) {
 
 // A value as the messages quote it: its JSON text, cut short past 60 characters.
 std::string shown(const json& value) {
+  if (value.is_number_float() && !std::isfinite(value.get<double>())) {
+    return io::python_float(value.get<double>());  // JSON has no inf or nan
+  }
   std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
   return text.size() <= 60 ? text : text.substr(0, 57) + "...";
 }
@@ -57,6 +63,10 @@ struct Convert<bool> {
 template <>
 struct Convert<int64_t> {
   static int64_t from(const std::string& key, const json& v) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}) {
+      throw InputError(
+          fmt::format("argument {}: {} is out of range (an integer up to 2^63-1)", key, shown(v)));
+    }
     if (v.is_number_integer()) return v.get<int64_t>();
     if (v.is_number_float()) {
       double d = v.get<double>();
@@ -104,6 +114,37 @@ struct Convert<std::vector<std::string>> {
   }
 };
 
+// A number as Python's int() or float() reads it ("01", "+1e-3", ".5", "1_000", " 2 ", "inf",
+// "1e999" as inf), or nothing; an integer past int64 is an error that quotes it.
+std::optional<json> python_number(const std::string& typed) {
+  size_t first = typed.find_first_not_of(" \t\n");
+  size_t last = typed.find_last_not_of(" \t\n");
+  if (first == std::string::npos) return std::nullopt;
+  std::string text = typed.substr(first, last - first + 1);
+  std::string digits;  // without the underscores Python allows between digits
+  for (size_t i = 0; i < text.size(); ++i) {
+    bool between_digits = i > 0 && i + 1 < text.size() &&
+                          std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
+                          std::isdigit(static_cast<unsigned char>(text[i + 1]));
+    if (text[i] == '_' && between_digits) continue;
+    digits += text[i];
+  }
+  if (digits.find_first_of("xXpP") != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  if (digits.find_first_not_of("+-0123456789") == std::string::npos) {
+    long long value = std::strtoll(digits.c_str(), &end, 10);
+    if (*end != '\0' || end == digits.c_str()) return std::nullopt;
+    if (errno == ERANGE) {
+      throw InputError(fmt::format("{} is out of range (an integer up to 2^63-1)", typed));
+    }
+    return json(static_cast<int64_t>(value));
+  }
+  double value = std::strtod(digits.c_str(), &end);
+  if (*end != '\0' || end == digits.c_str()) return std::nullopt;
+  return json(value);
+}
+
 // Command-line text -> JSON for a field of type T: strings stay text, the rest is read as JSON
 // (with Python's True/False/None accepted, as HfArgumentParser takes them).
 template <typename T>
@@ -116,7 +157,10 @@ json text_to_json(const std::string& text) {
     return text;
   }
   if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-    if (!text.empty() && text.front() == '[') return json::parse(text, nullptr, false);
+    if (!text.empty() && text.front() == '[') {
+      json parsed = json::parse(text, nullptr, false);
+      if (!parsed.is_discarded()) return parsed;
+    }
     json list = json::array();
     size_t start = 0;
     while (start <= text.size()) {
@@ -130,6 +174,12 @@ json text_to_json(const std::string& text) {
   if (text == "True" || text == "true") return true;
   if (text == "False" || text == "false") return false;
   if (text == "None" || text == "null") return nullptr;
+  constexpr bool is_number = std::is_same_v<T, int64_t> ||
+                             std::is_same_v<T, std::optional<int64_t>> ||
+                             std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>;
+  if constexpr (is_number) {
+    if (auto number = python_number(text)) return *number;
+  }
   json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return text;  // reported as a wrong type, with the text quoted
   return parsed;
@@ -349,6 +399,7 @@ const Spec* find_spec(const std::string& name) {
 // that Transformers has and we do not, and for unknown keys with the nearest known one.
 const Spec& lookup(const std::string& key) {
   if (key == "evaluation_strategy") return *find_spec("eval_strategy");
+  if (key.empty()) throw InputError("an empty name \"\" is not an argument");
   if (const Spec* s = find_spec(key)) return *s;
   TrainingArguments::reject_unsupported_key(key);
   std::vector<std::string> names;
@@ -377,6 +428,7 @@ std::string num(double v) { return io::python_float(v); }
 constexpr int64_t kMaxSteps = int64_t{1} << 53;
 // Batch sizes and accumulation multiply into the total batch size: int32 keeps that in int64.
 constexpr int64_t kMaxCount = 2147483647;
+constexpr double kMaxFloat = 3.4028234663852886e38;  // FLT_MAX
 
 }  // namespace
 
@@ -403,6 +455,12 @@ TrainingArguments TrainingArguments::from_json_text(const std::string& json_text
   };
   auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
     if (error && depth >= 1) return false;  // the rest is only checked for syntax
+    if (depth > 8 &&
+        (event == json::parse_event_t::array_start || event == json::parse_event_t::object_start)) {
+      // No argument nests; a deep value would only cost stack when it is printed.
+      return fail(fmt::format("{}: values nested deeper than 8 levels (under {})", source,
+                              key.empty() ? "the top level" : key));
+    }
     if (depth == 1 && event == json::parse_event_t::key) {
       key = parsed.get<std::string>();
       try {
@@ -427,7 +485,7 @@ TrainingArguments TrainingArguments::from_json_text(const std::string& json_text
   json object;
   try {
     object = json::parse(json_text, on_event);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
     std::string what = e.what();
     throw InputError(
         fmt::format("{} is not valid JSON: {}", source, what.substr(what.find(']') + 2)));
@@ -451,7 +509,13 @@ TrainingArguments TrainingArguments::from_json_text(const std::string& json_text
 
 void TrainingArguments::set_from_text(const std::string& name, const std::string& value) {
   const Spec& spec = lookup(name);
-  spec.set(*this, spec.parse_text(value));
+  json parsed;
+  try {
+    parsed = spec.parse_text(value);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("argument {}: {}", name, e.what()));
+  }
+  spec.set(*this, parsed);
 }
 
 TrainingArguments TrainingArguments::parse(
@@ -481,16 +545,18 @@ void TrainingArguments::validate() const {
   check(per_device_eval_batch_size_ >= 1 && per_device_eval_batch_size_ <= kMaxCount,
         "per_device_eval_batch_size", std::to_string(per_device_eval_batch_size_),
         "must be in 1..2147483647");
-  check(std::isfinite(learning_rate_) && learning_rate_ >= 0, "learning_rate", num(learning_rate_),
-        "must be >= 0");
-  check(std::isfinite(weight_decay_) && weight_decay_ >= 0, "weight_decay", num(weight_decay_),
-        "must be >= 0");
+  // The optimizer computes in float32: a value past its range is inf there.
+  check(std::isfinite(learning_rate_) && learning_rate_ >= 0 && learning_rate_ <= kMaxFloat,
+        "learning_rate", num(learning_rate_), "must be in 0..3.4e38, float32's range");
+  check(std::isfinite(weight_decay_) && weight_decay_ >= 0 && weight_decay_ <= kMaxFloat,
+        "weight_decay", num(weight_decay_), "must be in 0..3.4e38, float32's range");
   check(adam_beta1_ >= 0 && adam_beta1_ < 1, "adam_beta1", num(adam_beta1_), "must be in [0, 1)");
   check(adam_beta2_ >= 0 && adam_beta2_ < 1, "adam_beta2", num(adam_beta2_), "must be in [0, 1)");
-  check(std::isfinite(adam_epsilon_) && adam_epsilon_ >= 0, "adam_epsilon", num(adam_epsilon_),
-        "must be >= 0");
-  check(std::isfinite(max_grad_norm_) && max_grad_norm_ >= 0, "max_grad_norm", num(max_grad_norm_),
-        "must be >= 0; 0 disables clipping");
+  check(std::isfinite(adam_epsilon_) && adam_epsilon_ >= 0 && adam_epsilon_ <= kMaxFloat,
+        "adam_epsilon", num(adam_epsilon_), "must be in 0..3.4e38, float32's range");
+  check(std::isfinite(max_grad_norm_) && max_grad_norm_ >= 0 && max_grad_norm_ <= kMaxFloat,
+        "max_grad_norm", num(max_grad_norm_),
+        "must be in 0..3.4e38, float32's range; 0 disables clipping");
   check(gradient_accumulation_steps_ >= 1 && gradient_accumulation_steps_ <= kMaxCount,
         "gradient_accumulation_steps", std::to_string(gradient_accumulation_steps_),
         "must be in 1..2147483647");
