@@ -74,6 +74,15 @@ void check_model_takes(models::Model& model, const data::MnistDataset& dataset,
   model.train(training);
 }
 
+// An empty split would train or score nothing, and say nothing.
+void check_not_empty(const data::MnistDataset& dataset, const std::string& split,
+                     const TrainingArguments& args) {
+  if (dataset.size() > 0) return;
+  throw InputError(
+      fmt::format("the {} split in {} holds no examples (evaluation needs at least one)", split,
+                  args.effective_dataset_dir()));
+}
+
 int train(const TrainingArguments& args) {
   auto output = lock_output_dir(args);
   if (output && !output->earlier_entries().empty() && !args.overwrite_output_dir()) {
@@ -90,12 +99,16 @@ int train(const TrainingArguments& args) {
   auto train_dataset = load_split(accelerator, args, "train", args.max_train_samples());
   auto eval_dataset =
       wants_eval(args) ? load_split(accelerator, args, "test", args.max_eval_samples()) : nullptr;
+  if (eval_dataset) check_not_empty(*eval_dataset, "test", args);
   torch::manual_seed(static_cast<uint64_t>(args.seed()));
   auto model = models::make_model(args.model_name());
   check_model_takes(*model, *train_dataset, "train", args);
   if (eval_dataset) check_model_takes(*model, *eval_dataset, "test", args);
 
   Trainer trainer(model, args, train_dataset, eval_dataset, nullptr, compute_accuracy);
+  // From here a signal stops the loop between steps (or lets the saving finish) rather than the
+  // process.
+  io::defer_interrupts();
   TrainOutput result = trainer.train();
   // Every file of the run lands together once training and the last evaluation are over, or
   // none does (a full disk): an earlier run's files stay as they were until then.
@@ -127,6 +140,10 @@ int train(const TrainingArguments& args) {
     }
   }
   batch.commit();
+  if (int sig = io::interrupt_signal()) {
+    throw Interrupted(sig, fmt::format("interrupted by {} after training; its results were saved",
+                                       io::signal_name(sig)));
+  }
   return 0;
 }
 
@@ -137,12 +154,20 @@ int evaluate(const TrainingArguments& args) {
         "{} does not exist (train first, or set output_dir to a trained run)", weights));
   }
   auto output = lock_output_dir(args);
+  // Its metrics are merged into all_results.json: a damaged one is said now, not replaced later.
+  std::string all_results = io::join_path(args.output_dir(), "all_results.json");
+  if (output && std::filesystem::exists(all_results) && !io::read_json(all_results).is_object()) {
+    throw InputError(fmt::format("{} does not hold a JSON object (fix or remove it)", all_results));
+  }
   Accelerator accelerator(accelerator_options(args));
   auto eval_dataset = load_split(accelerator, args, "test", args.max_eval_samples());
+  check_not_empty(*eval_dataset, "test", args);
   auto model = models::make_model(args.model_name());
-  io::load_state_dict(*model, io::load_safetensors(weights), weights);
+  // Mapped, not read: a damaged or huge file fails on its header before any of it is read.
+  io::load_state_dict(*model, io::map_safetensors(weights).tensors, weights);
   check_model_takes(*model, *eval_dataset, "test", args);
   Trainer trainer(model, args, nullptr, eval_dataset, nullptr, compute_accuracy);
+  io::defer_interrupts();
   Metrics metrics = trainer.evaluate();
   metrics["eval_samples"] = static_cast<double>(eval_dataset->size());
   io::WriteBatch batch;
@@ -157,6 +182,7 @@ int evaluate(const TrainingArguments& args) {
 int main(int argc, char** argv) {
   trainer::io::open_standard_streams();
   trainer::io::configure_allocator();
+  trainer::io::catch_interrupts("trainer: ");
   // A closed stdout (trainer train ... | head -1) makes writes fail instead of killing the run.
   std::signal(SIGPIPE, SIG_IGN);
   try {
@@ -164,7 +190,6 @@ int main(int argc, char** argv) {
     if (!command) return 0;
     if (command->name == "launch") return dist::launch(command->launch);
     TrainingArguments args = TrainingArguments::parse(command->config, command->overrides);
-    io::catch_interrupts();
     return command->name == "train" ? train(args) : evaluate(args);
   } catch (...) {
     return report_error("trainer: ");

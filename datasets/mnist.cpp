@@ -18,18 +18,19 @@ namespace {
 // `dir/stem` or `dir/stem.gz`, whichever exists.
 std::string find_file(const std::string& dir, const std::string& stem) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::file_status status = fs::status(dir, ec);
-  if (ec && status.type() != fs::file_type::not_found) {
-    throw InputError(fmt::format("dataset directory {}: {}", dir, ec.message()));
+  // stat, not std::filesystem: LibTorch exports a copy of the latter that some builds bind to.
+  struct stat info {};
+  bool found = ::stat(dir.c_str(), &info) == 0;
+  if (!found && errno != ENOENT) {
+    throw InputError(fmt::format("dataset directory {}: {}", dir, std::strerror(errno)));
   }
-  if (fs::exists(status) && !fs::is_directory(status)) {
+  if (found && !S_ISDIR(info.st_mode)) {
     throw InputError(fmt::format(
         "dataset_dir {} is a file, not a directory (set it to the directory that holds the "
         "MNIST-format files)",
         dir));
   }
-  if (!fs::is_directory(status)) {
+  if (!found) {
     throw InputError(fmt::format(
         "dataset directory {} does not exist (set dataset_dir to a directory with the MNIST-format "
         "files; Fashion-MNIST: apt-get install dataset-fashion-mnist)",
@@ -37,7 +38,7 @@ std::string find_file(const std::string& dir, const std::string& stem) {
   }
   for (const std::string& name : {stem, stem + ".gz"}) {
     fs::path path = fs::path(dir) / name;
-    if (fs::exists(fs::symlink_status(path, ec))) return path.string();
+    if (::lstat(path.c_str(), &info) == 0) return path.string();
   }
   throw InputError(fmt::format("dataset file {}/{}[.gz] is missing", dir, stem));
 }
@@ -149,6 +150,9 @@ std::shared_ptr<MnistDataset> MnistDataset::load_shared(const std::string& dir,
   };
   if (auto cached = from_cache(verify)) return cached;
   auto full = std::make_shared<MnistDataset>(dir, split);
+  // A run killed while writing the cache left its temporary file: the next writer removes it.
+  io::remove_stale_temporaries(std::filesystem::path(path).parent_path().string(),
+                               /*only_dead_writers=*/true);
   io::NamedTensors tensors = {{"images", full->images_}, {"labels", full->labels_}};
   try {
     io::save_safetensors(

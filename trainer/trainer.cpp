@@ -473,12 +473,11 @@ void Trainer::save_metrics(const std::string& split, const Metrics& metrics) con
   if (!all_results_) {
     all_results_ = json::object();
     if (std::filesystem::exists(all_path)) {
-      try {
-        all_results_ = io::read_json(all_path);
-      } catch (const InputError&) {
-        // a broken file from an older run is replaced
+      all_results_ = io::read_json(all_path);  // a damaged file is an InputError, not replaced
+      if (!all_results_->is_object()) {
+        throw InputError(
+            fmt::format("{} does not hold a JSON object (fix or remove it)", all_path));
       }
-      if (!all_results_->is_object()) all_results_ = json::object();
     }
   }
   for (const auto& [key, value] : metrics) (*all_results_)[key] = value;

@@ -44,14 +44,19 @@ DistEnv read_dist_env(const GetEnv& getenv) {
     const char* value = getenv(name);
     if (!value) return fallback;
     if (!*value) {
-      throw InputError(fmt::format("environment variable {} is set but empty (unset it, or give an "
-                                   "integer from {} to {})",
-                                   name, min, max));
+      throw InputError(
+          fmt::format("environment variable {} is set but empty (unset it, or give an "
+                      "integer from {} to {})",
+                      name, min, max));
     }
     // SLURM_NTASKS_PER_NODE may read "2(x3)": the leading count is this node's.
     std::string text = value;
     if (std::string(name) == "SLURM_NTASKS_PER_NODE") text = text.substr(0, text.find('('));
-    return parse_int(name, text.c_str(), min, max);
+    try {
+      return parse_int(name, text.c_str(), min, max);
+    } catch (const InputError&) {
+      return parse_int(name, value, min, max);  // the message quotes the value as set
+    }
   };
   DistEnv env;
   if (getenv("RANK") || getenv("WORLD_SIZE")) {

@@ -534,8 +534,9 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
         failure = fmt::format("{}: rank {} (local rank {}, pid {}) {}; stopping the other ranks",
                               o.name, r.global_rank, r.local_rank, r.pid, describe_status(status));
         result.failed_rank = r.global_rank;
+        // Bad input (every rank read the same arguments) keeps its exit code 2.
+        exit_code = WIFEXITED(status) && WEXITSTATUS(status) == 2 ? 2 : 1;
       }
-      exit_code = 1;
       stop_all();
     }
     bool all_exited =

@@ -53,7 +53,8 @@ struct RankInfo {
 using RankMain = std::function<int(const RankInfo&)>;
 
 struct LaunchResult {
-  // 0 when every rank exited 0; 1 when one failed; 128 + signal when the launcher was interrupted
+  // 0 when every rank exited 0; 1 when one failed (2 when the rank named exited 2: bad input);
+  // 128 + signal when the launcher was interrupted
   // by SIGINT or SIGTERM (which it forwarded to every rank).
   int exit_code = 0;
   // The first failure, "<name>: rank N (local rank L, pid P) exited with code C; stopping the

@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
 #include <regex>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -30,7 +32,12 @@ std::string read_file(const std::string& path, size_t max_bytes) {
     throw InputError(fmt::format("cannot read {}: it is {}, not a file", path,
                                  S_ISDIR(info.st_mode) ? "a directory" : "a device or socket"));
   }
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  if (S_ISFIFO(info.st_mode)) {
+    // Opened without waiting for a writer, a pipe would read as empty: wait for one now.
+    ::close(fd);
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw InputError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  }
   std::string content;
   if (S_ISREG(info.st_mode)) content.reserve(std::min<size_t>(info.st_size, max_bytes));
   char buffer[1 << 16];
@@ -58,10 +65,10 @@ namespace {
 WriteBatch* g_batch = nullptr;  // the open WriteBatch, if any (one per process)
 
 [[noreturn]] void write_failed(const std::string& path, int error) {
-  throw std::runtime_error(fmt::format("cannot write {}: {}{}", path, std::strerror(error),
-                                       error == ENOSPC || error == EFBIG || error == EDQUOT
-                                           ? " (the file that was there is kept)"
-                                           : ""));
+  bool full = error == ENOSPC || error == EFBIG || error == EDQUOT;
+  throw std::runtime_error(fmt::format(
+      "cannot write {}: {}{}", path, std::strerror(error),
+      full && ::access(path.c_str(), F_OK) == 0 ? " (the file that was there is kept)" : ""));
 }
 
 // Makes a rename in `dir` durable.
@@ -75,16 +82,8 @@ void sync_directory(const std::string& dir) {
 // Writes `data` to a new temporary file beside `path` and flushes it to the disk; returns its
 // name. Nothing is left behind when it fails.
 std::string write_temporary(const std::string& path, const std::string& data) {
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  if (target.has_parent_path()) {
-    std::error_code ec;
-    fs::create_directories(target.parent_path(), ec);
-    if (ec) {
-      throw std::runtime_error(fmt::format("cannot create directory {}: {}",
-                                           target.parent_path().string(), ec.message()));
-    }
-  }
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  if (!parent.empty()) make_directories(parent);
   // A name no other writer uses, even another machine's process with the same pid writing to a
   // shared file system: O_EXCL refuses one that exists. remove_stale_temporaries knows its form.
   std::random_device random;
@@ -162,6 +161,14 @@ bool WriteBatch::staged(const std::string& path) const {
 
 void WriteBatch::commit() {
   g_batch = nullptr;
+  // What would make a rename fail halfway is checked before the first one.
+  for (const auto& [tmp, path] : staged_) {
+    struct stat info {};
+    if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+      throw std::runtime_error(
+          fmt::format("cannot write {}: it is a directory (nothing of this run was saved)", path));
+    }
+  }
   std::vector<std::string> dirs;
   // The last write of a path wins, as it would have without the batch.
   for (size_t i = 0; i < staged_.size(); ++i) {
@@ -187,15 +194,61 @@ void WriteBatch::commit() {
   for (const auto& dir : dirs) sync_directory(dir);
 }
 
-int remove_stale_temporaries(const std::string& dir) {
-  static const std::regex temporary(R"(.+\.tmp\.[0-9]+\.[0-9a-f]{16})");
-  int removed = 0;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    if (std::regex_match(entry.path().filename().string(), temporary) &&
-        std::remove(entry.path().c_str()) == 0) {
-      ++removed;
+std::vector<std::string> make_directories(const std::string& dir) {
+  std::vector<std::string> created;
+  std::string prefix = dir.front() == '/' ? "/" : "";
+  size_t start = 0;
+  while (start < dir.size()) {
+    size_t slash = dir.find('/', start);
+    if (slash == std::string::npos) slash = dir.size();
+    std::string part = dir.substr(start, slash - start);
+    start = slash + 1;
+    if (part.empty()) continue;
+    prefix += (prefix.empty() || prefix.back() == '/' ? "" : "/") + part;
+    struct stat info {};
+    if (::stat(prefix.c_str(), &info) == 0) {
+      if (!S_ISDIR(info.st_mode)) {
+        throw std::runtime_error(
+            fmt::format("cannot create directory {}: {} is not a directory", dir, prefix));
+      }
+      continue;
     }
+    if (errno != ENOENT || (::mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST)) {
+      throw std::runtime_error(
+          fmt::format("cannot create directory {}: {}", dir, std::strerror(errno)));
+    }
+    created.insert(created.begin(), prefix);
+  }
+  return created;
+}
+
+std::vector<std::string> list_directory(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* stream = ::opendir(dir.c_str());
+  if (!stream) return names;
+  while (const dirent* entry = ::readdir(stream)) {
+    std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(stream);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+int remove_stale_temporaries(const std::string& dir, bool only_dead_writers) {
+  static const std::regex temporary(R"(.+\.tmp\.([0-9]+)\.[0-9a-f]{16})");
+  int removed = 0;
+  for (const std::string& name : list_directory(dir)) {
+    std::smatch match;
+    if (!std::regex_match(name, match, temporary)) continue;
+    if (only_dead_writers) {
+      long pid = std::strtol(match[1].str().c_str(), nullptr, 10);
+      if (pid <= 0 || pid > INT32_MAX ||
+          !(::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
+        continue;
+      }
+    }
+    if (std::remove(join_path(dir, name).c_str()) == 0) ++removed;
   }
   return removed;
 }

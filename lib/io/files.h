@@ -43,9 +43,19 @@ class WriteBatch {
   std::vector<std::string> removed_;
 };
 
-// Removes the temporary files a killed write_file_atomic left in `dir` (<name>.tmp.<pid>.<hex>).
-// Call it only where no other process writes (under OutputDir's lock). Returns how many.
-int remove_stale_temporaries(const std::string& dir);
+// Creates `dir` and its missing parents (mkdir -p) with POSIX calls (LibTorch exports a copy of
+// std::filesystem that some builds bind to). Returns the directories it created, deepest first.
+// Throws std::runtime_error naming the directory and the reason.
+std::vector<std::string> make_directories(const std::string& dir);
+
+// The names in `dir` (not . and ..), sorted; empty when it cannot be read.
+std::vector<std::string> list_directory(const std::string& dir);
+
+// Removes the temporary files a killed write_file_atomic left in `dir` (<name>.tmp.<pid>.<hex>):
+// all of them where no other process writes (under OutputDir's lock), or, with
+// `only_dead_writers`, those whose writer's pid no longer runs on this machine (a cache that
+// other runs write too). Returns how many.
+int remove_stale_temporaries(const std::string& dir, bool only_dead_writers = false);
 
 // Writes `value` as indented JSON (2 spaces, trailing newline), atomically.
 void write_json(const std::string& path, const nlohmann::ordered_json& value);

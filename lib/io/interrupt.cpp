@@ -1,22 +1,42 @@
-// A signal handler that records the first SIGINT or SIGTERM and gives the default action back,
-// so that the second one ends the process.
+// The handler behind catch_interrupts: async-signal-safe (a flag, or write + _exit with a line
+// prepared when it was installed).
 #include "lib/io/interrupt.h"
 
 #include <csignal>
 #include <cstring>
 
+#include <unistd.h>
+
 namespace trainer::io {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_deferred = 0;
+char g_int_line[256] = "";
+char g_term_line[256] = "";
 
 void on_interrupt(int sig) {
-  if (g_signal == 0) g_signal = sig;
+  if (g_deferred) {
+    if (g_signal == 0) g_signal = sig;
+    return;
+  }
+  const char* line = sig == SIGINT ? g_int_line : g_term_line;
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line, std::strlen(line));
+  ::_exit(128 + sig);
+}
+
+void prepare(char* buffer, size_t size, const std::string& prefix, int sig) {
+  std::string line = prefix + "interrupted by " + signal_name(sig) +
+                     " before training started; nothing was saved\n";
+  std::strncpy(buffer, line.c_str(), size - 1);
+  buffer[size - 1] = '\0';
 }
 
 }  // namespace
 
-void catch_interrupts() {
+void catch_interrupts(const std::string& prefix) {
+  prepare(g_int_line, sizeof g_int_line, prefix, SIGINT);
+  prepare(g_term_line, sizeof g_term_line, prefix, SIGTERM);
   struct sigaction action {};
   action.sa_handler = on_interrupt;
   action.sa_flags = SA_RESTART | SA_RESETHAND;
@@ -29,6 +49,8 @@ void catch_interrupts() {
     if (previous.sa_handler != SIG_IGN) ::sigaction(sig, &action, nullptr);
   }
 }
+
+void defer_interrupts() { g_deferred = 1; }
 
 int interrupt_signal() { return g_signal; }
 

@@ -1,6 +1,8 @@
-// SIGINT and SIGTERM as a request to stop: a program that wants it (the trainer CLI) lets them
-// set a flag, which the training and evaluation loops check between steps and answer by throwing
-// Interrupted; a second signal ends the process at once, as the default would.
+// SIGINT and SIGTERM as a request to stop: a program that wants it (the trainer CLI) installs a
+// handler that ends the process at once with one line until defer_interrupts() (called when the
+// training loop starts), and from then on only sets a flag that the
+// training and evaluation loops check between steps and answer by throwing Interrupted. A second
+// signal ends the process at once, as the default action would.
 #pragma once
 
 #include <stdexcept>
@@ -22,8 +24,14 @@ class Interrupted : public std::runtime_error {
 namespace io {
 
 // Installs the handlers (SIGINT, SIGTERM) for the rest of the process's life; a signal that is
-// ignored when this is called stays ignored.
-void catch_interrupts();
+// ignored when this is called stays ignored. Outside a deferred scope the handler writes
+// "<prefix>interrupted by SIGTERM before training started; nothing was saved" and exits
+// 128 + signal.
+void catch_interrupts(const std::string& prefix);
+
+// From now on, for the rest of the process (the loop, the saving after it, the exit), a signal
+// only sets the flag interrupt_signal() reads.
+void defer_interrupts();
 
 // The signal that asked to stop, or 0.
 int interrupt_signal();

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -30,19 +29,24 @@ const std::vector<std::string>& run_result_files() {
 }
 
 OutputDir::OutputDir(const std::string& dir) : dir_(dir), lock_path_(join_path(dir, kLockName)) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::file_status status = fs::status(dir, ec);
-  if (ec && status.type() != fs::file_type::not_found) {
-    throw InputError(fmt::format("output_dir {}: {}", dir, ec.message()));
+  // stat, not std::filesystem's status: LibTorch exports a copy of the latter that some builds
+  // (the sanitizer's) bind to.
+  struct stat info {};
+  bool found = ::stat(dir.c_str(), &info) == 0;
+  if (!found && errno != ENOENT) {
+    throw InputError(fmt::format("output_dir {}: {}", dir, std::strerror(errno)));
   }
-  if (fs::exists(status) && !fs::is_directory(status)) {
+  if (found && !S_ISDIR(info.st_mode)) {
     throw InputError(fmt::format("output_dir {} is a file, not a directory", dir));
   }
-  if (!fs::exists(status)) {
-    fs::create_directories(dir, ec);
-    if (ec) throw InputError(fmt::format("cannot create output_dir {}: {}", dir, ec.message()));
-    created_ = true;
+  if (!found) {
+    // Every level this run creates, deepest first, so that a failed run removes them all.
+    try {
+      created_ = make_directories(dir);
+    } catch (const std::runtime_error& e) {
+      std::string what = e.what();
+      throw InputError("cannot create output_dir " + what.substr(what.find("directory ") + 10));
+    }
   }
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     throw InputError(fmt::format("output_dir {} is not writable: {}", dir, std::strerror(errno)));
@@ -88,11 +92,9 @@ OutputDir::OutputDir(const std::string& dir) : dir_(dir), lock_path_(join_path(d
     [[maybe_unused]] ssize_t n = ::pwrite(lock_fd_, pid.data(), pid.size(), 0);
   }
   remove_stale_temporaries(dir);
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::string name = entry.path().filename().string();
+  for (const std::string& name : list_directory(dir)) {
     if (name != kLockName) earlier_.push_back(name);
   }
-  std::sort(earlier_.begin(), earlier_.end());
 }
 
 OutputDir::~OutputDir() {
@@ -101,7 +103,10 @@ OutputDir::~OutputDir() {
     ::unlink(lock_path_.c_str());
     ::close(lock_fd_);
   }
-  if (created_) ::rmdir(dir_.c_str());  // fails, harmlessly, unless the run left it empty
+  // Fails, harmlessly, where the run left something.
+  for (const std::string& dir : created_) {
+    if (::rmdir(dir.c_str()) != 0) break;
+  }
 }
 
 }  // namespace trainer::io

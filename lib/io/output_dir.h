@@ -14,8 +14,8 @@ class OutputDir {
   // Throws InputError naming the directory: a path that is a file, a symlink loop, a directory
   // that cannot be created or written, a lock another process holds (naming its pid).
   explicit OutputDir(const std::string& dir);
-  // Releases the lock and removes the lock file; removes the directory again when this run
-  // created it and left nothing in it.
+  // Releases the lock and removes the lock file; removes the directories this run created (the
+  // output_dir and missing parents) again where it left nothing in them.
   ~OutputDir();
   OutputDir(const OutputDir&) = delete;
   OutputDir& operator=(const OutputDir&) = delete;
@@ -29,7 +29,7 @@ class OutputDir {
   std::string dir_;
   std::string lock_path_;
   int lock_fd_ = -1;
-  bool created_ = false;
+  std::vector<std::string> created_;  // directories this run created, deepest first
   std::vector<std::string> earlier_;
 };
 

@@ -53,6 +53,7 @@ class BadInput : public ::testing::Test {
     testing::write_idx(tmp_->file("bomb/train-images-idx3-ubyte.gz"), {64, 28, 28},
                        std::vector<uint8_t>(50 << 20), true);
     std::filesystem::remove(tmp_->file("bomb/train-images-idx3-ubyte"));
+    testing::write_mnist_dir(tmp_->file("empty_test"), 64, 0, false);
     std::ofstream(tmp_->file("file")) << "not a directory";
     std::filesystem::create_symlink("loop", tmp_->file("loop"));
   }
@@ -168,6 +169,43 @@ TEST_F(BadInput, ArgumentsAreNeverSilentlyMisread) {
        "{trainer} train --logging_steps 1e300",
        2,
        {"argument logging_steps: 1e+300 is not allowed"}},
+      {"a flag's value that is not a boolean",
+       "{trainer} train --output_dir {out} --do_eval off",
+       2,
+       {"argument --do_eval: 'off' is not true or false"}},
+      {"a flag's value that names a file",
+       "{trainer} train --do_eval {config}",
+       2,
+       {"argument --do_eval: '", "is not true or false"},
+       "{}"},
+      {"an integer past int64",
+       "{trainer} train --max_steps 18446744073709551615",
+       2,
+       {"argument max_steps: 18446744073709551615 is out of range"}},
+      {"an integer past int64 in the JSON",
+       "{trainer} train {config}",
+       2,
+       {"argument seed: 18446744073709551615 is out of range"},
+       R"({"seed": 18446744073709551615})"},
+      {"a number past double in the JSON",
+       "{trainer} train {config}",
+       2,
+       {"is not valid JSON: number overflow parsing '1e400'"},
+       R"({"max_steps": 1e400})"},
+      {"a learning rate past float32",
+       "{trainer} train --learning_rate 1e39",
+       2,
+       {"argument learning_rate: 1e+39 is not allowed", "float32"}},
+      {"deeply nested values",
+       "{trainer} train {config}",
+       2,
+       {"nested deeper than 8 levels"},
+       "{\"report_to\": " + std::string(100000, '[') + std::string(100000, ']') + "}"},
+      {"a config read from a pipe whose writer comes later",
+       "rm -f {config}; mkfifo {config}; (sleep 1; echo '{\"max_steps\": 0}' > {config}) & "
+       "{trainer} train {config}",
+       2,
+       {"argument max_steps: 0 is not allowed"}},
       {"mistyped command",
        "{trainer} trian",
        2,
@@ -194,6 +232,18 @@ TEST_F(BadInput, ArgumentsAreNeverSilentlyMisread) {
        2,
        {"--rdzv-timeout nan is not allowed"}},
       {"launcher: no program", "{trainer} launch --nproc-per-node 2", 2, {"needs PROGRAM"}},
+      {"launcher: a boolean word after --rank0-only",
+       "{trainer} launch --rank0-only true echo hi",
+       2,
+       {"--rank0-only takes no value", "'true'"}},
+      {"launcher: unknown option",
+       "{trainer} launch --bogus 1 true",
+       2,
+       {"unknown launcher option --bogus"}},
+      {"launcher: hexadecimal count",
+       "{trainer} launch --nproc-per-node 0x2 true",
+       2,
+       {"--nproc-per-node 0x2 is not allowed"}},
       {"launcher: empty master address",
        "{trainer} launch --master-addr '' true",
        2,
@@ -277,6 +327,20 @@ TEST_F(BadInput, BadFilesAndPlacesAreOneLine) {
        "--output_dir {out} --dataset_dir {data}",
        2,
        {"MASTER_ADDR no-such-host.invalid is not a known host name or address"}},
+
+      {"evaluate on a 3 GB file of zeros, refused by its header before it is read",
+       "mkdir -p {tmp}/huge && truncate -s 3G {tmp}/huge/model.safetensors && {trainer} evaluate "
+       "--output_dir {tmp}/huge --dataset_dir {data}",
+       2,
+       {"safetensors", "huge/model.safetensors"}},
+      {"an empty test split",
+       "{trainer} train --output_dir {out} --dataset_dir {tmp}/empty_test --do_eval",
+       2,
+       {"the test split in", "holds no examples"}},
+      {"output_dir under missing parents, all removed again",
+       "{trainer} train --output_dir {out}/a/b --dataset_dir {tmp}/file",
+       2,
+       {"is a file"}},
       {"evaluate without a model",
        "{trainer} evaluate --output_dir {out}",
        2,
@@ -337,6 +401,16 @@ TEST_F(BadInput, AnEarlierRunStaysUntilOverwriteReplacesAllOfIt) {
   auto all = nlohmann::json::parse(after["all_results.json"]);
   EXPECT_FALSE(all.contains("eval_loss")) << all.dump();
   EXPECT_EQ(nlohmann::json::parse(after["trainer_state.json"])["global_step"], 3);
+
+  // evaluate merges into all_results.json: a damaged one is an error before anything is written.
+  std::ofstream(out + "/all_results.json") << "{bad";
+  auto damaged = contents(out);
+  auto evaluated = run(testing::kTrainerBin + " evaluate --dataset_dir " + tmp_->file("data") +
+                       " --output_dir " + out);
+  EXPECT_EQ(evaluated.exit_code, 2);
+  EXPECT_NE(evaluated.err.find(out + "/all_results.json is not valid JSON"), std::string::npos)
+      << evaluated.err;
+  EXPECT_EQ(contents(out), damaged);
 }
 
 TEST_F(BadInput, AFullDiskIsOneLineAndKeepsTheEarlierFiles) {

@@ -240,10 +240,12 @@ void expect_input_error(const std::string& arguments, const std::string& message
 TEST(TrainerCli, ArgumentErrorsAreOneLineAndExitTwo) {
   expect_input_error("train --lerning_rate 0.1",
                      "unknown argument --lerning_rate (did you mean --learning_rate?)");
-  expect_input_error("train --per_device_train_batch_size 0",
-                     "argument per_device_train_batch_size: 0 is not allowed (must be in 1..2147483647)");
-  expect_input_error("train --learning_rate -1",
-                     "argument learning_rate: -1.0 is not allowed (must be >= 0)");
+  expect_input_error(
+      "train --per_device_train_batch_size 0",
+      "argument per_device_train_batch_size: 0 is not allowed (must be in 1..2147483647)");
+  expect_input_error(
+      "train --learning_rate -1",
+      "argument learning_rate: -1.0 is not allowed (must be in 0..3.4e38, float32's range)");
   expect_input_error(
       "train --lr_scheduler_type step",
       "argument lr_scheduler_type: \"step\" is not allowed (allowed: linear, cosine, constant, "
