@@ -5,6 +5,11 @@
 #include <fstream>
 #include <set>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
@@ -25,13 +30,34 @@ using testing::TempDir;
 const std::string& kTrainer = testing::kTrainerBin;
 const std::string kConfigs = std::string(SOURCE_DIR) + "/configs";
 
+// One training run shared by the TrainedRun tests, which ctest starts as separate processes:
+// the first to come trains into a directory named after the trainer binary's identity (under a
+// lock), and each test works on its own copy of it.
+testing::ProcessResult trained_run_into(const std::string& dir) {
+  struct stat binary {};
+  ::stat(kTrainer.c_str(), &binary);
+  std::string cache = fmt::format("{}/trainer-trained-run-{}-{}-{}", ::testing::TempDir(),
+                                  binary.st_ino, binary.st_size, binary.st_mtim.tv_sec);
+  std::filesystem::create_directories(cache);
+  int lock = ::open((cache + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ::flock(lock, LOCK_EX);
+  if (slurp(cache + "/code").empty()) {
+    auto result = run(kTrainer + " train " + kConfigs + "/fashion_mnist_lr1e-3.json --output_dir " +
+                      cache + "/run --max_train_samples 2000 --max_eval_samples 1000");
+    std::ofstream(cache + "/out") << result.out;
+    std::ofstream(cache + "/err") << result.err;
+    std::ofstream(cache + "/code") << result.exit_code;
+  }
+  ::close(lock);
+  run("cp -R " + cache + "/run/. " + dir);
+  return {std::stoi(slurp(cache + "/code")), slurp(cache + "/out"), slurp(cache + "/err")};
+}
+
 class TrainedRun : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    result_ = new testing::ProcessResult(
-        run(kTrainer + " train " + kConfigs + "/fashion_mnist_lr1e-3.json --output_dir " +
-            dir_->path() + " --max_train_samples 2000 --max_eval_samples 1000"));
+    result_ = new testing::ProcessResult(trained_run_into(dir_->path()));
   }
   static void TearDownTestSuite() {
     delete result_;
