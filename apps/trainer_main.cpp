@@ -84,6 +84,16 @@ void check_not_empty(const data::MnistDataset& dataset, const std::string& split
 }
 
 int train(const TrainingArguments& args) {
+  Accelerator accelerator(accelerator_options(args));
+  auto train_dataset = load_split(accelerator, args, "train", args.max_train_samples());
+  auto eval_dataset =
+      wants_eval(args) ? load_split(accelerator, args, "test", args.max_eval_samples()) : nullptr;
+  if (eval_dataset) check_not_empty(*eval_dataset, "test", args);
+  torch::manual_seed(static_cast<uint64_t>(args.seed()));
+  auto model = models::make_model(args.model_name());
+  check_model_takes(*model, *train_dataset, "train", args);
+  if (eval_dataset) check_model_takes(*model, *eval_dataset, "test", args);
+  // Only now, with the arguments valid and the data loaded and checked, is output_dir touched.
   auto output = lock_output_dir(args);
   if (output && !output->earlier_entries().empty() && !args.overwrite_output_dir()) {
     const auto& names = output->earlier_entries();
@@ -95,15 +105,6 @@ int train(const TrainingArguments& args) {
                                     names.begin() + std::min<size_t>(3, names.size()), ", ")),
         names.size() > 3 ? ", ..." : ""));
   }
-  Accelerator accelerator(accelerator_options(args));
-  auto train_dataset = load_split(accelerator, args, "train", args.max_train_samples());
-  auto eval_dataset =
-      wants_eval(args) ? load_split(accelerator, args, "test", args.max_eval_samples()) : nullptr;
-  if (eval_dataset) check_not_empty(*eval_dataset, "test", args);
-  torch::manual_seed(static_cast<uint64_t>(args.seed()));
-  auto model = models::make_model(args.model_name());
-  check_model_takes(*model, *train_dataset, "train", args);
-  if (eval_dataset) check_model_takes(*model, *eval_dataset, "test", args);
 
   Trainer trainer(model, args, train_dataset, eval_dataset, nullptr, compute_accuracy);
   // From here a signal stops the loop between steps (or lets the saving finish) rather than the
@@ -153,12 +154,6 @@ int evaluate(const TrainingArguments& args) {
     throw InputError(fmt::format(
         "{} does not exist (train first, or set output_dir to a trained run)", weights));
   }
-  auto output = lock_output_dir(args);
-  // Its metrics are merged into all_results.json: a damaged one is said now, not replaced later.
-  std::string all_results = io::join_path(args.output_dir(), "all_results.json");
-  if (output && std::filesystem::exists(all_results) && !io::read_json(all_results).is_object()) {
-    throw InputError(fmt::format("{} does not hold a JSON object (fix or remove it)", all_results));
-  }
   Accelerator accelerator(accelerator_options(args));
   auto eval_dataset = load_split(accelerator, args, "test", args.max_eval_samples());
   check_not_empty(*eval_dataset, "test", args);
@@ -166,6 +161,12 @@ int evaluate(const TrainingArguments& args) {
   // Mapped, not read: a damaged or huge file fails on its header before any of it is read.
   io::load_state_dict(*model, io::map_safetensors(weights).tensors, weights);
   check_model_takes(*model, *eval_dataset, "test", args);
+  auto output = lock_output_dir(args);
+  // Its metrics are merged into all_results.json: a damaged one is said now, not replaced later.
+  std::string all_results = io::join_path(args.output_dir(), "all_results.json");
+  if (output && std::filesystem::exists(all_results) && !io::read_json(all_results).is_object()) {
+    throw InputError(fmt::format("{} does not hold a JSON object (fix or remove it)", all_results));
+  }
   Trainer trainer(model, args, nullptr, eval_dataset, nullptr, compute_accuracy);
   io::defer_interrupts();
   Metrics metrics = trainer.evaluate();
@@ -188,10 +189,20 @@ int main(int argc, char** argv) {
   try {
     auto command = cli::parse_command_line(argc, argv);
     if (!command) return 0;
-    if (command->name == "launch") return dist::launch(command->launch);
+    if (command->name == "launch") {
+      if (const char* rank = std::getenv("RANK")) {
+        throw InputError(fmt::format(
+            "trainer launch runs inside a distributed run already (RANK={}); start it once per "
+            "node, outside any launcher",
+            rank));
+      }
+      return dist::launch(command->launch);
+    }
     TrainingArguments args = TrainingArguments::parse(command->config, command->overrides);
     return command->name == "train" ? train(args) : evaluate(args);
   } catch (...) {
+    // The launcher's SIGTERM to the other ranks may reach this one as it ends: one line only.
+    io::defer_interrupts();
     return report_error("trainer: ");
   }
 }

@@ -185,15 +185,23 @@ IdxArray decode(Bytes&& bytes, const std::string& source) {
 }
 
 Bytes read_file_bytes(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in the file's place must not block the open.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     throw InputError(fmt::format("cannot open IDX file {}: {}", path, std::strerror(errno)));
   }
   Bytes content;
   struct stat info {};
-  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode)) {
-    content.reserve(static_cast<size_t>(info.st_size));
+  // A device (/dev/zero) would never end and a pipe could block for ever: the data set's files
+  // are found by name, so only regular files are read.
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    throw InputError(
+        fmt::format("cannot read IDX file {}: it is {}, not a file", path,
+                    S_ISDIR(info.st_mode) ? "a directory" : "a device, pipe or socket"));
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  content.reserve(static_cast<size_t>(info.st_size));
   uint8_t buffer[1 << 16];
   while (true) {
     ssize_t n = ::read(fd, buffer, sizeof buffer);

@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,18 +33,18 @@ std::string read_file(const std::string& path, size_t max_bytes) {
     throw InputError(fmt::format("cannot read {}: it is {}, not a file", path,
                                  S_ISDIR(info.st_mode) ? "a directory" : "a device or socket"));
   }
-  if (S_ISFIFO(info.st_mode)) {
-    // Opened without waiting for a writer, a pipe would read as empty: wait for one now.
-    ::close(fd);
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw InputError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  }
   std::string content;
   if (S_ISREG(info.st_mode)) content.reserve(std::min<size_t>(info.st_size, max_bytes));
   char buffer[1 << 16];
   while (true) {
+    // Opened without waiting for a writer, a pipe reads as empty until one comes: poll first
+    // (it waits for data, or for a writer that came and went).
+    if (S_ISFIFO(info.st_mode)) {
+      pollfd ready{fd, POLLIN, 0};
+      if (::poll(&ready, 1, -1) < 0 && errno == EINTR) continue;
+    }
     ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) {
       int error = errno;
       ::close(fd);

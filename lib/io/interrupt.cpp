@@ -26,8 +26,7 @@ void on_interrupt(int sig) {
 }
 
 void prepare(char* buffer, size_t size, const std::string& prefix, int sig) {
-  std::string line = prefix + "interrupted by " + signal_name(sig) +
-                     " before training started; nothing was saved\n";
+  std::string line = prefix + "interrupted by " + signal_name(sig) + "; nothing was saved\n";
   std::strncpy(buffer, line.c_str(), size - 1);
   buffer[size - 1] = '\0';
 }

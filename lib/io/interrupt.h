@@ -24,9 +24,8 @@ class Interrupted : public std::runtime_error {
 namespace io {
 
 // Installs the handlers (SIGINT, SIGTERM) for the rest of the process's life; a signal that is
-// ignored when this is called stays ignored. Outside a deferred scope the handler writes
-// "<prefix>interrupted by SIGTERM before training started; nothing was saved" and exits
-// 128 + signal.
+// ignored when this is called stays ignored. Until defer_interrupts(), the handler writes
+// "<prefix>interrupted by SIGTERM; nothing was saved" and exits 128 + signal.
 void catch_interrupts(const std::string& prefix);
 
 // From now on, for the rest of the process (the loop, the saving after it, the exit), a signal

@@ -111,9 +111,16 @@ NamedTensors load_safetensors(const std::string& path) {
 }
 
 MappedSafetensors map_safetensors(const std::string& path, bool checksum) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in the file's place must not block the open.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw InputError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   struct stat info {};
+  if (::fstat(fd, &info) == 0 && !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    throw InputError(
+        fmt::format("cannot read {}: it is {}, not a file", path,
+                    S_ISDIR(info.st_mode) ? "a directory" : "a device, pipe or socket"));
+  }
   auto mapping = std::make_shared<Mapping>();
   if (::fstat(fd, &info) == 0 && info.st_size > 0) {
     mapping->size = static_cast<size_t>(info.st_size);

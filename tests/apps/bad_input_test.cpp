@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,6 +55,14 @@ class BadInput : public ::testing::Test {
                        std::vector<uint8_t>(50 << 20), true);
     std::filesystem::remove(tmp_->file("bomb/train-images-idx3-ubyte"));
     testing::write_mnist_dir(tmp_->file("empty_test"), 64, 0, false);
+    // A device and a pipe where a data file should be: neither may be read without end.
+    for (const char* name : {"device", "pipe"}) {
+      std::string dir = tmp_->file(name);
+      testing::write_mnist_dir(dir, 64, 32, false);
+      std::filesystem::remove(dir + "/train-labels-idx1-ubyte");
+    }
+    std::filesystem::create_symlink("/dev/zero", tmp_->file("device/train-labels-idx1-ubyte"));
+    ::mkfifo(tmp_->file("pipe/train-labels-idx1-ubyte").c_str(), 0644);
     std::ofstream(tmp_->file("file")) << "not a directory";
     std::filesystem::create_symlink("loop", tmp_->file("loop"));
   }
@@ -314,6 +323,18 @@ TEST_F(BadInput, BadFilesAndPlacesAreOneLine) {
        2,
        {"corrupt IDX file", "bomb/train-images-idx3-ubyte.gz",
         "data longer than the header promises"}},
+      {"a device as a data file",
+       "{trainer} train --output_dir {out} --dataset_dir {tmp}/device",
+       2,
+       {"cannot read IDX file", "device/train-labels-idx1-ubyte", "not a file"}},
+      {"a pipe as a data file",
+       "{trainer} train --output_dir {out} --dataset_dir {tmp}/pipe",
+       2,
+       {"cannot read IDX file", "pipe/train-labels-idx1-ubyte", "not a file"}},
+      {"a launcher inside a launcher",
+       "RANK=0 {trainer} launch --master-port 0 true",
+       2,
+       {"trainer launch runs inside a distributed run already (RANK=0)"}},
       {"a directory as PROGRAM",
        "{trainer} launch --master-port 0 {tmp}",
        2,
