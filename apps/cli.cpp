@@ -11,6 +11,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include "lib/io/errors.h"
@@ -170,9 +171,9 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
     for (const auto& name : command_names) known = known || args[0] == name;
     if (!known) {
       std::string near = io::nearest(args[0], command_names);
-      throw InputError(fmt::format("unknown command '{}'{} (commands: train, evaluate, launch)",
-                                   args[0],
-                                   near.empty() ? "" : fmt::format(": did you mean '{}'?", near)));
+      throw InputError(fmt::format("unknown command '{}'{} (commands: {})", args[0],
+                                   near.empty() ? "" : fmt::format(": did you mean '{}'?", near),
+                                   fmt::join(command_names, ", ")));
     }
   }
   bool wants_help = false;

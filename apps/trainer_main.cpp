@@ -47,8 +47,8 @@ bool wants_eval(const TrainingArguments& args) {
   return args.eval_strategy() != "no" || args.do_eval();
 }
 
-// The main process (RANK 0, read before any process group exists) locks output_dir before
-// anything else happens; the others never write there.
+// The main process (RANK 0) locks output_dir, once the data is loaded and checked; the others
+// never write there.
 std::unique_ptr<io::OutputDir> lock_output_dir(const TrainingArguments& args) {
   if (dist::read_dist_env().rank != 0) return nullptr;
   return std::make_unique<io::OutputDir>(args.output_dir());
@@ -164,9 +164,7 @@ int evaluate(const TrainingArguments& args) {
   auto output = lock_output_dir(args);
   // Its metrics are merged into all_results.json: a damaged one is said now, not replaced later.
   std::string all_results = io::join_path(args.output_dir(), "all_results.json");
-  if (output && std::filesystem::exists(all_results) && !io::read_json(all_results).is_object()) {
-    throw InputError(fmt::format("{} does not hold a JSON object (fix or remove it)", all_results));
-  }
+  if (output && std::filesystem::exists(all_results)) io::read_json_object(all_results);
   Trainer trainer(model, args, nullptr, eval_dataset, nullptr, compute_accuracy);
   io::defer_interrupts();
   Metrics metrics = trainer.evaluate();

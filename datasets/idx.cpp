@@ -3,19 +3,16 @@
 #include "datasets/idx.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
-#include <cstring>
+#include <cstdint>
 #include <new>
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include "lib/io/errors.h"
+#include "lib/io/files.h"
 
 namespace trainer::data {
 namespace {
@@ -184,43 +181,13 @@ IdxArray decode(Bytes&& bytes, const std::string& source) {
   return finish(std::move(content), source);
 }
 
-Bytes read_file_bytes(const std::string& path) {
-  // O_NONBLOCK: a FIFO in the file's place must not block the open.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    throw InputError(fmt::format("cannot open IDX file {}: {}", path, std::strerror(errno)));
-  }
-  Bytes content;
-  struct stat info {};
-  // A device (/dev/zero) would never end and a pipe could block for ever: the data set's files
-  // are found by name, so only regular files are read.
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    throw InputError(
-        fmt::format("cannot read IDX file {}: it is {}, not a file", path,
-                    S_ISDIR(info.st_mode) ? "a directory" : "a device, pipe or socket"));
-  }
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  content.reserve(static_cast<size_t>(info.st_size));
-  uint8_t buffer[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int error = errno;
-      ::close(fd);
-      throw InputError(fmt::format("cannot read IDX file {}: {}", path, std::strerror(error)));
-    }
-    if (n == 0) break;
-    content.insert(content.end(), buffer, buffer + n);
-  }
-  ::close(fd);
-  return content;
-}
-
 }  // namespace
 
-IdxArray read_idx(const std::string& path) { return decode(read_file_bytes(path), path); }
+IdxArray read_idx(const std::string& path) {
+  // A device (/dev/zero) would never end and a pipe could block for ever: the data set's files
+  // are found by name, so only regular files are read.
+  return decode_idx(io::read_file(path, SIZE_MAX, "IDX file ", /*allow_pipes=*/false), path);
+}
 
 IdxArray decode_idx(const std::string& bytes, const std::string& source) {
   return decode(Bytes(bytes.begin(), bytes.end()), source);

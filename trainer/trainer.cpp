@@ -473,11 +473,7 @@ void Trainer::save_metrics(const std::string& split, const Metrics& metrics) con
   if (!all_results_) {
     all_results_ = json::object();
     if (std::filesystem::exists(all_path)) {
-      all_results_ = io::read_json(all_path);  // a damaged file is an InputError, not replaced
-      if (!all_results_->is_object()) {
-        throw InputError(
-            fmt::format("{} does not hold a JSON object (fix or remove it)", all_path));
-      }
+      all_results_ = io::read_json_object(all_path);  // a damaged file is not replaced
     }
   }
   for (const auto& [key, value] : metrics) (*all_results_)[key] = value;

@@ -31,6 +31,12 @@ std::string type_name(const json& value) {
   return value.type_name();
 }
 
+// "an array", "a string", "an integer": a JSON value's type with its article.
+std::string a_type(const json& value) {
+  std::string type = type_name(value);
+  return (std::string("aeiou").find(type.front()) != std::string::npos ? "an " : "a ") + type;
+}
+
 // A value as the messages quote it: its JSON text, cut short past 60 characters.
 std::string shown(const json& value) {
   if (value.is_number_float() && !std::isfinite(value.get<double>())) {
@@ -43,10 +49,8 @@ std::string shown(const json& value) {
 [[noreturn]] void wrong_type(const std::string& key, const json& value, const char* expected) {
   if (value.is_null())
     throw InputError(fmt::format("argument {}: null, expected {}", key, expected));
-  std::string type = type_name(value);
-  bool vowel = std::string("aeiou").find(type.front()) != std::string::npos;
-  throw InputError(fmt::format("argument {}: {} is {} {}, expected {}", key, shown(value),
-                               vowel ? "an" : "a", type, expected));
+  throw InputError(fmt::format("argument {}: {} is {}, expected {}", key, shown(value),
+                               a_type(value), expected));
 }
 
 // JSON -> field value, with a type check that names the key.
@@ -493,7 +497,7 @@ TrainingArguments TrainingArguments::from_json_text(const std::string& json_text
   if (error) throw InputError(*error);
   if (!object.is_object()) {
     throw InputError(fmt::format("{} must hold one flat JSON object of arguments, not {}", source,
-                                 object.is_array() ? "an array" : "a " + type_name(object)));
+                                 a_type(object)));
   }
   if (object.contains("eval_strategy") && object.contains("evaluation_strategy") &&
       object["eval_strategy"] != object["evaluation_strategy"]) {

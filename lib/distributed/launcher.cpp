@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "lib/io/errors.h"
+#include "lib/io/interrupt.h"
 
 namespace trainer::dist {
 namespace {
@@ -139,8 +140,7 @@ std::string describe_status(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
-    const char* name = sigabbrev_np(sig);
-    return fmt::format("was killed by signal {} (SIG{})", sig, name ? name : "?");
+    return fmt::format("was killed by signal {} ({})", sig, io::signal_name(sig));
   }
   return "ended";
 }
@@ -617,8 +617,8 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
     }
   }
   if (interrupted) {
-    result.message = fmt::format("{}: interrupted by SIG{}; stopped every rank", o.name,
-                                 sigabbrev_np(interrupted));
+    result.message = fmt::format("{}: interrupted by {}; stopped every rank", o.name,
+                                 io::signal_name(interrupted));
     result.exit_code = 128 + interrupted;
   }
   return result;

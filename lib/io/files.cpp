@@ -21,17 +21,23 @@
 
 namespace trainer::io {
 
-std::string read_file(const std::string& path, size_t max_bytes) {
+std::string read_file(const std::string& path, size_t max_bytes, const std::string& label,
+                      bool allow_pipes) {
+  // O_NONBLOCK: a FIFO in the file's place must not block the open.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw InputError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  if (fd < 0) {
+    throw InputError(fmt::format("cannot open {}{}: {}", label, path, std::strerror(errno)));
+  }
   struct stat info {};
   ::fstat(fd, &info);
   // A directory or a device read as a file would fail late or never end (/dev/zero); a pipe is
-  // fine (trainer train /dev/stdin < config.json).
-  if (!S_ISREG(info.st_mode) && !S_ISFIFO(info.st_mode)) {
+  // fine where it is asked for (trainer train /dev/stdin < config.json).
+  if (!S_ISREG(info.st_mode) && !(allow_pipes && S_ISFIFO(info.st_mode))) {
     ::close(fd);
-    throw InputError(fmt::format("cannot read {}: it is {}, not a file", path,
-                                 S_ISDIR(info.st_mode) ? "a directory" : "a device or socket"));
+    throw InputError(fmt::format(
+        "cannot read {}{}: it is {}, not a file", label, path,
+        S_ISDIR(info.st_mode) ? "a directory"
+                              : (allow_pipes ? "a device or socket" : "a device, pipe or socket")));
   }
   std::string content;
   if (S_ISREG(info.st_mode)) content.reserve(std::min<size_t>(info.st_size, max_bytes));
@@ -48,12 +54,13 @@ std::string read_file(const std::string& path, size_t max_bytes) {
     if (n < 0) {
       int error = errno;
       ::close(fd);
-      throw InputError(fmt::format("cannot read {}: {}", path, std::strerror(error)));
+      throw InputError(fmt::format("cannot read {}{}: {}", label, path, std::strerror(error)));
     }
     if (n == 0) break;
     if (content.size() + static_cast<size_t>(n) > max_bytes) {
       ::close(fd);
-      throw InputError(fmt::format("cannot read {}: larger than {} bytes", path, max_bytes));
+      throw InputError(
+          fmt::format("cannot read {}{}: larger than {} bytes", label, path, max_bytes));
     }
     content.append(buffer, static_cast<size_t>(n));
   }
@@ -195,7 +202,7 @@ void WriteBatch::commit() {
   for (const auto& dir : dirs) sync_directory(dir);
 }
 
-std::vector<std::string> make_directories(const std::string& dir) {
+std::vector<std::string> make_directories(const std::string& dir, const std::string& label) {
   std::vector<std::string> created;
   std::string prefix = dir.front() == '/' ? "/" : "";
   size_t start = 0;
@@ -210,13 +217,13 @@ std::vector<std::string> make_directories(const std::string& dir) {
     if (::stat(prefix.c_str(), &info) == 0) {
       if (!S_ISDIR(info.st_mode)) {
         throw std::runtime_error(
-            fmt::format("cannot create directory {}: {} is not a directory", dir, prefix));
+            fmt::format("cannot create {} {}: {} is not a directory", label, dir, prefix));
       }
       continue;
     }
     if (errno != ENOENT || (::mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST)) {
       throw std::runtime_error(
-          fmt::format("cannot create directory {}: {}", dir, std::strerror(errno)));
+          fmt::format("cannot create {} {}: {}", label, dir, std::strerror(errno)));
     }
     created.insert(created.begin(), prefix);
   }
@@ -265,6 +272,14 @@ nlohmann::ordered_json read_json(const std::string& path) {
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(fmt::format("{} is not valid JSON: {}", path, e.what()));
   }
+}
+
+nlohmann::ordered_json read_json_object(const std::string& path) {
+  nlohmann::ordered_json value = read_json(path);
+  if (!value.is_object()) {
+    throw InputError(fmt::format("{} does not hold a JSON object (fix or remove it)", path));
+  }
+  return value;
 }
 
 std::string join_path(const std::string& dir, const std::string& name) {

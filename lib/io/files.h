@@ -11,9 +11,11 @@
 
 namespace trainer::io {
 
-// Reads a whole file (or pipe). Throws InputError naming the path when it cannot be opened or
-// read, is a directory or a device, or holds more than max_bytes.
-std::string read_file(const std::string& path, size_t max_bytes = SIZE_MAX);
+// Reads a whole file (or pipe, unless `allow_pipes` is false). Throws InputError naming the path
+// (after `label`, e.g. "IDX file ") when it cannot be opened or read, is a directory or a device
+// (or a pipe, when refused), or holds more than max_bytes.
+std::string read_file(const std::string& path, size_t max_bytes = SIZE_MAX,
+                      const std::string& label = "", bool allow_pipes = true);
 
 // Writes `data` to `path` through a temporary file in the same directory (flushed to the disk),
 // a rename and a flush of the directory, creating missing parent directories. Throws
@@ -45,8 +47,9 @@ class WriteBatch {
 
 // Creates `dir` and its missing parents (mkdir -p) with POSIX calls (LibTorch exports a copy of
 // std::filesystem that some builds bind to). Returns the directories it created, deepest first.
-// Throws std::runtime_error naming the directory and the reason.
-std::vector<std::string> make_directories(const std::string& dir);
+// Throws std::runtime_error "cannot create <label> <dir>: <reason>".
+std::vector<std::string> make_directories(const std::string& dir,
+                                          const std::string& label = "directory");
 
 // The names in `dir` (not . and ..), sorted; empty when it cannot be read.
 std::vector<std::string> list_directory(const std::string& dir);
@@ -62,6 +65,10 @@ void write_json(const std::string& path, const nlohmann::ordered_json& value);
 
 // Parses a JSON file. Throws InputError naming the file and the parser's message.
 nlohmann::ordered_json read_json(const std::string& path);
+
+// read_json for a file that must hold one JSON object (all_results.json): anything else is an
+// InputError too.
+nlohmann::ordered_json read_json_object(const std::string& path);
 
 // Joins two path parts with exactly one '/'.
 std::string join_path(const std::string& dir, const std::string& name);

@@ -42,10 +42,9 @@ OutputDir::OutputDir(const std::string& dir) : dir_(dir), lock_path_(join_path(d
   if (!found) {
     // Every level this run creates, deepest first, so that a failed run removes them all.
     try {
-      created_ = make_directories(dir);
+      created_ = make_directories(dir, "output_dir");
     } catch (const std::runtime_error& e) {
-      std::string what = e.what();
-      throw InputError("cannot create output_dir " + what.substr(what.find("directory ") + 10));
+      throw InputError(e.what());
     }
   }
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
