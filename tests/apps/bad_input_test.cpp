@@ -455,7 +455,7 @@ TEST_F(BadInput, OneRunAtATimePerOutputDir) {
   // The first run trains long enough; the second starts once the first has printed its banner.
   auto result =
       run(short_run(tmp_->file("data"), out) + " --max_steps 100000 > " + log +
-          " 2>&1 & pid=$!; for i in $(seq 600); do grep -q 'Running training' " + log +
+          " 2>&1 & pid=$!; for i in $(seq 600); do grep -qs 'Running training' " + log +
           " && break; sleep 0.1; done; " + short_run(tmp_->file("data"), out) +
           " --max_steps 1; echo code=$? pid=$pid; kill -TERM $pid; wait $pid; echo first=$?");
   std::smatch match;

@@ -327,7 +327,7 @@ TEST(TrainerCli, AnInterruptedRunLeavesTheEarlierRunsArguments) {
   std::string out = dir.file("out.txt");
   auto result = run(kTrainer + " train --output_dir " + dir.path() +
                     " --overwrite_output_dir --max_steps 100000 --disable_tqdm true >" + out +
-                    " & pid=$!; for i in $(seq 300); do grep -q 'Running training' " + out +
+                    " & pid=$!; for i in $(seq 300); do grep -qs 'Running training' " + out +
                     " && break; sleep 0.1; done; kill -TERM $pid; wait $pid; echo code=$?");
   EXPECT_NE(result.out.find("code=143"), std::string::npos) << result.out << result.err;
   EXPECT_EQ(slurp(dir.file("training_args.json")), "earlier run");
