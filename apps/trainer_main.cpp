@@ -95,7 +95,9 @@ int train(const TrainingArguments& args) {
   if (eval_dataset) check_model_takes(*model, *eval_dataset, "test", args);
   // Only now, with the arguments valid and the data loaded and checked, is output_dir touched.
   auto output = lock_output_dir(args);
-  if (output && !output->earlier_entries().empty() && !args.overwrite_output_dir()) {
+  // A resumed run (asked for, or restarted by the launcher) continues the run already there.
+  const bool resuming = args.resume_from_checkpoint() || dist::read_dist_env().restart_count > 0;
+  if (output && !output->earlier_entries().empty() && !args.overwrite_output_dir() && !resuming) {
     const auto& names = output->earlier_entries();
     throw InputError(fmt::format(
         "output_dir {} already holds {} ({}{}); set overwrite_output_dir true to replace an "
@@ -107,8 +109,8 @@ int train(const TrainingArguments& args) {
   }
 
   Trainer trainer(model, args, train_dataset, eval_dataset, nullptr, compute_accuracy);
-  // From here a signal stops the loop between steps (or lets the saving finish) rather than the
-  // process.
+  // From here a signal stops the loop at the next step boundary, where a checkpoint is saved (or
+  // lets the saving finish) rather than ending the process.
   io::defer_interrupts();
   TrainOutput result = trainer.train();
   // Every file of the run lands together once training and the last evaluation are over, or

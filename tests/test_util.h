@@ -70,6 +70,11 @@ bool alive(int pid);
 // Seconds since some fixed point, for timing what a test waits for.
 double now_seconds();
 
+// Starts `argv` with stdout and stderr into files and SIGINT/SIGTERM at their defaults (a shell
+// would start a background job with SIGINT ignored, which the trainer respects, as Python does).
+// Returns the pid, or -1.
+int start(const std::vector<std::string>& argv, const std::string& out, const std::string& err);
+
 // Reads a whole file into a string ("" when missing).
 std::string slurp(const std::string& path);
 

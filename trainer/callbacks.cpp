@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "lib/io/errors.h"
 #include "lib/io/files.h"
 #include "lib/io/text.h"
 
@@ -16,9 +17,10 @@ using json = nlohmann::ordered_json;
 
 json TrainerState::to_json() const {
   json out;
-  out["best_global_step"] = nullptr;
-  out["best_metric"] = nullptr;
-  out["best_model_checkpoint"] = nullptr;
+  out["best_global_step"] = best_global_step ? json(*best_global_step) : json(nullptr);
+  out["best_metric"] = best_metric ? json(*best_metric) : json(nullptr);
+  out["best_model_checkpoint"] =
+      best_model_checkpoint ? json(*best_model_checkpoint) : json(nullptr);
   out["epoch"] = epoch;
   out["eval_steps"] = eval_steps;
   out["global_step"] = global_step;
@@ -31,7 +33,7 @@ json TrainerState::to_json() const {
   out["num_input_tokens_seen"] = 0;
   out["num_train_epochs"] = num_train_epochs;
   out["save_steps"] = save_steps;
-  out["stateful_callbacks"] = json::object();
+  out["stateful_callbacks"] = stateful_callbacks;
   out["total_flos"] = total_flos;
   out["train_batch_size"] = train_batch_size;
   out["trial_name"] = nullptr;
@@ -40,6 +42,60 @@ json TrainerState::to_json() const {
 }
 
 void TrainerState::save_to_json(const std::string& path) const { io::write_json(path, to_json()); }
+
+TrainerState TrainerState::from_json(const json& value, const std::string& source) {
+  auto bad = [&](const std::string& what) {
+    return InputError(fmt::format("{}: {}", source, what));
+  };
+  if (!value.is_object()) throw bad("not a JSON object");
+  auto field = [&](const char* key) -> const json& {
+    auto it = value.find(key);
+    if (it == value.end()) throw bad(fmt::format("no \"{}\"", key));
+    return *it;
+  };
+  auto integer = [&](const char* key) {
+    const json& v = field(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      throw bad(fmt::format("\"{}\" is not an integer >= 0", key));
+    return v.get<int64_t>();
+  };
+  auto number = [&](const char* key) {
+    const json& v = field(key);
+    if (!v.is_number()) throw bad(fmt::format("\"{}\" is not a number", key));
+    return v.get<double>();
+  };
+  TrainerState state;
+  state.epoch = number("epoch");
+  state.global_step = integer("global_step");
+  state.max_steps = integer("max_steps");
+  state.num_train_epochs = integer("num_train_epochs");
+  state.logging_steps = integer("logging_steps");
+  state.eval_steps = integer("eval_steps");
+  state.save_steps = integer("save_steps");
+  state.train_batch_size = integer("train_batch_size");
+  state.total_flos = number("total_flos");
+  const json& history = field("log_history");
+  if (!history.is_array()) throw bad("\"log_history\" is not a list");
+  for (const json& entry : history) {
+    if (!entry.is_object()) throw bad("an entry of \"log_history\" is not an object");
+    state.log_history.push_back(entry);
+  }
+  if (const json& v = field("best_metric"); !v.is_null()) {
+    if (!v.is_number()) throw bad("\"best_metric\" is not a number");
+    state.best_metric = v.get<double>();
+  }
+  if (const json& v = field("best_global_step"); !v.is_null()) {
+    state.best_global_step = integer("best_global_step");
+  }
+  if (const json& v = field("best_model_checkpoint"); !v.is_null()) {
+    if (!v.is_string()) throw bad("\"best_model_checkpoint\" is not a string");
+    state.best_model_checkpoint = v.get<std::string>();
+  }
+  const json& callbacks = field("stateful_callbacks");
+  if (!callbacks.is_object()) throw bad("\"stateful_callbacks\" is not an object");
+  state.stateful_callbacks = callbacks;
+  return state;
+}
 
 void DefaultFlowCallback::on_step_end(const TrainingArguments& args, TrainerState& state,
                                       TrainerControl& control) {
@@ -50,13 +106,77 @@ void DefaultFlowCallback::on_step_end(const TrainingArguments& args, TrainerStat
   if (args.eval_strategy() == "steps" && state.global_step % state.eval_steps == 0) {
     control.should_evaluate = true;
   }
-  if (state.global_step >= state.max_steps) control.should_training_stop = true;
+  if (args.save_strategy() == "steps" && state.global_step % state.save_steps == 0) {
+    control.should_save = true;
+  }
+  if (state.global_step >= state.max_steps) {
+    control.should_training_stop = true;
+    // Transformers saves at the end under save_strategy steps.
+    if (args.save_strategy() == "steps") control.should_save = true;
+  }
 }
 
 void DefaultFlowCallback::on_epoch_end(const TrainingArguments& args, TrainerState& state,
                                        TrainerControl& control) {
   if (args.logging_strategy() == "epoch") control.should_log = true;
   if (args.eval_strategy() == "epoch") control.should_evaluate = true;
+  if (args.save_strategy() == "epoch") control.should_save = true;
+}
+
+EarlyStoppingCallback::EarlyStoppingCallback(int64_t patience, double threshold)
+    : patience_(patience), threshold_(threshold) {
+  if (patience < 1) {
+    throw InputError(
+        fmt::format("EarlyStoppingCallback: patience {} is not allowed (must be >= 1)", patience));
+  }
+}
+
+void EarlyStoppingCallback::on_train_begin(const TrainingArguments& args, TrainerState& state,
+                                           TrainerControl& control) {
+  if (args.best_metric_name().empty()) {
+    throw InputError(
+        "EarlyStoppingCallback needs metric_for_best_model (or load_best_model_at_end)");
+  }
+  if (args.eval_strategy() == "no") {
+    throw InputError(
+        "EarlyStoppingCallback needs evaluations: set eval_strategy to steps or epoch");
+  }
+}
+
+void EarlyStoppingCallback::on_evaluate(const TrainingArguments& args, TrainerState& state,
+                                        TrainerControl& control, const Metrics& metrics) {
+  std::string name = args.best_metric_name();
+  if (name.rfind("eval_", 0) != 0) name = "eval_" + name;
+  auto it = metrics.find(name);
+  if (it == metrics.end()) return;  // the Trainer names the missing metric
+  const double value = it->second;
+  const bool better = args.best_metric_greater_is_better() ? value > state.best_metric.value_or(0)
+                                                           : value < state.best_metric.value_or(0);
+  if (!state.best_metric || (better && std::fabs(value - *state.best_metric) > threshold_)) {
+    counter_ = 0;
+  } else {
+    ++counter_;
+  }
+  if (counter_ >= patience_) control.should_training_stop = true;
+}
+
+json EarlyStoppingCallback::save_state() const {
+  json out;
+  out["args"] = {{"early_stopping_patience", patience_}, {"early_stopping_threshold", threshold_}};
+  out["attributes"] = {{"early_stopping_patience_counter", counter_}};
+  return out;
+}
+
+void EarlyStoppingCallback::load_state(const json& state) {
+  const json* counter = nullptr;
+  if (state.is_object() && state.contains("attributes") && state["attributes"].is_object() &&
+      state["attributes"].contains("early_stopping_patience_counter")) {
+    counter = &state["attributes"]["early_stopping_patience_counter"];
+  }
+  if (!counter || !counter->is_number_integer() || counter->get<int64_t>() < 0) {
+    throw InputError("EarlyStoppingCallback: the saved state has no patience counter");
+  }
+  counter_ = counter->get<int64_t>();
 }
 
 ConsoleCallback::ConsoleCallback(std::FILE* out, std::FILE* bar) : out_(out), bar_(bar) {}

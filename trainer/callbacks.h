@@ -14,14 +14,36 @@
 
 namespace trainer {
 
-// Transformers' DefaultFlowCallback: sets should_log / should_evaluate every logging_steps /
-// eval_steps (or at epoch end), and should_training_stop at max_steps.
+// Transformers' DefaultFlowCallback: sets should_log / should_evaluate / should_save every
+// logging_steps / eval_steps / save_steps (or at epoch end), and should_training_stop (with a
+// save under save_strategy steps) at max_steps.
 class DefaultFlowCallback : public TrainerCallback {
  public:
   void on_step_end(const TrainingArguments& args, TrainerState& state,
                    TrainerControl& control) override;
   void on_epoch_end(const TrainingArguments& args, TrainerState& state,
                     TrainerControl& control) override;
+};
+
+// Transformers' EarlyStoppingCallback: stops training once metric_for_best_model has not improved
+// on the best so far by more than `threshold` for `patience` evaluations in a row. Its counter is
+// saved in checkpoints, so a resumed run stops where the uninterrupted one would.
+class EarlyStoppingCallback : public TrainerCallback {
+ public:
+  explicit EarlyStoppingCallback(int64_t patience = 1, double threshold = 0.0);
+  void on_train_begin(const TrainingArguments& args, TrainerState& state,
+                      TrainerControl& control) override;
+  void on_evaluate(const TrainingArguments& args, TrainerState& state, TrainerControl& control,
+                   const Metrics& metrics) override;
+  std::string state_name() const override { return "EarlyStoppingCallback"; }
+  nlohmann::ordered_json save_state() const override;
+  void load_state(const nlohmann::ordered_json& state) override;
+  int64_t patience_counter() const { return counter_; }
+
+ private:
+  int64_t patience_;
+  double threshold_;
+  int64_t counter_ = 0;
 };
 
 // What a person reads while training runs. On a terminal (and unless disable_tqdm), a progress

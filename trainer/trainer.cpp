@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "lib/io/allocator.h"
+#include "lib/io/checkpoint_files.h"
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
 #include "lib/io/interrupt.h"
@@ -64,6 +65,36 @@ std::vector<torch::optim::OptimizerParamGroup> parameter_groups(const torch::nn:
   return groups;
 }
 
+// What every process agrees on after a step's backward: whether a loss or the gradient norm is
+// not finite (under fp16 an infinite norm is the GradScaler's to handle), and the signal that
+// asked one of them to stop.
+struct StepChecks {
+  bool nonfinite = false;
+  int signal = 0;
+  std::string what;  // "the loss", "the gradient norm"
+};
+
+StepChecks check_step(Accelerator& accelerator, const torch::Tensor& loss,
+                      const torch::Tensor& grad_norm, bool fp16) {
+  double bad_loss = std::isfinite(loss.item<double>()) ? 0 : 1;
+  double bad_norm = fp16 || std::isfinite(grad_norm.item<double>()) ? 0 : 1;
+  double signal = io::interrupt_signal();
+  if (accelerator.num_processes() > 1) {
+    torch::Tensor flags = torch::tensor({bad_loss, bad_norm, signal}, torch::kDouble)
+                              .reshape({1, 3})
+                              .to(accelerator.device());
+    torch::Tensor most = std::get<0>(accelerator.gather(flags).max(0)).to(torch::kCPU);
+    bad_loss = most[0].item<double>();
+    bad_norm = most[1].item<double>();
+    signal = most[2].item<double>();
+  }
+  StepChecks checks;
+  checks.nonfinite = bad_loss > 0 || bad_norm > 0;
+  checks.what = bad_loss > 0 ? "the loss" : "the gradient norm";
+  checks.signal = static_cast<int>(signal);
+  return checks;
+}
+
 }  // namespace
 
 Metrics compute_accuracy(const EvalPrediction& prediction) {
@@ -107,6 +138,10 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
   state_.is_local_process_zero = accelerator_->is_local_main_process();
   callbacks_.push_back(std::make_shared<DefaultFlowCallback>());
   if (state_.is_world_process_zero) callbacks_.push_back(make_console_callback(args_));
+  if (args_.early_stopping_patience()) {
+    callbacks_.push_back(std::make_shared<EarlyStoppingCallback>(*args_.early_stopping_patience(),
+                                                                 args_.early_stopping_threshold()));
+  }
   for (auto& callback : callbacks) callbacks_.push_back(std::move(callback));
   model_->to(accelerator_->device());
 }
@@ -197,7 +232,7 @@ void Trainer::log(json logs) {
   control_.should_log = false;
 }
 
-TrainOutput Trainer::train() {
+TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpoint) {
   if (!train_dataset_ || train_dataset_->size() == 0) {
     throw InputError("Trainer: the training dataset is empty");
   }
@@ -256,11 +291,28 @@ TrainOutput Trainer::train() {
   state_.num_train_epochs = num_epochs;
   state_.logging_steps = resolve_steps(args_.logging_steps(), max_steps);
   state_.eval_steps = resolve_steps(args_.effective_eval_steps(), max_steps);
+  state_.save_steps = resolve_steps(args_.save_steps(), max_steps);
   state_.train_batch_size = batch_size;
   last_step_loss_ = torch::Tensor();
   state_.read_last_step_loss = [this] {
     return last_step_loss_.defined() ? last_step_loss_.item<double>() : 0.0;
   };
+  total_batch_size_ = total_batch_size;
+  position_ = Position{};
+  // The losses stay on the device (summed in float64) until a log reads them: no host sync per
+  // step, which on a GPU costs more than a small model's step.
+  tr_loss_ = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(device()));
+  total_loss_scalar_ = 0;
+  last_logged_step_ = 0;
+  nonfinite_in_a_row_ = 0;
+  last_saved_step_ = -1;
+  earlier_checkpoints_.clear();
+
+  const std::string checkpoint = checkpoint_to_resume(resume_from_checkpoint);
+  if (checkpoint.empty() && args_.overwrite_output_dir() && state_.is_world_process_zero) {
+    for (const auto& earlier : io::list_checkpoints(args_.output_dir()))
+      earlier_checkpoints_.push_back(earlier.path);
+  }
 
   if (!model_wrapped_) model_wrapped_ = accelerator.prepare(model_);
   // What the (possibly overridden) steps return is what trains, whether or not they set the
@@ -270,55 +322,81 @@ TrainOutput Trainer::train() {
   lr_scheduler_ = create_scheduler(max_steps, *optimizer_);
   if (!lr_scheduler_) throw std::logic_error("Trainer: create_scheduler returned no scheduler");
   auto optimizer = accelerator.prepare(optimizer_);
+  if (!checkpoint.empty()) load_checkpoint(checkpoint);
 
   if (state_.is_world_process_zero) {
-    std::fputs(banner(train_dataset_->size(), num_epochs).c_str(), stdout);
+    std::string text = banner(train_dataset_->size(), num_epochs);
+    if (!checkpoint.empty()) {
+      text += fmt::format(
+          "  Continuing training from checkpoint {} (global step {}, epoch {}): skipping the "
+          "first {} batches of epoch {}\n",
+          checkpoint, state_.global_step, position_.epoch,
+          args_.ignore_data_skip() ? 0 : position_.steps_in_epoch * accumulation, position_.epoch);
+    }
+    std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
   }
 
   const auto start = Clock::now();
   fire([&](TrainerCallback& c) { c.on_train_begin(args_, state_, control_); });
-  // The losses stay on the device (summed in float64) until a log reads them: no host sync per
-  // step, which on a GPU costs more than a small model's step.
-  torch::Tensor tr_loss = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(device()));
-  double total_loss_scalar = 0;  // sum of the logged (process-mean) losses
-  int64_t last_logged_step = 0;
   torch::Tensor grad_norm;
   model_wrapped_->train();
   model_->zero_grad();
+  in_training_loop_ = true;
+  struct LoopGuard {
+    bool& flag;
+    ~LoopGuard() { flag = false; }
+  } loop_guard{in_training_loop_};
 
-  auto maybe_log_and_evaluate = [&]() {
-    if (control_.should_log && state_.global_step > last_logged_step) {
+  // Transformers' _maybe_log_save_evaluate: log, evaluate (tracking the best metric), save.
+  auto maybe_log_save_evaluate = [&]() {
+    if (control_.should_log && state_.global_step > last_logged_step_) {
       // Every process takes part: the logged loss is the mean over processes.
-      double tr_loss_scalar = accelerator.reduce(tr_loss, Reduction::kMean).item<double>();
-      tr_loss.zero_();
+      double tr_loss_scalar = accelerator.reduce(tr_loss_, Reduction::kMean).item<double>();
+      tr_loss_.zero_();
       json logs;
       logs["loss"] =
-          round_to(tr_loss_scalar / static_cast<double>(state_.global_step - last_logged_step), 4);
-      if (grad_norm.defined()) logs["grad_norm"] = grad_norm.item<double>();
+          round_to(tr_loss_scalar / static_cast<double>(state_.global_step - last_logged_step_), 4);
+      if (grad_norm.defined() && args_.max_grad_norm() > 0) {
+        logs["grad_norm"] = grad_norm.item<double>();
+      }
       logs["learning_rate"] = lr_scheduler_->get_last_lr().at(0);
-      total_loss_scalar += tr_loss_scalar;
-      last_logged_step = state_.global_step;
+      total_loss_scalar_ += tr_loss_scalar;
+      last_logged_step_ = state_.global_step;
       log(std::move(logs));
     }
     control_.should_log = false;
     if (control_.should_evaluate) {
-      evaluate();
+      Metrics metrics = evaluate();
       model_wrapped_->train();
+      bool new_best = update_best_metric(metrics);
+      if (args_.save_strategy() == "best") control_.should_save = new_best;
     }
+    if (control_.should_save) {
+      save_checkpoint();
+      fire([&](TrainerCallback& c) { c.on_save(args_, state_, control_); });
+    }
+    control_.should_save = false;
   };
 
-  for (int64_t epoch = 0; epoch < num_epochs && !control_.should_training_stop; ++epoch) {
+  // A checkpoint saved inside an epoch continues it (its on_epoch_begin has run); one saved at an
+  // epoch's end starts the next.
+  const Position resumed = position_;
+  const int64_t skipped_steps = args_.ignore_data_skip() ? 0 : resumed.steps_in_epoch;
+  for (int64_t epoch = resumed.epoch; epoch < num_epochs; ++epoch) {
+    const bool continued = epoch == resumed.epoch && resumed.inside_epoch;
+    if (control_.should_training_stop && !continued) break;
     loader->set_epoch(epoch);
-    fire([&](TrainerCallback& c) { c.on_epoch_begin(args_, state_, control_); });
-    for (int64_t first = 0; first < num_batches; first += accumulation) {
+    position_ = {epoch, 0, true};
+    if (!continued) fire([&](TrainerCallback& c) { c.on_epoch_begin(args_, state_, control_); });
+    // A resumed epoch starts at the saved position: the batches before it are not read.
+    const int64_t first_batch = continued ? std::min(num_batches, skipped_steps * accumulation) : 0;
+    if (continued) position_.steps_in_epoch = skipped_steps;
+    for (int64_t first = first_batch; first < num_batches; first += accumulation) {
+      if (control_.should_training_stop || control_.should_epoch_stop) break;
       // One optimization step: `window` micro-batches, gradients synchronised on the last.
       const int64_t window = std::min(accumulation, num_batches - first);
       current_gradient_accumulation_steps_ = window;
-      if (int sig = io::interrupt_signal()) {
-        throw Interrupted(sig, fmt::format("interrupted by {} at step {} of {}; nothing was saved",
-                                           io::signal_name(sig), state_.global_step, max_steps));
-      }
       fire([&](TrainerCallback& c) { c.on_step_begin(args_, state_, control_); });
       torch::Tensor step_loss;
       for (int64_t k = 0; k < window; ++k) {
@@ -334,34 +412,85 @@ TrainOutput Trainer::train() {
         }
         step_loss = step_loss.defined() ? step_loss + loss : loss;
       }
-      tr_loss.add_(step_loss);
 
-      if (args_.max_grad_norm() > 0) {
-        grad_norm = accelerator.clip_grad_norm_(model_->parameters(), args_.max_grad_norm());
+      // The gradient norm (of the synchronised gradients: the same on every process); clipped
+      // only with max_grad_norm > 0.
+      grad_norm = accelerator.clip_grad_norm_(model_->parameters(),
+                                              args_.max_grad_norm() > 0
+                                                  ? args_.max_grad_norm()
+                                                  : std::numeric_limits<double>::infinity());
+      // One decision for every process: whether a loss or the norm is not finite, and whether a
+      // process was asked to stop (the launcher forwards SIGTERM to each, at slightly different
+      // moments).
+      const StepChecks checks = check_step(accelerator, step_loss, grad_norm, args_.fp16());
+      if (checks.nonfinite) {
+        ++nonfinite_in_a_row_;
+        optimizer->zero_grad();
+        // As Transformers' logging_nan_inf_filter: the log averages the finite losses.
+        tr_loss_.add_(tr_loss_ / static_cast<double>(1 + state_.global_step - last_logged_step_));
+        if (state_.is_world_process_zero) {
+          std::fprintf(stderr,
+                       "trainer: warning: step %lld: %s is not finite; its update was skipped "
+                       "(%lld in a row)\n",
+                       static_cast<long long>(state_.global_step + 1), checks.what.c_str(),
+                       static_cast<long long>(nonfinite_in_a_row_));
+          std::fflush(stderr);
+        }
+      } else {
+        nonfinite_in_a_row_ = 0;
+        tr_loss_.add_(step_loss);
+        optimizer->step();
+        optimizer->zero_grad();
       }
-      optimizer->step();
-      if (!optimizer->step_was_skipped()) lr_scheduler_->step();
-      optimizer->zero_grad();
+      // A skipped update still counts as a step for the schedule, as a scheduler sees it.
+      if (checks.nonfinite || !optimizer->step_was_skipped()) lr_scheduler_->step();
       ++state_.global_step;
+      position_.steps_in_epoch += 1;
       state_.epoch = static_cast<double>(epoch) +
                      static_cast<double>(first + window) / static_cast<double>(num_batches);
       last_step_loss_ = step_loss;
+      if (args_.max_nonfinite_steps() > 0 && nonfinite_in_a_row_ >= args_.max_nonfinite_steps()) {
+        std::vector<io::CheckpointDir> saved;
+        if (state_.is_world_process_zero) saved = io::list_checkpoints(args_.output_dir());
+        throw std::runtime_error(fmt::format(
+            "training stopped at step {}: the loss or gradient norm was not finite for {} steps "
+            "in a row (max_nonfinite_steps); {}",
+            state_.global_step, nonfinite_in_a_row_,
+            saved.empty() ? std::string("no checkpoint was saved")
+                          : fmt::format("the last checkpoint is {}", saved.back().path)));
+      }
       fire([&](TrainerCallback& c) { c.on_step_end(args_, state_, control_); });
-      maybe_log_and_evaluate();
-      if (control_.should_training_stop || control_.should_epoch_stop) break;
+      maybe_log_save_evaluate();
+      if (checks.signal) {
+        // A preemption: save here, at the step boundary, and stop.
+        std::string saved = last_saved_step_ == state_.global_step
+                                ? io::checkpoint_path(args_.output_dir(), state_.global_step)
+                                : save_checkpoint();
+        throw Interrupted(
+            checks.signal,
+            fmt::format("interrupted by {} at step {} of {}; saved {} (resume with "
+                        "--resume_from_checkpoint true)",
+                        io::signal_name(checks.signal), state_.global_step, max_steps, saved));
+      }
     }
     loader->end_iteration();
+    position_ = {epoch + 1, 0, false};
     fire([&](TrainerCallback& c) { c.on_epoch_end(args_, state_, control_); });
-    maybe_log_and_evaluate();
+    maybe_log_save_evaluate();
     control_.should_epoch_stop = false;
   }
 
-  total_loss_scalar += accelerator.reduce(tr_loss, Reduction::kMean).item<double>();
+  if (args_.load_best_model_at_end()) load_best_model();
+  // overwrite_output_dir: an earlier run's checkpoints that no save of this run replaced go too.
+  for (const std::string& earlier : earlier_checkpoints_) io::remove_tree(earlier);
+  earlier_checkpoints_.clear();
+
+  total_loss_scalar_ += accelerator.reduce(tr_loss_, Reduction::kMean).item<double>();
   double runtime = seconds_since(start);
   TrainOutput output;
   output.global_step = state_.global_step;
   output.training_loss =
-      total_loss_scalar / static_cast<double>(std::max<int64_t>(1, state_.global_step));
+      total_loss_scalar_ / static_cast<double>(std::max<int64_t>(1, state_.global_step));
   json logs;
   logs["train_runtime"] = round_to(runtime, 4);
   logs["train_samples_per_second"] = round_to(num_train_samples / runtime, 3);
@@ -396,7 +525,8 @@ Metrics Trainer::evaluate(const std::string& prefix) {
   // the processes, so every number below is the same on any number of processes.
   std::vector<torch::Tensor> losses, predictions, labels;
   for (int64_t i = 0; i < loader->size(); ++i) {
-    if (int sig = io::interrupt_signal()) {
+    // While training, a signal waits for the step boundary after this evaluation.
+    if (int sig = in_training_loop_ ? 0 : io::interrupt_signal()) {
       throw Interrupted(sig, fmt::format("interrupted by {} during evaluation (at step {}); "
                                          "nothing was saved",
                                          io::signal_name(sig), state_.global_step));

@@ -78,8 +78,20 @@ class Trainer {
   // Trains for args.max_steps() or args.num_train_epochs(), printing the banner, the progress,
   // the logs and the table (main process only). Each process trains on its share of every
   // batch of per_device_train_batch_size x processes; the logged loss is the mean over
-  // processes. Returns the step count, mean loss and speed metrics.
-  TrainOutput train();
+  // processes. Saves checkpoint-<step> folders as save_strategy says (and at the step boundary
+  // after SIGINT / SIGTERM, then throws Interrupted). Returns the step count, mean loss and speed
+  // metrics.
+  //
+  // `resume_from_checkpoint` (default: args.resume_from_checkpoint(); after a restart by the
+  // launcher, TORCHELASTIC_RESTART_COUNT > 0, "true" when neither is set): a checkpoint folder,
+  // or "true" for the newest good one in output_dir. The run continues where the checkpoint
+  // left off, the skipped batches not read again, and ends as the run that was never stopped.
+  TrainOutput train(const std::optional<std::string>& resume_from_checkpoint = std::nullopt);
+
+  // Saves output_dir/checkpoint-<global_step> atomically (every process takes part; each writes
+  // its own random state and data position). Returns its path. Throws std::runtime_error when
+  // the weights are not finite (nothing is saved then).
+  std::string save_checkpoint();
 
   // Evaluates on the eval dataset, each process its share, the results gathered without the
   // repeats that even out the processes (the same numbers on any number of processes):
@@ -134,6 +146,15 @@ class Trainer {
 
  private:
   std::string banner(int64_t num_examples, int64_t num_epochs) const;
+  // The checkpoint train() resumes from ("" for none), verified; see train().
+  std::string checkpoint_to_resume(const std::optional<std::string>& requested) const;
+  // Loads a verified checkpoint into the model, optimizer, schedule, state and loop position.
+  void load_checkpoint(const std::string& dir);
+  // After an evaluation: whether `metrics` hold a new best metric_for_best_model.
+  bool update_best_metric(const Metrics& metrics);
+  // Removes the oldest checkpoints past save_total_limit, never the best (main process).
+  void rotate_checkpoints() const;
+  void load_best_model();
   void log(nlohmann::ordered_json logs);
   template <typename Event>
   void fire(Event event);
@@ -157,6 +178,25 @@ class Trainer {
   std::shared_ptr<optim::LambdaLR> lr_scheduler_;
   int64_t current_gradient_accumulation_steps_ = 1;
   torch::Tensor last_step_loss_;  // the latest optimization step's loss, on the device
+
+  // Where the loop stands, as a checkpoint records it. The next step starts at `epoch`'s
+  // optimization step `steps_in_epoch` (an epoch-end save records the next epoch's step 0).
+  struct Position {
+    int64_t epoch = 0;
+    int64_t steps_in_epoch = 0;
+    bool inside_epoch = false;  // on_epoch_begin ran, on_epoch_end not yet
+  };
+  Position position_;
+  torch::Tensor tr_loss_;         // this process's loss sum since the last log, on the device
+  double total_loss_scalar_ = 0;  // sum of the logged (process-mean) losses
+  int64_t last_logged_step_ = 0;
+  int64_t nonfinite_in_a_row_ = 0;
+  int64_t total_batch_size_ = 0;
+  int64_t last_saved_step_ = -1;
+  bool in_training_loop_ = false;
+  // checkpoint-* folders an earlier run left in output_dir, replaced with overwrite_output_dir
+  // once this run has saved one (main process).
+  std::vector<std::string> earlier_checkpoints_;
 };
 
 }  // namespace trainer

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,13 @@ struct TrainerState {
   int64_t save_steps = 500;
   int64_t train_batch_size = 0;
   double total_flos = 0;
+  // The best metric_for_best_model so far, the step it was reached at, and the checkpoint saved
+  // then (when one was).
+  std::optional<double> best_metric;
+  std::optional<int64_t> best_global_step;
+  std::optional<std::string> best_model_checkpoint;
+  // The saved state of callbacks that have one, by name (Transformers' stateful_callbacks).
+  nlohmann::ordered_json stateful_callbacks = nlohmann::ordered_json::object();
   // Each entry: {loss, grad_norm, learning_rate, epoch, step}, {eval_*, epoch, step}, or the
   // final {train_runtime, train_samples_per_second, ..., train_loss, epoch, step}.
   std::vector<nlohmann::ordered_json> log_history;
@@ -41,6 +49,9 @@ struct TrainerState {
   nlohmann::ordered_json to_json() const;
   // Writes to_json() to `path` atomically.
   void save_to_json(const std::string& path) const;
+  // The state a checkpoint's trainer_state.json holds. Throws InputError "<source>: ..." for a
+  // missing or mistyped field.
+  static TrainerState from_json(const nlohmann::ordered_json& value, const std::string& source);
 };
 
 struct TrainerControl {
@@ -67,6 +78,15 @@ class TrainerCallback {
   // `metrics` carries the evaluation's prefixed keys (eval_loss, eval_accuracy, ...).
   virtual void on_evaluate(const TrainingArguments&, TrainerState&, TrainerControl&,
                            const Metrics& metrics) {}
+  // After a checkpoint was saved (its folder in state.best_model_checkpoint's form).
+  virtual void on_save(const TrainingArguments&, TrainerState&, TrainerControl&) {}
+
+  // A callback with state that a resumed run must continue (a patience counter) names it here
+  // and saves it into checkpoints; empty: nothing to save.
+  virtual std::string state_name() const { return ""; }
+  virtual nlohmann::ordered_json save_state() const { return nullptr; }
+  // Restores what save_state() returned. Throws InputError for a value it cannot take.
+  virtual void load_state(const nlohmann::ordered_json& state) {}
 };
 
 }  // namespace trainer

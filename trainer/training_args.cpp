@@ -264,7 +264,67 @@ const std::vector<Spec>& specs() {
       SPEC(std::string, eval_strategy, "no, steps or epoch (old name: evaluation_strategy)."),
       SPEC(std::optional<double>, eval_steps, "Evaluate every N steps (default: logging_steps)."),
       SPEC(std::string, save_strategy,
-           "Checkpointing during training: only \"no\" is implemented."),
+           "When to save a checkpoint-<step> folder: no, steps, epoch, or best (when "
+           "metric_for_best_model improves)."),
+      SPEC(double, save_steps,
+           "Save every N steps with save_strategy steps (a value below 1 is a fraction of the "
+           "total)."),
+      SPEC(std::optional<int64_t>, save_total_limit,
+           "Keep at most N checkpoints: the newest, and the best one with load_best_model_at_end "
+           "(null: keep all)."),
+      SPEC(bool, save_only_model,
+           "Checkpoints hold the model only, no optimizer, schedule or random state (they cannot "
+           "be resumed)."),
+      SPEC(bool, load_best_model_at_end,
+           "Load the checkpoint with the best metric_for_best_model when training ends (needs "
+           "save_strategy to match eval_strategy)."),
+      SPEC(std::optional<std::string>, metric_for_best_model,
+           "Metric that picks the best checkpoint, e.g. loss or accuracy (default with "
+           "load_best_model_at_end: loss)."),
+      SPEC(std::optional<bool>, greater_is_better,
+           "Whether a greater metric_for_best_model is better (default: false for names ending in "
+           "loss, else true)."),
+      Spec{"resume_from_checkpoint",
+           "Resume training from a checkpoint folder, or true for the newest good checkpoint in "
+           "output_dir.",
+           "a path, or true",
+           [](const TrainingArguments& a) -> json {
+             const auto& v = a.resume_from_checkpoint();
+             if (!v) return nullptr;
+             return *v == "true" ? json(true) : json(*v);
+           },
+           [](TrainingArguments& a, const json& v) {
+             // true, or a word for it, is the newest checkpoint; false and null are none.
+             std::optional<std::string> value;
+             if (v.is_boolean()) {
+               if (v.get<bool>()) value = "true";
+             } else {
+               value = Convert<std::optional<std::string>>::from("resume_from_checkpoint", v);
+               if (value == "True") value = "true";
+               if (value == "false" || value == "False") value.reset();
+               if (value && value->empty()) {
+                 throw InputError(
+                     "argument resume_from_checkpoint: \"\" is not allowed (a checkpoint "
+                     "folder, or true for the newest in output_dir)");
+               }
+             }
+             a.resume_from_checkpoint(value);
+           },
+           [](const std::string& s) -> json {
+             if (s == "None" || s == "null") return nullptr;
+             return s;
+           }},
+      SPEC(bool, ignore_data_skip,
+           "On resume, start the interrupted epoch from its beginning instead of skipping the "
+           "batches already trained on."),
+      SPEC(int64_t, max_nonfinite_steps,
+           "Stop with an error after this many steps in a row with a non-finite loss or gradient "
+           "norm (each one's update is skipped); 0: never stop."),
+      SPEC(std::optional<int64_t>, early_stopping_patience,
+           "Stop training after this many evaluations without improving metric_for_best_model "
+           "(Transformers' EarlyStoppingCallback; null: off)."),
+      SPEC(double, early_stopping_threshold,
+           "How much metric_for_best_model must improve to count, with early_stopping_patience."),
       SPEC(int64_t, seed,
            "Seed for model initialisation, dropout and (without data_seed) shuffling."),
       SPEC(std::optional<int64_t>, data_seed,
@@ -331,14 +391,12 @@ const std::vector<std::string>& unsupported_keys() {
                                                 "full_determinism",
                                                 "gradient_checkpointing",
                                                 "gradient_checkpointing_kwargs",
-                                                "greater_is_better",
                                                 "group_by_length",
                                                 "half_precision_backend",
                                                 "hub_model_id",
                                                 "hub_private_repo",
                                                 "hub_strategy",
                                                 "hub_token",
-                                                "ignore_data_skip",
                                                 "include_for_metrics",
                                                 "include_inputs_for_metrics",
                                                 "include_num_input_tokens_seen",
@@ -347,7 +405,6 @@ const std::vector<std::string>& unsupported_keys() {
                                                 "label_names",
                                                 "label_smoothing_factor",
                                                 "length_column_name",
-                                                "load_best_model_at_end",
                                                 "local_rank",
                                                 "log_level",
                                                 "log_level_replica",
@@ -355,7 +412,6 @@ const std::vector<std::string>& unsupported_keys() {
                                                 "logging_dir",
                                                 "logging_nan_inf_filter",
                                                 "lr_scheduler_kwargs",
-                                                "metric_for_best_model",
                                                 "mp_parameters",
                                                 "neftune_noise_alpha",
                                                 "no_cuda",
@@ -369,12 +425,8 @@ const std::vector<std::string>& unsupported_keys() {
                                                 "push_to_hub",
                                                 "ray_scope",
                                                 "restore_callback_states_from_checkpoint",
-                                                "resume_from_checkpoint",
                                                 "save_on_each_node",
-                                                "save_only_model",
                                                 "save_safetensors",
-                                                "save_steps",
-                                                "save_total_limit",
                                                 "sharded_ddp",
                                                 "skip_memory_metrics",
                                                 "split_batches",
@@ -581,7 +633,55 @@ void TrainingArguments::validate() const {
           "eval_steps", num(*eval_steps_),
           "an integer in 1..2^53, or a fraction in (0, 1) of the total steps");
   }
-  check_choice("save_strategy", save_strategy_, {"no"});
+  check_choice("save_strategy", save_strategy_, {"no", "steps", "epoch", "best"});
+  check(std::isfinite(save_steps_) && save_steps_ > 0 && save_steps_ <= kMaxSteps &&
+            (save_steps_ < 1 || save_steps_ == std::floor(save_steps_)),
+        "save_steps", num(save_steps_),
+        "an integer in 1..2^53, or a fraction in (0, 1) of the total steps");
+  if (save_total_limit_) {
+    check(*save_total_limit_ >= 1, "save_total_limit", std::to_string(*save_total_limit_),
+          "must be >= 1, or null to keep every checkpoint");
+  }
+  if (metric_for_best_model_) {
+    check(!metric_for_best_model_->empty(), "metric_for_best_model", "\"\"",
+          "a metric name such as loss or accuracy");
+  }
+  if (save_strategy_ == "best") {
+    check(metric_for_best_model_.has_value() || load_best_model_at_end_, "save_strategy",
+          "\"best\"", "it needs metric_for_best_model");
+    check(eval_strategy_ != "no", "save_strategy", "\"best\"",
+          "it needs evaluations: set eval_strategy to steps or epoch");
+  }
+  if (load_best_model_at_end_) {
+    check(eval_strategy_ != "no", "load_best_model_at_end", "true",
+          "it needs evaluations: set eval_strategy to steps or epoch");
+    if (save_strategy_ != "best") {
+      check(save_strategy_ == eval_strategy_, "load_best_model_at_end", "true",
+            fmt::format("it needs save_strategy to match eval_strategy, but save_strategy is "
+                        "\"{}\" and eval_strategy \"{}\"",
+                        save_strategy_, eval_strategy_));
+    }
+    if (save_strategy_ == "steps" && save_steps_ >= 1 && effective_eval_steps() >= 1) {
+      check(std::fmod(save_steps_, effective_eval_steps()) == 0, "load_best_model_at_end", "true",
+            fmt::format("it needs save_steps ({}) to be a multiple of eval_steps ({})",
+                        num(save_steps_), num(effective_eval_steps())));
+    }
+  }
+  check(max_nonfinite_steps_ >= 0 && max_nonfinite_steps_ <= kMaxSteps, "max_nonfinite_steps",
+        std::to_string(max_nonfinite_steps_), "must be in 0..2^53; 0 never stops");
+  if (early_stopping_patience_) {
+    check(*early_stopping_patience_ >= 1 && *early_stopping_patience_ <= kMaxSteps,
+          "early_stopping_patience", std::to_string(*early_stopping_patience_),
+          "must be in 1..2^53, or null for no early stopping");
+    check(!best_metric_name().empty(), "early_stopping_patience",
+          std::to_string(*early_stopping_patience_),
+          "it needs metric_for_best_model (or load_best_model_at_end)");
+    check(eval_strategy_ != "no", "early_stopping_patience",
+          std::to_string(*early_stopping_patience_),
+          "it needs evaluations: set eval_strategy to steps or epoch");
+  }
+  check(std::isfinite(early_stopping_threshold_) && early_stopping_threshold_ >= 0,
+        "early_stopping_threshold", num(early_stopping_threshold_), "must be a finite number >= 0");
   check(seed_ >= 0, "seed", std::to_string(seed_), "must be >= 0");
   check(!(bf16_ && fp16_), "fp16", "true", "bf16 is true too; choose one mixed precision");
   if (ddp_backend_) check_choice("ddp_backend", *ddp_backend_, {"gloo", "nccl"});
@@ -625,6 +725,17 @@ std::vector<TrainingArguments::Description> TrainingArguments::describe() {
 int64_t TrainingArguments::get_warmup_steps(int64_t total_steps) const {
   if (warmup_steps_ > 0) return warmup_steps_;
   return static_cast<int64_t>(std::ceil(warmup_ratio_ * static_cast<double>(total_steps)));
+}
+
+std::string TrainingArguments::best_metric_name() const {
+  if (metric_for_best_model_) return *metric_for_best_model_;
+  return load_best_model_at_end_ ? "loss" : "";
+}
+
+bool TrainingArguments::best_metric_greater_is_better() const {
+  if (greater_is_better_) return *greater_is_better_;
+  const std::string name = best_metric_name();
+  return !(name.size() >= 4 && name.compare(name.size() - 4, 4, "loss") == 0);
 }
 
 std::string TrainingArguments::effective_dataset_dir() const {

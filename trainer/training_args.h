@@ -49,7 +49,19 @@ class TrainingArguments {
   TRAINER_ARG(bool, logging_first_step, false);
   TRAINER_ARG(std::string, eval_strategy, "no");
   TRAINER_ARG(std::optional<double>, eval_steps, std::nullopt);
-  TRAINER_ARG(std::string, save_strategy, "no");
+  TRAINER_ARG(std::string, save_strategy, "steps");
+  TRAINER_ARG(double, save_steps, 500);
+  TRAINER_ARG(std::optional<int64_t>, save_total_limit, std::nullopt);
+  TRAINER_ARG(bool, save_only_model, false);
+  TRAINER_ARG(bool, load_best_model_at_end, false);
+  TRAINER_ARG(std::optional<std::string>, metric_for_best_model, std::nullopt);
+  TRAINER_ARG(std::optional<bool>, greater_is_better, std::nullopt);
+  // A checkpoint folder, or "true" for the newest good checkpoint in output_dir.
+  TRAINER_ARG(std::optional<std::string>, resume_from_checkpoint, std::nullopt);
+  TRAINER_ARG(bool, ignore_data_skip, false);
+  TRAINER_ARG(int64_t, max_nonfinite_steps, 10);
+  TRAINER_ARG(std::optional<int64_t>, early_stopping_patience, std::nullopt);
+  TRAINER_ARG(double, early_stopping_threshold, 0.0);
   TRAINER_ARG(int64_t, seed, 42);
   TRAINER_ARG(std::optional<int64_t>, data_seed, std::nullopt);
   TRAINER_ARG(bool, use_cpu, false);
@@ -115,6 +127,10 @@ class TrainingArguments {
   std::string effective_run_name() const { return run_name_.value_or(output_dir_); }
   // dataset_dir if set, else the dataset's default location.
   std::string effective_dataset_dir() const;
+  // metric_for_best_model, or "loss" with load_best_model_at_end; empty when neither.
+  std::string best_metric_name() const;
+  // greater_is_better, or (when unset) whether best_metric_name() does not end in "loss".
+  bool best_metric_greater_is_better() const;
   // Accelerate's mixed_precision for bf16 / fp16: "bf16", "fp16" or "no".
   std::string mixed_precision() const { return bf16_ ? "bf16" : fp16_ ? "fp16" : "no"; }
 };

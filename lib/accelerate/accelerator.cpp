@@ -317,6 +317,7 @@ torch::Tensor Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& par
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> norms = at::_foreach_norm(grads, 2);
   torch::Tensor total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2);
+  if (std::isinf(max_norm)) return total;  // only the norm was asked for
   torch::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
   at::_foreach_mul_(grads, coefficient);
   return total;

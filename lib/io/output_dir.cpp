@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/io/checkpoint_files.h"
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
 
@@ -91,6 +92,7 @@ OutputDir::OutputDir(const std::string& dir) : dir_(dir), lock_path_(join_path(d
     [[maybe_unused]] ssize_t n = ::pwrite(lock_fd_, pid.data(), pid.size(), 0);
   }
   remove_stale_temporaries(dir);
+  remove_stale_checkpoint_folders(dir);
   for (const std::string& name : list_directory(dir)) {
     if (name != kLockName) earlier_.push_back(name);
   }

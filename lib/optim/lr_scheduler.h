@@ -28,6 +28,11 @@ class LambdaLR {
   // The learning rates set last, one per parameter group.
   const std::vector<double>& get_last_lr() const { return last_lrs_; }
   int64_t last_step() const { return last_step_; }
+  // Continues from a saved last_step() (a resumed run): the rates of that step.
+  void set_last_step(int64_t step) {
+    last_step_ = step;
+    apply();
+  }
 
  private:
   void apply() {

@@ -14,11 +14,17 @@
 //                                        the others wait for it at a barrier
 //   accelerate_worker launch-ok --processes N
 //                                        trainer::launch of N ranks that each print their place
+//   accelerate_worker resume-count --batch B --out DIR --seen FILE [--stop-at K] [--resume]
+//                                        the Trainer for one epoch of 512 synthetic examples, each
+//                                        example it reads appended to FILE.<rank>; --stop-at
+//                                        raises SIGTERM at step K (the Trainer saves and stops),
+//                                        --resume continues from the newest checkpoint
 //   accelerate_worker pss --shared 0|1 [--cache-dir DIR]
 //                                        every rank loads Fashion-MNIST's training split (mapped
 //                                        from the shared cache, or decoded privately) and reads
 //                                        it whole; main prints the PSS the ranks hold
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -33,6 +39,7 @@
 #include "lib/accelerate/launch.h"
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
+#include "lib/io/interrupt.h"
 #include "lib/io/text.h"
 #include "tests/worker_flags.h"
 #include "trainer/trainer.h"
@@ -130,6 +137,64 @@ int train_with_trainer(int argc, char** argv) {
   trainer.train();
   trainer.save_model();
   trainer.save_state();
+  return 0;
+}
+
+// A data set that appends the index of every example read to a file: what a run read.
+class RecordingDataset : public data::Dataset {
+ public:
+  RecordingDataset(std::shared_ptr<const data::Dataset> inner, const std::string& path)
+      : inner_(std::move(inner)), out_(std::fopen(path.c_str(), "a")) {}
+  ~RecordingDataset() override { std::fclose(out_); }
+  int64_t size() const override { return inner_->size(); }
+  data::Example get(int64_t index) const override {
+    std::fprintf(out_, "%lld\n", static_cast<long long>(index));
+    std::fflush(out_);
+    return inner_->get(index);
+  }
+
+ private:
+  std::shared_ptr<const data::Dataset> inner_;
+  std::FILE* out_;
+};
+
+class RaiseAtStep : public TrainerCallback {
+ public:
+  explicit RaiseAtStep(int64_t step) : step_(step) {}
+  void on_step_end(const TrainingArguments&, TrainerState& state, TrainerControl&) override {
+    if (state.global_step == step_) ::raise(SIGTERM);
+  }
+
+ private:
+  int64_t step_;
+};
+
+int resume_count(int argc, char** argv) {
+  io::catch_interrupts("accelerate_worker: ");
+  io::defer_interrupts();
+  auto args = TrainingArguments()
+                  .output_dir(flag(argc, argv, "--out", ""))
+                  .disable_tqdm(true)
+                  .learning_rate(1e-2)
+                  .num_train_epochs(1)
+                  .logging_steps(2)
+                  .save_strategy("no")
+                  .per_device_train_batch_size(std::stoll(flag(argc, argv, "--batch", "64")));
+  bool resume = false;
+  for (int i = 2; i < argc; ++i) resume = resume || std::string(argv[i]) == "--resume";
+  if (resume) args.resume_from_checkpoint("true");
+  Accelerator probe;  // this process's rank, for the file name
+  auto dataset = std::make_shared<RecordingDataset>(
+      synthetic(512, 5),
+      fmt::format("{}.{}", flag(argc, argv, "--seen", ""), probe.process_index()));
+  torch::manual_seed(11);
+  auto model = std::make_shared<TinyNet>();
+  std::vector<std::shared_ptr<TrainerCallback>> callbacks;
+  int64_t stop_at = std::stoll(flag(argc, argv, "--stop-at", "0"));
+  if (stop_at > 0) callbacks.push_back(std::make_shared<RaiseAtStep>(stop_at));
+  Trainer trainer(model, args, dataset, nullptr, data::default_collate, nullptr, callbacks);
+  trainer.train();
+  trainer.save_model();
   return 0;
 }
 
@@ -231,6 +296,7 @@ int main(int argc, char** argv) {
     if (mode == "launch-fail") return launch_fail(argc, argv);
     if (mode == "launch-ok") return launch_ok(argc, argv);
     if (mode == "pss") return pss(argc, argv);
+    if (mode == "resume-count") return resume_count(argc, argv);
     std::fprintf(stderr, "accelerate_worker: unknown mode '%s'\n", mode.c_str());
     return 2;
   } catch (...) {

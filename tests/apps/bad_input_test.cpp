@@ -468,30 +468,7 @@ TEST_F(BadInput, OneRunAtATimePerOutputDir) {
   EXPECT_FALSE(std::filesystem::exists(out)) << "the interrupted run left its output_dir";
 }
 
-// Starts `argv` with stdout and stderr into files and SIGINT/SIGTERM at their defaults (a shell
-// would start a background job with SIGINT ignored, which the trainer respects, as Python does).
-pid_t start(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGTERM);
-  posix_spawnattr_setsigdefault(&attributes, &defaults);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF);
-  std::vector<char*> args;
-  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  int error = posix_spawn(&pid, args[0], &actions, &attributes, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
-  return error == 0 ? pid : -1;
-}
+using testing::start;
 
 TEST_F(BadInput, SigintAndSigtermSayWhereTheRunStopped) {
   for (int sig : {SIGINT, SIGTERM}) {

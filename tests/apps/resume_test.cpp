@@ -1,0 +1,329 @@
+// Checkpoints against real faults, through the real programs: kill -9 at random moments (some
+// inside a save), SIGTERM mid-epoch, damaged checkpoints, a rank killed under `trainer launch
+// --max-restarts 1`, and a resume at another world size that sees every example once.
+#include <csignal>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <sstream>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "lib/io/checkpoint_files.h"
+#include "lib/io/files.h"
+#include "tests/test_util.h"
+
+namespace trainer {
+namespace resume_test {
+
+using testing::run;
+using testing::slurp;
+using testing::TempDir;
+
+// 160 random training images: 10 steps of 16 in each of 2 epochs, a checkpoint every 2.
+class Resume : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new TempDir();
+    testing::write_mnist_dir(tmp_->file("data"), 160, 32, false);
+  }
+  static void TearDownTestSuite() { delete tmp_; }
+
+  static std::vector<std::string> train_argv(const std::string& out) {
+    return {testing::kTrainerBin,
+            "train",
+            "--dataset_dir",
+            tmp_->file("data"),
+            "--output_dir",
+            out,
+            "--per_device_train_batch_size",
+            "16",
+            "--num_train_epochs",
+            "2",
+            "--save_steps",
+            "2",
+            "--logging_steps",
+            "3",
+            "--learning_rate",
+            "1e-3",
+            "--disable_tqdm",
+            "true"};
+  }
+  // train_argv with `name`'s value replaced.
+  static std::vector<std::string> with(std::vector<std::string> argv, const std::string& name,
+                                       const std::string& value) {
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == name) argv[i + 1] = value;
+    }
+    return argv;
+  }
+  static std::string command_of(const std::vector<std::string>& argv) {
+    std::string command;
+    for (const auto& arg : argv) command += arg + " ";
+    return command;
+  }
+  static std::string train_command(const std::string& out, const std::string& extra = "") {
+    return command_of(train_argv(out)) + extra;
+  }
+  // The uninterrupted run's model.safetensors, trained once per test.
+  static std::string baseline() {
+    std::string out = tmp_->file("baseline");
+    if (!std::filesystem::exists(out + "/model.safetensors")) {
+      auto result = run(train_command(out));
+      EXPECT_EQ(result.exit_code, 0) << result.err;
+    }
+    return slurp(out + "/model.safetensors");
+  }
+  static bool has_staging_folder(const std::string& dir) {
+    for (const auto& name : io::list_directory(dir)) {
+      if (name.rfind(".tmp-checkpoint-", 0) == 0) return true;
+    }
+    return false;
+  }
+  static int wait_for(int pid) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return status;
+  }
+
+  static TempDir* tmp_;
+};
+TempDir* Resume::tmp_ = nullptr;
+
+TEST_F(Resume, KillNineAtRandomMomentsThenResumingEndsByteIdenticalToTheUninterruptedRun) {
+  const std::string expected = baseline();
+  ASSERT_FALSE(expected.empty());
+  std::mt19937 random(20261130);
+  int inside_save = 0, resumed = 0;
+  const int kTrials = 10;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    std::string out = tmp_->file("kill" + std::to_string(trial));
+    std::string log = out + ".log";
+    int pid = testing::start(train_argv(out), log, log + ".err");
+    ASSERT_GT(pid, 0);
+    if (trial % 2 == 0) {
+      // Inside a save: the moment the staging folder of a randomly chosen step appears.
+      std::string staging = out + "/.tmp-checkpoint-" + std::to_string(2 + 2 * (random() % 9));
+      double deadline = testing::now_seconds() + 60;
+      while (!std::filesystem::exists(staging) && testing::now_seconds() < deadline) {
+        ::usleep(200);
+      }
+    } else {
+      ::usleep(300000 + random() % 1200000);
+    }
+    ::kill(pid, SIGKILL);
+    wait_for(pid);
+    if (has_staging_folder(out)) ++inside_save;
+    // Resume from the newest good checkpoint, or start over where none was saved yet.
+    bool any = !io::list_checkpoints(out).empty();
+    resumed += any;
+    auto result = run(
+        train_command(out, any ? "--resume_from_checkpoint true" : "--overwrite_output_dir true"));
+    ASSERT_EQ(result.exit_code, 0) << "trial " << trial << ": " << result.err;
+    EXPECT_EQ(result.err, "") << "trial " << trial;
+    EXPECT_TRUE(slurp(out + "/model.safetensors") == expected)
+        << "trial " << trial << " ended with other weights";
+    EXPECT_FALSE(has_staging_folder(out)) << "trial " << trial;
+    for (const auto& checkpoint : io::list_checkpoints(out)) {
+      EXPECT_NO_THROW(io::verify_checkpoint(checkpoint.path)) << checkpoint.path;
+    }
+  }
+  // Half the trials were killed inside a save, leaving its staging folder behind.
+  EXPECT_GE(inside_save, kTrials / 2 - 1);
+  EXPECT_GE(resumed, kTrials / 2);
+  std::printf("kill -9 trials: %d, inside a save: %d, resumed: %d\n", kTrials, inside_save,
+              resumed);
+}
+
+TEST_F(Resume, SigtermMidEpochSavesAtTheNextStepBoundaryAndResumingEqualsTheUninterruptedRun) {
+  const std::string expected = baseline();
+  std::string out = tmp_->file("sigterm");
+  std::string log = out + ".log";
+  auto argv = with(with(train_argv(out), "--save_steps", "1000"), "--logging_steps", "1");
+  int pid = testing::start(argv, log, log + ".err");
+  ASSERT_GT(pid, 0);
+  double deadline = testing::now_seconds() + 60;
+  while (slurp(log).find("'epoch': 0.3") == std::string::npos &&
+         testing::now_seconds() < deadline) {
+    ::usleep(1000);
+  }
+  ::kill(pid, SIGTERM);
+  int status = wait_for(pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143);
+  std::smatch match;
+  std::string err = slurp(log + ".err");
+  ASSERT_TRUE(std::regex_match(err, match,
+                               std::regex("trainer: interrupted by SIGTERM at step ([0-9]+) of 20; "
+                                          "saved (.*) \\(resume with --resume_from_checkpoint "
+                                          "true\\)\n")))
+      << err;
+  int step = std::stoi(match[1].str());
+  EXPECT_EQ(match[2].str(), out + "/checkpoint-" + std::to_string(step));
+  EXPECT_GE(step, 3);
+  EXPECT_LT(step, 20);
+  EXPECT_NE(step, 10);  // mid-epoch
+  auto checkpoints = io::list_checkpoints(out);
+  ASSERT_EQ(checkpoints.size(), 1u);
+  EXPECT_NO_THROW(io::verify_checkpoint(checkpoints[0].path));
+  // Nothing but the checkpoint was written: the run's results come when it ends.
+  EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors"));
+
+  auto result = run(command_of(with(train_argv(out), "--save_steps", "1000")) +
+                    "--resume_from_checkpoint true");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("Continuing training from checkpoint " + match[2].str() +
+                            " (global step " + std::to_string(step)),
+            std::string::npos)
+      << result.out;
+  EXPECT_TRUE(slurp(out + "/model.safetensors") == expected);
+}
+
+// Damage done to the newest of two checkpoints, and the line it must produce.
+struct Damage {
+  std::string name;
+  std::string command;  // run in the checkpoint folder
+  std::string detail;   // what the message says after "is damaged: "
+};
+
+TEST_F(Resume, ADamagedNewestCheckpointFallsBackWithOneWarningAndAnExplicitOneIsAnError) {
+  std::string base = tmp_->file("damage_base");
+  auto first = run(train_command(base, "--max_steps 4"));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string expected = slurp(base + "/model.safetensors");
+  const std::vector<Damage> damages = {
+      {"truncated weights", "truncate -s 1000 model.safetensors",
+       "model.safetensors is 1000 bytes, its manifest says 4800168"},
+      {"missing optimizer", "rm optimizer.pt", "optimizer.pt is missing"},
+      {"flipped byte",
+       "printf '\\377' | dd of=optimizer.pt bs=1 seek=5000000 conv=notrunc status=none",
+       "optimizer.pt has CRC-32 "},
+      {"manifest that lies", "sed -i '0,/\"size\": [0-9]*/s//\"size\": 123/' manifest.json",
+       "model.safetensors is 4800168 bytes, its manifest says 123"},
+      {"no manifest", "rm manifest.json", "it has no manifest.json (not a complete checkpoint)"},
+  };
+  for (const Damage& damage : damages) {
+    std::string out = tmp_->file("damage_" + std::to_string(&damage - damages.data()));
+    std::string newest = out + "/checkpoint-4";
+    ASSERT_EQ(
+        run("cp -R " + base + " " + out + " && cd " + newest + " && " + damage.command).exit_code,
+        0)
+        << damage.name;
+    // An explicit path: exit 2, one line naming the file.
+    auto explicit_run = run(train_command(out, "--max_steps 4 --resume_from_checkpoint " + newest));
+    EXPECT_EQ(explicit_run.exit_code, 2) << damage.name;
+    EXPECT_EQ(explicit_run.err.rfind(
+                  "trainer: error: checkpoint " + newest + " is damaged: " + damage.detail, 0),
+              0u)
+        << damage.name << ": " << explicit_run.err;
+    EXPECT_EQ(std::count(explicit_run.err.begin(), explicit_run.err.end(), '\n'), 1) << damage.name;
+    // true: the previous good checkpoint, with one warning line.
+    auto fallback = run(train_command(out, "--max_steps 4 --resume_from_checkpoint true"));
+    EXPECT_EQ(fallback.exit_code, 0) << damage.name << ": " << fallback.err;
+    EXPECT_EQ(fallback.err.rfind(
+                  "trainer: warning: checkpoint " + newest + " is damaged: " + damage.detail, 0),
+              0u)
+        << damage.name << ": " << fallback.err;
+    EXPECT_NE(fallback.err.find("; resuming from " + out + "/checkpoint-2 instead\n"),
+              std::string::npos)
+        << fallback.err;
+    EXPECT_EQ(std::count(fallback.err.begin(), fallback.err.end(), '\n'), 1) << damage.name;
+    EXPECT_TRUE(slurp(out + "/model.safetensors") == expected) << damage.name;
+    EXPECT_NO_THROW(io::verify_checkpoint(newest)) << "the damaged one was saved again";
+  }
+  // No good checkpoint at all: exit 2.
+  std::string none = tmp_->file("damage_none");
+  ASSERT_EQ(run("cp -R " + base + " " + none + " && rm " + none + "/checkpoint-*/manifest.json")
+                .exit_code,
+            0);
+  auto result = run(train_command(none, "--max_steps 4 --resume_from_checkpoint true"));
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err.rfind(
+                "trainer: error: resume_from_checkpoint true: no good checkpoint in " + none, 0),
+            0u)
+      << result.err;
+}
+
+TEST_F(Resume, ARankKilledUnderLaunchWithMaxRestartsIsRestartedAndTheRunEndsAsIfNothingFailed) {
+  auto two_ranks = [&](const std::string& out) {
+    std::vector<std::string> argv = {testing::kTrainerBin, "launch",
+                                     "--nproc-per-node",   "2",
+                                     "--master-port",      std::to_string(testing::free_port()),
+                                     "--max-restarts",     "1"};
+    // 2 ranks x 8: the same total batch.
+    auto train = with(train_argv(out), "--per_device_train_batch_size", "8");
+    argv.insert(argv.end(), train.begin(), train.end());
+    return argv;
+  };
+  std::string base = tmp_->file("ranks_base");
+  auto uninterrupted = run(command_of(two_ranks(base)));
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.err;
+
+  std::string out = tmp_->file("ranks");
+  int launcher = testing::start(two_ranks(out), out + ".log", out + ".err");
+  ASSERT_GT(launcher, 0);
+  double deadline = testing::now_seconds() + 60;
+  while (!std::filesystem::exists(out + "/checkpoint-6") && testing::now_seconds() < deadline) {
+    ::usleep(1000);
+  }
+  // Rank 1: the launcher's child whose environment says RANK=1.
+  int victim = -1;
+  std::istringstream children(slurp("/proc/" + std::to_string(launcher) + "/task/" +
+                                    std::to_string(launcher) + "/children"));
+  for (int child; children >> child;) {
+    std::istringstream variables(slurp("/proc/" + std::to_string(child) + "/environ"));
+    for (std::string variable; std::getline(variables, variable, '\0');) {
+      if (variable == "RANK=1") victim = child;
+    }
+  }
+  ASSERT_GT(victim, 0);
+  ::kill(victim, SIGKILL);
+  int status = wait_for(launcher);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(out + ".err");
+  std::string err = slurp(out + ".err");
+  EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
+  EXPECT_NE(err.find("restart"), std::string::npos) << err;
+  EXPECT_TRUE(slurp(out + "/model.safetensors") == slurp(base + "/model.safetensors"));
+}
+
+// The examples each rank read, counted by index, from accelerate_worker's files.
+std::map<int64_t, int> count_seen(const std::vector<std::string>& files) {
+  std::map<int64_t, int> counts;
+  for (const auto& file : files) {
+    std::istringstream lines(slurp(file));
+    for (int64_t index; lines >> index;) ++counts[index];
+  }
+  return counts;
+}
+
+TEST_F(Resume, AtAnotherWorldSizeWithTheSameTotalBatchEveryExampleIsSeenOnce) {
+  TempDir dir;
+  std::string out = dir.file("out");
+  // One process x 64, stopped by SIGTERM raised at step 3 (the save comes at step 4's end).
+  auto first = run(testing::kAccelerateWorkerBin + " resume-count --batch 64 --out " + out +
+                   " --seen " + dir.file("first") + " --stop-at 3");
+  EXPECT_EQ(first.exit_code, 143) << first.err;
+  EXPECT_NE(first.err.find("interrupted by SIGTERM at step 4 of 8; saved " + out + "/checkpoint-4"),
+            std::string::npos)
+      << first.err;
+  // Then two processes x 32, resumed.
+  auto second = run(testing::launch("--nproc-per-node 2 " + testing::kAccelerateWorkerBin +
+                                    " resume-count --batch 32 --resume --out " + out + " --seen " +
+                                    dir.file("second")));
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  auto before = count_seen({dir.file("first.0")});
+  auto after = count_seen({dir.file("second.0"), dir.file("second.1")});
+  EXPECT_EQ(before.size(), 4u * 64);
+  EXPECT_EQ(after.size(), 4u * 64);
+  auto all = count_seen({dir.file("first.0"), dir.file("second.0"), dir.file("second.1")});
+  ASSERT_EQ(all.size(), 512u);
+  for (const auto& [index, count] : all) EXPECT_EQ(count, 1) << "example " << index;
+}
+
+}  // namespace resume_test
+}  // namespace trainer

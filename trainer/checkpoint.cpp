@@ -1,0 +1,421 @@
+// The Trainer's checkpoints: saving checkpoint-<step> atomically from every process, choosing and
+// verifying the one to resume from, loading it so that the run continues bit for bit, the best
+// metric, rotation by save_total_limit, and load_best_model_at_end.
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "lib/distributed/env.h"
+#include "lib/io/checkpoint_files.h"
+#include "lib/io/errors.h"
+#include "lib/io/files.h"
+#include "lib/io/safetensors.h"
+#include "lib/io/text.h"
+#include "trainer/trainer.h"
+
+namespace trainer {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kOptimizerFile = "optimizer.pt";
+constexpr const char* kSchedulerFile = "scheduler.json";
+constexpr const char* kStateFile = "trainer_state.json";
+constexpr const char* kArgsFile = "training_args.json";
+
+// The generator dropout and other random layers draw from, on `device`.
+at::Generator default_generator(const torch::Device& device) {
+  if (device.is_cuda()) return at::globalContext().defaultGenerator(device);
+  return at::detail::getDefaultCPUGenerator();
+}
+
+int64_t metadata_integer(const io::Metadata& metadata, const std::string& key,
+                         const std::string& source) {
+  auto it = metadata.find(key);
+  if (it != metadata.end() && !it->second.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    long long value = std::strtoll(it->second.c_str(), &end, 10);
+    if (errno == 0 && *end == '\0' && value >= 0) return value;
+  }
+  throw InputError(fmt::format("{}: its metadata has no integer {}", source, key));
+}
+
+const torch::Tensor& named_tensor(const io::NamedTensors& tensors, const std::string& name,
+                                  const std::string& source) {
+  for (const auto& [key, value] : tensors) {
+    if (key == name) return value;
+  }
+  throw InputError(fmt::format("{}: it has no tensor {}", source, name));
+}
+
+// How a total batch size was made, for messages.
+std::string batch_words(int64_t total, int64_t per_device, int64_t processes,
+                        int64_t accumulation) {
+  return fmt::format("{} ({} per device x {} process{} x {} accumulation)", total, per_device,
+                     processes, processes == 1 ? "" : "es", accumulation);
+}
+
+}  // namespace
+
+std::string Trainer::checkpoint_to_resume(const std::optional<std::string>& requested) const {
+  std::optional<std::string> wanted = requested ? requested : args_.resume_from_checkpoint();
+  // A rank restarted by the launcher (torchrun's --max-restarts) continues from the newest good
+  // checkpoint, or starts over when there is none yet.
+  const int restart_count = dist::read_dist_env().restart_count;
+  const bool restarted = restart_count > 0;
+  if (!wanted && !restarted) return "";
+  const bool newest = !wanted || *wanted == "true";
+  if (!newest) {
+    io::Manifest manifest = io::verify_checkpoint(*wanted);
+    (void)manifest;
+    return *wanted;
+  }
+  std::vector<io::CheckpointDir> found = io::list_checkpoints(args_.output_dir());
+  std::vector<std::string> problems;
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    try {
+      io::verify_checkpoint(it->path);
+    } catch (const InputError& e) {
+      problems.push_back(e.what());
+      continue;
+    }
+    if (!problems.empty() && state_.is_world_process_zero) {
+      std::fprintf(stderr, "trainer: warning: %s; resuming from %s instead\n",
+                   problems.front().c_str(), it->path.c_str());
+      std::fflush(stderr);
+    }
+    return it->path;
+  }
+  if (restarted && !wanted && found.empty()) {
+    if (state_.is_world_process_zero) {
+      std::fprintf(stderr, "trainer: restart %d: no checkpoint in %s yet; training from step 0\n",
+                   restart_count, args_.output_dir().c_str());
+      std::fflush(stderr);
+    }
+    return "";
+  }
+  if (found.empty()) {
+    throw InputError(fmt::format(
+        "resume_from_checkpoint true: output_dir {} holds no checkpoint-<step> folder to resume "
+        "from",
+        args_.output_dir()));
+  }
+  throw InputError(fmt::format("resume_from_checkpoint true: no good checkpoint in {} ({})",
+                               args_.output_dir(), problems.front()));
+}
+
+void Trainer::load_checkpoint(const std::string& dir) {
+  // Verified again here: every process reads what it checked, just before reading it.
+  io::Manifest manifest = io::verify_checkpoint(dir);
+  auto source = [&](const char* file) { return io::join_path(dir, file); };
+  if (manifest.save_only_model) {
+    throw InputError(fmt::format(
+        "checkpoint {} was saved with save_only_model (no optimizer, schedule or random state); "
+        "it cannot be resumed (load its model.safetensors instead)",
+        dir));
+  }
+  if (manifest.model_name != args_.model_name()) {
+    throw InputError(fmt::format("checkpoint {} holds a {} model; this run trains {}", dir,
+                                 manifest.model_name, args_.model_name()));
+  }
+  const int64_t processes = accelerator_->num_processes();
+  if (manifest.total_batch_size != total_batch_size_) {
+    throw InputError(fmt::format(
+        "checkpoint {} was trained with a total batch size of {} ({} process{}); this run's is {}: "
+        "resume with the same total batch size",
+        dir, manifest.total_batch_size, manifest.world_size, manifest.world_size == 1 ? "" : "es",
+        batch_words(total_batch_size_, args_.per_device_train_batch_size(), processes,
+                    args_.gradient_accumulation_steps())));
+  }
+
+  // The model: names and shapes must match exactly.
+  {
+    torch::NoGradGuard no_grad;
+    io::load_state_dict(*model_, io::map_safetensors(source(kModelFile)).tensors,
+                        source(kModelFile));
+  }
+  // The optimizer (LibTorch's archive of its state and options) and the schedule.
+  try {
+    std::string bytes = io::read_file(source(kOptimizerFile), SIZE_MAX, "", false);
+    torch::serialize::InputArchive archive;
+    archive.load_from(bytes.data(), bytes.size());
+    optimizer_->load(archive);
+  } catch (const c10::Error& e) {
+    throw InputError(fmt::format("checkpoint {}: {} does not fit this optimizer ({})", dir,
+                                 kOptimizerFile, io::first_line(e.what_without_backtrace())));
+  }
+  json scheduler = io::read_json_object(source(kSchedulerFile));
+  if (!scheduler.contains("last_step") || !scheduler["last_step"].is_number_integer()) {
+    throw InputError(
+        fmt::format("checkpoint {}: {} has no integer last_step", dir, kSchedulerFile));
+  }
+  lr_scheduler_->set_last_step(scheduler["last_step"].get<int64_t>());
+
+  // The state, with this run's step counts (a resumed run may train longer).
+  TrainerState saved =
+      TrainerState::from_json(io::read_json(source(kStateFile)), source(kStateFile));
+  const TrainerState current = state_;
+  state_ = saved;
+  state_.max_steps = current.max_steps;
+  state_.num_train_epochs = current.num_train_epochs;
+  state_.logging_steps = current.logging_steps;
+  state_.eval_steps = current.eval_steps;
+  state_.save_steps = current.save_steps;
+  state_.train_batch_size = current.train_batch_size;
+  state_.is_world_process_zero = current.is_world_process_zero;
+  state_.is_local_process_zero = current.is_local_process_zero;
+  state_.read_last_step_loss = current.read_last_step_loss;
+  for (auto& callback : callbacks_) {
+    std::string name = callback->state_name();
+    if (name.empty()) continue;
+    if (saved.stateful_callbacks.contains(name)) {
+      callback->load_state(saved.stateful_callbacks[name]);
+    }
+  }
+  // A callback's stop (early stopping) holds; a stop at the old max_steps does not when this run
+  // trains longer.
+  if (saved.stateful_callbacks.contains("TrainerControl")) {
+    const json& flags = saved.stateful_callbacks["TrainerControl"]["args"];
+    auto flag = [&](const char* key) {
+      return flags.is_object() && flags.contains(key) && flags[key].is_boolean() &&
+             flags[key].get<bool>();
+    };
+    control_.should_epoch_stop = flag("should_epoch_stop");
+    control_.should_training_stop =
+        flag("should_training_stop") &&
+        (saved.global_step < saved.max_steps || saved.global_step >= state_.max_steps);
+  }
+  if (state_.global_step >= state_.max_steps) control_.should_training_stop = true;
+
+  // This process's random state and the loop's position: its own file at the same world size;
+  // at another, rank 0's random state, and the process-mean of the losses since the last log.
+  const int rank = accelerator_->process_index();
+  const bool same_world = manifest.world_size == processes;
+  const std::string own = source(io::rank_state_name(same_world ? rank : 0).c_str());
+  io::MappedSafetensors rank_state = io::map_safetensors(own);
+  const torch::Tensor& cpu_state = named_tensor(rank_state.tensors, "cpu_rng_state", own);
+  {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    try {
+      generator.set_state(cpu_state.clone());
+    } catch (const c10::Error& e) {
+      throw InputError(fmt::format("{}: cpu_rng_state is not a generator state ({})", own,
+                                   io::first_line(e.what_without_backtrace())));
+    }
+  }
+  if (device().is_cuda()) {
+    for (const auto& [name, value] : rank_state.tensors) {
+      if (name != "cuda_rng_state") continue;
+      at::Generator generator = default_generator(device());
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(value.clone());
+    }
+  }
+  position_.epoch = metadata_integer(rank_state.metadata, "epoch", own);
+  position_.steps_in_epoch = metadata_integer(rank_state.metadata, "steps_in_epoch", own);
+  position_.inside_epoch = metadata_integer(rank_state.metadata, "inside_epoch", own) != 0;
+  last_logged_step_ = metadata_integer(rank_state.metadata, "last_logged_step", own);
+  nonfinite_in_a_row_ = metadata_integer(rank_state.metadata, "nonfinite_in_a_row", own);
+  total_loss_scalar_ =
+      named_tensor(rank_state.tensors, "total_loss", own).to(torch::kDouble).item<double>();
+  if (same_world) {
+    tr_loss_.copy_(named_tensor(rank_state.tensors, "tr_loss", own).reshape({}));
+  } else {
+    double sum = 0;
+    for (int64_t r = 0; r < manifest.world_size; ++r) {
+      std::string path = source(io::rank_state_name(r).c_str());
+      sum += named_tensor(io::map_safetensors(path).tensors, "tr_loss", path)
+                 .to(torch::kDouble)
+                 .item<double>();
+    }
+    tr_loss_.fill_(sum / static_cast<double>(manifest.world_size));
+  }
+  last_saved_step_ = state_.global_step;
+}
+
+std::string Trainer::save_checkpoint() {
+  Accelerator& accelerator = *accelerator_;
+  const int64_t step = state_.global_step;
+  const std::string output_dir = args_.output_dir();
+  const std::string target = io::checkpoint_path(output_dir, step);
+  const std::string staging = io::join_path(output_dir, fmt::format(".tmp-checkpoint-{}", step));
+  const bool main = accelerator.is_main_process();
+  // Non-finite weights are never saved (every process holds the same weights: the same answer).
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& item : model_->named_parameters()) {
+      if (!torch::isfinite(item.value()).all().item<bool>()) {
+        throw std::runtime_error(fmt::format(
+            "the weights are not finite at step {} ({} holds nan or inf); they were not saved",
+            step, item.key()));
+      }
+    }
+  }
+  if (main) {
+    io::remove_tree(staging);
+    io::make_directories(staging, "checkpoint folder");
+  }
+  accelerator.wait_for_everyone();
+  try {
+    if (!args_.save_only_model()) {
+      // Each process's random state and position, written by itself into the shared folder.
+      io::NamedTensors tensors;
+      {
+        at::Generator generator = at::detail::getDefaultCPUGenerator();
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        tensors.emplace_back("cpu_rng_state", generator.get_state());
+      }
+      if (device().is_cuda()) {
+        at::Generator generator = default_generator(device());
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        tensors.emplace_back("cuda_rng_state", generator.get_state());
+      }
+      tensors.emplace_back("tr_loss", tr_loss_.detach().to(torch::kCPU).clone());
+      tensors.emplace_back("total_loss", torch::tensor({total_loss_scalar_}, torch::kDouble));
+      io::Metadata metadata = {{"rank", std::to_string(accelerator.process_index())},
+                               {"world_size", std::to_string(accelerator.num_processes())},
+                               {"epoch", std::to_string(position_.epoch)},
+                               {"steps_in_epoch", std::to_string(position_.steps_in_epoch)},
+                               {"inside_epoch", position_.inside_epoch ? "1" : "0"},
+                               {"last_logged_step", std::to_string(last_logged_step_)},
+                               {"nonfinite_in_a_row", std::to_string(nonfinite_in_a_row_)}};
+      io::save_safetensors(io::join_path(staging, io::rank_state_name(accelerator.process_index())),
+                           tensors, metadata);
+    }
+  } catch (...) {
+    if (main) io::remove_tree(staging);
+    throw;
+  }
+  accelerator.wait_for_everyone();
+  if (main) {
+    try {
+      if (state_.best_global_step && *state_.best_global_step == step) {
+        state_.best_model_checkpoint = target;
+      }
+      json callbacks = json::object();
+      for (const auto& callback : callbacks_) {
+        std::string name = callback->state_name();
+        if (!name.empty()) callbacks[name] = callback->save_state();
+      }
+      callbacks["TrainerControl"] = {{"args",
+                                      {{"should_training_stop", control_.should_training_stop},
+                                       {"should_epoch_stop", control_.should_epoch_stop},
+                                       {"should_save", false},
+                                       {"should_evaluate", false},
+                                       {"should_log", false}}},
+                                     {"attributes", json::object()}};
+      state_.stateful_callbacks = callbacks;
+
+      io::Manifest manifest;
+      manifest.global_step = step;
+      manifest.model_name = args_.model_name();
+      manifest.world_size = accelerator.num_processes();
+      manifest.total_batch_size = total_batch_size_;
+      manifest.save_only_model = args_.save_only_model();
+      std::vector<std::string> files = {kModelFile, kStateFile, kArgsFile};
+      io::save_safetensors(io::join_path(staging, kModelFile), io::state_dict(*model_));
+      if (!args_.save_only_model()) {
+        torch::serialize::OutputArchive archive;
+        optimizer_->save(archive);
+        std::ostringstream bytes;
+        archive.save_to(bytes);
+        io::write_file_atomic(io::join_path(staging, kOptimizerFile), bytes.str());
+        io::write_json(
+            io::join_path(staging, kSchedulerFile),
+            {{"last_step", lr_scheduler_->last_step()}, {"last_lr", lr_scheduler_->get_last_lr()}});
+        files.push_back(kOptimizerFile);
+        files.push_back(kSchedulerFile);
+        for (int64_t r = 0; r < manifest.world_size; ++r) files.push_back(io::rank_state_name(r));
+      }
+      state_.save_to_json(io::join_path(staging, kStateFile));
+      io::write_file_atomic(io::join_path(staging, kArgsFile), args_.to_json());
+      for (const std::string& name : files)
+        manifest.files.push_back(io::describe_file(staging, name));
+      io::write_json(io::join_path(staging, io::kManifestName), manifest.to_json());
+      io::sync_path(staging);
+      io::move_into_place(staging, target);
+    } catch (...) {
+      io::remove_tree(staging);
+      throw;
+    }
+    // An earlier run's checkpoints (overwrite_output_dir) go once this run has one of its own.
+    for (const std::string& earlier : earlier_checkpoints_) {
+      if (earlier != target) io::remove_tree(earlier);
+    }
+    earlier_checkpoints_.clear();
+    rotate_checkpoints();
+  }
+  last_saved_step_ = step;
+  return target;
+}
+
+bool Trainer::update_best_metric(const Metrics& metrics) {
+  std::string name = args_.best_metric_name();
+  if (name.empty()) return false;
+  if (name.rfind("eval_", 0) != 0) name = "eval_" + name;
+  auto it = metrics.find(name);
+  if (it == metrics.end()) {
+    std::string known;
+    for (const auto& [key, value] : metrics) known += (known.empty() ? "" : ", ") + key;
+    throw InputError(
+        fmt::format("argument metric_for_best_model: {} is not among the evaluation's metrics ({})",
+                    args_.best_metric_name(), known));
+  }
+  const double value = it->second;
+  const bool greater = args_.best_metric_greater_is_better();
+  if (state_.best_metric && !(greater ? value > *state_.best_metric : value < *state_.best_metric))
+    return false;
+  state_.best_metric = value;
+  state_.best_global_step = state_.global_step;
+  return true;
+}
+
+void Trainer::rotate_checkpoints() const {
+  if (!args_.save_total_limit()) return;
+  std::vector<io::CheckpointDir> found = io::list_checkpoints(args_.output_dir());
+  std::vector<std::string> sorted;
+  for (const auto& c : found) sorted.push_back(c.path);
+  // As Transformers: the best moves to the second-newest place, so that it is never deleted.
+  if (state_.best_model_checkpoint) {
+    auto best = std::find(sorted.begin(), sorted.end(), *state_.best_model_checkpoint);
+    if (best != sorted.end()) {
+      for (auto i = static_cast<size_t>(best - sorted.begin()); i + 2 < sorted.size(); ++i) {
+        std::swap(sorted[i], sorted[i + 1]);
+      }
+    }
+  }
+  int64_t limit = *args_.save_total_limit();
+  if (state_.best_model_checkpoint && limit == 1 && !sorted.empty() &&
+      sorted.back() != *state_.best_model_checkpoint) {
+    limit = 2;
+  }
+  const int64_t excess = static_cast<int64_t>(sorted.size()) - limit;
+  for (int64_t i = 0; i < excess; ++i) io::remove_tree(sorted[static_cast<size_t>(i)]);
+}
+
+void Trainer::load_best_model() {
+  if (!state_.best_model_checkpoint) return;
+  const std::string& dir = *state_.best_model_checkpoint;
+  io::verify_checkpoint(dir);
+  const std::string path = io::join_path(dir, kModelFile);
+  {
+    torch::NoGradGuard no_grad;
+    io::load_state_dict(*model_, io::map_safetensors(path).tensors, path);
+  }
+  if (state_.is_world_process_zero) {
+    std::printf("Loading best model from %s (score: %s).\n", dir.c_str(),
+                io::python_float(state_.best_metric.value_or(0)).c_str());
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace trainer
