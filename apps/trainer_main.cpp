@@ -143,6 +143,7 @@ int train(const TrainingArguments& args) {
     }
   }
   batch.commit();
+  trainer.remove_earlier_checkpoints();
   if (int sig = io::interrupt_signal()) {
     throw Interrupted(sig, fmt::format("interrupted by {} after training; its results were saved",
                                        io::signal_name(sig)));

@@ -291,6 +291,10 @@ std::string Trainer::save_checkpoint() {
       io::save_safetensors(io::join_path(staging, io::rank_state_name(accelerator.process_index())),
                            tensors, metadata);
     }
+  } catch (const std::runtime_error& e) {
+    if (main) io::remove_tree(staging);
+    if (dynamic_cast<const InputError*>(&e)) throw;
+    throw std::runtime_error(fmt::format("cannot save checkpoint {}: {}", target, e.what()));
   } catch (...) {
     if (main) io::remove_tree(staging);
     throw;
@@ -343,6 +347,10 @@ std::string Trainer::save_checkpoint() {
       io::write_json(io::join_path(staging, io::kManifestName), manifest.to_json());
       io::sync_path(staging);
       io::move_into_place(staging, target);
+    } catch (const std::runtime_error& e) {
+      io::remove_tree(staging);
+      if (dynamic_cast<const InputError*>(&e)) throw;
+      throw std::runtime_error(fmt::format("cannot save checkpoint {}: {}", target, e.what()));
     } catch (...) {
       io::remove_tree(staging);
       throw;

@@ -481,9 +481,6 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
   }
 
   if (args_.load_best_model_at_end()) load_best_model();
-  // overwrite_output_dir: an earlier run's checkpoints that no save of this run replaced go too.
-  for (const std::string& earlier : earlier_checkpoints_) io::remove_tree(earlier);
-  earlier_checkpoints_.clear();
 
   total_loss_scalar_ += accelerator.reduce(tr_loss_, Reduction::kMean).item<double>();
   double runtime = seconds_since(start);
@@ -581,6 +578,11 @@ void Trainer::save_model(const std::string& dir) const {
   if (!accelerator_->is_main_process()) return;
   std::string target = dir.empty() ? args_.output_dir() : dir;
   io::save_safetensors(io::join_path(target, "model.safetensors"), io::state_dict(*model_));
+}
+
+void Trainer::remove_earlier_checkpoints() {
+  for (const std::string& earlier : earlier_checkpoints_) io::remove_tree(earlier);
+  earlier_checkpoints_.clear();
 }
 
 void Trainer::save_state() const {

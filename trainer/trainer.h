@@ -120,6 +120,9 @@ class Trainer {
   // Writes model.safetensors (PyTorch's parameter names) to `dir` (default: output_dir). Only
   // the main process writes; the others return at once.
   void save_model(const std::string& dir = "") const;
+  // With overwrite_output_dir, removes the checkpoints an earlier run left in output_dir that
+  // this run has not replaced yet (its first save replaces them all). Main process only.
+  void remove_earlier_checkpoints();
   // Writes trainer_state.json to output_dir (main process only).
   void save_state() const;
   // Prints "***** <split> metrics *****" and the metrics, as Transformers' log_metrics (main

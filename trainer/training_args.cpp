@@ -664,7 +664,8 @@ void TrainingArguments::validate() const {
     if (save_strategy_ == "steps" && save_steps_ >= 1 && effective_eval_steps() >= 1) {
       check(std::fmod(save_steps_, effective_eval_steps()) == 0, "load_best_model_at_end", "true",
             fmt::format("it needs save_steps ({}) to be a multiple of eval_steps ({})",
-                        num(save_steps_), num(effective_eval_steps())));
+                        static_cast<int64_t>(save_steps_),
+                        static_cast<int64_t>(effective_eval_steps())));
     }
   }
   check(max_nonfinite_steps_ >= 0 && max_nonfinite_steps_ <= kMaxSteps, "max_nonfinite_steps",

@@ -103,11 +103,30 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
   auto bad = [&](const std::string& what) {
     return InputError(fmt::format("{}: {}", source, what));
   };
-  // Depth-limited: a manifest is two levels deep; anything deeper is not one.
+  // A manifest is three levels deep: anything deeper is refused (and not built). A key given
+  // twice in one object is refused too (the parser would keep the last one).
+  bool too_deep = false;
+  std::string repeated;
+  std::vector<std::set<std::string>> objects;  // the keys of each open object
   json value = json::parse(
-      text, [](int depth, json::parse_event_t, json&) { return depth <= 4; },
+      text,
+      [&](int depth, json::parse_event_t event, json& parsed) {
+        if (depth > 3) too_deep = true;
+        if (event == json::parse_event_t::object_start) objects.emplace_back();
+        if (event == json::parse_event_t::object_end && !objects.empty()) objects.pop_back();
+        if (event == json::parse_event_t::key && !objects.empty() &&
+            !objects.back().insert(parsed.get<std::string>()).second && repeated.empty()) {
+          repeated = parsed.get<std::string>();
+        }
+        return depth <= 3;
+      },
       /*allow_exceptions=*/false);
   if (value.is_discarded()) throw bad("not valid JSON");
+  if (too_deep) throw bad("values nested deeper than a manifest's");
+  if (!repeated.empty()) {
+    throw bad(fmt::format("key {} is given twice",
+                          json(repeated).dump(-1, ' ', false, json::error_handler_t::replace)));
+  }
   if (!value.is_object()) throw bad("not a JSON object");
   auto field = [&](const char* key) -> const json& {
     auto it = value.find(key);
@@ -139,14 +158,12 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
   m.save_only_model = only_model.get<bool>();
   const json& files = field("files");
   if (!files.is_object()) throw bad("\"files\" is not an object");
-  std::set<std::string> seen;
   for (const auto& [name, entry] : files.items()) {
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
         name.find('\0') != std::string::npos) {
-      throw bad(fmt::format("file name \"{}\" is not a plain file name",
+      throw bad(fmt::format("file name {} is not a plain file name",
                             json(name).dump(-1, ' ', false, json::error_handler_t::replace)));
     }
-    if (!seen.insert(name).second) throw bad(fmt::format("file {} is listed twice", name));
     if (!entry.is_object()) throw bad(fmt::format("the entry of {} is not an object", name));
     auto size = entry.find("size");
     auto crc = entry.find("crc32");

@@ -396,8 +396,8 @@ TEST_F(BadInput, AnEarlierRunStaysUntilOverwriteReplacesAllOfIt) {
   auto again = run(short_run(tmp_->file("data"), out) + " --max_steps 2");
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_EQ(again.err, "trainer: error: output_dir " + out +
-                           " already holds 6 files (all_results.json, eval_results.json, "
-                           "model.safetensors, ...); set overwrite_output_dir true to replace an "
+                           " already holds 7 files (all_results.json, checkpoint-2, "
+                           "eval_results.json, ...); set overwrite_output_dir true to replace an "
                            "earlier run's results, or choose another output_dir\n");
   EXPECT_EQ(contents(out), before);
 
@@ -409,16 +409,16 @@ TEST_F(BadInput, AnEarlierRunStaysUntilOverwriteReplacesAllOfIt) {
 
   // A temporary file a killed write left is removed by the next run.
   std::ofstream(out + "/model.safetensors.tmp.12345.0123456789abcdef") << "half a model";
-  // With it, and succeeding without evaluation: the earlier eval_results.json goes, and
-  // all_results.json holds this run's metrics only.
+  // With it, and succeeding without evaluation: the earlier eval_results.json and checkpoint-2
+  // go, and all_results.json holds this run's metrics only.
   auto replaced = run(short_run(tmp_->file("data"), out) + " --max_steps 3 --overwrite_output_dir");
   ASSERT_EQ(replaced.exit_code, 0) << replaced.err;
   auto after = contents(out);
   std::set<std::string> names;
   for (const auto& [name, text] : after) names.insert(name);
-  EXPECT_EQ(names,
-            (std::set<std::string>{"all_results.json", "model.safetensors", "train_results.json",
-                                   "trainer_state.json", "training_args.json"}));
+  EXPECT_EQ(names, (std::set<std::string>{"all_results.json", "checkpoint-3", "model.safetensors",
+                                          "train_results.json", "trainer_state.json",
+                                          "training_args.json"}));
   auto all = nlohmann::json::parse(after["all_results.json"]);
   EXPECT_FALSE(all.contains("eval_loss")) << all.dump();
   EXPECT_EQ(nlohmann::json::parse(after["trainer_state.json"])["global_step"], 3);
@@ -441,12 +441,20 @@ TEST_F(BadInput, AFullDiskIsOneLineAndKeepsTheEarlierFiles) {
   // A file size limit of 1 MiB makes writing the 4.8 MB model fail as a full disk would
   // (EFBIG instead of ENOSPC); SIGXFSZ is ignored so that the write returns the error.
   auto result = run("trap '' XFSZ; ulimit -f 1024; " + short_run(tmp_->file("data"), out) +
-                    " --max_steps 2 --overwrite_output_dir true");
+                    " --max_steps 2 --overwrite_output_dir true --save_strategy no");
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_EQ(result.err, "trainer: error: cannot write " + out +
                             "/model.safetensors: File too large (the file that was there is "
                             "kept)\n");
   EXPECT_EQ(contents(out), before);  // no temporary file left, nothing replaced
+  // The same while saving a checkpoint: no staging folder left, the earlier checkpoint kept.
+  result = run("trap '' XFSZ; ulimit -f 1024; " + short_run(tmp_->file("data"), out) +
+               " --max_steps 2 --overwrite_output_dir true");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, "trainer: error: cannot save checkpoint " + out +
+                            "/checkpoint-2: cannot write " + out +
+                            "/.tmp-checkpoint-2/model.safetensors: File too large\n");
+  EXPECT_EQ(contents(out), before);
 }
 
 TEST_F(BadInput, OneRunAtATimePerOutputDir) {
@@ -465,7 +473,8 @@ TEST_F(BadInput, OneRunAtATimePerOutputDir) {
                             match[1].str() +
                             "); wait for it to end or choose another output_dir\n");
   EXPECT_NE(result.out.find("first=143"), std::string::npos) << result.out;
-  EXPECT_FALSE(std::filesystem::exists(out)) << "the interrupted run left its output_dir";
+  // The interrupted run saved a checkpoint where it stopped, and nothing else.
+  EXPECT_EQ(run("ls " + out).out.rfind("checkpoint-", 0), 0u);
 }
 
 using testing::start;
@@ -490,11 +499,16 @@ TEST_F(BadInput, SigintAndSigtermSayWhereTheRunStopped) {
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFEXITED(status)) << name;
     EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << name;
-    EXPECT_TRUE(std::regex_match(slurp(log + ".err"),
-                                 std::regex("trainer: interrupted by SIG" + name +
-                                            " at step [0-9]+ of 100000; nothing was saved\n")))
-        << slurp(log + ".err");
-    EXPECT_FALSE(std::filesystem::exists(out));
+    std::smatch match;
+    std::string err = slurp(log + ".err");
+    ASSERT_TRUE(
+        std::regex_match(err, match,
+                         std::regex("trainer: interrupted by SIG" + name +
+                                    " at step ([0-9]+) of 100000; saved (.*) \\(resume with "
+                                    "--resume_from_checkpoint true\\)\n")))
+        << err;
+    EXPECT_EQ(match[2].str(), out + "/checkpoint-" + match[1].str());
+    EXPECT_EQ(run("ls " + out).out, "checkpoint-" + match[1].str() + "\n");
   }
 }
 

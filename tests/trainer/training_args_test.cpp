@@ -169,8 +169,37 @@ TEST(TrainingArguments, ValuesOutOfRange) {
             "argument model_name: \"gpt2\" is not allowed (allowed: basic_net)");
   EXPECT_EQ(error_of(R"({"report_to": "wandb"})"),
             "argument report_to: \"wandb\" is not allowed (allowed: none)");
-  EXPECT_EQ(error_of(R"({"save_strategy": "epoch"})"),
-            "argument save_strategy: \"epoch\" is not allowed (allowed: no)");
+  EXPECT_EQ(error_of(R"({"save_strategy": "always"})"),
+            "argument save_strategy: \"always\" is not allowed (allowed: no, steps, epoch, best)");
+  EXPECT_EQ(error_of(R"({"save_steps": 2.5})"),
+            "argument save_steps: 2.5 is not allowed (an integer in 1..2^53, or a fraction in (0, "
+            "1) of the total steps)");
+  EXPECT_EQ(error_of(R"({"save_total_limit": 0})"),
+            "argument save_total_limit: 0 is not allowed (must be >= 1, or null to keep every "
+            "checkpoint)");
+  EXPECT_EQ(
+      error_of(
+          R"({"load_best_model_at_end": true, "eval_strategy": "steps", "save_strategy": "epoch"})"),
+      "argument load_best_model_at_end: true is not allowed (it needs save_strategy to match "
+      "eval_strategy, but save_strategy is \"epoch\" and eval_strategy \"steps\")");
+  EXPECT_EQ(
+      error_of(
+          R"({"load_best_model_at_end": true, "eval_strategy": "steps", "eval_steps": 3, "save_steps": 10})"),
+      "argument load_best_model_at_end: true is not allowed (it needs save_steps (10) to be a "
+      "multiple of eval_steps (3))");
+  EXPECT_EQ(error_of(R"({"save_strategy": "best", "eval_strategy": "epoch"})"),
+            "argument save_strategy: \"best\" is not allowed (it needs metric_for_best_model)");
+  EXPECT_EQ(
+      error_of(R"({"early_stopping_patience": 2})"),
+      "argument early_stopping_patience: 2 is not allowed (it needs metric_for_best_model (or "
+      "load_best_model_at_end))");
+  EXPECT_EQ(error_of(R"({"max_nonfinite_steps": -1})"),
+            "argument max_nonfinite_steps: -1 is not allowed (must be in 0..2^53; 0 never stops)");
+  EXPECT_EQ(error_of(R"({"resume_from_checkpoint": ""})"),
+            "argument resume_from_checkpoint: \"\" is not allowed (a checkpoint folder, or true "
+            "for the newest in output_dir)");
+  EXPECT_EQ(error_of(R"({"resume_from_checkpoint": 3})"),
+            "argument resume_from_checkpoint: 3 is an integer, expected a string");
   EXPECT_EQ(error_of(R"({"eval_strategy": "epoch", "evaluation_strategy": "steps"})"),
             "config.json: eval_strategy \"epoch\" and its old name evaluation_strategy \"steps\" "
             "disagree (give one)");
