@@ -24,9 +24,9 @@ using json = nlohmann::ordered_json;
 // No dropout; the CLI tests cover BasicNet's, whose random state a checkpoint carries.
 class TinyNet : public models::Model {
  public:
-  TinyNet() {
-    fc1 = register_module("fc1", torch::nn::Linear(784, 16));
-    fc2 = register_module("fc2", torch::nn::Linear(16, 10));
+  explicit TinyNet(int64_t hidden = 16) {
+    fc1 = register_module("fc1", torch::nn::Linear(784, hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, 10));
   }
   torch::Tensor forward(const torch::Tensor& x) override {
     return torch::log_softmax(fc2->forward(torch::tanh(fc1->forward(x.flatten(1)))), 1);
@@ -341,6 +341,16 @@ TEST(Checkpoint, ResumeRefusesAnotherBatchSizeOrAModelOnlyCheckpoint) {
     EXPECT_NE(std::string(e.what()).find("total batch size of 32 (1 process); this run's is 16"),
               std::string::npos)
         << e.what();
+  }
+  // A checkpoint of another model: the first tensor that does not fit is named.
+  Trainer other_model(std::make_shared<TinyNet>(8),
+                      args_in(dir.path()).max_steps(4).resume_from_checkpoint("true"),
+                      random_dataset(64));
+  try {
+    other_model.train();
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("fc1.weight"), std::string::npos) << e.what();
   }
   testing::TempDir only;
   Trainer model_only(fresh_model(), args_in(only.path()).max_steps(2).save_only_model(true),
