@@ -210,6 +210,7 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
       {"--node-rank", std::to_string(lo.node_rank)},
       {"--master-port", std::to_string(lo.master_port)},
       {"--grace-period", io::python_float(lo.grace_seconds)},
+      {"--max-restarts", std::to_string(lo.max_restarts)},
       {"--rdzv-timeout", io::python_float(lo.rdzv_timeout_seconds)}};
   auto option = [&](const std::string& names, const std::string& key, const std::string& help) {
     launch->add_option(names, text[key], help)
@@ -231,6 +232,9 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   option("--grace-period", "--grace-period",
          "Seconds between SIGTERM and SIGKILL when stopping ranks");
   option("--rdzv-timeout", "--rdzv-timeout", "Seconds a node > 0 waits to reach node 0");
+  option("--max-restarts,--max_restarts", "--max-restarts",
+         "Times to stop and restart every rank after one fails (not after exit code 2 or "
+         "SIGINT/SIGTERM); ranks see TORCHELASTIC_RESTART_COUNT");
   launch->footer(
       "\nAfter the options: PROGRAM [ARGS...], what every rank runs (e.g. trainer train "
       "config.json).");
@@ -265,6 +269,9 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
                                                   true, "an integer in 0..65535"));
   lo.grace_seconds = launch_number("--grace-period", text["--grace-period"], 0, 86400, false,
                                    "seconds, a finite number in 0..86400");
+  lo.max_restarts = static_cast<int>(
+      launch_number("--max-restarts", text["--max-restarts"], 0, dist::kMaxRestarts, true,
+                    fmt::format("an integer in 0..{}", dist::kMaxRestarts)));
   lo.rdzv_timeout_seconds = launch_number("--rdzv-timeout", text["--rdzv-timeout"], 0, 86400 * 7,
                                           false, "seconds, a finite number in 0..604800");
   lo.command = launch->remaining();

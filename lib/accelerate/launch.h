@@ -30,10 +30,11 @@ inline dist::LaunchOptions in_process_launch_options() {
 // Runs `fn` in `num_processes` forked processes (ranks 0..N-1, each with RANK, LOCAL_RANK,
 // WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ... set and, unless OMP_NUM_THREADS is set, cores / N
 // threads) and returns when all have finished. Their output comes through with "[rankN]: "
-// prefixes. With num_processes == 1, calls fn() here, as notebook_launcher does.
+// prefixes. With num_processes == 1, calls fn() here (never restarted), as notebook_launcher does.
 // Throws dist::LaunchError naming the rank that failed (fn threw: exit status 1, 2 for an
 // InputError, 3 for a DistError, which names another failed rank first as more likely the
-// cause; or it was killed) after stopping the others; std::logic_error when this
+// cause; or it was killed) after stopping the others, and after options.max_restarts restarts of
+// every rank when that is above 0 (each restart forks `fn` anew); std::logic_error when this
 // process already runs other threads (LibTorch's thread pool, a CUDA context: call
 // trainer::launch first thing in main); InputError for a bad num_processes.
 void launch(const std::function<void()>& fn, int num_processes,

@@ -194,14 +194,28 @@ class SignalScope {
   SignalScope(const SignalScope&) = delete;
   SignalScope& operator=(const SignalScope&) = delete;
 
+  // Blocks the launcher's signals, returning the mask to set back (in the launcher right after
+  // fork; in a rank once restore_in_child and its own stdout and stderr are in place). Before
+  // that, a rank would run the launcher's handler, and the SIGTERM that stops a rank just
+  // started would reach the launcher's pipe as the launcher's own interruption.
+  sigset_t block() const {
+    sigset_t blocked, previous;
+    ::sigemptyset(&blocked);
+    for (int sig : kSignals) ::sigaddset(&blocked, sig);
+    ::sigprocmask(SIG_BLOCK, &blocked, &previous);
+    return previous;
+  }
+
   // In a forked rank: the handlers the launcher's caller had, and none of the launcher's fds.
   // An ignored SIGINT, SIGTERM or SIGCHLD (a shell's background job has SIGINT ignored) comes
   // back as the default: the launcher's forwarded signals must reach the rank, and a rank must
-  // be able to wait for its own children; exec keeps ignored signals ignored.
-  void restore_in_child() const {
+  // be able to wait for its own children; exec keeps ignored signals ignored. A rank that will
+  // exec (`for_exec`) gets the defaults, as exec would leave a handled signal: one that arrives
+  // before exec then ends it quietly, not through the handler of the launcher's caller.
+  void restore_in_child(bool for_exec) const {
     for (size_t i = 0; i < kSignals.size(); ++i) {
       struct sigaction action = previous_[i];
-      if (action.sa_handler == SIG_IGN) action.sa_handler = SIG_DFL;
+      if (action.sa_handler == SIG_IGN || for_exec) action.sa_handler = SIG_DFL;
       ::sigaction(kSignals[i], &action, nullptr);
     }
     ::sigaction(SIGPIPE, &previous_pipe_, nullptr);
@@ -219,7 +233,8 @@ class SignalScope {
 // A process that outlives the launcher by a moment: when the launcher dies without saying so,
 // even by SIGKILL, it kills every rank's process group, so that nothing a rank started is left
 // running (PR_SET_PDEATHSIG reaches only the ranks themselves). It learns each rank's pid (its
-// process group) through a pipe and waits for the launcher's "done" (a 0) or the pipe's end.
+// process group) through a pipe, forgets one whose rank was reaped (its pid may be reused; a
+// restart's ranks are new groups), and waits for the launcher's "done" (a 0) or the pipe's end.
 class Watchdog {
  public:
   Watchdog() {
@@ -245,10 +260,9 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  void watch(pid_t group) {
-    int32_t pid = group;
-    [[maybe_unused]] ssize_t n = ::write(g_watchdog_fd, &pid, sizeof pid);
-  }
+  void watch(pid_t group) { send(group); }
+  // The rank that leads `group` was reaped, and its group killed.
+  void forget(pid_t group) { send(-group); }
 
  private:
   [[noreturn]] static void watch_over(int in, int out) {
@@ -267,8 +281,12 @@ class Watchdog {
       ssize_t n = ::read(3, &pid, sizeof pid);
       if (n < 0 && errno == EINTR) continue;
       if (n == sizeof pid && pid == 0) ::_exit(0);  // the launcher ended normally
-      if (n == sizeof pid) {
+      if (n == sizeof pid && pid > 0) {
         groups.push_back(pid);
+        continue;
+      }
+      if (n == sizeof pid) {
+        groups.erase(std::remove(groups.begin(), groups.end(), -pid), groups.end());
         continue;
       }
       break;  // the launcher is gone
@@ -277,13 +295,17 @@ class Watchdog {
     ::_exit(0);
   }
 
+  static void send(int32_t message) {
+    [[maybe_unused]] ssize_t n = ::write(g_watchdog_fd, &message, sizeof message);
+  }
+
   pid_t pid_ = -1;
 };
 
-// torchrun's variables for one rank.
+// torchrun's variables for one rank of the attempt after `restart_count` restarts.
 std::vector<std::pair<std::string, std::string>> rank_environment(const LaunchOptions& o,
-                                                                  const Rank& rank,
-                                                                  int world_size) {
+                                                                  const Rank& rank, int world_size,
+                                                                  int restart_count) {
   std::vector<std::pair<std::string, std::string>> env = {
       {"RANK", std::to_string(rank.global_rank)},
       {"LOCAL_RANK", std::to_string(rank.local_rank)},
@@ -294,8 +316,8 @@ std::vector<std::pair<std::string, std::string>> rank_environment(const LaunchOp
       {"ROLE_WORLD_SIZE", std::to_string(world_size)},
       {"MASTER_ADDR", o.master_addr},
       {"MASTER_PORT", std::to_string(o.master_port)},
-      {"TORCHELASTIC_RESTART_COUNT", "0"},
-      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
       {"TORCHELASTIC_USE_AGENT_STORE", "False"}};
   if (!std::getenv("OMP_NUM_THREADS")) {
     long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
@@ -304,8 +326,8 @@ std::vector<std::pair<std::string, std::string>> rank_environment(const LaunchOp
   return env;
 }
 
-void spawn(const LaunchOptions& o, Rank& rank, int world_size, const RankMain& rank_main,
-           const SignalScope& signals, const std::vector<Rank>& ranks) {
+void spawn(const LaunchOptions& o, Rank& rank, int world_size, int restart_count,
+           const RankMain& rank_main, const SignalScope& signals, const std::vector<Rank>& ranks) {
   int out[2] = {-1, -1}, err[2] = {-1, -1};
   auto close_pipes = [&] {
     for (int fd : {out[0], out[1], err[0], err[1]}) {
@@ -317,10 +339,12 @@ void spawn(const LaunchOptions& o, Rank& rank, int world_size, const RankMain& r
     close_pipes();
     throw std::runtime_error(fmt::format("{}: pipe failed: {}", o.name, std::strerror(error)));
   }
-  auto env = rank_environment(o, rank, world_size);
+  auto env = rank_environment(o, rank, world_size, restart_count);
   std::fflush(nullptr);  // nothing buffered is written twice, by the parent and by the child
   pid_t parent = ::getpid();
+  sigset_t mask = signals.block();
   pid_t pid = ::fork();
+  if (pid != 0) ::sigprocmask(SIG_SETMASK, &mask, nullptr);
   if (pid < 0) {
     int error = errno;
     close_pipes();
@@ -330,7 +354,7 @@ void spawn(const LaunchOptions& o, Rank& rank, int world_size, const RankMain& r
     ::setpgid(0, 0);  // its own process group, so stopping it stops what it started too
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(1);
-    signals.restore_in_child();
+    signals.restore_in_child(!o.command.empty());
     for (const Rank& other : ranks) {
       for (int fd : {other.out_fd, other.err_fd}) {
         if (fd >= 0) ::close(fd);
@@ -344,7 +368,8 @@ void spawn(const LaunchOptions& o, Rank& rank, int world_size, const RankMain& r
     // The parent has no other thread (fork copied only this one), so changing the environment
     // and allocating here are safe.
     for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines reach the launcher as they come
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);    // whole lines reach the launcher as they come
+    ::sigprocmask(SIG_SETMASK, &mask, nullptr);  // a SIGTERM sent meanwhile arrives now
     int code = 1;
     try {
       code = rank_main({rank.global_rank, rank.local_rank, world_size});
@@ -390,6 +415,10 @@ void validate_launch(const LaunchOptions& o) {
   if (!std::isfinite(o.grace_seconds) || o.grace_seconds < 0) {
     throw InputError(fmt::format("--grace-period {} is not allowed (seconds, a finite number >= 0)",
                                  o.grace_seconds));
+  }
+  if (o.max_restarts < 0 || o.max_restarts > kMaxRestarts) {
+    throw InputError(fmt::format("--max-restarts {} is not allowed (must be in 0..{})",
+                                 o.max_restarts, kMaxRestarts));
   }
   if (!std::isfinite(o.rdzv_timeout_seconds) || o.rdzv_timeout_seconds < 0) {
     throw InputError(fmt::format("--rdzv-timeout {} is not allowed (seconds, a finite number >= 0)",
@@ -458,25 +487,33 @@ int launch(const LaunchOptions& o) {
   return result.exit_code;
 }
 
-LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) {
-  validate_launch(options);
-  LaunchOptions o = options;
-  if (o.master_port == 0) o.master_port = free_port();
-  const int world_size = o.nnodes * o.nproc_per_node;
-  SignalScope signals;
-  Watchdog watchdog;
+namespace {
 
+// How one attempt (every rank of this node started once) ended.
+struct Attempt {
+  int exit_code = 0;    // 0; 1 when a rank failed; 2 when the rank named exited 2 (bad input)
+  std::string failure;  // "rank N (local rank L, pid P) exited with code C"; empty on success
+  int failed_rank = -1;
+  int interrupted = 0;  // SIGINT or SIGTERM to the launcher, forwarded to every rank
+};
+
+// Starts this node's ranks (the attempt after `restart_count` restarts), forwards their output,
+// stops them all when one fails or the launcher is interrupted, and returns once every rank is
+// reaped and its output drained.
+Attempt run_attempt(const LaunchOptions& o, int world_size, int restart_count,
+                    const RankMain& rank_main, const SignalScope& signals, Watchdog& watchdog) {
   std::vector<Rank> ranks(static_cast<size_t>(o.nproc_per_node));
   for (int i = 0; i < o.nproc_per_node; ++i) {
     ranks[i].local_rank = i;
     ranks[i].global_rank = o.node_rank * o.nproc_per_node + i;
     try {
-      spawn(o, ranks[i], world_size, rank_main, signals, ranks);
+      spawn(o, ranks[i], world_size, restart_count, rank_main, signals, ranks);
       watchdog.watch(ranks[i].pid);
     } catch (...) {
       for (int j = 0; j < i; ++j) {
         ::kill(-ranks[j].pid, SIGKILL);
         ::waitpid(ranks[j].pid, nullptr, 0);
+        watchdog.forget(ranks[j].pid);
         ::close(ranks[j].out_fd);
         ::close(ranks[j].err_fd);
       }
@@ -484,11 +521,9 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
     }
   }
 
-  LaunchResult result;
-  std::string& failure = result.message;
+  Attempt attempt;
   int failure_priority = -1;
-  int& exit_code = result.exit_code;
-  int interrupted = 0;
+  int& interrupted = attempt.interrupted;
   std::optional<Clock::time_point> kill_at;
   std::optional<Clock::time_point> drain_until;  // see the end of the loop
   // When a grace period starting now ends (SIGKILL after SIGTERM, output drained after exit).
@@ -519,6 +554,7 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
         // Not reaped after all: what waitid saw, in waitpid's encoding.
         status = info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : info.si_status & 0x7f;
       }
+      watchdog.forget(r.pid);
       r.exited = true;
       r.status = status;
       bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -531,11 +567,11 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
                                                                                       : 2;
       if (priority > failure_priority) {
         failure_priority = priority;
-        failure = fmt::format("{}: rank {} (local rank {}, pid {}) {}; stopping the other ranks",
-                              o.name, r.global_rank, r.local_rank, r.pid, describe_status(status));
-        result.failed_rank = r.global_rank;
+        attempt.failure = fmt::format("rank {} (local rank {}, pid {}) {}", r.global_rank,
+                                      r.local_rank, r.pid, describe_status(status));
+        attempt.failed_rank = r.global_rank;
         // Bad input (every rank read the same arguments) keeps its exit code 2.
-        exit_code = WIFEXITED(status) && WEXITSTATUS(status) == 2 ? 2 : 1;
+        attempt.exit_code = WIFEXITED(status) && WEXITSTATUS(status) == 2 ? 2 : 1;
       }
       stop_all();
     }
@@ -616,12 +652,88 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
       }
     }
   }
-  if (interrupted) {
-    result.message = fmt::format("{}: interrupted by {}; stopped every rank", o.name,
-                                 io::signal_name(interrupted));
-    result.exit_code = 128 + interrupted;
+  return attempt;
+}
+
+// The first SIGINT or SIGTERM on the signal pipe that no attempt has acted on (0: none); the
+// other signals' bytes (SIGCHLD) are dropped.
+int pending_interrupt() {
+  int found = 0;
+  char buffer[64];
+  ssize_t n = 0;
+  while ((n = ::read(g_signal_pipe[0], buffer, sizeof buffer)) > 0) {
+    for (ssize_t k = 0; k < n; ++k) {
+      int sig = static_cast<unsigned char>(buffer[k]);
+      if (!found && (sig == SIGINT || sig == SIGTERM)) found = sig;
+    }
   }
-  return result;
+  return found;
+}
+
+// How long a restart waits for the previous attempt's TCPStore port to be free again.
+constexpr double kPortWaitSeconds = 10.0;
+
+// Waits until nothing holds `port` on this machine (the next attempt's rank 0 binds it), at most
+// `seconds`; returns whether it is free. Returns at once, with `interrupted` set, when SIGINT or
+// SIGTERM arrives meanwhile.
+bool wait_for_free_port(int port, double seconds, int& interrupted) {
+  auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (port_is_busy(port)) {
+    if (Clock::now() >= deadline) return false;
+    pollfd fd{g_signal_pipe[0], POLLIN, 0};
+    ::poll(&fd, 1, 50);
+    if ((interrupted = pending_interrupt())) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) {
+  validate_launch(options);
+  const int world_size = options.nnodes * options.nproc_per_node;
+  SignalScope signals;
+  Watchdog watchdog;  // one for every attempt: it watches each attempt's ranks
+  LaunchResult result;
+  for (int restarts = 0;; ++restarts) {
+    LaunchOptions o = options;
+    if (o.master_port == 0) o.master_port = free_port();  // a fresh one for each attempt
+    Attempt attempt = run_attempt(o, world_size, restarts, rank_main, signals, watchdog);
+    result.exit_code = attempt.exit_code;
+    result.failed_rank = attempt.failed_rank;
+    result.restarts = restarts;
+    int interrupted = attempt.interrupted;
+    if (!interrupted && attempt.exit_code == 0) return result;
+    // Bad input (exit code 2: every rank read the same arguments) and an interruption end the
+    // run: a restart could not help.
+    bool restart = !interrupted && attempt.exit_code != 2 && restarts < o.max_restarts;
+    bool port_free = true;
+    if (restart) interrupted = pending_interrupt();
+    if (restart && !interrupted && o.node_rank == 0 && options.master_port != 0)
+      port_free = wait_for_free_port(o.master_port, kPortWaitSeconds, interrupted);
+    std::string failure = fmt::format("{}: {}", o.name, attempt.failure);
+    if (interrupted) {
+      result.message = fmt::format("{}: interrupted by {}; stopped every rank", o.name,
+                                   io::signal_name(interrupted));
+      result.exit_code = 128 + interrupted;
+      return result;
+    }
+    if (!restart) {
+      result.message = o.max_restarts > 0 && attempt.exit_code != 2
+                           ? fmt::format("{}; gave up after {} restart{}", failure, restarts,
+                                         restarts == 1 ? "" : "s")
+                           : failure + "; stopping the other ranks";
+      return result;
+    }
+    if (!port_free) {
+      result.message = fmt::format("{}; not restarting: --master-port {} was still busy {} s later",
+                                   failure, o.master_port, kPortWaitSeconds);
+      return result;
+    }
+    std::string line = fmt::format("{}; restarting every rank (restart {} of {})\n", failure,
+                                   restarts + 1, o.max_restarts);
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+  }
 }
 
 }  // namespace trainer::dist

@@ -1,7 +1,8 @@
 // The launcher behind `trainer launch` and the in-process trainer::launch, torchrun's job in C++:
 // start this node's ranks with torchrun's environment, prefix and forward their output, and when
 // one fails (non-zero exit or a signal) stop the others (SIGTERM, then SIGKILL after a grace
-// period) so no process is left. Torch-free: it only starts and watches processes.
+// period) so no process is left, then start them all again up to max_restarts times.
+// Torch-free: it only starts and watches processes.
 #pragma once
 
 #include <functional>
@@ -31,10 +32,17 @@ struct LaunchOptions {
   int master_port = 29500;     // 0 (one node only): a port that is free when the ranks start
   bool rank0_only = false;     // forward only rank 0's stdout (every rank's stderr still shows)
   double grace_seconds = 5.0;  // between SIGTERM and SIGKILL when stopping ranks
+  // torchrun's --max-restarts: after a rank fails, stop every rank and start them all again, at
+  // most this many times (0..kMaxRestarts). Not after bad input (the rank named exited 2) or an
+  // interruption. Each attempt's ranks see TORCHELASTIC_RESTART_COUNT = restarts so far.
+  int max_restarts = 0;
   double rdzv_timeout_seconds = 60.0;   // how long a node > 0 waits to reach the master
   std::vector<std::string> command;     // PROGRAM [ARGS...] (trainer launch only)
   std::string name = "trainer launch";  // how the launcher's own lines begin
 };
+
+// The largest LaunchOptions::max_restarts allowed.
+inline constexpr int kMaxRestarts = 1000;
 
 // The exit status of a rank whose collective failed because a peer died or timed out: when
 // several ranks fail, the launcher names one that failed with another status first, since it is
@@ -53,27 +61,34 @@ struct RankInfo {
 using RankMain = std::function<int(const RankInfo&)>;
 
 struct LaunchResult {
-  // 0 when every rank exited 0; 1 when one failed (2 when the rank named exited 2: bad input);
-  // 128 + signal when the launcher was interrupted
-  // by SIGINT or SIGTERM (which it forwarded to every rank).
+  // Of the last attempt: 0 when every rank exited 0; 1 when one failed (2 when the rank named
+  // exited 2: bad input); 128 + signal when the launcher was interrupted by SIGINT or SIGTERM
+  // (which it forwarded to every rank).
   int exit_code = 0;
-  // The first failure, "<name>: rank N (local rank L, pid P) exited with code C; stopping the
-  // other ranks", or the interruption; empty on success.
+  // The last attempt's first failure, "<name>: rank N (local rank L, pid P) exited with code C;
+  // stopping the other ranks" ("...; gave up after R restarts" when max_restarts > 0 and all
+  // were made), or the interruption; empty on success.
   std::string message;
   int failed_rank = -1;
+  int restarts = 0;  // how many times every rank was started again after a failure
 };
 
 // Checks the options (InputError, exit 2 in main): counts that do not add up, a node_rank outside
-// [0, nnodes), a port outside 1..65535, a master port already bound on node 0, an unknown or
-// unreachable master address on other nodes, a program that cannot be found (when `command` is
-// given).
+// [0, nnodes), max_restarts outside 0..kMaxRestarts, a port outside 1..65535, a master port already
+// bound on node 0, an unknown or unreachable master address on other nodes, a program that cannot
+// be found (when `command` is given).
 void validate_launch(const LaunchOptions& options);
 
 // Starts this node's ranks, each a forked copy of this process that sets torchrun's environment
 // (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*, and
 // OMP_NUM_THREADS = cores / ranks unless set) and calls `rank_main`; forwards their output with
-// "[rankN]: " prefixes and waits for all of them. The calling process must have no other thread
-// (fork copies only the calling thread). Throws InputError from validate_launch.
+// "[rankN]: " prefixes and waits for all of them. When a rank fails and fewer than
+// options.max_restarts restarts were made (and it did not exit 2, and no SIGINT/SIGTERM came),
+// stops every rank, prints "<name>: rank N (local rank L, pid P) <how it ended>; restarting every
+// rank (restart K of R)" on stderr, and starts them all again (TORCHELASTIC_RESTART_COUNT = K;
+// the same master port, once it is free again, or a fresh one when master_port is 0). The
+// calling process must have no other thread (fork copies only the calling thread). Throws
+// InputError from validate_launch.
 LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main);
 
 // `trainer launch`: runs options.command as every rank (run_ranks with exec). Returns the exit

@@ -354,6 +354,8 @@ TEST(TrainerCli, HelpListsEveryArgumentWithItsDefault) {
   auto launch = run(kTrainer + " launch --help");
   EXPECT_EQ(launch.exit_code, 0);
   EXPECT_NE(launch.out.find("--grace-period SECONDS=5.0"), std::string::npos) << launch.out;
+  EXPECT_NE(launch.out.find("--max-restarts,--max_restarts INT=0"), std::string::npos)
+      << launch.out;
   EXPECT_EQ(launch.out.find("--learning_rate"), std::string::npos) << launch.out;
   for (const char* command : {" train --help", " evaluate --help"}) {
     auto result = run(kTrainer + command);

@@ -1,11 +1,15 @@
 // trainer launch: torchrun's environment, prefixed output, a failing or killed rank stopping the
-// run within seconds with no process left, signals reaching every rank, and bad options (busy
-// port, counts that do not add up, unreachable master) as one line with exit code 2.
+// run within seconds with no process left, --max-restarts starting every rank again (not after
+// bad input), signals reaching every rank, and bad options (busy port, counts that do not add
+// up, unreachable master, a bad restart count) as one line with exit code 2.
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "tests/test_util.h"
@@ -145,6 +149,94 @@ TEST(Launcher, AProcessARankLeftRunningDoesNotHoldTheLauncher) {
             "waiting for it\n");
 }
 
+// Writes `body` as an executable sh script `name` in `dir` and returns its path.
+std::string write_script(const TempDir& dir, const std::string& name, const std::string& body) {
+  std::string path = dir.file(name);
+  std::ofstream(path) << "#!/bin/sh\n" << body;
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// "trainer launch: rank R (local rank R, pid P)<tail>" for some pid P.
+void expect_rank_line(const std::string& line, int rank, const std::string& tail) {
+  std::string head = fmt::format("trainer launch: rank {0} (local rank {0}, pid ", rank);
+  EXPECT_EQ(line.rfind(head, 0), 0u) << line;
+  EXPECT_TRUE(line.size() > tail.size() &&
+              line.compare(line.size() - tail.size(), tail.size(), tail) == 0)
+      << line;
+}
+
+TEST(Launcher, MaxRestartsStartsEveryRankAgainAfterAFailure) {
+  // Rank 1 fails on the first attempt only, once rank 0 runs (which is then stopped).
+  TempDir dir;
+  std::string program = write_script(dir, "rank.sh",
+                                     fmt::format(R"(
+echo count=$TORCHELASTIC_RESTART_COUNT max=$TORCHELASTIC_MAX_RESTARTS
+[ $TORCHELASTIC_RESTART_COUNT = 0 ] || exit 0
+if [ $RANK = 1 ]; then
+  for i in $(seq 100); do [ -e {0} ] && break; sleep 0.05; done
+  exit 1
+fi
+touch {0}
+exec sleep 30
+)",
+                                                 dir.file("up")));
+  double start = testing::now_seconds();
+  auto result = run(launch("--nproc-per-node 2 --max-restarts 1 --grace-period 1 " + program));
+  EXPECT_LT(testing::now_seconds() - start, 5.0);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  auto err = lines_of(result.err);
+  ASSERT_EQ(err.size(), 1u) << result.err;
+  expect_rank_line(err[0], 1, " exited with code 1; restarting every rank (restart 1 of 1)");
+  for (const char* line : {"[rank0]: count=0 max=1\n", "[rank1]: count=0 max=1\n",
+                           "[rank0]: count=1 max=1\n", "[rank1]: count=1 max=1\n"}) {
+    EXPECT_NE(result.out.find(line), std::string::npos) << line << result.out;
+  }
+}
+
+TEST(Launcher, MaxRestartsGivesUpAfterTheLastRestartAndLeavesNoProcess) {
+  // Rank 0 always fails; rank 1 records its pid and sleeps until stopped. A fresh port each time.
+  TempDir dir;
+  std::string program = write_script(dir, "rank.sh",
+                                     "if [ $RANK = 0 ]; then echo $TORCHELASTIC_RESTART_COUNT >> " +
+                                         dir.file("runs") + "; exit 1; fi\necho $$ >> " +
+                                         dir.file("pids") + "\nexec sleep 30\n");
+  double start = testing::now_seconds();
+  auto result = run(kTrainer + " launch --master-port 0 --nproc-per-node 2 --max_restarts 2 " +
+                    "--grace-period 1 " + program);
+  EXPECT_LT(testing::now_seconds() - start, 5.0);
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  auto err = lines_of(result.err);
+  ASSERT_EQ(err.size(), 3u) << result.err;
+  expect_rank_line(err[0], 0, " exited with code 1; restarting every rank (restart 1 of 2)");
+  expect_rank_line(err[1], 0, " exited with code 1; restarting every rank (restart 2 of 2)");
+  expect_rank_line(err[2], 0, " exited with code 1; gave up after 2 restarts");
+  EXPECT_EQ(testing::slurp(dir.file("runs")), "0\n1\n2\n");
+  for (const auto& pid : lines_of(testing::slurp(dir.file("pids")))) {
+    EXPECT_FALSE(alive(std::stoi(pid))) << "rank 1's pid " << pid << " is still running";
+  }
+}
+
+TEST(Launcher, MaxRestartsDoesNotRestartAfterBadInput) {
+  TempDir dir;
+  std::string program = write_script(
+      dir, "rank.sh",
+      "if [ $RANK = 1 ]; then echo run >> " + dir.file("runs") + "; exit 2; fi\nexec sleep 30\n");
+  auto result = run(launch("--nproc-per-node 2 --max-restarts 3 --grace-period 1 " + program));
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  auto err = lines_of(result.err);
+  ASSERT_EQ(err.size(), 1u) << result.err;
+  expect_rank_line(err[0], 1, " exited with code 2; stopping the other ranks");
+  EXPECT_EQ(testing::slurp(dir.file("runs")), "run\n");
+}
+
 void expect_launch_error(const std::string& args, const std::string& message) {
   auto result = run(kTrainer + " launch " + args);
   EXPECT_EQ(result.exit_code, 2) << args;
@@ -171,6 +263,13 @@ TEST(Launcher, BadOptionsAreOneLineAndExitTwo) {
           " was not reachable within 1 s (is node 0 running?)");
   expect_launch_error("--nnodes 2 --node-rank 1 --master-addr no-such-host.invalid true",
                       "--master-addr no-such-host.invalid is not a known host name or address");
+  for (const char* count : {"-1", "abc", "1001", "1.5"}) {
+    expect_launch_error(
+        fmt::format("--max-restarts '{}' true", count),
+        fmt::format("--max-restarts {} is not allowed (an integer in 0..1000)", count));
+  }
+  expect_launch_error("--max_restarts 1001 true",
+                      "--max-restarts 1001 is not allowed (an integer in 0..1000)");
 }
 
 }  // namespace launcher_test
