@@ -56,6 +56,27 @@ const torch::Tensor& named_tensor(const io::NamedTensors& tensors, const std::st
   throw InputError(fmt::format("{}: it has no tensor {}", source, name));
 }
 
+// A one-element tensor's value (a loss sum), or an InputError naming the file.
+double scalar_value(const io::NamedTensors& tensors, const std::string& name,
+                    const std::string& source) {
+  const torch::Tensor& t = named_tensor(tensors, name, source);
+  if (t.numel() != 1 || !t.is_floating_point()) {
+    throw InputError(fmt::format("{}: {} is not one floating-point number", source, name));
+  }
+  return t.to(torch::kDouble).item<double>();
+}
+
+// "checkpoint-12" of "/old/place/checkpoint-12" under `output_dir`: a best checkpoint recorded by
+// a run that lived elsewhere (a copied or moved output_dir) is looked for here, never there.
+std::optional<std::string> reroot(const std::optional<std::string>& path,
+                                  const std::string& output_dir) {
+  if (!path) return std::nullopt;
+  size_t slash = path->find_last_of('/');
+  std::string base = slash == std::string::npos ? *path : path->substr(slash + 1);
+  if (base.rfind("checkpoint-", 0) != 0) return std::nullopt;
+  return io::join_path(output_dir, base);
+}
+
 // How a total batch size was made, for messages.
 std::string batch_words(int64_t total, int64_t per_device, int64_t processes,
                         int64_t accumulation) {
@@ -112,7 +133,7 @@ std::string Trainer::checkpoint_to_resume(const std::optional<std::string>& requ
                                args_.output_dir(), problems.front()));
 }
 
-void Trainer::load_checkpoint(const std::string& dir) {
+void Trainer::load_checkpoint(const std::string& dir, int64_t steps_per_epoch) {
   // Verified again here: every process reads what it checked, just before reading it.
   io::Manifest manifest = io::verify_checkpoint(dir);
   auto source = [&](const char* file) { return io::join_path(dir, file); };
@@ -136,11 +157,56 @@ void Trainer::load_checkpoint(const std::string& dir) {
                     args_.gradient_accumulation_steps())));
   }
 
-  // The model: names and shapes must match exactly.
+  // The state first: its numbers must agree with the manifest and the folder's name before
+  // anything is loaded into the model or the optimizer.
+  TrainerState saved =
+      TrainerState::from_json(io::read_json(source(kStateFile)), source(kStateFile));
+  if (saved.global_step != manifest.global_step) {
+    throw InputError(fmt::format("checkpoint {}: {} says global step {}, its manifest {}", dir,
+                                 kStateFile, saved.global_step, manifest.global_step));
+  }
+  {
+    size_t slash = dir.find_last_of('/');
+    std::string base = slash == std::string::npos ? dir : dir.substr(slash + 1);
+    if (base.rfind("checkpoint-", 0) == 0 &&
+        base != fmt::format("checkpoint-{}", manifest.global_step)) {
+      throw InputError(fmt::format("checkpoint {} holds global step {}, not the step its name says",
+                                   dir, manifest.global_step));
+    }
+  }
+  json scheduler = io::read_json_object(source(kSchedulerFile));
+  if (!scheduler.contains("last_step") || !scheduler["last_step"].is_number_integer() ||
+      scheduler["last_step"].get<int64_t>() < 0 ||
+      scheduler["last_step"].get<int64_t>() > saved.global_step) {
+    throw InputError(fmt::format("checkpoint {}: {} has no last_step in 0..{} (the global step)",
+                                 dir, kSchedulerFile, saved.global_step));
+  }
+  std::vector<double> base_lrs;
+  if (scheduler.contains("base_lrs")) {
+    const json& lrs = scheduler["base_lrs"];
+    bool ok = lrs.is_array() && lrs.size() == optimizer_->param_groups().size();
+    for (size_t i = 0; ok && i < lrs.size(); ++i) {
+      ok = lrs[i].is_number() && std::isfinite(lrs[i].get<double>()) && lrs[i].get<double>() >= 0;
+      if (ok) base_lrs.push_back(lrs[i].get<double>());
+    }
+    if (!ok) {
+      throw InputError(fmt::format(
+          "checkpoint {}: {} has no base_lrs, one learning rate >= 0 per parameter group", dir,
+          kSchedulerFile));
+    }
+  }
+
+  // The model: names and shapes must match exactly, and the weights be finite.
   {
     torch::NoGradGuard no_grad;
     io::load_state_dict(*model_, io::map_safetensors(source(kModelFile)).tensors,
                         source(kModelFile));
+    for (const auto& item : model_->named_parameters()) {
+      if (!torch::isfinite(item.value()).all().item<bool>()) {
+        throw InputError(fmt::format("checkpoint {}: {} holds weights that are not finite ({})",
+                                     dir, kModelFile, item.key()));
+      }
+    }
   }
   // The optimizer (LibTorch's archive of its state and options) and the schedule.
   try {
@@ -152,16 +218,11 @@ void Trainer::load_checkpoint(const std::string& dir) {
     throw InputError(fmt::format("checkpoint {}: {} does not fit this optimizer ({})", dir,
                                  kOptimizerFile, io::first_line(e.what_without_backtrace())));
   }
-  json scheduler = io::read_json_object(source(kSchedulerFile));
-  if (!scheduler.contains("last_step") || !scheduler["last_step"].is_number_integer()) {
-    throw InputError(
-        fmt::format("checkpoint {}: {} has no integer last_step", dir, kSchedulerFile));
-  }
+  // The schedule continues from the saved base rates, as PyTorch's scheduler state does.
+  if (!base_lrs.empty()) lr_scheduler_->set_base_lrs(base_lrs);
   lr_scheduler_->set_last_step(scheduler["last_step"].get<int64_t>());
 
   // The state, with this run's step counts (a resumed run may train longer).
-  TrainerState saved =
-      TrainerState::from_json(io::read_json(source(kStateFile)), source(kStateFile));
   const TrainerState current = state_;
   state_ = saved;
   state_.max_steps = current.max_steps;
@@ -173,17 +234,23 @@ void Trainer::load_checkpoint(const std::string& dir) {
   state_.is_world_process_zero = current.is_world_process_zero;
   state_.is_local_process_zero = current.is_local_process_zero;
   state_.read_last_step_loss = current.read_last_step_loss;
+  state_.best_model_checkpoint = reroot(saved.best_model_checkpoint, args_.output_dir());
   for (auto& callback : callbacks_) {
     std::string name = callback->state_name();
     if (name.empty()) continue;
     if (saved.stateful_callbacks.contains(name)) {
-      callback->load_state(saved.stateful_callbacks[name]);
+      try {
+        callback->load_state(saved.stateful_callbacks[name]);
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: {}", source(kStateFile), e.what()));
+      }
     }
   }
   // A callback's stop (early stopping) holds; a stop at the old max_steps does not when this run
   // trains longer.
   if (saved.stateful_callbacks.contains("TrainerControl")) {
-    const json& flags = saved.stateful_callbacks["TrainerControl"]["args"];
+    const json& control = saved.stateful_callbacks["TrainerControl"];
+    const json flags = control.is_object() && control.contains("args") ? control["args"] : json();
     auto flag = [&](const char* key) {
       return flags.is_object() && flags.contains(key) && flags[key].is_boolean() &&
              flags[key].get<bool>();
@@ -220,22 +287,28 @@ void Trainer::load_checkpoint(const std::string& dir) {
       generator.set_state(value.clone());
     }
   }
-  position_.epoch = metadata_integer(rank_state.metadata, "epoch", own);
-  position_.steps_in_epoch = metadata_integer(rank_state.metadata, "steps_in_epoch", own);
-  position_.inside_epoch = metadata_integer(rank_state.metadata, "inside_epoch", own) != 0;
-  last_logged_step_ = metadata_integer(rank_state.metadata, "last_logged_step", own);
-  nonfinite_in_a_row_ = metadata_integer(rank_state.metadata, "nonfinite_in_a_row", own);
-  total_loss_scalar_ =
-      named_tensor(rank_state.tensors, "total_loss", own).to(torch::kDouble).item<double>();
+  // The position, within what this run's data and step count allow.
+  auto bounded = [&](const char* key, int64_t high) {
+    int64_t value = metadata_integer(rank_state.metadata, key, own);
+    if (value > high) {
+      throw InputError(fmt::format("{}: {} {} is past {} (the data or the global step {})", own,
+                                   key, value, high, saved.global_step));
+    }
+    return value;
+  };
+  position_.epoch = bounded("epoch", saved.global_step);
+  position_.steps_in_epoch = bounded("steps_in_epoch", steps_per_epoch);
+  position_.inside_epoch = bounded("inside_epoch", 1) != 0;
+  last_logged_step_ = bounded("last_logged_step", saved.global_step);
+  nonfinite_in_a_row_ = bounded("nonfinite_in_a_row", saved.global_step);
+  total_loss_scalar_ = scalar_value(rank_state.tensors, "total_loss", own);
   if (same_world) {
-    tr_loss_.copy_(named_tensor(rank_state.tensors, "tr_loss", own).reshape({}));
+    tr_loss_.fill_(scalar_value(rank_state.tensors, "tr_loss", own));
   } else {
     double sum = 0;
     for (int64_t r = 0; r < manifest.world_size; ++r) {
       std::string path = source(io::rank_state_name(r).c_str());
-      sum += named_tensor(io::map_safetensors(path).tensors, "tr_loss", path)
-                 .to(torch::kDouble)
-                 .item<double>();
+      sum += scalar_value(io::map_safetensors(path).tensors, "tr_loss", path);
     }
     tr_loss_.fill_(sum / static_cast<double>(manifest.world_size));
   }
@@ -333,9 +406,10 @@ std::string Trainer::save_checkpoint() {
         std::ostringstream bytes;
         archive.save_to(bytes);
         io::write_file_atomic(io::join_path(staging, kOptimizerFile), bytes.str());
-        io::write_json(
-            io::join_path(staging, kSchedulerFile),
-            {{"last_step", lr_scheduler_->last_step()}, {"last_lr", lr_scheduler_->get_last_lr()}});
+        io::write_json(io::join_path(staging, kSchedulerFile),
+                       {{"last_step", lr_scheduler_->last_step()},
+                        {"base_lrs", lr_scheduler_->base_lrs()},
+                        {"last_lr", lr_scheduler_->get_last_lr()}});
         files.push_back(kOptimizerFile);
         files.push_back(kSchedulerFile);
         for (int64_t r = 0; r < manifest.world_size; ++r) files.push_back(io::rank_state_name(r));
@@ -360,7 +434,7 @@ std::string Trainer::save_checkpoint() {
       if (earlier != target) io::remove_tree(earlier);
     }
     earlier_checkpoints_.clear();
-    rotate_checkpoints();
+    rotate_checkpoints(target);
   }
   last_saved_step_ = step;
   return target;
@@ -387,11 +461,16 @@ bool Trainer::update_best_metric(const Metrics& metrics) {
   return true;
 }
 
-void Trainer::rotate_checkpoints() const {
+void Trainer::rotate_checkpoints(const std::string& just_saved) const {
   if (!args_.save_total_limit()) return;
   std::vector<io::CheckpointDir> found = io::list_checkpoints(args_.output_dir());
   std::vector<std::string> sorted;
-  for (const auto& c : found) sorted.push_back(c.path);
+  for (const auto& c : found) {
+    if (c.path != just_saved) sorted.push_back(c.path);
+  }
+  // The one just saved counts as the newest (a resumed run may find later steps of an abandoned
+  // continuation): it is never the one removed.
+  sorted.push_back(just_saved);
   // As Transformers: the best moves to the second-newest place, so that it is never deleted.
   if (state_.best_model_checkpoint) {
     auto best = std::find(sorted.begin(), sorted.end(), *state_.best_model_checkpoint);
@@ -412,8 +491,18 @@ void Trainer::rotate_checkpoints() const {
 
 void Trainer::load_best_model() {
   if (!state_.best_model_checkpoint) return;
-  const std::string& dir = *state_.best_model_checkpoint;
-  io::verify_checkpoint(dir);
+  const std::string dir = *state_.best_model_checkpoint;
+  try {
+    io::verify_checkpoint(dir);
+  } catch (const InputError& e) {
+    // As Transformers: the run's own model stays, with a warning (the results are still saved).
+    if (state_.is_world_process_zero) {
+      std::fprintf(stderr, "trainer: warning: cannot load the best model: %s; keeping the last\n",
+                   e.what());
+      std::fflush(stderr);
+    }
+    return;
+  }
   const std::string path = io::join_path(dir, kModelFile);
   {
     torch::NoGradGuard no_grad;

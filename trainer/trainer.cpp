@@ -322,7 +322,7 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
   lr_scheduler_ = create_scheduler(max_steps, *optimizer_);
   if (!lr_scheduler_) throw std::logic_error("Trainer: create_scheduler returned no scheduler");
   auto optimizer = accelerator.prepare(optimizer_);
-  if (!checkpoint.empty()) load_checkpoint(checkpoint);
+  if (!checkpoint.empty()) load_checkpoint(checkpoint, steps_per_epoch);
 
   if (state_.is_world_process_zero) {
     std::string text = banner(train_dataset_->size(), num_epochs);

@@ -152,11 +152,11 @@ class Trainer {
   // The checkpoint train() resumes from ("" for none), verified; see train().
   std::string checkpoint_to_resume(const std::optional<std::string>& requested) const;
   // Loads a verified checkpoint into the model, optimizer, schedule, state and loop position.
-  void load_checkpoint(const std::string& dir);
+  void load_checkpoint(const std::string& dir, int64_t steps_per_epoch);
   // After an evaluation: whether `metrics` hold a new best metric_for_best_model.
   bool update_best_metric(const Metrics& metrics);
   // Removes the oldest checkpoints past save_total_limit, never the best (main process).
-  void rotate_checkpoints() const;
+  void rotate_checkpoints(const std::string& just_saved) const;
   void load_best_model();
   void log(nlohmann::ordered_json logs);
   template <typename Event>

@@ -300,8 +300,11 @@ const std::vector<Spec>& specs() {
                if (v.get<bool>()) value = "true";
              } else {
                value = Convert<std::optional<std::string>>::from("resume_from_checkpoint", v);
-               if (value == "True") value = "true";
-               if (value == "false" || value == "False") value.reset();
+               std::string word = value.value_or("");
+               std::transform(word.begin(), word.end(), word.begin(),
+                              [](unsigned char c) { return std::tolower(c); });
+               if (word == "true") value = "true";
+               if (word == "false") value.reset();
                if (value && value->empty()) {
                  throw InputError(
                      "argument resume_from_checkpoint: \"\" is not allowed (a checkpoint "
@@ -661,11 +664,26 @@ void TrainingArguments::validate() const {
                         "\"{}\" and eval_strategy \"{}\"",
                         save_strategy_, eval_strategy_));
     }
-    if (save_strategy_ == "steps" && save_steps_ >= 1 && effective_eval_steps() >= 1) {
-      check(std::fmod(save_steps_, effective_eval_steps()) == 0, "load_best_model_at_end", "true",
-            fmt::format("it needs save_steps ({}) to be a multiple of eval_steps ({})",
-                        static_cast<int64_t>(save_steps_),
-                        static_cast<int64_t>(effective_eval_steps())));
+    // Transformers' rule: saves land on evaluations; a ratio and a step count cannot be
+    // checked against each other.
+    const double save = save_steps_, eval = effective_eval_steps();
+    if (save_strategy_ == "steps" && eval_strategy_ == "steps" && std::fmod(save, eval) != 0) {
+      if (save < 1 && eval < 1) {
+        check(std::fmod(std::round(save * 1e6), std::round(eval * 1e6)) == 0,
+              "load_best_model_at_end", "true",
+              fmt::format("it needs save_steps ({}) to be a multiple of eval_steps ({})", num(save),
+                          num(eval)));
+      } else if (save < 1 || eval < 1) {
+        check(false, "load_best_model_at_end", "true",
+              fmt::format("it needs save_steps to be a multiple of eval_steps, which cannot be "
+                          "told when one is a ratio and the other a step count (save_steps {}, "
+                          "eval_steps {})",
+                          num(save), num(eval)));
+      } else {
+        check(false, "load_best_model_at_end", "true",
+              fmt::format("it needs save_steps ({}) to be a multiple of eval_steps ({})",
+                          static_cast<int64_t>(save), static_cast<int64_t>(eval)));
+      }
     }
   }
   check(max_nonfinite_steps_ >= 0 && max_nonfinite_steps_ <= kMaxSteps, "max_nonfinite_steps",

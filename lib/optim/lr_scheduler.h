@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include <torch/optim/optimizer.h>
@@ -28,6 +29,15 @@ class LambdaLR {
   // The learning rates set last, one per parameter group.
   const std::vector<double>& get_last_lr() const { return last_lrs_; }
   int64_t last_step() const { return last_step_; }
+  // The initial rates the multipliers apply to, one per parameter group.
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
+  // Replaces them (a resumed run keeps its saved schedule); the next set_last_step() or step()
+  // applies them. Throws std::invalid_argument for a count other than the groups'.
+  void set_base_lrs(std::vector<double> base_lrs) {
+    if (base_lrs.size() != base_lrs_.size())
+      throw std::invalid_argument("LambdaLR: one base learning rate per parameter group");
+    base_lrs_ = std::move(base_lrs);
+  }
   // Continues from a saved last_step() (a resumed run): the rates of that step.
   void set_last_step(int64_t step) {
     last_step_ = step;

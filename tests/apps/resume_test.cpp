@@ -1,6 +1,7 @@
 // Checkpoints against real faults, through the real programs: kill -9 at random moments (some
 // inside a save), SIGTERM mid-epoch, damaged checkpoints, a rank killed under `trainer launch
 // --max-restarts 1`, and a resume at another world size that sees every example once.
+#include <algorithm>
 #include <csignal>
 #include <fstream>
 #include <map>
@@ -297,6 +298,51 @@ TEST_F(Resume, ARankKilledUnderLaunchWithMaxRestartsIsRestartedAndTheRunEndsAsIf
             std::string::npos)
       << slurp(out + ".log");
   EXPECT_TRUE(slurp(out + "/model.safetensors") == slurp(base + "/model.safetensors"));
+}
+
+TEST_F(Resume, SigtermToTheLauncherSavesOneCheckpointFromEveryRankAtTheSameStep) {
+  std::string out = tmp_->file("launch_sigterm");
+  std::vector<std::string> argv = {testing::kTrainerBin, "launch",
+                                   "--nproc-per-node",   "2",
+                                   "--master-port",      std::to_string(testing::free_port())};
+  auto train =
+      with(with(train_argv(out), "--per_device_train_batch_size", "8"), "--save_steps", "1000");
+  argv.insert(argv.end(), train.begin(), train.end());
+  argv.insert(argv.end(), {"--logging_steps", "1"});
+  argv.erase(std::find(argv.begin() + 6, argv.end(), "--logging_steps") + 1);
+  argv.erase(std::find(argv.begin() + 6, argv.end(), "--logging_steps"));
+  int launcher = testing::start(argv, out + ".log", out + ".err");
+  ASSERT_GT(launcher, 0);
+  double deadline = testing::now_seconds() + 60;
+  while (slurp(out + ".log").find("'epoch': 0.3") == std::string::npos &&
+         testing::now_seconds() < deadline) {
+    ::usleep(1000);
+  }
+  ::kill(launcher, SIGTERM);
+  int status = wait_for(launcher);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143);
+  // Both ranks stopped at the same step boundary and say where the one checkpoint is.
+  std::string err = slurp(out + ".err");
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(err, match,
+                                std::regex("\\[rank0\\]: trainer: interrupted by SIGTERM at step "
+                                           "([0-9]+) of 20; saved ([^ ]+) ")))
+      << err;
+  EXPECT_NE(err.find("[rank1]: trainer: interrupted by SIGTERM at step " + match[1].str() +
+                     " of 20; saved " + match[2].str()),
+            std::string::npos)
+      << err;
+  auto checkpoints = io::list_checkpoints(out);
+  ASSERT_EQ(checkpoints.size(), 1u);
+  io::Manifest manifest = io::verify_checkpoint(checkpoints[0].path);
+  EXPECT_EQ(manifest.world_size, 2);
+  EXPECT_TRUE(manifest.find("rank_state_1.safetensors"));
+  // One process with the same total batch continues it.
+  auto resumed = run(command_of(with(train_argv(out), "--save_steps", "1000")) +
+                     "--resume_from_checkpoint true");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(resumed.err, "");
 }
 
 // The examples each rank read, counted by index, from accelerate_worker's files.

@@ -235,6 +235,47 @@ TEST(Checkpoint, SaveTotalLimitTwoWithLoadBestKeepsExactlyTheNewestAndTheBest) {
   expect_same_parameters(t.model(), *best);
 }
 
+TEST(Checkpoint, TheBestCheckpointOfAMovedRunIsLookedForInThisOutputDir) {
+  testing::TempDir dir;
+  auto args = args_in(dir.file("a"))
+                  .max_steps(6)
+                  .per_device_train_batch_size(16)
+                  .eval_strategy("steps")
+                  .eval_steps(2)
+                  .save_steps(2)
+                  .load_best_model_at_end(true)
+                  .metric_for_best_model("score");
+  Trainer first(fresh_model(), args, random_dataset(160), random_dataset(16, 9), nullptr,
+                scripted_score());
+  first.train();
+  EXPECT_EQ(first.state().best_model_checkpoint.value_or(""), dir.file("a/checkpoint-4"));
+  // The run moves; resumed from its step 4, its best is the moved checkpoint-4.
+  ASSERT_EQ(testing::run("mv " + dir.file("a") + " " + dir.file("b")).exit_code, 0);
+  Trainer moved(fresh_model(),
+                TrainingArguments(args)
+                    .output_dir(dir.file("b"))
+                    .resume_from_checkpoint(dir.file("b/checkpoint-4")),
+                random_dataset(160), random_dataset(16, 9), nullptr, scripted_score());
+  moved.train();
+  EXPECT_EQ(moved.state().best_model_checkpoint.value_or(""), dir.file("b/checkpoint-4"));
+}
+
+TEST(Checkpoint, RotationNeverRemovesTheCheckpointJustSaved) {
+  testing::TempDir dir;
+  Trainer full(fresh_model(), args_in(dir.path()).max_steps(10).save_steps(2), random_dataset(320));
+  full.train();
+  // Resumed from step 4 and stopped at 5, with the later steps of the first run still there.
+  Trainer resumed(fresh_model(),
+                  args_in(dir.path())
+                      .max_steps(5)
+                      .save_steps(1000)
+                      .save_total_limit(1)
+                      .resume_from_checkpoint(dir.file("checkpoint-4")),
+                  random_dataset(320));
+  resumed.train();
+  EXPECT_EQ(testing::run("ls " + dir.path()).out, "checkpoint-5\n");
+}
+
 TEST(Checkpoint, EarlyStoppingStopsAfterPatienceEvaluationsWithoutImprovement) {
   testing::TempDir dir;
   auto args = args_in(dir.path())
@@ -342,6 +383,22 @@ TEST(Checkpoint, ResumeRefusesAnotherBatchSizeOrAModelOnlyCheckpoint) {
               std::string::npos)
         << e.what();
   }
+  // A checkpoint under another step's name.
+  ASSERT_EQ(
+      testing::run("cp -R " + dir.file("checkpoint-2") + " " + dir.file("checkpoint-9")).exit_code,
+      0);
+  Trainer renamed(
+      fresh_model(),
+      args_in(dir.path()).max_steps(12).resume_from_checkpoint(dir.file("checkpoint-9")),
+      random_dataset(64));
+  try {
+    renamed.train();
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "checkpoint " + dir.file("checkpoint-9") +
+                                         " holds global step 2, not the step its name says");
+  }
+  ASSERT_EQ(testing::run("rm -r " + dir.file("checkpoint-9")).exit_code, 0);
   // A checkpoint of another model: the first tensor that does not fit is named.
   Trainer other_model(std::make_shared<TinyNet>(8),
                       args_in(dir.path()).max_steps(4).resume_from_checkpoint("true"),

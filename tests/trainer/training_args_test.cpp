@@ -187,6 +187,21 @@ TEST(TrainingArguments, ValuesOutOfRange) {
           R"({"load_best_model_at_end": true, "eval_strategy": "steps", "eval_steps": 3, "save_steps": 10})"),
       "argument load_best_model_at_end: true is not allowed (it needs save_steps (10) to be a "
       "multiple of eval_steps (3))");
+  EXPECT_EQ(
+      error_of(
+          R"({"load_best_model_at_end": true, "eval_strategy": "steps", "eval_steps": 0.1, "save_steps": 3})"),
+      "argument load_best_model_at_end: true is not allowed (it needs save_steps to be a "
+      "multiple of eval_steps, which cannot be told when one is a ratio and the other a "
+      "step count (save_steps 3.0, eval_steps 0.1))");
+  EXPECT_EQ(
+      error_of(
+          R"({"load_best_model_at_end": true, "eval_strategy": "steps", "eval_steps": 0.2, "save_steps": 0.1})"),
+      "argument load_best_model_at_end: true is not allowed (it needs save_steps (0.1) to be "
+      "a multiple of eval_steps (0.2))");
+  EXPECT_EQ(
+      error_of(
+          R"({"load_best_model_at_end": true, "eval_strategy": "steps", "eval_steps": 0.1, "save_steps": 0.3})"),
+      "no error");
   EXPECT_EQ(error_of(R"({"save_strategy": "best", "eval_strategy": "epoch"})"),
             "argument save_strategy: \"best\" is not allowed (it needs metric_for_best_model)");
   EXPECT_EQ(
