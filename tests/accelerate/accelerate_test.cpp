@@ -185,10 +185,11 @@ TEST(AccelerateData, RanksOfOneMachineHoldOneCopyOfTheDataSet) {
   EXPECT_GT(shared.data_pss_kib, shared.dataset_kib * 9 / 10);
   EXPECT_LT(shared.data_pss_kib, shared.dataset_kib * 11 / 10);
   // Decoded by each rank instead, the ranks hold n copies: the whole processes' PSS grows by
-  // about n - 1 copies.
+  // about n - 1 copies (at least 70 % of them: the libraries' share of the PSS moves with how
+  // many other processes map them at the moment, as tests running beside this one do).
   Pss separate = measure_pss(n, false, cache.path());
   EXPECT_EQ(separate.mapped, 0);
-  EXPECT_GT(separate.total_pss_kib - shared.total_pss_kib, (n - 1) * shared.dataset_kib * 8 / 10)
+  EXPECT_GT(separate.total_pss_kib - shared.total_pss_kib, (n - 1) * shared.dataset_kib * 7 / 10)
       << "shared " << shared.total_pss_kib << " KiB, separate " << separate.total_pss_kib << " KiB";
 }
 
