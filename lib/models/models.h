@@ -38,6 +38,13 @@ class BasicNet : public Model {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 
+// relu(max_pool2d(x, 2)), which equals max_pool2d(relu(x), 2) with the same gradients, bit for
+// bit (ReLU is monotone; a window whose maximum is not positive passes no gradient either way).
+// For contiguous float32 CPU input with even height and width it is one pass that keeps a 2-bit
+// argmax per output instead of LibTorch's int64 indices, and a backward that writes each
+// gradient once; anything else goes through LibTorch's max_pool2d and relu.
+torch::Tensor relu_max_pool2x2(const torch::Tensor& x);
+
 // A new model with freshly initialised parameters. Throws InputError for an unknown name,
 // listing the known ones.
 std::shared_ptr<Model> make_model(const std::string& name);

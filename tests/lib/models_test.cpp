@@ -25,6 +25,36 @@ TEST(BasicNet, ParameterNamesShapesAndCount) {
   EXPECT_EQ(num_trainable_parameters(*model), 1199882);
 }
 
+// relu_max_pool2x2 against LibTorch's relu then max_pool2d: the same values and gradients, bit for
+// bit, with ties, windows of negatives, zeros and NaN.
+TEST(ReluMaxPool2x2, EqualsReluThenMaxPoolValuesAndGradientsExactly) {
+  torch::manual_seed(3);
+  torch::Tensor x = torch::randn({3, 5, 8, 6});
+  x.index_put_({0, 0, 0, 0}, 0.5);  // a tie with its neighbour
+  x.index_put_({0, 0, 0, 1}, 0.5);
+  x.index_put_({1, 1}, -torch::rand({8, 6}));  // a plane of negatives: no gradient
+  x.index_put_({2, 2, 3, 3}, NAN);
+  x.index_put_({2, 3, 0, 0}, 0.0);
+  x = x.round(1);  // many ties
+  torch::Tensor a = x.clone().requires_grad_(true);
+  torch::Tensor b = x.clone().requires_grad_(true);
+  torch::Tensor ya = models::relu_max_pool2x2(a);
+  torch::Tensor yb = torch::relu(torch::max_pool2d(b, {2, 2}));
+  ASSERT_EQ(ya.sizes(), yb.sizes());
+  EXPECT_TRUE(torch::equal(ya.nan_to_num(7), yb.nan_to_num(7)));
+  torch::Tensor g = torch::randn_like(ya);
+  ya.backward(g);
+  yb.backward(g);
+  EXPECT_TRUE(torch::equal(a.grad(), b.grad()));
+  // Odd sizes and other dtypes take LibTorch's path, with its results.
+  torch::Tensor odd = torch::randn({2, 3, 5, 7});
+  EXPECT_TRUE(
+      torch::equal(models::relu_max_pool2x2(odd), torch::relu(torch::max_pool2d(odd, {2, 2}))));
+  torch::Tensor half = torch::randn({2, 3, 4, 4}).to(torch::kBFloat16);
+  EXPECT_TRUE(
+      torch::equal(models::relu_max_pool2x2(half), torch::relu(torch::max_pool2d(half, {2, 2}))));
+}
+
 TEST(BasicNet, OutputsLogProbabilities) {
   auto model = make_model("basic_net");
   model->eval();
