@@ -114,7 +114,12 @@ TEST_F(Resume, KillNineAtRandomMomentsThenResumingEndsByteIdenticalToTheUninterr
         ::usleep(200);
       }
     } else {
-      ::usleep(300000 + random() % 1200000);
+      // At a random moment after the first checkpoint (possibly after the run ended).
+      double deadline = testing::now_seconds() + 60;
+      while (!std::filesystem::exists(out + "/checkpoint-2") && testing::now_seconds() < deadline) {
+        ::usleep(1000);
+      }
+      ::usleep(random() % 1000000);
     }
     ::kill(pid, SIGKILL);
     wait_for(pid);
@@ -133,7 +138,8 @@ TEST_F(Resume, KillNineAtRandomMomentsThenResumingEndsByteIdenticalToTheUninterr
       EXPECT_NO_THROW(io::verify_checkpoint(checkpoint.path)) << checkpoint.path;
     }
   }
-  // Half the trials were killed inside a save, leaving its staging folder behind.
+  // Half the trials were killed inside a save, leaving its staging folder behind; the other half
+  // had a checkpoint to resume from.
   EXPECT_GE(inside_save, kTrials / 2 - 1);
   EXPECT_GE(resumed, kTrials / 2);
   std::printf("kill -9 trials: %d, inside a save: %d, resumed: %d\n", kTrials, inside_save,
