@@ -87,14 +87,22 @@ void train_ddp_accelerate(const Options& o) {
 
   prepared->train();
   auto start = std::chrono::steady_clock::now();
+  // The steady state leaves out the first tenth of the steps (warm-up: allocations, caches).
+  const int64_t warmup = train->size() / 10;
+  auto steady_start = start;
+  int64_t step = 0, steady_examples = 0;
   for (data::Batch batch : *train) {
     torch::Tensor output = prepared->forward(batch.at("x"));
     torch::Tensor loss = torch::nll_loss(output, batch.at("labels"));
     accelerator.backward(loss);
     prepared_optimizer->step();
     prepared_optimizer->zero_grad();
+    if (++step == warmup) steady_start = std::chrono::steady_clock::now();
+    if (step > warmup) steady_examples += batch.size() * accelerator.num_processes();
   }
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto end = std::chrono::steady_clock::now();
+  double seconds = std::chrono::duration<double>(end - start).count();
+  double steady_seconds = std::chrono::duration<double>(end - steady_start).count();
 
   prepared->eval();
   torch::NoGradGuard no_grad;
@@ -107,9 +115,12 @@ void train_ddp_accelerate(const Options& o) {
   }
   accelerator.print("Accuracy: {:.2f}",
                     100.0 * static_cast<double>(correct) / static_cast<double>(test_dset->size()));
-  accelerator.print("Throughput: {:.1f} samples/s ({} process{}, {:.1f} s)",
-                    static_cast<double>(train_dset->size()) / seconds, accelerator.num_processes(),
-                    accelerator.num_processes() > 1 ? "es" : "", seconds);
+  accelerator.print(
+      "Throughput: {:.1f} samples/s ({} process{}, {:.1f} s); steady state: {:.1f} samples/s "
+      "after the first {} steps",
+      static_cast<double>(train_dset->size()) / seconds, accelerator.num_processes(),
+      accelerator.num_processes() > 1 ? "es" : "", seconds,
+      static_cast<double>(steady_examples) / steady_seconds, warmup);
 }
 
 int main(int argc, char** argv) {
