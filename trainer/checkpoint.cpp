@@ -71,10 +71,30 @@ double scalar_value(const io::NamedTensors& tensors, const std::string& name,
 std::optional<std::string> reroot(const std::optional<std::string>& path,
                                   const std::string& output_dir) {
   if (!path) return std::nullopt;
-  size_t slash = path->find_last_of('/');
-  std::string base = slash == std::string::npos ? *path : path->substr(slash + 1);
-  if (base.rfind("checkpoint-", 0) != 0) return std::nullopt;
-  return io::join_path(output_dir, base);
+  std::optional<int64_t> step = io::checkpoint_step(*path);
+  if (!step) return std::nullopt;
+  return io::checkpoint_path(output_dir, *step);
+}
+
+// The name of a parameter that holds nan or inf, or nothing.
+std::optional<std::string> nonfinite_parameter(const torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (const auto& item : model.named_parameters()) {
+    if (!torch::isfinite(item.value()).all().item<bool>()) return item.key();
+  }
+  return std::nullopt;
+}
+
+// Rethrows the exception in flight from a failed save, a file's error prefixed with the
+// checkpoint it was for (InputError and anything else as they are).
+[[noreturn]] void rethrow_save_error(const std::string& target) {
+  try {
+    throw;
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(fmt::format("cannot save checkpoint {}: {}", target, e.what()));
+  }
 }
 
 // How a total batch size was made, for messages.
@@ -86,24 +106,22 @@ std::string batch_words(int64_t total, int64_t per_device, int64_t processes,
 
 }  // namespace
 
-std::string Trainer::checkpoint_to_resume(const std::optional<std::string>& requested) const {
+std::optional<Trainer::Resumable> Trainer::checkpoint_to_resume(
+    const std::optional<std::string>& requested) const {
   std::optional<std::string> wanted = requested ? requested : args_.resume_from_checkpoint();
   // A rank restarted by the launcher (torchrun's --max-restarts) continues from the newest good
   // checkpoint, or starts over when there is none yet.
   const int restart_count = dist::read_dist_env().restart_count;
   const bool restarted = restart_count > 0;
-  if (!wanted && !restarted) return "";
+  if (!wanted && !restarted) return std::nullopt;
   const bool newest = !wanted || *wanted == "true";
-  if (!newest) {
-    io::Manifest manifest = io::verify_checkpoint(*wanted);
-    (void)manifest;
-    return *wanted;
-  }
+  if (!newest) return Resumable{*wanted, io::verify_checkpoint(*wanted)};
   std::vector<io::CheckpointDir> found = io::list_checkpoints(args_.output_dir());
   std::vector<std::string> problems;
   for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    io::Manifest manifest;
     try {
-      io::verify_checkpoint(it->path);
+      manifest = io::verify_checkpoint(it->path);
     } catch (const InputError& e) {
       problems.push_back(e.what());
       continue;
@@ -113,7 +131,7 @@ std::string Trainer::checkpoint_to_resume(const std::optional<std::string>& requ
                    problems.front().c_str(), it->path.c_str());
       std::fflush(stderr);
     }
-    return it->path;
+    return Resumable{it->path, std::move(manifest)};
   }
   if (restarted && !wanted && found.empty()) {
     if (state_.is_world_process_zero) {
@@ -121,7 +139,7 @@ std::string Trainer::checkpoint_to_resume(const std::optional<std::string>& requ
                    restart_count, args_.output_dir().c_str());
       std::fflush(stderr);
     }
-    return "";
+    return std::nullopt;
   }
   if (found.empty()) {
     throw InputError(fmt::format(
@@ -133,9 +151,9 @@ std::string Trainer::checkpoint_to_resume(const std::optional<std::string>& requ
                                args_.output_dir(), problems.front()));
 }
 
-void Trainer::load_checkpoint(const std::string& dir, int64_t steps_per_epoch) {
-  // Verified again here: every process reads what it checked, just before reading it.
-  io::Manifest manifest = io::verify_checkpoint(dir);
+void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epoch) {
+  const std::string& dir = checkpoint.dir;
+  const io::Manifest& manifest = checkpoint.manifest;
   auto source = [&](const char* file) { return io::join_path(dir, file); };
   if (manifest.save_only_model) {
     throw InputError(fmt::format(
@@ -165,14 +183,11 @@ void Trainer::load_checkpoint(const std::string& dir, int64_t steps_per_epoch) {
     throw InputError(fmt::format("checkpoint {}: {} says global step {}, its manifest {}", dir,
                                  kStateFile, saved.global_step, manifest.global_step));
   }
-  {
-    size_t slash = dir.find_last_of('/');
-    std::string base = slash == std::string::npos ? dir : dir.substr(slash + 1);
-    if (base.rfind("checkpoint-", 0) == 0 &&
-        base != fmt::format("checkpoint-{}", manifest.global_step)) {
-      throw InputError(fmt::format("checkpoint {} holds global step {}, not the step its name says",
-                                   dir, manifest.global_step));
-    }
+  const size_t slash = dir.find_last_of('/');
+  if (dir.compare(slash == std::string::npos ? 0 : slash + 1, 11, "checkpoint-") == 0 &&
+      io::checkpoint_step(dir) != manifest.global_step) {
+    throw InputError(fmt::format("checkpoint {} holds global step {}, not the step its name says",
+                                 dir, manifest.global_step));
   }
   json scheduler = io::read_json_object(source(kSchedulerFile));
   if (!scheduler.contains("last_step") || !scheduler["last_step"].is_number_integer() ||
@@ -201,12 +216,10 @@ void Trainer::load_checkpoint(const std::string& dir, int64_t steps_per_epoch) {
     torch::NoGradGuard no_grad;
     io::load_state_dict(*model_, io::map_safetensors(source(kModelFile)).tensors,
                         source(kModelFile));
-    for (const auto& item : model_->named_parameters()) {
-      if (!torch::isfinite(item.value()).all().item<bool>()) {
-        throw InputError(fmt::format("checkpoint {}: {} holds weights that are not finite ({})",
-                                     dir, kModelFile, item.key()));
-      }
-    }
+  }
+  if (auto name = nonfinite_parameter(*model_)) {
+    throw InputError(fmt::format("checkpoint {}: {} holds weights that are not finite ({})", dir,
+                                 kModelFile, *name));
   }
   // The optimizer (LibTorch's archive of its state and options) and the schedule.
   try {
@@ -270,7 +283,7 @@ void Trainer::load_checkpoint(const std::string& dir, int64_t steps_per_epoch) {
   io::MappedSafetensors rank_state = io::map_safetensors(own);
   const torch::Tensor& cpu_state = named_tensor(rank_state.tensors, "cpu_rng_state", own);
   {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    at::Generator generator = default_generator(torch::kCPU);
     std::lock_guard<std::mutex> lock(generator.mutex());
     try {
       generator.set_state(cpu_state.clone());
@@ -323,15 +336,10 @@ std::string Trainer::save_checkpoint() {
   const std::string staging = io::join_path(output_dir, fmt::format(".tmp-checkpoint-{}", step));
   const bool main = accelerator.is_main_process();
   // Non-finite weights are never saved (every process holds the same weights: the same answer).
-  {
-    torch::NoGradGuard no_grad;
-    for (const auto& item : model_->named_parameters()) {
-      if (!torch::isfinite(item.value()).all().item<bool>()) {
-        throw std::runtime_error(fmt::format(
-            "the weights are not finite at step {} ({} holds nan or inf); they were not saved",
-            step, item.key()));
-      }
-    }
+  if (auto name = nonfinite_parameter(*model_)) {
+    throw std::runtime_error(fmt::format(
+        "the weights are not finite at step {} ({} holds nan or inf); they were not saved", step,
+        *name));
   }
   if (main) {
     io::remove_tree(staging);
@@ -343,7 +351,7 @@ std::string Trainer::save_checkpoint() {
       // Each process's random state and position, written by itself into the shared folder.
       io::NamedTensors tensors;
       {
-        at::Generator generator = at::detail::getDefaultCPUGenerator();
+        at::Generator generator = default_generator(torch::kCPU);
         std::lock_guard<std::mutex> lock(generator.mutex());
         tensors.emplace_back("cpu_rng_state", generator.get_state());
       }
@@ -364,13 +372,9 @@ std::string Trainer::save_checkpoint() {
       io::save_safetensors(io::join_path(staging, io::rank_state_name(accelerator.process_index())),
                            tensors, metadata);
     }
-  } catch (const std::runtime_error& e) {
-    if (main) io::remove_tree(staging);
-    if (dynamic_cast<const InputError*>(&e)) throw;
-    throw std::runtime_error(fmt::format("cannot save checkpoint {}: {}", target, e.what()));
   } catch (...) {
     if (main) io::remove_tree(staging);
-    throw;
+    rethrow_save_error(target);
   }
   accelerator.wait_for_everyone();
   if (main) {
@@ -421,13 +425,9 @@ std::string Trainer::save_checkpoint() {
       io::write_json(io::join_path(staging, io::kManifestName), manifest.to_json());
       io::sync_path(staging);
       io::move_into_place(staging, target);
-    } catch (const std::runtime_error& e) {
-      io::remove_tree(staging);
-      if (dynamic_cast<const InputError*>(&e)) throw;
-      throw std::runtime_error(fmt::format("cannot save checkpoint {}: {}", target, e.what()));
     } catch (...) {
       io::remove_tree(staging);
-      throw;
+      rethrow_save_error(target);
     }
     // An earlier run's checkpoints (overwrite_output_dir) go once this run has one of its own.
     for (const std::string& earlier : earlier_checkpoints_) {

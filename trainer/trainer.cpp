@@ -308,8 +308,8 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
   last_saved_step_ = -1;
   earlier_checkpoints_.clear();
 
-  const std::string checkpoint = checkpoint_to_resume(resume_from_checkpoint);
-  if (checkpoint.empty() && args_.overwrite_output_dir() && state_.is_world_process_zero) {
+  const std::optional<Resumable> checkpoint = checkpoint_to_resume(resume_from_checkpoint);
+  if (!checkpoint && args_.overwrite_output_dir() && state_.is_world_process_zero) {
     for (const auto& earlier : io::list_checkpoints(args_.output_dir()))
       earlier_checkpoints_.push_back(earlier.path);
   }
@@ -322,15 +322,15 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
   lr_scheduler_ = create_scheduler(max_steps, *optimizer_);
   if (!lr_scheduler_) throw std::logic_error("Trainer: create_scheduler returned no scheduler");
   auto optimizer = accelerator.prepare(optimizer_);
-  if (!checkpoint.empty()) load_checkpoint(checkpoint, steps_per_epoch);
+  if (checkpoint) load_checkpoint(*checkpoint, steps_per_epoch);
 
   if (state_.is_world_process_zero) {
     std::string text = banner(train_dataset_->size(), num_epochs);
-    if (!checkpoint.empty()) {
+    if (checkpoint) {
       text += fmt::format(
           "  Continuing training from checkpoint {} (global step {}, epoch {}): skipping the "
           "first {} batches of epoch {}\n",
-          checkpoint, state_.global_step, position_.epoch,
+          checkpoint->dir, state_.global_step, position_.epoch,
           args_.ignore_data_skip() ? 0 : position_.steps_in_epoch * accumulation, position_.epoch);
     }
     std::fputs(text.c_str(), stdout);

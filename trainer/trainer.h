@@ -17,6 +17,7 @@
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
 #include "lib/accelerate/accelerator.h"
+#include "lib/io/checkpoint_files.h"
 #include "lib/models/models.h"
 #include "lib/optim/lr_scheduler.h"
 #include "trainer/trainer_state.h"
@@ -149,10 +150,15 @@ class Trainer {
 
  private:
   std::string banner(int64_t num_examples, int64_t num_epochs) const;
-  // The checkpoint train() resumes from ("" for none), verified; see train().
-  std::string checkpoint_to_resume(const std::optional<std::string>& requested) const;
+  // A checkpoint folder and its manifest, verified (every file's size and CRC-32).
+  struct Resumable {
+    std::string dir;
+    io::Manifest manifest;
+  };
+  // The checkpoint train() resumes from, verified (none: a fresh run); see train().
+  std::optional<Resumable> checkpoint_to_resume(const std::optional<std::string>& requested) const;
   // Loads a verified checkpoint into the model, optimizer, schedule, state and loop position.
-  void load_checkpoint(const std::string& dir, int64_t steps_per_epoch);
+  void load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epoch);
   // After an evaluation: whether `metrics` hold a new best metric_for_best_model.
   bool update_best_metric(const Metrics& metrics);
   // Removes the oldest checkpoints past save_total_limit, never the best (main process).

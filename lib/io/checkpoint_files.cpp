@@ -39,15 +39,6 @@ std::string base_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// A step number in a folder name: digits only, no sign, at most 18 of them.
-bool parse_step(const std::string& digits, int64_t& step) {
-  if (digits.empty() || digits.size() > 18) return false;
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
-  step = std::stoll(digits);
-  return true;
-}
-
 }  // namespace
 
 json Manifest::to_json() const {
@@ -243,25 +234,34 @@ Manifest verify_checkpoint(const std::string& dir) {
   return manifest;
 }
 
+std::optional<int64_t> checkpoint_step(const std::string& path) {
+  const std::string name = base_of(path);
+  const std::string prefix = "checkpoint-";
+  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  const std::string digits = name.substr(prefix.size());
+  if (digits.empty() || digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  const int64_t step = std::stoll(digits);
+  // checkpoint-007 is not checkpoint-7's name.
+  if (name != fmt::format("checkpoint-{}", step)) return std::nullopt;
+  return step;
+}
+
 std::string checkpoint_path(const std::string& output_dir, int64_t step) {
   return join_path(output_dir, fmt::format("checkpoint-{}", step));
 }
 
 std::vector<CheckpointDir> list_checkpoints(const std::string& output_dir) {
   std::vector<CheckpointDir> found;
-  const std::string prefix = "checkpoint-";
   for (const std::string& name : list_directory(output_dir)) {
-    int64_t step = 0;
-    if (name.compare(0, prefix.size(), prefix) != 0 ||
-        !parse_step(name.substr(prefix.size()), step)) {
-      continue;
-    }
-    // checkpoint-007 is not checkpoint-7's name.
-    if (name != fmt::format("checkpoint-{}", step)) continue;
+    std::optional<int64_t> step = checkpoint_step(name);
+    if (!step) continue;
     std::string path = join_path(output_dir, name);
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-    found.push_back({step, path});
+    found.push_back({*step, path});
   }
   std::sort(found.begin(), found.end(),
             [](const CheckpointDir& a, const CheckpointDir& b) { return a.step < b.step; });

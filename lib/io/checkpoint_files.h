@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,10 @@ struct CheckpointDir {
   std::string path;
 };
 std::vector<CheckpointDir> list_checkpoints(const std::string& output_dir);
+
+// The step of a path whose last part is checkpoint-<step> as checkpoint_path() writes it (no sign,
+// no leading zeros, at most 18 digits); nothing for any other name.
+std::optional<int64_t> checkpoint_step(const std::string& path);
 
 // "<output_dir>/checkpoint-<step>".
 std::string checkpoint_path(const std::string& output_dir, int64_t step);
