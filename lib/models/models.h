@@ -45,6 +45,15 @@ class BasicNet : public Model {
 // gradient once; anything else goes through LibTorch's max_pool2d and relu.
 torch::Tensor relu_max_pool2x2(const torch::Tensor& x);
 
+// dropout(relu_max_pool2x2(x), p) in one pass, with a contiguous NCHW result; x may be NCHW or
+// channels-last. Pooling and ReLU are exactly LibTorch's; the dropout mask is drawn from a
+// SplitMix64 stream seeded by one 64-bit draw from LibTorch's default CPU generator (so
+// manual_seed and the saved generator state reproduce it), keeping each element with probability
+// (1-p) to 2^-32 and scaling kept ones by 1/(1-p). Not the same random stream as LibTorch's
+// bernoulli_, which costs ~6 ms a BasicNet step on one core against ~0.3 ms here. Other dtypes,
+// devices and odd sizes take LibTorch's ops. Throws std::invalid_argument for p outside [0, 1].
+torch::Tensor relu_max_pool2x2_dropout(const torch::Tensor& x, double p, bool train);
+
 // A new model with freshly initialised parameters. Throws InputError for an unknown name,
 // listing the known ones.
 std::shared_ptr<Model> make_model(const std::string& name);
