@@ -5,6 +5,7 @@
 //   accelerate_basic [--num-processes N] [--dataset-dir DIR] [--max-train-samples N]
 //                    [--max-eval-samples N] [--mixed-precision no|bf16]
 // Prints the test accuracy and the training throughput (main process only).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -91,7 +92,13 @@ void train_ddp_accelerate(const Options& o) {
   const int64_t warmup = train->size() / 10;
   auto steady_start = start;
   int64_t step = 0, steady_examples = 0;
-  for (data::Batch batch : *train) {
+  double data_seconds = 0;  // gathering and collating batches, in the steady state
+  for (auto it = train->begin(); it != train->end(); ++it) {
+    auto fetch = std::chrono::steady_clock::now();
+    data::Batch batch = *it;
+    if (step >= warmup)
+      data_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - fetch).count();
     torch::Tensor output = prepared->forward(batch.at("x"));
     torch::Tensor loss = torch::nll_loss(output, batch.at("labels"));
     accelerator.backward(loss);
@@ -117,10 +124,12 @@ void train_ddp_accelerate(const Options& o) {
                     100.0 * static_cast<double>(correct) / static_cast<double>(test_dset->size()));
   accelerator.print(
       "Throughput: {:.1f} samples/s ({} process{}, {:.1f} s); steady state: {:.1f} samples/s "
-      "after the first {} steps",
+      "after the first {} steps, of which data {:.3f} ms a step ({:.2f}%)",
       static_cast<double>(train_dset->size()) / seconds, accelerator.num_processes(),
       accelerator.num_processes() > 1 ? "es" : "", seconds,
-      static_cast<double>(steady_examples) / steady_seconds, warmup);
+      static_cast<double>(steady_examples) / steady_seconds, warmup,
+      1e3 * data_seconds / static_cast<double>(std::max<int64_t>(1, step - warmup)),
+      100.0 * data_seconds / steady_seconds);
 }
 
 int main(int argc, char** argv) {
