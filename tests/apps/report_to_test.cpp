@@ -6,7 +6,6 @@
 #include <map>
 #include <random>
 #include <regex>
-#include <sstream>
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -23,6 +22,7 @@ namespace trainer {
 namespace report_to_test {
 
 using nlohmann::json;
+using testing::lines_of;
 using testing::run;
 using testing::slurp;
 using testing::TempDir;
@@ -39,34 +39,15 @@ class ReportTo : public ::testing::Test {
 
   static std::vector<std::string> train_argv(const std::string& out, const std::string& report_to,
                                              int max_steps = 6) {
-    return {testing::kTrainerBin,
-            "train",
-            "--dataset_dir",
-            tmp_->file("data"),
-            "--output_dir",
-            out,
-            "--per_device_train_batch_size",
-            "16",
-            "--max_steps",
-            std::to_string(max_steps),
-            "--logging_steps",
-            "1",
-            "--eval_strategy",
-            "steps",
-            "--eval_steps",
-            "3",
-            "--learning_rate",
-            "1e-3",
-            "--disable_tqdm",
-            "true",
-            "--report_to",
-            report_to};
+    return testing::train_argv(
+        tmp_->file("data"), out,
+        {"--per_device_train_batch_size", "16", "--max_steps", std::to_string(max_steps),
+         "--logging_steps", "1", "--eval_strategy", "steps", "--eval_steps", "3", "--learning_rate",
+         "1e-3", "--disable_tqdm", "true", "--report_to", report_to});
   }
   static std::string train_command(const std::string& out, const std::string& report_to,
                                    const std::string& extra = "") {
-    std::string command;
-    for (const auto& arg : train_argv(out, report_to)) command += arg + " ";
-    return command + extra;
+    return testing::command_line(train_argv(out, report_to)) + extra;
   }
   static TempDir* tmp_;
 };
@@ -75,13 +56,6 @@ TempDir* ReportTo::tmp_ = nullptr;
 std::vector<json> log_history(const std::string& out) {
   json state = json::parse(slurp(out + "/trainer_state.json"));
   return state["log_history"].get<std::vector<json>>();
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 std::vector<json> jsonl_entries(const std::string& path) {
