@@ -2,6 +2,7 @@
 // Transformers' arguments, outputs and printed metrics, on one process or on every process a
 // launcher started (only the main one prints and writes); `trainer launch` starts them. Bad input
 // exits 2 with one line.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include "lib/io/safetensors.h"
 #include "lib/io/text.h"
 #include "lib/models/models.h"
+#include "trainer/integrations.h"
 #include "trainer/trainer.h"
 
 namespace {
@@ -140,6 +142,10 @@ int train(const TrainingArguments& args) {
   if (output) {
     for (const std::string& name : io::run_result_files()) {
       batch.remove_on_commit(io::join_path(args.output_dir(), name));
+    }
+    const auto reports = args.effective_report_to();
+    if (std::find(reports.begin(), reports.end(), "jsonl") == reports.end()) {
+      batch.remove_on_commit(io::join_path(args.output_dir(), JsonlCallback::kFileName));
     }
   }
   batch.commit();

@@ -1,6 +1,8 @@
-# Shared settings for the scripts: the pinned torch wheel, where its virtual environment lives,
-# and how to configure and build the project. Sourced, not run.
+# Shared settings for the scripts: the pinned torch and tensorboard wheels, where their virtual
+# environment lives, and how to configure and build the project. Sourced, not run.
 TORCH_VERSION="${TORCH_VERSION:-2.11.0}"
+# TensorBoard's own reader (EventAccumulator) checks the event files of report_to tensorboard.
+TENSORBOARD_VERSION="2.21.0"
 TRAINER_CACHE="${TRAINER_CACHE:-$HOME/.cache/trainer}"
 TORCH_VENV="${TORCH_VENV:-$TRAINER_CACHE/venv-torch-$TORCH_VERSION}"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -109,6 +109,13 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
 ProcessResult run(const std::string& command) {
   TempDir dir;
   std::string full =
@@ -119,6 +126,20 @@ ProcessResult run(const std::string& command) {
   result.out = slurp(dir.file("out"));
   result.err = slurp(dir.file("err"));
   return result;
+}
+
+std::string command_line(const std::vector<std::string>& argv) {
+  std::string command;
+  for (const auto& arg : argv) command += arg + " ";
+  return command;
+}
+
+std::vector<std::string> train_argv(const std::string& dataset_dir, const std::string& output_dir,
+                                    const std::vector<std::string>& arguments) {
+  std::vector<std::string> argv = {kTrainerBin, "train",        "--dataset_dir",
+                                   dataset_dir, "--output_dir", output_dir};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  return argv;
 }
 
 int start(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {

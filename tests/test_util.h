@@ -45,6 +45,13 @@ struct ProcessResult {
 // Runs `command` through /bin/sh, capturing stdout and stderr.
 ProcessResult run(const std::string& command);
 
+// `argv` as a command line for run(): its words, each followed by a space (none may need quotes).
+std::string command_line(const std::vector<std::string>& argv);
+
+// `trainer train --dataset_dir DATA --output_dir OUT ARGUMENTS...` as argv for start().
+std::vector<std::string> train_argv(const std::string& dataset_dir, const std::string& output_dir,
+                                    const std::vector<std::string>& arguments);
+
 // A TCP port that was free a moment ago (the kernel's choice for port 0).
 int free_port();
 
@@ -77,5 +84,8 @@ int start(const std::vector<std::string>& argv, const std::string& out, const st
 
 // Reads a whole file into a string ("" when missing).
 std::string slurp(const std::string& path);
+
+// The lines of `text`, without their newlines.
+std::vector<std::string> lines_of(const std::string& text);
 
 }  // namespace trainer::testing

@@ -17,6 +17,7 @@
 #include "lib/io/text.h"
 #include "lib/optim/adamw.h"
 #include "trainer/callbacks.h"
+#include "trainer/integrations.h"
 
 namespace trainer {
 
@@ -137,6 +138,8 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
   state_.is_world_process_zero = accelerator_->is_main_process();
   state_.is_local_process_zero = accelerator_->is_local_main_process();
   callbacks_.push_back(std::make_shared<DefaultFlowCallback>());
+  // report_to's integrations, after the flow callback as in Transformers.
+  for (auto& callback : make_report_callbacks(args_)) callbacks_.push_back(std::move(callback));
   if (state_.is_world_process_zero) callbacks_.push_back(make_console_callback(args_));
   if (args_.early_stopping_patience()) {
     callbacks_.push_back(std::make_shared<EarlyStoppingCallback>(*args_.early_stopping_patience(),

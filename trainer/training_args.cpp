@@ -350,7 +350,12 @@ const std::vector<Spec>& specs() {
       SPEC(bool, remove_unused_columns,
            "Accepted for compatibility; batches keep what the collator builds."),
       SPEC(bool, disable_tqdm, "No progress bar, only the log lines."),
-      SPEC(std::vector<std::string>, report_to, "Integrations to report to: only \"none\"."),
+      SPEC(std::vector<std::string>, report_to,
+           "Integrations to report the logs to: tensorboard (event files under logging_dir), "
+           "jsonl (output_dir/log_history.jsonl, one line per log as it happens), all, or none."),
+      SPEC(std::optional<std::string>, logging_dir,
+           "Where report_to tensorboard writes (default: $TENSORBOARD_LOGGING_DIR, else "
+           "output_dir/runs/<Mon DD_HH-MM-SS>_<host>)."),
       SPEC(std::optional<std::string>, run_name, "Name of the run (default: output_dir)."),
       SPEC(std::string, model_name, "Model to train, by name: basic_net."),
       SPEC(std::string, dataset_name, "fashion_mnist or mnist (MNIST-format files)."),
@@ -412,7 +417,6 @@ const std::vector<std::string>& unsupported_keys() {
                                                 "log_level",
                                                 "log_level_replica",
                                                 "log_on_each_node",
-                                                "logging_dir",
                                                 "logging_nan_inf_filter",
                                                 "lr_scheduler_kwargs",
                                                 "mp_parameters",
@@ -712,7 +716,15 @@ void TrainingArguments::validate() const {
           std::to_string(*ddp_bucket_cap_mb_), "must be in 1..1048576");
   }
   if (data_seed_) check(*data_seed_ >= 0, "data_seed", std::to_string(*data_seed_), "must be >= 0");
-  for (const auto& target : report_to_) check_choice("report_to", target, {"none"});
+  std::vector<std::string> report_choices = report_integrations();
+  report_choices.insert(report_choices.begin(), {"none", "all"});
+  for (const auto& target : report_to_) {
+    check_choice("report_to", target, report_choices);
+    check(report_to_.size() == 1 || (target != "none" && target != "all"), "report_to",
+          shown(json(report_to_)), fmt::format("\"{}\" goes alone", target));
+  }
+  if (logging_dir_)
+    check(!logging_dir_->empty(), "logging_dir", "\"\"", "a directory path, or null");
   check_choice("model_name", model_name_, models::model_names());
   check_choice("dataset_name", dataset_name_, {"fashion_mnist", "mnist"});
   check(dataset_name_ != "mnist" || !dataset_dir_.empty(), "dataset_dir", "\"\"",
@@ -738,6 +750,20 @@ std::vector<TrainingArguments::Description> TrainingArguments::describe() {
   std::vector<Description> out;
   for (const auto& spec : specs())
     out.push_back({spec.name, spec.get(defaults).dump(), spec.help, spec.kind});
+  return out;
+}
+
+const std::vector<std::string>& TrainingArguments::report_integrations() {
+  static const std::vector<std::string> names = {"tensorboard", "jsonl"};
+  return names;
+}
+
+std::vector<std::string> TrainingArguments::effective_report_to() const {
+  std::vector<std::string> out;
+  for (const std::string& name : report_integrations()) {
+    bool named = std::find(report_to_.begin(), report_to_.end(), name) != report_to_.end();
+    if (named || report_to_ == std::vector<std::string>{"all"}) out.push_back(name);
+  }
   return out;
 }
 

@@ -76,6 +76,9 @@ class TrainingArguments {
   TRAINER_ARG(bool, remove_unused_columns, true);
   TRAINER_ARG(bool, disable_tqdm, false);
   TRAINER_ARG(std::vector<std::string>, report_to, {"none"});
+  // Where report_to tensorboard writes (null: $TENSORBOARD_LOGGING_DIR, else
+  // output_dir/runs/<Mon DD_HH-MM-SS>_<host>, as Transformers).
+  TRAINER_ARG(std::optional<std::string>, logging_dir, std::nullopt);
   TRAINER_ARG(std::optional<std::string>, run_name, std::nullopt);
   TRAINER_ARG(std::string, model_name, "basic_net");
   TRAINER_ARG(std::string, dataset_name, "fashion_mnist");
@@ -123,6 +126,11 @@ class TrainingArguments {
   int64_t sampler_seed() const { return data_seed_.value_or(seed_); }
   // eval_steps if set, else logging_steps.
   double effective_eval_steps() const { return eval_steps_.value_or(logging_steps_); }
+  // The integrations report_to names, "all" spelled out, "none" and repeats dropped, in the
+  // order of report_integrations().
+  std::vector<std::string> effective_report_to() const;
+  // Every integration report_to can name.
+  static const std::vector<std::string>& report_integrations();
   // run_name if set, else output_dir.
   std::string effective_run_name() const { return run_name_.value_or(output_dir_); }
   // dataset_dir if set, else the dataset's default location.

@@ -79,12 +79,31 @@ WriteBatch* g_batch = nullptr;  // the open WriteBatch, if any (one per process)
       full && ::access(path.c_str(), F_OK) == 0 ? " (the file that was there is kept)" : ""));
 }
 
+// A log that cannot grow keeps what it holds: no note on a kept file.
+[[noreturn]] void append_failed(const std::string& path, int error) {
+  throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(error)));
+}
+
 // Makes a rename in `dir` durable.
 void sync_directory(const std::string& dir) {
   int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
   ::fsync(fd);
   ::close(fd);
+}
+
+// Writes all of `data` to `fd`; returns 0, or the errno of the failure.
+int write_all(int fd, const std::string& data) {
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : ENOSPC;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return 0;
 }
 
 // Writes `data` to a new temporary file beside `path` and flushes it to the disk; returns its
@@ -109,15 +128,7 @@ std::string write_temporary(const std::string& path, const std::string& data) {
     std::remove(tmp.c_str());
     write_failed(path, error);
   };
-  const char* p = data.data();
-  size_t left = data.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(n < 0 ? errno : ENOSPC);
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  if (int error = write_all(fd, data)) fail(error);
   if (::fsync(fd) != 0) fail(errno);
   if (::close(fd) != 0) {
     int error = errno;
@@ -146,6 +157,24 @@ void write_file_atomic(const std::string& path, const std::string& data) {
   }
   rename_into_place(tmp, path);
   sync_directory(std::filesystem::path(path).parent_path().string());
+}
+
+AppendFile::AppendFile(const std::string& path, bool truncate) : path_(path) {
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  if (!parent.empty()) make_directories(parent);
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0),
+               0666);
+  if (fd_ < 0) append_failed(path, errno);
+}
+
+AppendFile::~AppendFile() { ::close(fd_); }
+
+void AppendFile::append(const std::string& data) {
+  if (int error = write_all(fd_, data)) append_failed(path_, error);
+}
+
+void AppendFile::sync() {
+  if (::fsync(fd_) != 0) append_failed(path_, errno);
 }
 
 WriteBatch::WriteBatch() {

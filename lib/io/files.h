@@ -45,6 +45,25 @@ class WriteBatch {
   std::vector<std::string> removed_;
 };
 
+// A file that grows as a run goes (a log): each append() reaches the operating system at once, so
+// a killed process loses nothing appended. Throws std::runtime_error "cannot write <path>: ...".
+class AppendFile {
+ public:
+  // Opens `path` for appending, creating it and its missing parents; `truncate` empties it first.
+  AppendFile(const std::string& path, bool truncate);
+  ~AppendFile();
+  AppendFile(const AppendFile&) = delete;
+  AppendFile& operator=(const AppendFile&) = delete;
+  void append(const std::string& data);
+  // Flushes the file to the disk.
+  void sync();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 // Creates `dir` and its missing parents (mkdir -p) with POSIX calls (LibTorch exports a copy of
 // std::filesystem that some builds bind to). Returns the directories it created, deepest first.
 // Throws std::runtime_error "cannot create <label> <dir>: <reason>".

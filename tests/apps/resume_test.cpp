@@ -35,24 +35,10 @@ class Resume : public ::testing::Test {
   static void TearDownTestSuite() { delete tmp_; }
 
   static std::vector<std::string> train_argv(const std::string& out) {
-    return {testing::kTrainerBin,
-            "train",
-            "--dataset_dir",
-            tmp_->file("data"),
-            "--output_dir",
-            out,
-            "--per_device_train_batch_size",
-            "16",
-            "--num_train_epochs",
-            "2",
-            "--save_steps",
-            "2",
-            "--logging_steps",
-            "3",
-            "--learning_rate",
-            "1e-3",
-            "--disable_tqdm",
-            "true"};
+    return testing::train_argv(
+        tmp_->file("data"), out,
+        {"--per_device_train_batch_size", "16", "--num_train_epochs", "2", "--save_steps", "2",
+         "--logging_steps", "3", "--learning_rate", "1e-3", "--disable_tqdm", "true"});
   }
   // train_argv with `name`'s value replaced.
   static std::vector<std::string> with(std::vector<std::string> argv, const std::string& name,
@@ -62,13 +48,8 @@ class Resume : public ::testing::Test {
     }
     return argv;
   }
-  static std::string command_of(const std::vector<std::string>& argv) {
-    std::string command;
-    for (const auto& arg : argv) command += arg + " ";
-    return command;
-  }
   static std::string train_command(const std::string& out, const std::string& extra = "") {
-    return command_of(train_argv(out)) + extra;
+    return testing::command_line(train_argv(out)) + extra;
   }
   // The uninterrupted run's model.safetensors, trained once per test.
   static std::string baseline() {
@@ -180,7 +161,7 @@ TEST_F(Resume, SigtermMidEpochSavesAtTheNextStepBoundaryAndResumingEqualsTheUnin
   // Nothing but the checkpoint was written: the run's results come when it ends.
   EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors"));
 
-  auto result = run(command_of(with(train_argv(out), "--save_steps", "1000")) +
+  auto result = run(testing::command_line(with(train_argv(out), "--save_steps", "1000")) +
                     "--resume_from_checkpoint true");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.out.find("Continuing training from checkpoint " + match[2].str() +
@@ -267,7 +248,7 @@ TEST_F(Resume, ARankKilledUnderLaunchWithMaxRestartsIsRestartedAndTheRunEndsAsIf
     return argv;
   };
   std::string base = tmp_->file("ranks_base");
-  auto uninterrupted = run(command_of(two_ranks(base)));
+  auto uninterrupted = run(testing::command_line(two_ranks(base)));
   ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.err;
 
   std::string out = tmp_->file("ranks");
@@ -345,7 +326,7 @@ TEST_F(Resume, SigtermToTheLauncherSavesOneCheckpointFromEveryRankAtTheSameStep)
   EXPECT_EQ(manifest.world_size, 2);
   EXPECT_TRUE(manifest.find("rank_state_1.safetensors"));
   // One process with the same total batch continues it.
-  auto resumed = run(command_of(with(train_argv(out), "--save_steps", "1000")) +
+  auto resumed = run(testing::command_line(with(train_argv(out), "--save_steps", "1000")) +
                      "--resume_from_checkpoint true");
   EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_EQ(resumed.err, "");

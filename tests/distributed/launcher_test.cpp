@@ -6,7 +6,6 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -157,13 +156,6 @@ std::string write_script(const TempDir& dir, const std::string& name, const std:
   return path;
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 // "trainer launch: rank R (local rank R, pid P)<tail>" for some pid P.
 void expect_rank_line(const std::string& line, int rank, const std::string& tail) {
   std::string head = fmt::format("trainer launch: rank {0} (local rank {0}, pid ", rank);
@@ -192,7 +184,7 @@ exec sleep 30
   auto result = run(launch("--nproc-per-node 2 --max-restarts 1 --grace-period 1 " + program));
   EXPECT_LT(testing::now_seconds() - start, 5.0);
   EXPECT_EQ(result.exit_code, 0) << result.err;
-  auto err = lines_of(result.err);
+  auto err = testing::lines_of(result.err);
   ASSERT_EQ(err.size(), 1u) << result.err;
   expect_rank_line(err[0], 1, " exited with code 1; restarting every rank (restart 1 of 1)");
   for (const char* line : {"[rank0]: count=0 max=1\n", "[rank1]: count=0 max=1\n",
@@ -213,13 +205,13 @@ TEST(Launcher, MaxRestartsGivesUpAfterTheLastRestartAndLeavesNoProcess) {
                     "--grace-period 1 " + program);
   EXPECT_LT(testing::now_seconds() - start, 5.0);
   EXPECT_EQ(result.exit_code, 1) << result.err;
-  auto err = lines_of(result.err);
+  auto err = testing::lines_of(result.err);
   ASSERT_EQ(err.size(), 3u) << result.err;
   expect_rank_line(err[0], 0, " exited with code 1; restarting every rank (restart 1 of 2)");
   expect_rank_line(err[1], 0, " exited with code 1; restarting every rank (restart 2 of 2)");
   expect_rank_line(err[2], 0, " exited with code 1; gave up after 2 restarts");
   EXPECT_EQ(testing::slurp(dir.file("runs")), "0\n1\n2\n");
-  for (const auto& pid : lines_of(testing::slurp(dir.file("pids")))) {
+  for (const auto& pid : testing::lines_of(testing::slurp(dir.file("pids")))) {
     EXPECT_FALSE(alive(std::stoi(pid))) << "rank 1's pid " << pid << " is still running";
   }
 }
@@ -231,7 +223,7 @@ TEST(Launcher, MaxRestartsDoesNotRestartAfterBadInput) {
       "if [ $RANK = 1 ]; then echo run >> " + dir.file("runs") + "; exit 2; fi\nexec sleep 30\n");
   auto result = run(launch("--nproc-per-node 2 --max-restarts 3 --grace-period 1 " + program));
   EXPECT_EQ(result.exit_code, 2) << result.err;
-  auto err = lines_of(result.err);
+  auto err = testing::lines_of(result.err);
   ASSERT_EQ(err.size(), 1u) << result.err;
   expect_rank_line(err[0], 1, " exited with code 2; stopping the other ranks");
   EXPECT_EQ(testing::slurp(dir.file("runs")), "run\n");

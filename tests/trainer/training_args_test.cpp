@@ -74,6 +74,23 @@ TEST(TrainingArguments, JsonThenOverrides) {
   EXPECT_EQ(a.max_train_samples(), 2000);
 }
 
+TEST(TrainingArguments, ReportToSpellsOutAllAndDropsNoneAndRepeats) {
+  auto integrations = [](const std::string& text) {
+    TrainingArguments a;
+    a.set_from_text("report_to", text);
+    a.validate();
+    return a.effective_report_to();
+  };
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(TrainingArguments().effective_report_to(), Names{});
+  EXPECT_EQ(integrations("none"), Names{});
+  EXPECT_EQ(integrations("[]"), Names{});
+  EXPECT_EQ(integrations("all"), (Names{"tensorboard", "jsonl"}));
+  EXPECT_EQ(integrations("jsonl,tensorboard,jsonl"), (Names{"tensorboard", "jsonl"}));
+  EXPECT_EQ(integrations("[\"jsonl\"]"), Names{"jsonl"});
+  EXPECT_EQ(TrainingArguments::report_integrations(), (Names{"tensorboard", "jsonl"}));
+}
+
 TEST(TrainingArguments, ToJsonRoundTrips) {
   auto a = TrainingArguments()
                .learning_rate(3e-4)
@@ -168,7 +185,15 @@ TEST(TrainingArguments, ValuesOutOfRange) {
   EXPECT_EQ(error_of(R"({"model_name": "gpt2"})"),
             "argument model_name: \"gpt2\" is not allowed (allowed: basic_net)");
   EXPECT_EQ(error_of(R"({"report_to": "wandb"})"),
-            "argument report_to: \"wandb\" is not allowed (allowed: none)");
+            "argument report_to: \"wandb\" is not allowed (allowed: none, all, tensorboard, "
+            "jsonl)");
+  EXPECT_EQ(error_of(R"({"report_to": ["tensorboard", "none"]})"),
+            "argument report_to: [\"tensorboard\",\"none\"] is not allowed (\"none\" goes "
+            "alone)");
+  EXPECT_EQ(error_of(R"({"report_to": ["all", "jsonl"]})"),
+            "argument report_to: [\"all\",\"jsonl\"] is not allowed (\"all\" goes alone)");
+  EXPECT_EQ(error_of(R"({"logging_dir": ""})"),
+            "argument logging_dir: \"\" is not allowed (a directory path, or null)");
   EXPECT_EQ(error_of(R"({"save_strategy": "always"})"),
             "argument save_strategy: \"always\" is not allowed (allowed: no, steps, epoch, best)");
   EXPECT_EQ(error_of(R"({"save_steps": 2.5})"),
