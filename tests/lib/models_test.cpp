@@ -75,7 +75,9 @@ TEST(ReluMaxPool2x2, ChannelsLastInputGivesTheSameValuesAndGradients) {
     ya.backward(g);
     yb.backward(g);
     EXPECT_TRUE(torch::equal(a.grad(), b.grad())) << channels;
-    if (channels > 1) EXPECT_TRUE(a.grad().is_contiguous(torch::MemoryFormat::ChannelsLast));
+    if (channels > 1) {
+      EXPECT_TRUE(a.grad().is_contiguous(torch::MemoryFormat::ChannelsLast));
+    }
   }
 }
 
