@@ -450,10 +450,10 @@ json parse_state(const std::string& text, const std::string& path) {
   };
   try {
     return parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
     try {
       return parse(python_constants_as_null(text));
-    } catch (const json::parse_error&) {
+    } catch (const json::exception&) {
       throw InputError(fmt::format("{} is not valid JSON: {}", path, e.what()));
     }
   }

@@ -186,6 +186,17 @@ TEST(Plot, PythonsNanAndInfinityReadAsMissingValues) {
   EXPECT_EQ(run.source, dir.path());
 }
 
+TEST(Plot, ANumberPastDoubleIsInvalidJsonNotACrash) {
+  // fuzz/regressions/plot/number-overflow-*: nlohmann's out_of_range, not a parse_error.
+  try {
+    plot_run_from_state(R"({"log_history": [{"loss": 1e400, "step": 1}]})", "s.json", "r");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("s.json is not valid JSON: "), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Plot, TheLegendNamesARunByItsRunName) {
   TempDir dir;
   std::ofstream(dir.file("trainer_state.json")) << R"({"log_history": [{"loss": 1, "step": 1}]})";
