@@ -78,4 +78,7 @@ int start(const std::vector<std::string>& argv, const std::string& out, const st
 // Reads a whole file into a string ("" when missing).
 std::string slurp(const std::string& path);
 
+// The first group of each match of `pattern` (ECMAScript) in `text`, in order.
+std::vector<std::string> matches(const std::string& text, const std::string& pattern);
+
 }  // namespace trainer::testing

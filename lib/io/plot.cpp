@@ -312,6 +312,21 @@ void draw_legend(Out out, const Layout& layout) {
   fmt::format_to(out, "</g>\n");
 }
 
+using Point = std::pair<double, double>;
+
+// One tick of an axis: its grid line from the axis across the plot area, its mark outside the
+// area and its label.
+void draw_tick(Out out, Point on_axis, Point across, Point mark, Point text, const char* anchor,
+               const std::string& label) {
+  fmt::format_to(
+      out,
+      "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>"
+      "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#444444\"/>"
+      "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"{}\" stroke=\"none\">{}</text>\n",
+      on_axis.first, on_axis.second, across.first, across.second, on_axis.first, on_axis.second,
+      mark.first, mark.second, text.first, text.second, anchor, label);
+}
+
 void draw_panel(Out out, const Layout& layout, const Panel& panel) {
   const double x0 = panel.x + kAreaLeft, y0 = panel.y + kAreaTop;
   const double w = kPanelWidth - kAreaLeft - kAreaRight, h = kPanelHeight - kAreaTop - kAreaBottom;
@@ -349,24 +364,13 @@ void draw_panel(Out out, const Layout& layout, const Panel& panel) {
                  x0, y0, w, h);
   fmt::format_to(out, "<g class=\"ticks\" stroke=\"#e6e6e6\">\n");
   for (long double tick : x_axis.ticks) {
-    double x = px(tick);
-    fmt::format_to(out,
-                   "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>"
-                   "<line x1=\"{0:.1f}\" y1=\"{2:.1f}\" x2=\"{0:.1f}\" y2=\"{3:.1f}\" "
-                   "stroke=\"#444444\"/>"
-                   "<text x=\"{0:.1f}\" y=\"{4:.1f}\" text-anchor=\"middle\" stroke=\"none\">{5}"
-                   "</text>\n",
-                   x, y0, y0 + h, y0 + h + 5, y0 + h + 18, x_axis.label(tick));
+    const double x = px(tick);
+    draw_tick(out, {x, y0 + h}, {x, y0}, {x, y0 + h + 5}, {x, y0 + h + 18}, "middle",
+              x_axis.label(tick));
   }
   for (long double tick : y_axis.ticks) {
-    double y = py(tick);
-    fmt::format_to(out,
-                   "<line x1=\"{0:.1f}\" y1=\"{2:.1f}\" x2=\"{1:.1f}\" y2=\"{2:.1f}\"/>"
-                   "<line x1=\"{3:.1f}\" y1=\"{2:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
-                   "stroke=\"#444444\"/>"
-                   "<text x=\"{4:.1f}\" y=\"{5:.1f}\" text-anchor=\"end\" stroke=\"none\">{6}"
-                   "</text>\n",
-                   x0, x0 + w, y, x0 - 5, x0 - 8, y + 4, y_axis.label(tick));
+    const double y = py(tick);
+    draw_tick(out, {x0, y}, {x0 + w, y}, {x0 - 5, y}, {x0 - 8, y + 4}, "end", y_axis.label(tick));
   }
   fmt::format_to(out, "</g>\n");
   fmt::format_to(out,

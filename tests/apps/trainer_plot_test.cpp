@@ -40,16 +40,6 @@ void write_run(const std::string& dir, int logs, double scale) {
       << nlohmann::json{{"global_step", logs * 10}, {"log_history", history}}.dump(2);
 }
 
-std::vector<std::string> all(const std::string& text, const std::string& pattern) {
-  std::vector<std::string> out;
-  std::regex re(pattern);
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
-       ++it) {
-    out.push_back((*it)[1]);
-  }
-  return out;
-}
-
 TEST(TrainerPlot, WritesTheSvgAndThePageWhereAsked) {
   TempDir dir;
   write_run(dir.file("a"), 20, 1.0);
@@ -60,9 +50,9 @@ TEST(TrainerPlot, WritesTheSvgAndThePageWhereAsked) {
   EXPECT_EQ(result.out, "Wrote plot.svg and plot.html\n");
   EXPECT_EQ(result.err, "");
   std::string svg = slurp(dir.file("plot.svg"));
-  EXPECT_EQ(all(svg, "class=\"legend-entry\" data-run=\"([^\"]*)\""),
+  EXPECT_EQ(testing::matches(svg, "class=\"legend-entry\" data-run=\"([^\"]*)\""),
             (std::vector<std::string>{"a", "smaller lr"}));
-  EXPECT_EQ(all(svg, "<g class=\"panel\" data-quantity=\"([^\"]*)\""),
+  EXPECT_EQ(testing::matches(svg, "<g class=\"panel\" data-quantity=\"([^\"]*)\""),
             (std::vector<std::string>{"loss", "eval_accuracy"}));
   EXPECT_NE(slurp(dir.file("plot.html")).find("<img src=\"plot.svg\""), std::string::npos);
 
@@ -87,8 +77,9 @@ TEST(TrainerPlot, WritesTheSvgAndThePageWhereAsked) {
   write_run(dir.file("y/run"), 5, 1.0);
   result = run("cd " + dir.path() + " && " + kTrainer + " plot x/run y/run");
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(all(slurp(dir.file("plot.svg")), "class=\"legend-entry\" data-run=\"([^\"]*)\""),
-            (std::vector<std::string>{"x/run", "y/run"}));
+  EXPECT_EQ(
+      testing::matches(slurp(dir.file("plot.svg")), "class=\"legend-entry\" data-run=\"([^\"]*)\""),
+      (std::vector<std::string>{"x/run", "y/run"}));
 }
 
 TEST(TrainerPlot, BadInputIsOneLineNamingTheFileAndExitTwo) {
@@ -287,8 +278,8 @@ TEST(TrainerPlot, ChromiumShowsEveryCurveWithNoConsoleMessage) {
                     dir.file("c") + " -o " + dir.file("page/plot"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   std::string svg = slurp(dir.file("page/plot.svg"));
-  int width = std::stoi(all(svg, "<svg [^>]*width=\"([0-9]+)\"")[0]);
-  int height = std::stoi(all(svg, "<svg [^>]*height=\"([0-9]+)\"")[0]);
+  int width = std::stoi(testing::matches(svg, "<svg [^>]*width=\"([0-9]+)\"")[0]);
+  int height = std::stoi(testing::matches(svg, "<svg [^>]*height=\"([0-9]+)\"")[0]);
 
   const double start = testing::now_seconds();
   // A browser that hangs fails the test in a minute rather than holding ctest.
@@ -324,7 +315,7 @@ TEST(TrainerPlot, ChromiumShowsEveryCurveWithNoConsoleMessage) {
     const int x0 = static_cast<int>(std::stod(area[1])), y0 = static_cast<int>(std::stod(area[2]));
     const int x1 = x0 + static_cast<int>(std::stod(area[3]));
     const int y1 = y0 + static_cast<int>(std::stod(area[4]));
-    auto colours = all(panel, "<polyline [^>]*stroke=\"#([0-9a-f]{6})\"");
+    auto colours = testing::matches(panel, "<polyline [^>]*stroke=\"#([0-9a-f]{6})\"");
     ASSERT_FALSE(colours.empty());
     for (const std::string& hex : colours) {
       const int want[3] = {std::stoi(hex.substr(0, 2), nullptr, 16),

@@ -54,17 +54,6 @@ size_t count(const std::string& text, const std::string& part) {
   return n;
 }
 
-// Every match of `pattern`'s first group, in order.
-std::vector<std::string> all(const std::string& text, const std::string& pattern) {
-  std::vector<std::string> out;
-  std::regex re(pattern);
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
-       ++it) {
-    out.push_back((*it)[1]);
-  }
-  return out;
-}
-
 // The points of the polyline of `run`'s series `key` in the panel of `quantity`, as x, y pairs.
 std::vector<std::pair<double, double>> curve(const std::string& svg, const std::string& quantity,
                                              const std::string& run, const std::string& key) {
@@ -91,11 +80,11 @@ TEST(Plot, OnePanelPerQuantityAndOneCurvePerRunAndSeries) {
                                make_run("short", history(4, 10, 2))};
   std::string svg = plot_svg(runs, "two runs");
   // The loss panel first, then the one metric; no panel for speed figures or the summary.
-  EXPECT_EQ(all(svg, "<g class=\"panel\" data-quantity=\"([^\"]*)\""),
+  EXPECT_EQ(testing::matches(svg, "<g class=\"panel\" data-quantity=\"([^\"]*)\""),
             (std::vector<std::string>{"loss", "eval_accuracy"}));
-  EXPECT_EQ(all(svg, "class=\"legend-entry\" data-run=\"([^\"]*)\""),
+  EXPECT_EQ(testing::matches(svg, "class=\"legend-entry\" data-run=\"([^\"]*)\""),
             (std::vector<std::string>{"long", "short"}));
-  EXPECT_EQ(all(svg, "class=\"legend-entry\" data-style=\"([^\"]*)\""),
+  EXPECT_EQ(testing::matches(svg, "class=\"legend-entry\" data-style=\"([^\"]*)\""),
             (std::vector<std::string>{"train", "eval"}));
   EXPECT_EQ(curve(svg, "loss", "long", "loss").size(), 6u);
   EXPECT_EQ(curve(svg, "loss", "long", "eval_loss").size(), 2u);
@@ -109,13 +98,13 @@ TEST(Plot, OnePanelPerQuantityAndOneCurvePerRunAndSeries) {
   // A dot at each evaluation: 2 + 2 + 2 + 2, plus the eval style's sample in the legend.
   EXPECT_EQ(count(svg, "<circle "), 9u);
   // One colour per run, on its legend entry and every curve of it.
-  auto strokes =
-      all(svg, "data-run=\"long\" data-key=\"[^\"]*\" fill=\"none\" stroke=\"([^\"]*)\"");
+  auto strokes = testing::matches(
+      svg, "data-run=\"long\" data-key=\"[^\"]*\" fill=\"none\" stroke=\"([^\"]*)\"");
   ASSERT_EQ(strokes.size(), 3u);
   EXPECT_EQ(strokes[0], strokes[1]);
   EXPECT_EQ(strokes[0], strokes[2]);
-  auto others =
-      all(svg, "data-run=\"short\" data-key=\"[^\"]*\" fill=\"none\" stroke=\"([^\"]*)\"");
+  auto others = testing::matches(
+      svg, "data-run=\"short\" data-key=\"[^\"]*\" fill=\"none\" stroke=\"([^\"]*)\"");
   ASSERT_EQ(others.size(), 3u);
   EXPECT_NE(others[0], strokes[0]);
   EXPECT_NE(svg.find("fill=\"" + strokes[0] + "\"/><text"), std::string::npos);
@@ -261,8 +250,8 @@ TEST(Plot, ExtremeValuesStayOnThePicture) {
   std::string svg = plot_svg({make_run("x", log)}, "t");
   EXPECT_EQ(count(svg, "nan"), 0u);
   EXPECT_EQ(count(svg, "inf"), 0u);
-  int width = std::stoi(all(svg, "<svg [^>]*width=\"([0-9]+)\"")[0]);
-  int height = std::stoi(all(svg, "<svg [^>]*height=\"([0-9]+)\"")[0]);
+  int width = std::stoi(testing::matches(svg, "<svg [^>]*width=\"([0-9]+)\"")[0]);
+  int height = std::stoi(testing::matches(svg, "<svg [^>]*height=\"([0-9]+)\"")[0]);
   for (const char* key : {"loss", "eval_loss"}) {
     for (const auto& [x, y] : curve(svg, "loss", "x", key)) {
       EXPECT_GE(x, 0);
@@ -309,8 +298,8 @@ TEST(Plot, ThePageShowsTheSvgAtItsSize) {
   std::string svg = plot_svg(runs, "t");
   std::string html = plot_html("my plot#1.svg", runs, "t");
   EXPECT_NE(html.find("<img src=\"my%20plot%231.svg\" width=\"" +
-                      all(svg, "<svg [^>]*width=\"([0-9]+)\"")[0] + "\" height=\"" +
-                      all(svg, "<svg [^>]*height=\"([0-9]+)\"")[0] + "\""),
+                      testing::matches(svg, "<svg [^>]*width=\"([0-9]+)\"")[0] + "\" height=\"" +
+                      testing::matches(svg, "<svg [^>]*height=\"([0-9]+)\"")[0] + "\""),
             std::string::npos)
       << html;
   EXPECT_NE(html.find("<li>a: a/trainer_state.json, up to step 5</li>"), std::string::npos) << html;
