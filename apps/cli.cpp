@@ -24,6 +24,9 @@ namespace {
 const std::vector<std::pair<std::string, std::string>> kCommands = {
     {"train", "Train a model and save it, its state and its metrics to output_dir."},
     {"evaluate", "Evaluate output_dir/model.safetensors on the eval dataset."},
+    {"plot",
+     "Draw the loss and each eval metric against step, from each OUTPUT_DIR's "
+     "trainer_state.json, as an SVG and an HTML page around it (runs overlaid)."},
     {"launch",
      "Start PROGRAM as N ranks of a distributed run, with torchrun's environment (RANK, "
      "WORLD_SIZE, ...)."}};
@@ -192,17 +195,31 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
       "trainer: train and evaluate models on LibTorch, as Transformers' Trainer does.\n"
       "  trainer train [CONFIG.json] [--name value ...]\n"
       "  trainer evaluate [CONFIG.json] [--name value ...]\n"
+      "  trainer plot OUTPUT_DIR [OUTPUT_DIR ...] [-o FILE]\n"
       "  trainer launch [--nproc-per-node N ...] PROGRAM [ARGS...]",
       "trainer"};
   app.require_subcommand(1);
   for (const auto& [name, help] : kCommands) {
-    if (name == "launch") continue;
+    if (name != "train" && name != "evaluate") continue;
     CLI::App* sub = app.add_subcommand(name, help);
     sub->allow_extras();
     sub->add_option("config", command.config, "JSON file with one flat object of arguments");
     sub->footer("\n" + arguments_table());
   }
-  CLI::App* launch = app.add_subcommand("launch", kCommands.back().second);
+  auto help_of = [](const std::string& name) {
+    for (const auto& entry : kCommands) {
+      if (entry.first == name) return entry.second;
+    }
+    return std::string();
+  };
+  CLI::App* plot = app.add_subcommand("plot", help_of("plot"));
+  plot->add_option("output_dirs", command.plot_dirs, "Output folders of training runs")
+      ->type_name("OUTPUT_DIR");
+  plot->add_option("-o,--output", command.plot_output,
+                   "Where to write: FILE.svg and FILE.html beside it (or into a folder); "
+                   "default plot.svg and plot.html here")
+      ->type_name("FILE");
+  CLI::App* launch = app.add_subcommand("launch", help_of("launch"));
   dist::LaunchOptions& lo = command.launch;
   std::map<std::string, std::string> text = {
       {"--nproc-per-node", std::to_string(lo.nproc_per_node)},
@@ -249,14 +266,21 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
     return std::nullopt;
   } catch (const CLI::RequiredError& e) {
     throw InputError(
-        "a command is required: trainer train|evaluate|launch ... (see trainer --help)");
+        "a command is required: trainer train|evaluate|plot|launch ... (see trainer --help)");
   } catch (const CLI::ArgumentMismatch& e) {
-    throw InputError(
-        fmt::format("{} (each launcher option is given once, with one value)", e.what()));
+    throw InputError(fmt::format("{} (each {} option is given once, with one value)", e.what(),
+                                 !args.empty() && args[0] == "plot" ? "plot" : "launcher"));
   } catch (const CLI::ParseError& e) {
     throw InputError(e.what());
   }
   if (wants_help) return std::nullopt;  // CLI11 printed it
+  if (plot->parsed()) {
+    if (command.plot_dirs.empty()) {
+      throw InputError("trainer plot needs OUTPUT_DIR [OUTPUT_DIR ...] (see trainer plot --help)");
+    }
+    command.name = "plot";
+    return command;
+  }
   command.name = "launch";
   constexpr double kMaxInt = 2147483647.0;
   lo.nproc_per_node = static_cast<int>(launch_number("--nproc-per-node", text["--nproc-per-node"],

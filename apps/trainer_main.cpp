@@ -1,7 +1,7 @@
 // The `trainer` program: `trainer train` and `trainer evaluate` on MNIST-format data, with
 // Transformers' arguments, outputs and printed metrics, on one process or on every process a
-// launcher started (only the main one prints and writes); `trainer launch` starts them. Bad input
-// exits 2 with one line.
+// launcher started (only the main one prints and writes); `trainer launch` starts them; `trainer
+// plot` draws runs' curves. Bad input exits 2 with one line.
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -22,6 +22,7 @@
 #include "lib/io/files.h"
 #include "lib/io/interrupt.h"
 #include "lib/io/output_dir.h"
+#include "lib/io/plot.h"
 #include "lib/io/safetensors.h"
 #include "lib/io/text.h"
 #include "lib/models/models.h"
@@ -83,6 +84,21 @@ void check_not_empty(const data::MnistDataset& dataset, const std::string& split
   throw InputError(
       fmt::format("the {} split in {} holds no examples (evaluation needs at least one)", split,
                   args.effective_dataset_dir()));
+}
+
+// output_dir/loss.svg, the run's curves, once its other files are in place (an earlier run's went
+// with them). A picture is no reason to fail a finished run: a failure to write it is a warning.
+void write_loss_svg(const Trainer& trainer, const TrainingArguments& args) {
+  const std::string path = io::join_path(args.output_dir(), "loss.svg");
+  try {
+    const std::string label = args.run_name().value_or(io::folder_name(args.output_dir()));
+    io::PlotRun run = io::plot_run_from_log_history(label, trainer.state().log_history, path);
+    io::write_file_atomic(path, io::plot_svg({run}, "Training curves: " + label));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "trainer: warning: %s not written: %s (the run's other results are saved)\n",
+                 path.c_str(), io::first_line(e.what()).c_str());
+  }
 }
 
 int train(const TrainingArguments& args) {
@@ -149,6 +165,7 @@ int train(const TrainingArguments& args) {
     }
   }
   batch.commit();
+  if (accelerator.is_main_process()) write_loss_svg(trainer, args);
   trainer.remove_earlier_checkpoints();
   if (int sig = io::interrupt_signal()) {
     throw Interrupted(sig, fmt::format("interrupted by {} after training; its results were saved",
@@ -204,6 +221,11 @@ int main(int argc, char** argv) {
             rank));
       }
       return dist::launch(command->launch);
+    }
+    if (command->name == "plot") {
+      auto [svg, html] = io::write_plot(command->plot_dirs, command->plot_output);
+      fmt::print("Wrote {} and {}\n", svg, html);
+      return 0;
     }
     TrainingArguments args = TrainingArguments::parse(command->config, command->overrides);
     return command->name == "train" ? train(args) : evaluate(args);

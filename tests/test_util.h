@@ -88,4 +88,7 @@ std::string slurp(const std::string& path);
 // The lines of `text`, without their newlines.
 std::vector<std::string> lines_of(const std::string& text);
 
+// The first group of each match of `pattern` (ECMAScript) in `text`, in order.
+std::vector<std::string> matches(const std::string& text, const std::string& pattern);
+
 }  // namespace trainer::testing

@@ -23,9 +23,13 @@ constexpr const char* kLockName = ".trainer.lock";
 }  // namespace
 
 const std::vector<std::string>& run_result_files() {
-  static const std::vector<std::string> names = {"model.safetensors",  "training_args.json",
-                                                 "trainer_state.json", "train_results.json",
-                                                 "eval_results.json",  "all_results.json"};
+  static const std::vector<std::string> names = {"model.safetensors",
+                                                 "training_args.json",
+                                                 "trainer_state.json",
+                                                 "train_results.json",
+                                                 "eval_results.json",
+                                                 "all_results.json",
+                                                 "loss.svg"};
   return names;
 }
 

@@ -218,7 +218,7 @@ TEST_F(BadInput, ArgumentsAreNeverSilentlyMisread) {
       {"mistyped command",
        "{trainer} trian",
        2,
-       {"unknown command 'trian'", "did you mean 'train'?", "train, evaluate, launch"}},
+       {"unknown command 'trian'", "did you mean 'train'?", "train, evaluate, plot, launch"}},
       {"no command", "{trainer}", 2, {"a command is required"}},
       {"launcher: nan grace period",
        "{trainer} launch --grace-period nan true",
@@ -396,7 +396,7 @@ TEST_F(BadInput, AnEarlierRunStaysUntilOverwriteReplacesAllOfIt) {
   auto again = run(short_run(tmp_->file("data"), out) + " --max_steps 2");
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_EQ(again.err, "trainer: error: output_dir " + out +
-                           " already holds 7 files (all_results.json, checkpoint-2, "
+                           " already holds 8 files (all_results.json, checkpoint-2, "
                            "eval_results.json, ...); set overwrite_output_dir true to replace an "
                            "earlier run's results, or choose another output_dir\n");
   EXPECT_EQ(contents(out), before);
@@ -416,9 +416,9 @@ TEST_F(BadInput, AnEarlierRunStaysUntilOverwriteReplacesAllOfIt) {
   auto after = contents(out);
   std::set<std::string> names;
   for (const auto& [name, text] : after) names.insert(name);
-  EXPECT_EQ(names, (std::set<std::string>{"all_results.json", "checkpoint-3", "model.safetensors",
-                                          "train_results.json", "trainer_state.json",
-                                          "training_args.json"}));
+  EXPECT_EQ(names, (std::set<std::string>{"all_results.json", "checkpoint-3", "loss.svg",
+                                          "model.safetensors", "train_results.json",
+                                          "trainer_state.json", "training_args.json"}));
   auto all = nlohmann::json::parse(after["all_results.json"]);
   EXPECT_FALSE(all.contains("eval_loss")) << all.dump();
   EXPECT_EQ(nlohmann::json::parse(after["trainer_state.json"])["global_step"], 3);
