@@ -27,6 +27,9 @@ const std::vector<std::pair<std::string, std::string>> kCommands = {
     {"plot",
      "Draw the loss and each eval metric against step, from each OUTPUT_DIR's "
      "trainer_state.json, as an SVG and an HTML page around it (runs overlaid)."},
+    {"env",
+     "Print the versions and devices a bug report needs: trainer, LibTorch, CUDA, cuDNN, NCCL, "
+     "Gloo, compiler, BLAS, oneDNN, threads (as accelerate env and transformers env)."},
     {"launch",
      "Start PROGRAM as N ranks of a distributed run, with torchrun's environment (RANK, "
      "WORLD_SIZE, ...)."}};
@@ -196,6 +199,7 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
       "  trainer train [CONFIG.json] [--name value ...]\n"
       "  trainer evaluate [CONFIG.json] [--name value ...]\n"
       "  trainer plot OUTPUT_DIR [OUTPUT_DIR ...] [-o FILE]\n"
+      "  trainer env\n"
       "  trainer launch [--nproc-per-node N ...] PROGRAM [ARGS...]",
       "trainer"};
   app.require_subcommand(1);
@@ -219,6 +223,7 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
                    "Where to write: FILE.svg and FILE.html beside it (or into a folder); "
                    "default plot.svg and plot.html here")
       ->type_name("FILE");
+  CLI::App* env = app.add_subcommand("env", help_of("env"));
   CLI::App* launch = app.add_subcommand("launch", help_of("launch"));
   dist::LaunchOptions& lo = command.launch;
   std::map<std::string, std::string> text = {
@@ -266,7 +271,7 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
     return std::nullopt;
   } catch (const CLI::RequiredError& e) {
     throw InputError(
-        "a command is required: trainer train|evaluate|plot|launch ... (see trainer --help)");
+        "a command is required: trainer train|evaluate|plot|env|launch ... (see trainer --help)");
   } catch (const CLI::ArgumentMismatch& e) {
     throw InputError(fmt::format("{} (each {} option is given once, with one value)", e.what(),
                                  !args.empty() && args[0] == "plot" ? "plot" : "launcher"));
@@ -274,6 +279,10 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
     throw InputError(e.what());
   }
   if (wants_help) return std::nullopt;  // CLI11 printed it
+  if (env->parsed()) {
+    command.name = "env";
+    return command;
+  }
   if (plot->parsed()) {
     if (command.plot_dirs.empty()) {
       throw InputError("trainer plot needs OUTPUT_DIR [OUTPUT_DIR ...] (see trainer plot --help)");

@@ -369,8 +369,10 @@ const std::vector<Spec>& specs() {
 }
 #undef SPEC
 
+}  // namespace
+
 // Keys of Transformers' TrainingArguments that this trainer does not implement.
-const std::vector<std::string>& unsupported_keys() {
+const std::vector<std::string>& TrainingArguments::unsupported_keys() {
   static const std::vector<std::string> keys = {"accelerator_config",
                                                 "adafactor",
                                                 "auto_find_batch_size",
@@ -450,6 +452,8 @@ const std::vector<std::string>& unsupported_keys() {
                                                 "use_mps_device"};
   return keys;
 }
+
+namespace {
 
 const Spec* find_spec(const std::string& name) {
   for (const auto& s : specs()) {
@@ -743,6 +747,34 @@ std::string TrainingArguments::to_json() const {
   json out = json::object();
   for (const auto& spec : specs()) out[spec.name] = spec.get(*this);
   return out.dump(2) + "\n";
+}
+
+std::string TrainingArguments::arguments_markdown() {
+  // A table cell: pipes escaped, so help text cannot split a row.
+  auto cell = [](std::string text) {
+    std::string out;
+    for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+    return out;
+  };
+  std::string out =
+      "# Training arguments\n\n"
+      "Generated from the argument table in `trainer/training_args.cpp` "
+      "(`TrainingArguments::arguments_markdown`); the test `Docs.ArgumentsMdIsUpToDate` fails when "
+      "this file is stale, and `TRAINER_UPDATE_DOCS=1 build/bin/trainer_tests "
+      "--gtest_filter=Docs.*` rewrites it.\n\n"
+      "Each is a key of the JSON config or a `--name value` option of `trainer train` and "
+      "`trainer evaluate`, with Transformers' name and meaning.\n\n"
+      "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
+  for (const auto& d : describe()) {
+    out += fmt::format("| `{}` | {} | `{}` | {} |\n", d.name, cell(d.kind), cell(d.default_json),
+                       cell(d.help));
+  }
+  out +=
+      "\n## Not supported\n\n"
+      "Transformers' `TrainingArguments` has these keys; a config or option naming one is an "
+      "error (exit 2) saying that this trainer does not support it:\n\n";
+  for (const auto& key : unsupported_keys()) out += fmt::format("- `{}`\n", key);
+  return out;
 }
 
 std::vector<TrainingArguments::Description> TrainingArguments::describe() {

@@ -118,6 +118,11 @@ class TrainingArguments {
   std::string to_json() const;
   // Every argument with its default and help, in declaration order.
   static std::vector<Description> describe();
+  // Keys of Transformers' TrainingArguments this trainer refuses.
+  static const std::vector<std::string>& unsupported_keys();
+  // docs/arguments.md: a Markdown table of describe() (name, type, default, meaning) and the list
+  // of unsupported keys. The test suite fails when the checked-in file differs.
+  static std::string arguments_markdown();
 
   // Derived values, as Transformers computes them.
   // warmup_steps if > 0, else ceil(warmup_ratio * total_steps).

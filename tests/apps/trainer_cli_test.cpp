@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 #include <nlohmann/json.hpp>
 
 #include "datasets/mnist_defaults.h"
@@ -343,6 +344,28 @@ TEST(TrainerCli, ARankThatCannotReachItsMasterSaysSoInOneLine) {
                                     "127.0.0.1:{0} within 2 s: The client socket has timed out "
                                     "after 2000ms while trying to connect to (127.0.0.1, {0}).\n",
                                     port));
+}
+
+// trainer env: the versions a bug report needs, LibTorch's among them, on stdout, exit 0; an
+// argument after it is refused.
+TEST(TrainerCli, EnvNamesLibTorchsVersionAndTheDevices) {
+  auto result = run(kTrainer + " env");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.err, "");
+  const std::string libtorch = std::string("- LibTorch version: ") + TORCH_VERSION + "\n";
+  for (const std::string& text :
+       {std::string("- `trainer` version: "), libtorch, std::string("- Compiler: GCC "),
+        std::string("- LibTorch built with CUDA: "), std::string("; NCCL: 2."),
+        std::string("Gloo: yes"), std::string("- BLAS: Intel MKL "), std::string("- oneDNN: v"),
+        std::string("- Threads: ")}) {
+    EXPECT_NE(result.out.find(text), std::string::npos) << "lacks " << text << "\n" << result.out;
+  }
+  const std::string cuda =
+      torch::cuda::is_available() ? "- CUDA available: yes; GPUs: " : "- CUDA available: no";
+  EXPECT_NE(result.out.find(cuda), std::string::npos) << result.out;
+  auto extra = run(kTrainer + " env --verbose");
+  EXPECT_EQ(extra.exit_code, 2);
+  EXPECT_NE(extra.err.find("--verbose"), std::string::npos) << extra.err;
 }
 
 TEST(TrainerCli, HelpListsEveryArgumentWithItsDefault) {

@@ -2,6 +2,10 @@
 // exact one-line message of every kind of bad argument.
 #include "trainer/training_args.h"
 
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -286,6 +290,28 @@ TEST(TrainingArguments, DistributedAndPrecisionArguments) {
   }
   EXPECT_EQ(error_of(R"({"ddp_bucket_cap_mb": 0})"),
             "argument ddp_bucket_cap_mb: 0 is not allowed (must be in 1..1048576)");
+}
+
+// docs/arguments.md is generated from the argument table; a stale copy fails here, and
+// TRAINER_UPDATE_DOCS=1 rewrites it.
+TEST(Docs, ArgumentsMdIsUpToDate) {
+  const std::string path = std::string(SOURCE_DIR) + "/docs/arguments.md";
+  const std::string expected = TrainingArguments::arguments_markdown();
+  if (std::getenv("TRAINER_UPDATE_DOCS")) {
+    std::ofstream(path, std::ios::binary) << expected;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string actual((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(actual, expected) << path
+                              << " is stale: rewrite it with TRAINER_UPDATE_DOCS=1 "
+                                 "build/bin/trainer_tests --gtest_filter=Docs.*";
+  // Every argument has a row, and each unsupported key a line.
+  for (const auto& d : TrainingArguments::describe()) {
+    EXPECT_NE(expected.find("| `" + d.name + "` |"), std::string::npos) << d.name;
+  }
+  for (const auto& key : TrainingArguments::unsupported_keys()) {
+    EXPECT_NE(expected.find("- `" + key + "`\n"), std::string::npos) << key;
+  }
 }
 
 }  // namespace training_args_test
