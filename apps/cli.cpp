@@ -24,6 +24,9 @@ namespace {
 const std::vector<std::pair<std::string, std::string>> kCommands = {
     {"train", "Train a model and save it, its state and its metrics to output_dir."},
     {"evaluate", "Evaluate output_dir/model.safetensors on the eval dataset."},
+    {"predict",
+     "Predict with output_dir/model.safetensors on the eval dataset: predictions.npy, "
+     "label_ids.npy and predict_results.json in output_dir (Trainer.predict)."},
     {"plot",
      "Draw the loss and each eval metric against step, from each OUTPUT_DIR's "
      "trainer_state.json, as an SVG and an HTML page around it (runs overlaid)."},
@@ -183,7 +186,7 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
     }
   }
   bool wants_help = false;
-  if (!args.empty() && (args[0] == "train" || args[0] == "evaluate")) {
+  if (!args.empty() && (args[0] == "train" || args[0] == "evaluate" || args[0] == "predict")) {
     for (size_t i = 1; i < args.size(); ++i)
       wants_help = wants_help || args[i] == "--help" || args[i] == "-h";
     if (!wants_help) {
@@ -198,13 +201,14 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
       "trainer: train and evaluate models on LibTorch, as Transformers' Trainer does.\n"
       "  trainer train [CONFIG.json] [--name value ...]\n"
       "  trainer evaluate [CONFIG.json] [--name value ...]\n"
+      "  trainer predict [CONFIG.json] [--name value ...]\n"
       "  trainer plot OUTPUT_DIR [OUTPUT_DIR ...] [-o FILE]\n"
       "  trainer env\n"
       "  trainer launch [--nproc-per-node N ...] PROGRAM [ARGS...]",
       "trainer"};
   app.require_subcommand(1);
   for (const auto& [name, help] : kCommands) {
-    if (name != "train" && name != "evaluate") continue;
+    if (name != "train" && name != "evaluate" && name != "predict") continue;
     CLI::App* sub = app.add_subcommand(name, help);
     sub->allow_extras();
     sub->add_option("config", command.config, "JSON file with one flat object of arguments");
@@ -271,7 +275,8 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
     return std::nullopt;
   } catch (const CLI::RequiredError& e) {
     throw InputError(
-        "a command is required: trainer train|evaluate|plot|env|launch ... (see trainer --help)");
+        "a command is required: trainer train|evaluate|predict|plot|env|launch ... (see trainer "
+        "--help)");
   } catch (const CLI::ArgumentMismatch& e) {
     throw InputError(fmt::format("{} (each {} option is given once, with one value)", e.what(),
                                  !args.empty() && args[0] == "plot" ? "plot" : "launcher"));

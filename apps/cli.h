@@ -13,7 +13,7 @@
 namespace trainer::cli {
 
 struct Command {
-  std::string name;    // "train", "evaluate", "plot", "env" or "launch"
+  std::string name;    // "train", "evaluate", "predict", "plot", "env" or "launch"
   std::string config;  // JSON file, or "" for defaults
   std::vector<std::pair<std::string, std::string>> overrides;
   dist::LaunchOptions launch;          // for "launch"

@@ -1,4 +1,4 @@
-// The `trainer` program: `trainer train` and `trainer evaluate` on MNIST-format data, with
+// The `trainer` program: `trainer train`, `evaluate` and `predict` on MNIST-format data, with
 // Transformers' arguments, outputs and printed metrics, on one process or on every process a
 // launcher started (only the main one prints and writes); `trainer launch` starts them; `trainer
 // plot` draws runs' curves; `trainer env` prints the versions a bug report needs. Bad input exits 2
@@ -30,6 +30,7 @@
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
 #include "lib/io/interrupt.h"
+#include "lib/io/npy.h"
 #include "lib/io/output_dir.h"
 #include "lib/io/plot.h"
 #include "lib/io/safetensors.h"
@@ -262,30 +263,84 @@ int train(const TrainingArguments& args) {
   return 0;
 }
 
-int evaluate(const TrainingArguments& args) {
+// The model of a trained run (output_dir/model.safetensors) and the eval split, for evaluate
+// and predict.
+struct TrainedRun {
+  std::shared_ptr<models::Model> model;
+  std::shared_ptr<data::MnistDataset> eval_dataset;
+};
+
+TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& args) {
   std::string weights = io::join_path(args.output_dir(), "model.safetensors");
   if (!std::filesystem::exists(weights)) {
     throw InputError(fmt::format(
         "{} does not exist (train first, or set output_dir to a trained run)", weights));
   }
-  Accelerator accelerator(accelerator_options(args));
-  auto eval_dataset = load_split(accelerator, args, "test", args.max_eval_samples());
-  check_not_empty(*eval_dataset, "test", args);
-  auto model = models::make_model(args.model_name());
+  TrainedRun run;
+  run.eval_dataset = load_split(accelerator, args, "test", args.max_eval_samples());
+  check_not_empty(*run.eval_dataset, "test", args);
+  run.model = models::make_model(args.model_name());
   // Mapped, not read: a damaged or huge file fails on its header before any of it is read.
-  io::load_state_dict(*model, io::map_safetensors(weights).tensors, weights);
-  check_model_takes(*model, *eval_dataset, "test", args);
+  io::load_state_dict(*run.model, io::map_safetensors(weights).tensors, weights);
+  check_model_takes(*run.model, *run.eval_dataset, "test", args);
+  return run;
+}
+
+// The output directory's lock, after checking that all_results.json (which the metrics are
+// merged into) can be read: a damaged one is said now, not replaced later.
+auto lock_for_results(const TrainingArguments& args) {
   auto output = lock_output_dir(args);
-  // Its metrics are merged into all_results.json: a damaged one is said now, not replaced later.
   std::string all_results = io::join_path(args.output_dir(), "all_results.json");
   if (output && std::filesystem::exists(all_results)) io::read_json_object(all_results);
-  Trainer trainer(model, args, nullptr, eval_dataset, nullptr, compute_accuracy);
+  return output;
+}
+
+int evaluate(const TrainingArguments& args) {
+  Accelerator accelerator(accelerator_options(args));
+  TrainedRun run = load_trained_run(accelerator, args);
+  auto output = lock_for_results(args);
+  Trainer trainer(run.model, args, nullptr, run.eval_dataset, nullptr, compute_accuracy);
   io::defer_interrupts();
   Metrics metrics = trainer.evaluate();
-  metrics["eval_samples"] = static_cast<double>(eval_dataset->size());
+  metrics["eval_samples"] = static_cast<double>(run.eval_dataset->size());
   io::WriteBatch batch;
   trainer.log_metrics("eval", metrics);
   trainer.save_metrics("eval", metrics);
+  batch.commit();
+  return 0;
+}
+
+// One tensor as a .npy file's bytes: float32 for outputs, int64 for labels.
+std::string npy_of(torch::Tensor tensor) {
+  const bool floating = tensor.is_floating_point();
+  tensor = tensor.to(floating ? torch::kFloat : torch::kLong).contiguous().cpu();
+  return io::npy_bytes(floating ? "<f4" : "<i8", tensor.sizes().vec(), tensor.data_ptr(),
+                       static_cast<size_t>(tensor.nbytes()));
+}
+
+// Transformers' run scripts with do_predict: Trainer.predict on the eval split, the metrics
+// printed and saved as predict_results.json (and merged into all_results.json), the outputs and
+// labels saved for NumPy.
+int predict(const TrainingArguments& args) {
+  Accelerator accelerator(accelerator_options(args));
+  TrainedRun run = load_trained_run(accelerator, args);
+  auto output = lock_for_results(args);
+  Trainer trainer(run.model, args, nullptr, nullptr, nullptr, compute_accuracy);
+  io::defer_interrupts();
+  PredictionResult result = trainer.predict(run.eval_dataset);
+  Metrics metrics = result.metrics;
+  metrics["predict_samples"] = static_cast<double>(run.eval_dataset->size());
+  io::WriteBatch batch;
+  if (accelerator.is_main_process()) {
+    io::write_file_atomic(io::join_path(args.output_dir(), "predictions.npy"),
+                          npy_of(result.predictions));
+    if (result.label_ids.defined()) {
+      io::write_file_atomic(io::join_path(args.output_dir(), "label_ids.npy"),
+                            npy_of(result.label_ids));
+    }
+  }
+  trainer.log_metrics("predict", metrics);
+  trainer.save_metrics("predict", metrics);
   batch.commit();
   return 0;
 }
@@ -317,6 +372,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     TrainingArguments args = TrainingArguments::parse(command->config, command->overrides);
+    if (command->name == "predict") return predict(args);
     return command->name == "train" ? train(args) : evaluate(args);
   } catch (...) {
     // The launcher's SIGTERM to the other ranks may reach this one as it ends: one line only.

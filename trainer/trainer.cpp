@@ -505,13 +505,13 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
   return output;
 }
 
-Metrics Trainer::evaluate(const std::string& prefix) {
-  if (!eval_dataset_) throw InputError("Trainer: evaluation needs an eval dataset");
+Trainer::LoopOutput Trainer::evaluation_loop(const std::shared_ptr<const data::Dataset>& dataset,
+                                             const std::string& prefix, bool keep_predictions) {
   Accelerator& accelerator = *accelerator_;
   auto start = Clock::now();
-  auto loader = accelerator.prepare(data::DataLoader(
-      eval_dataset_, std::make_shared<data::SequentialSampler>(eval_dataset_->size()),
-      {args_.per_device_eval_batch_size(), false}, data_collator_));
+  auto loader = accelerator.prepare(
+      data::DataLoader(dataset, std::make_shared<data::SequentialSampler>(dataset->size()),
+                       {args_.per_device_eval_batch_size(), false}, data_collator_));
   std::shared_ptr<models::Model> model = model_wrapped_;
   if (!model) {
     if (!model_eval_) model_eval_ = accelerator.prepare_model(model_, /*evaluation_mode=*/true);
@@ -519,7 +519,7 @@ Metrics Trainer::evaluate(const std::string& prefix) {
   }
   model->eval();
   torch::NoGradGuard no_grad;
-  const bool wants_predictions = compute_metrics_ != nullptr;
+  const bool wants_predictions = keep_predictions || compute_metrics_ != nullptr;
   // Per example, in the single-process order: each batch's loss repeated over its rows (as
   // Transformers does), outputs and labels. gather_for_metrics drops the repeats that even out
   // the processes, so every number below is the same on any number of processes.
@@ -537,14 +537,19 @@ Metrics Trainer::evaluate(const std::string& prefix) {
       torch::Tensor per_example = out.loss.reshape({1}).expand({batch.size()}).contiguous();
       losses.push_back(accelerator.gather_for_metrics(per_example).to(torch::kCPU));
     }
-    if (wants_predictions && out.logits.defined() && out.labels.defined()) {
+    if (wants_predictions && out.logits.defined()) {
       predictions.push_back(accelerator.gather_for_metrics(out.logits.detach()).to(torch::kCPU));
+    }
+    if (wants_predictions && out.labels.defined()) {
       labels.push_back(accelerator.gather_for_metrics(out.labels).to(torch::kCPU));
     }
   }
   loader->end_iteration();
-  const int64_t num_samples = eval_dataset_->size();
-  Metrics metrics;
+  LoopOutput result;
+  if (!predictions.empty()) result.predictions = torch::cat(predictions);
+  if (!labels.empty()) result.label_ids = torch::cat(labels);
+  const int64_t num_samples = dataset->size();
+  Metrics& metrics = result.metrics;
   if (!losses.empty()) {
     torch::Tensor all = torch::cat(losses).to(torch::kDouble).contiguous();
     const double* values = all.data_ptr<double>();
@@ -552,9 +557,8 @@ Metrics Trainer::evaluate(const std::string& prefix) {
     for (int64_t k = 0; k < all.numel(); ++k) sum += values[k];
     metrics[prefix + "_loss"] = sum / static_cast<double>(std::max<int64_t>(1, all.numel()));
   }
-  if (wants_predictions && !predictions.empty()) {
-    for (const auto& [key, value] :
-         compute_metrics_({torch::cat(predictions), torch::cat(labels)})) {
+  if (compute_metrics_ && result.predictions.defined() && result.label_ids.defined()) {
+    for (const auto& [key, value] : compute_metrics_({result.predictions, result.label_ids})) {
       metrics[key.rfind(prefix + "_", 0) == 0 ? key : prefix + "_" + key] = value;
     }
   }
@@ -564,6 +568,12 @@ Metrics Trainer::evaluate(const std::string& prefix) {
   metrics[prefix + "_runtime"] = round_to(runtime, 4);
   metrics[prefix + "_samples_per_second"] = round_to(static_cast<double>(num_samples) / runtime, 3);
   metrics[prefix + "_steps_per_second"] = round_to(static_cast<double>(num_steps) / runtime, 3);
+  return result;
+}
+
+Metrics Trainer::evaluate(const std::string& prefix) {
+  if (!eval_dataset_) throw InputError("Trainer: evaluation needs an eval dataset");
+  Metrics metrics = evaluation_loop(eval_dataset_, prefix, false).metrics;
   json logs;
   for (const auto& [key, value] : metrics) logs[key] = value;
   if (state_.global_step > 0) {
@@ -575,6 +585,13 @@ Metrics Trainer::evaluate(const std::string& prefix) {
   last_eval_metrics_ = metrics;
   last_eval_step_ = state_.global_step;
   return metrics;
+}
+
+PredictionResult Trainer::predict(const std::shared_ptr<const data::Dataset>& dataset,
+                                  const std::string& prefix) {
+  if (!dataset) throw InputError("Trainer: predict needs a dataset");
+  LoopOutput out = evaluation_loop(dataset, prefix, true);
+  return {out.predictions, out.label_ids, out.metrics};
 }
 
 void Trainer::save_model(const std::string& dir) const {

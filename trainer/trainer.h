@@ -55,6 +55,15 @@ AcceleratorOptions accelerator_options(const TrainingArguments& args);
 // {"accuracy": fraction of argmax(predictions, 1) == label_ids}.
 Metrics compute_accuracy(const EvalPrediction& prediction);
 
+// Trainer::predict's result, as Transformers' PredictionOutput: the model's outputs for every
+// example in order, the labels when the data has them, and the metrics ("test_loss",
+// "test_accuracy", ... with the default prefix).
+struct PredictionResult {
+  torch::Tensor predictions;
+  torch::Tensor label_ids;  // undefined when the batches have no labels
+  Metrics metrics;
+};
+
 struct TrainOutput {
   int64_t global_step = 0;
   double training_loss = 0;  // mean loss over all optimization steps
@@ -99,6 +108,11 @@ class Trainer {
   // "<prefix>_loss", the compute_metrics results with the prefix, runtime and speed, and
   // "epoch" while training. Logged and passed to on_evaluate.
   Metrics evaluate(const std::string& metric_key_prefix = "eval");
+  // Transformers' Trainer.predict: the outputs on `dataset` (all of it, in order, on any number
+  // of processes), its labels, and the metrics under `metric_key_prefix` (loss and compute_metrics
+  // when there are labels; runtime and speed). Nothing is logged.
+  PredictionResult predict(const std::shared_ptr<const data::Dataset>& dataset,
+                           const std::string& metric_key_prefix = "test");
 
   // The loss of one batch (and the outputs when return_outputs). Default: the model's own loss
   // of forward(inputs["x"]) against inputs["labels"]. Override it for a custom loss.
@@ -149,6 +163,15 @@ class Trainer {
   int64_t last_eval_step() const { return last_eval_step_; }
 
  private:
+  // The loop under evaluate and predict: outputs and labels (kept when asked for or when
+  // compute_metrics needs them) and the metrics.
+  struct LoopOutput {
+    torch::Tensor predictions, label_ids;
+    Metrics metrics;
+  };
+  LoopOutput evaluation_loop(const std::shared_ptr<const data::Dataset>& dataset,
+                             const std::string& prefix, bool keep_predictions);
+
   std::string banner(int64_t num_examples, int64_t num_epochs) const;
   // A checkpoint folder and its manifest, verified (every file's size and CRC-32).
   struct Resumable {

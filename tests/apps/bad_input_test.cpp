@@ -218,7 +218,7 @@ TEST_F(BadInput, ArgumentsAreNeverSilentlyMisread) {
       {"mistyped command",
        "{trainer} trian",
        2,
-       {"unknown command 'trian'", "did you mean 'train'?", "train, evaluate, plot, env, launch"}},
+       {"unknown command 'trian'", "did you mean 'train'?", "train, evaluate, predict, plot, env, launch"}},
       {"no command", "{trainer}", 2, {"a command is required"}},
       {"launcher: nan grace period",
        "{trainer} launch --grace-period nan true",

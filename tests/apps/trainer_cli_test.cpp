@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -159,6 +160,39 @@ TEST_F(TrainedRun, PyTorchLoadsTheSafetensorsIntoTheTutorialsBasicNet) {
   EXPECT_EQ(std::lround(got["accuracy"].get<double>() * 1000),
             std::lround(ours["eval_accuracy"].get<double>() * 1000));
   EXPECT_NEAR(got["loss"].get<double>(), ours["eval_loss"].get<double>(), 1e-5);
+}
+
+// trainer predict: Trainer.predict on the eval split, its metrics under "test_", and the outputs
+// and labels as .npy files that NumPy reads, agreeing with the metrics and with evaluate.
+TEST_F(TrainedRun, PredictWritesWhatNumPyReadsAndAgreesWithEvaluate) {
+  auto predicted =
+      run(kTrainer + " predict " + kConfigs + "/fashion_mnist_lr1e-3.json --output_dir " +
+          dir_->path() + " --max_eval_samples 1000");
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
+  EXPECT_NE(predicted.out.find("***** predict metrics *****\n"), std::string::npos)
+      << predicted.out;
+  json metrics = read("predict_results.json");
+  json trained = read("trainer_state.json")["log_history"][0];
+  EXPECT_EQ(metrics["test_accuracy"], trained["eval_accuracy"]);
+  EXPECT_NEAR(metrics["test_loss"].get<double>(), trained["eval_loss"].get<double>(), 1e-6);
+  EXPECT_EQ(metrics["predict_samples"], 1000);
+  EXPECT_EQ(read("all_results.json")["test_accuracy"], metrics["test_accuracy"]);
+  std::string python = TRAINER_PYTHON;
+  if (python.empty()) GTEST_SKIP() << "no Python with NumPy configured";
+  auto checked = run(python + " -c \"import numpy as np, sys; d = sys.argv[1]; " +
+                     "p = np.load(d + '/predictions.npy'); y = np.load(d + '/label_ids.npy'); " +
+                     "print(p.dtype, p.shape, y.dtype, y.shape, int((p.argmax(1) == y).sum()), " +
+                     "repr(float(np.exp(p).sum(1).mean())))\" " + dir_->path());
+  ASSERT_EQ(checked.exit_code, 0) << checked.err;
+  std::istringstream fields(checked.out);
+  std::string pdtype, pshape1, pshape2, ydtype, yshape;
+  int64_t correct = 0;
+  double mass = 0;
+  fields >> pdtype >> pshape1 >> pshape2 >> ydtype >> yshape >> correct >> mass;
+  EXPECT_EQ(pdtype + " " + pshape1 + " " + pshape2, "float32 (1000, 10)") << checked.out;
+  EXPECT_EQ(ydtype + " " + yshape, "int64 (1000,)") << checked.out;
+  EXPECT_EQ(correct, std::lround(metrics["test_accuracy"].get<double>() * 1000));
+  EXPECT_NEAR(mass, 1.0, 1e-5);  // BasicNet's outputs are log-probabilities
 }
 
 TEST_F(TrainedRun, EvaluationOnThreeProcessesGivesExactlyTheNumbersOfOne) {
