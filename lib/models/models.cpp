@@ -158,7 +158,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void unpool_row_avx512(cons
     for (int64_t ch = 0; ch < c; ch += 16) {
       const __mmask16 lanes = c - ch >= 16 ? __mmask16(0xffff) : __mmask16((1u << (c - ch)) - 1);
       const __m512i m =
-          _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lanes, code + j * c + ch));  // AVX512BW+VL
+          _mm512_maskz_cvtepu8_epi32(lanes, _mm_maskz_loadu_epi8(lanes, code + j * c + ch));
       const __mmask16 live = _mm512_cmpeq_epi32_mask(_mm512_and_si512(m, both), both);
       const __m512 v = _mm512_maskz_loadu_ps(live & lanes, tile + j * c + ch);
       const __m512i index = _mm512_and_si512(m, three);
