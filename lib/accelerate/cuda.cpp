@@ -1,12 +1,10 @@
-// The one translation unit that includes CUDA's headers: TF32, capture state, device memory and
-// versions, and the CUDA graph of a training step (see cuda.h).
+// The one translation unit that includes CUDA's headers: TF32, capture state, device memory, and
+// the CUDA graph of a training step (see cuda.h).
 #include "lib/accelerate/cuda.h"
 
 #include <ATen/Context.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
-#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
@@ -52,17 +50,6 @@ int64_t free_memory(const torch::Device& device) {
   size_t free = 0, total = 0;
   C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
   return static_cast<int64_t>(free);
-}
-
-std::string versions(const torch::Device& device) {
-  if (!torch::cuda::is_available() || !device.is_cuda()) return "CUDA: none";
-  const long cudart = at::detail::getCUDAHooks().versionCUDART();
-  const long cudnn = at::detail::getCUDAHooks().versionCuDNN();
-  const cudaDeviceProp* props = at::cuda::getDeviceProperties(device.index());
-  return fmt::format("CUDA {}.{}, cuDNN {}.{}.{}, {} ({} GiB, compute capability {}.{})",
-                     cudart / 1000, cudart % 1000 / 10, cudnn / 10000, cudnn % 10000 / 100,
-                     cudnn % 100, props->name, props->totalGlobalMem >> 30, props->major,
-                     props->minor);
 }
 
 struct StepGraph::Impl {

@@ -1,8 +1,8 @@
 // The CUDA-only pieces of the GPU path behind a torch-typed interface, so that one translation
-// unit (cuda.cpp) includes CUDA's headers: TF32, graph-capture state, free device memory, the
-// versions for a banner, and StepGraph, a whole training step captured once as a CUDA graph and
-// replayed. Everything here compiles and links on any machine (LibTorch carries CUDA); calling it
-// without a CUDA device throws, except is_capturing() and versions(), which answer for none.
+// unit (cuda.cpp) includes CUDA's headers: TF32, graph-capture state, free device memory, and
+// StepGraph, a whole training step captured once as a CUDA graph and replayed. Everything here
+// compiles and links on any machine (LibTorch carries CUDA); calling it without a CUDA device
+// throws, except available() and is_capturing(), which answer false.
 #pragma once
 
 #include <functional>
@@ -22,8 +22,6 @@ void set_tf32(bool enabled);
 bool is_capturing();
 // Bytes free on `device` now (cudaMemGetInfo), as the caching allocator's free blocks do not count.
 int64_t free_memory(const torch::Device& device);
-// "CUDA 13.0, cuDNN 9.x, <device name>" for `device`; "CUDA: none" without a device.
-std::string versions(const torch::Device& device);
 
 // One training step as a CUDA graph, as torch.cuda.graph does it: warm_up() runs the step eagerly
 // on a side stream (lazily made cuBLAS handles and workspaces then belong to that stream), then
