@@ -107,7 +107,28 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset,
   set_epoch(0);
 }
 
-void DataLoader::set_epoch(int64_t epoch) { order_ = sampler_->indices(epoch); }
+void DataLoader::set_epoch(int64_t epoch) {
+  epoch_ = epoch;
+  order_ = sampler_->indices(epoch);
+  device_order_ = torch::Tensor();
+  const torch::Device device = dataset_->device();
+  if (!device.is_cpu()) {
+    device_order_ =
+        torch::from_blob(order_.data(), {static_cast<int64_t>(order_.size())}, torch::kLong)
+            .to(device);
+  }
+}
+
+DataLoader DataLoader::with_dataset(std::shared_ptr<const Dataset> dataset) const {
+  if (!dataset || dataset->size() != dataset_->size()) {
+    throw std::invalid_argument(fmt::format("DataLoader::with_dataset: {} examples instead of {}",
+                                            dataset ? dataset->size() : 0, dataset_->size()));
+  }
+  DataLoader copy = *this;
+  copy.dataset_ = std::move(dataset);
+  copy.set_epoch(epoch_);
+  return copy;
+}
 
 int64_t DataLoader::size() const {
   auto n = static_cast<int64_t>(order_.size());
@@ -127,8 +148,10 @@ Batch DataLoader::batch(int64_t i) const {
   int64_t begin = i * options_.batch_size;
   int64_t end = std::min<int64_t>(begin + options_.batch_size, order_.size());
   if (!collator_) {
-    torch::Tensor indices =
-        torch::from_blob(const_cast<int64_t*>(order_.data()) + begin, {end - begin}, torch::kLong);
+    torch::Tensor indices = device_order_.defined()
+                                ? device_order_.narrow(0, begin, end - begin)
+                                : torch::from_blob(const_cast<int64_t*>(order_.data()) + begin,
+                                                   {end - begin}, torch::kLong);
     if (auto batch = dataset_->get_batch(indices)) return std::move(*batch);
   }
   std::vector<Example> examples;

@@ -70,7 +70,9 @@ struct DataLoaderOptions {
 
 // Batches of a dataset in the order its sampler gives for the current epoch. With no collator
 // and a dataset that has a tensor fast path, each batch is one gather; otherwise the examples
-// are fetched one by one and collated.
+// are fetched one by one and collated. For a dataset held on a device (Dataset::device()), the
+// epoch's order is copied there once at set_epoch and each batch is gathered there: the same
+// batches as from the host copy, with no host work per batch.
 class DataLoader {
  public:
   DataLoader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Sampler> sampler,
@@ -85,6 +87,12 @@ class DataLoader {
   // The `i`-th batch of the current epoch.
   Batch batch(int64_t i) const;
   const Dataset& dataset() const { return *dataset_; }
+  const std::shared_ptr<const Dataset>& dataset_ptr() const { return dataset_; }
+  // The collator given to the constructor (null: the dataset's own batches).
+  const DataCollator& collator() const { return collator_; }
+  // The same loader (sampler, options, collator, epoch) over `dataset`, which must hold the same
+  // examples (a device copy, say). Throws std::invalid_argument when its size differs.
+  DataLoader with_dataset(std::shared_ptr<const Dataset> dataset) const;
   const DataLoaderOptions& options() const { return options_; }
 
  private:
@@ -92,7 +100,9 @@ class DataLoader {
   std::shared_ptr<const Sampler> sampler_;
   DataLoaderOptions options_;
   DataCollator collator_;
+  int64_t epoch_ = 0;
   std::vector<int64_t> order_;
+  torch::Tensor device_order_;  // order_ on the dataset's device, when that is not the CPU
 };
 
 }  // namespace trainer::data

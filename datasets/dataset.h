@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +58,15 @@ class Dataset {
   // default_collate() of the examples one by one.
   virtual std::optional<Batch> get_batch(const torch::Tensor& indices) const {
     return std::nullopt;
+  }
+  // Where the examples live: get_batch() takes indices on this device and returns batches there.
+  virtual torch::Device device() const { return torch::kCPU; }
+  // The same examples held on `device`, for gathering and normalising there without a host copy
+  // per batch; nullptr where this dataset has no such copy or it would take more than
+  // `max_bytes`.
+  virtual std::shared_ptr<const Dataset> to_device(const torch::Device& device,
+                                                   int64_t max_bytes) const {
+    return nullptr;
   }
 };
 

@@ -177,6 +177,13 @@ MnistDataset::MnistDataset(torch::Tensor images, torch::Tensor labels)
   labels_ = labels_.to(torch::kLong);
 }
 
+std::shared_ptr<const Dataset> MnistDataset::to_device(const torch::Device& device,
+                                                       int64_t max_bytes) const {
+  if (images_.nbytes() + labels_.nbytes() > static_cast<size_t>(std::max<int64_t>(0, max_bytes)))
+    return nullptr;
+  return std::make_shared<MnistDataset>(images_.to(device), labels_.to(device));
+}
+
 Example MnistDataset::get(int64_t index) const {
   return {normalize_images(images_[index].unsqueeze(0)).squeeze(0), labels_[index]};
 }

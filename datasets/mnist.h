@@ -39,6 +39,10 @@ class MnistDataset : public Dataset {
   Example get(int64_t index) const override;
   // {"x": float [B, 1, 28, 28], "labels": int64 [B]} in one index_select.
   std::optional<Batch> get_batch(const torch::Tensor& indices) const override;
+  torch::Device device() const override { return images_.device(); }
+  // A copy with images (uint8) and labels on `device`; nullptr when they take more than max_bytes.
+  std::shared_ptr<const Dataset> to_device(const torch::Device& device,
+                                           int64_t max_bytes) const override;
 
   const torch::Tensor& images() const { return images_; }
   const torch::Tensor& labels() const { return labels_; }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "lib/accelerate/cuda.h"
 #include "lib/io/allocator.h"
 #include "lib/io/checkpoint_files.h"
 #include "lib/io/errors.h"
@@ -66,36 +67,6 @@ std::vector<torch::optim::OptimizerParamGroup> parameter_groups(const torch::nn:
   return groups;
 }
 
-// What every process agrees on after a step's backward: whether a loss or the gradient norm is
-// not finite (under fp16 an infinite norm is the GradScaler's to handle), and the signal that
-// asked one of them to stop.
-struct StepChecks {
-  bool nonfinite = false;
-  int signal = 0;
-  std::string what;  // "the loss", "the gradient norm"
-};
-
-StepChecks check_step(Accelerator& accelerator, const torch::Tensor& loss,
-                      const torch::Tensor& grad_norm, bool fp16) {
-  double bad_loss = std::isfinite(loss.item<double>()) ? 0 : 1;
-  double bad_norm = fp16 || std::isfinite(grad_norm.item<double>()) ? 0 : 1;
-  double signal = io::interrupt_signal();
-  if (accelerator.num_processes() > 1) {
-    torch::Tensor flags = torch::tensor({bad_loss, bad_norm, signal}, torch::kDouble)
-                              .reshape({1, 3})
-                              .to(accelerator.device());
-    torch::Tensor most = std::get<0>(accelerator.gather(flags).max(0)).to(torch::kCPU);
-    bad_loss = most[0].item<double>();
-    bad_norm = most[1].item<double>();
-    signal = most[2].item<double>();
-  }
-  StepChecks checks;
-  checks.nonfinite = bad_loss > 0 || bad_norm > 0;
-  checks.what = bad_loss > 0 ? "the loss" : "the gradient norm";
-  checks.signal = static_cast<int>(signal);
-  return checks;
-}
-
 }  // namespace
 
 Metrics compute_accuracy(const EvalPrediction& prediction) {
@@ -116,7 +87,8 @@ AcceleratorOptions accelerator_options(const TrainingArguments& args) {
       .cpu(args.use_cpu())
       .backend(args.ddp_backend().value_or(""))
       .timeout(std::chrono::seconds(args.ddp_timeout()))
-      .ddp(ddp);
+      .ddp(ddp)
+      .data_on_device(args.data_on_device());
 }
 
 Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
@@ -135,6 +107,15 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
   args_.validate();
   torch::manual_seed(static_cast<uint64_t>(args_.seed()));
   accelerator_ = std::make_shared<Accelerator>(accelerator_options(args_));
+  if (args_.tf32()) {
+    // As Transformers: tf32 true without a CUDA device is an error; null leaves LibTorch's default.
+    if (*args_.tf32() && !device().is_cuda()) {
+      throw InputError(
+          "argument tf32: true is not supported on CPU (it needs a CUDA device; use null or "
+          "false)");
+    }
+    if (device().is_cuda()) cuda::set_tf32(*args_.tf32());
+  }
   state_.is_world_process_zero = accelerator_->is_main_process();
   state_.is_local_process_zero = accelerator_->is_local_main_process();
   callbacks_.push_back(std::make_shared<DefaultFlowCallback>());
@@ -163,6 +144,61 @@ LossOutput Trainer::compute_loss(models::Model& model, const data::Batch& inputs
   torch::Tensor outputs = model.forward(inputs.at("x"));
   torch::Tensor loss = model.loss(outputs, inputs.at("labels"));
   return {loss, return_outputs ? outputs : torch::Tensor()};
+}
+
+std::vector<double> Trainer::max_over_processes(std::vector<double> values) {
+  Accelerator& accelerator = *accelerator_;
+  if (accelerator.num_processes() == 1) return values;
+  const auto n = static_cast<int64_t>(values.size());
+  torch::Tensor flags =
+      torch::tensor(values, torch::kDouble).reshape({1, n}).to(accelerator.device());
+  torch::Tensor most = std::get<0>(accelerator.gather(flags).max(0)).to(torch::kCPU).contiguous();
+  const double* p = most.data_ptr<double>();
+  return std::vector<double>(p, p + n);
+}
+
+Trainer::StepChecks Trainer::check_step(const torch::Tensor& loss, const torch::Tensor& grad_norm) {
+  const bool fp16 = args_.fp16();
+  double bad_loss = std::isfinite(loss.item<double>()) ? 0 : 1;
+  double bad_norm = fp16 || std::isfinite(grad_norm.item<double>()) ? 0 : 1;
+  double signal = io::interrupt_signal();
+  std::vector<double> most = max_over_processes({bad_loss, bad_norm, signal});
+  bad_loss = most[0];
+  bad_norm = most[1];
+  signal = most[2];
+  StepChecks checks;
+  checks.nonfinite = bad_loss > 0 || bad_norm > 0;
+  checks.what = bad_loss > 0 ? "the loss" : "the gradient norm";
+  checks.signal = static_cast<int>(signal);
+  return checks;
+}
+
+torch::Tensor Trainer::forward_backward(int64_t window,
+                                        const std::function<data::Batch(int64_t)>& batch_at) {
+  Accelerator& accelerator = *accelerator_;
+  torch::Tensor step_loss;
+  for (int64_t k = 0; k < window; ++k) {
+    data::Batch batch = batch_at(k);
+    const bool sync = k + 1 == window;
+    accelerator.set_sync_gradients(sync);
+    torch::Tensor loss;
+    if (sync) {
+      loss = training_step(*model_wrapped_, batch);
+    } else {
+      auto no_sync = accelerator.no_sync(*model_wrapped_);
+      loss = training_step(*model_wrapped_, batch);
+    }
+    step_loss = step_loss.defined() ? step_loss + loss : loss;
+  }
+  return step_loss;
+}
+
+torch::Tensor Trainer::clip_gradients() {
+  // The gradient norm (of the synchronised gradients: the same on every process); clipped only
+  // with max_grad_norm > 0.
+  return accelerator_->clip_grad_norm_(
+      model_->parameters(),
+      args_.max_grad_norm() > 0 ? args_.max_grad_norm() : std::numeric_limits<double>::infinity());
 }
 
 torch::Tensor Trainer::training_step(models::Model& model, const data::Batch& inputs) {
@@ -309,6 +345,7 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
   last_logged_step_ = 0;
   nonfinite_in_a_row_ = 0;
   last_saved_step_ = -1;
+  cuda_graph_replays_ = 0;
   earlier_checkpoints_.clear();
 
   const std::optional<Resumable> checkpoint = checkpoint_to_resume(resume_from_checkpoint);
@@ -326,6 +363,8 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
   if (!lr_scheduler_) throw std::logic_error("Trainer: create_scheduler returned no scheduler");
   auto optimizer = accelerator.prepare(optimizer_);
   if (checkpoint) load_checkpoint(*checkpoint, steps_per_epoch);
+  // CUDA: steps without a host read, replayed as a CUDA graph with cuda_graphs (null on CPU).
+  const std::shared_ptr<DeviceLoop> device_loop = make_device_loop();
 
   if (state_.is_world_process_zero) {
     std::string text = banner(train_dataset_->size(), num_epochs);
@@ -402,48 +441,39 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
       current_gradient_accumulation_steps_ = window;
       fire([&](TrainerCallback& c) { c.on_step_begin(args_, state_, control_); });
       torch::Tensor step_loss;
-      for (int64_t k = 0; k < window; ++k) {
-        data::Batch batch = loader->batch(first + k);
-        const bool sync = k + 1 == window;
-        accelerator.set_sync_gradients(sync);
-        torch::Tensor loss;
-        if (sync) {
-          loss = training_step(*model_wrapped_, batch);
-        } else {
-          auto no_sync = accelerator.no_sync(*model_wrapped_);
-          loss = training_step(*model_wrapped_, batch);
-        }
-        step_loss = step_loss.defined() ? step_loss + loss : loss;
-      }
-
-      // The gradient norm (of the synchronised gradients: the same on every process); clipped
-      // only with max_grad_norm > 0.
-      grad_norm = accelerator.clip_grad_norm_(model_->parameters(),
-                                              args_.max_grad_norm() > 0
-                                                  ? args_.max_grad_norm()
-                                                  : std::numeric_limits<double>::infinity());
-      // One decision for every process: whether a loss or the norm is not finite, and whether a
-      // process was asked to stop (the launcher forwards SIGTERM to each, at slightly different
-      // moments).
-      const StepChecks checks = check_step(accelerator, step_loss, grad_norm, args_.fp16());
-      if (checks.nonfinite) {
-        ++nonfinite_in_a_row_;
-        optimizer->zero_grad();
-        // As Transformers' logging_nan_inf_filter: the log averages the finite losses.
-        tr_loss_.add_(tr_loss_ / static_cast<double>(1 + state_.global_step - last_logged_step_));
-        if (state_.is_world_process_zero) {
-          std::fprintf(stderr,
-                       "trainer: warning: step %lld: %s is not finite; its update was skipped "
-                       "(%lld in a row)\n",
-                       static_cast<long long>(state_.global_step + 1), checks.what.c_str(),
-                       static_cast<long long>(nonfinite_in_a_row_));
-          std::fflush(stderr);
-        }
+      StepChecks checks;
+      if (device_loop) {
+        // On CUDA the step, its non-finite skip and the loss sum stay on the device; the host
+        // looks every few steps (device_step.cpp).
+        const bool last = first + window >= num_batches || state_.global_step + 1 == max_steps;
+        step_loss = device_step(*device_loop, *loader, *optimizer, first, window, grad_norm);
+        checks = device_checks(*device_loop, last);
       } else {
-        nonfinite_in_a_row_ = 0;
-        tr_loss_.add_(step_loss);
-        optimizer->step();
-        optimizer->zero_grad();
+        step_loss = forward_backward(window, [&](int64_t k) { return loader->batch(first + k); });
+        grad_norm = clip_gradients();
+        // One decision for every process: whether a loss or the norm is not finite, and whether
+        // a process was asked to stop (the launcher forwards SIGTERM to each, at slightly
+        // different moments).
+        checks = check_step(step_loss, grad_norm);
+        if (checks.nonfinite) {
+          ++nonfinite_in_a_row_;
+          optimizer->zero_grad();
+          // As Transformers' logging_nan_inf_filter: the log averages the finite losses.
+          tr_loss_.add_(tr_loss_ / static_cast<double>(1 + state_.global_step - last_logged_step_));
+          if (state_.is_world_process_zero) {
+            std::fprintf(stderr,
+                         "trainer: warning: step %lld: %s is not finite; its update was skipped "
+                         "(%lld in a row)\n",
+                         static_cast<long long>(state_.global_step + 1), checks.what.c_str(),
+                         static_cast<long long>(nonfinite_in_a_row_));
+            std::fflush(stderr);
+          }
+        } else {
+          nonfinite_in_a_row_ = 0;
+          tr_loss_.add_(step_loss);
+          optimizer->step();
+          optimizer->zero_grad();
+        }
       }
       // A skipped update still counts as a step for the schedule, as a scheduler sees it.
       if (checks.nonfinite || !optimizer->step_was_skipped()) lr_scheduler_->step();

@@ -47,9 +47,9 @@ struct PredictionOutput {
   torch::Tensor labels;
 };
 
-// The Accelerator the arguments ask for: use_cpu, bf16 / fp16, ddp_backend, ddp_timeout and the
-// DDP options. Accumulation stays with the Trainer, which counts micro-batches itself (as
-// Transformers does), so the Accelerator's gradient_accumulation_steps is 1.
+// The Accelerator the arguments ask for: use_cpu, bf16 / fp16, ddp_backend, ddp_timeout, the
+// DDP options and data_on_device. Accumulation stays with the Trainer, which counts micro-batches
+// itself (as Transformers does), so the Accelerator's gradient_accumulation_steps is 1.
 AcceleratorOptions accelerator_options(const TrainingArguments& args);
 
 // {"accuracy": fraction of argmax(predictions, 1) == label_ids}.
@@ -74,7 +74,8 @@ class Trainer {
  public:
   // `model` is trained in place. Validates `args` (InputError on a bad value), seeds LibTorch
   // with args.seed(), builds the Accelerator (joining the process group when the environment
-  // names several processes) and moves the model to its device. `data_collator` defaults to
+  // names several processes) and moves the model to its device; sets TF32 as args.tf32() says
+  // (InputError for tf32 true without a CUDA device). `data_collator` defaults to
   // data::default_collate; `compute_metrics` to none (evaluation then reports the loss only).
   Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
           std::shared_ptr<const data::Dataset> train_dataset,
@@ -161,6 +162,8 @@ class Trainer {
   // The result of the last evaluation and the step it ran at (-1: none yet).
   const Metrics& last_eval_metrics() const { return last_eval_metrics_; }
   int64_t last_eval_step() const { return last_eval_step_; }
+  // Steps of the current or last train() that replayed a CUDA graph (cuda_graphs; 0 otherwise).
+  int64_t cuda_graph_replays() const { return cuda_graph_replays_; }
 
  private:
   // The loop under evaluate and predict: outputs and labels (kept when asked for or when
@@ -188,6 +191,41 @@ class Trainer {
   void rotate_checkpoints(const std::string& just_saved) const;
   void load_best_model();
   void log(nlohmann::ordered_json logs);
+
+  // What every process agrees on after a step's backward: whether a loss or the gradient norm
+  // is not finite (under fp16 an infinite norm is the GradScaler's to handle), and the signal
+  // that asked one of them to stop.
+  struct StepChecks {
+    bool nonfinite = false;
+    int signal = 0;
+    std::string what;  // "the loss", "the gradient norm"
+  };
+  // Reads the step's loss and norm (a host sync) and agrees with the other processes.
+  StepChecks check_step(const torch::Tensor& loss, const torch::Tensor& grad_norm);
+  // Each value's maximum over the processes (the values themselves with one process).
+  std::vector<double> max_over_processes(std::vector<double> values);
+  // One optimization step's forward and backward: `window` micro-batches (batch_at(k) gives the
+  // k-th) through training_step, gradients synchronised on the last. Returns their loss sum.
+  torch::Tensor forward_backward(int64_t window,
+                                 const std::function<data::Batch(int64_t)>& batch_at);
+  // The gradient norm, clipped to max_grad_norm when it is > 0; on the device, not read.
+  torch::Tensor clip_gradients();
+
+  // The CUDA loop (trainer/device_step.cpp): each step's update, its non-finite skip and the
+  // loss sum stay on the device, the host reads them every few steps, and with cuda_graphs the
+  // whole step is replayed as a CUDA graph. Null where it does not apply (CPU, fp16, an
+  // optimizer other than this trainer's AdamW on one CUDA device): the host loop then runs.
+  struct DeviceLoop;
+  std::shared_ptr<DeviceLoop> make_device_loop();
+  // One optimization step on the device; returns its loss sum and sets grad_norm, unread.
+  torch::Tensor device_step(DeviceLoop& loop, DataLoaderShard& loader,
+                            AcceleratedOptimizer& optimizer, int64_t first, int64_t window,
+                            torch::Tensor& grad_norm);
+  // After device_step: the signal (read on the host each step with one process), and at a check
+  // point (every few steps, and with `now`) the non-finite steps since the last one, reported in
+  // one warning line, and nonfinite_in_a_row_.
+  StepChecks device_checks(DeviceLoop& loop, bool now);
+
   template <typename Event>
   void fire(Event event);
 
@@ -225,6 +263,7 @@ class Trainer {
   int64_t nonfinite_in_a_row_ = 0;
   int64_t total_batch_size_ = 0;
   int64_t last_saved_step_ = -1;
+  int64_t cuda_graph_replays_ = 0;
   bool in_training_loop_ = false;
   // checkpoint-* folders an earlier run left in output_dir, replaced with overwrite_output_dir
   // once this run has saved one (main process).

@@ -335,6 +335,16 @@ const std::vector<Spec>& specs() {
       SPEC(bool, use_cpu, "Train on the CPU even where CUDA is available."),
       SPEC(bool, bf16, "bf16 mixed precision (autocast), on CPU and CUDA."),
       SPEC(bool, fp16, "fp16 mixed precision with loss scaling (CUDA only)."),
+      SPEC(std::optional<bool>, tf32,
+           "TF32 tensor-core math for float32 matrix products and convolutions (CUDA only; null: "
+           "LibTorch's default, off)."),
+      SPEC(bool, cuda_graphs,
+           "Capture the whole training step (forward, backward, optimizer) as a CUDA graph after "
+           "3 warm-up steps and replay it; falls back to eager steps, with a warning, where it "
+           "cannot (CPU, several processes, fp16, gradient accumulation, a step that syncs)."),
+      SPEC(bool, data_on_device,
+           "On CUDA, keep a data set that fits on the device and sample, gather and normalise "
+           "batches there (false: host memory, each batch copied over)."),
       SPEC(std::optional<std::string>, ddp_backend,
            "Process-group backend with several processes: gloo or nccl (default: nccl on CUDA, "
            "gloo on CPU)."),
@@ -439,7 +449,6 @@ const std::vector<std::string>& TrainingArguments::unsupported_keys() {
                                                 "sharded_ddp",
                                                 "skip_memory_metrics",
                                                 "split_batches",
-                                                "tf32",
                                                 "torch_compile",
                                                 "torch_compile_backend",
                                                 "torch_compile_mode",

@@ -67,6 +67,12 @@ class TrainingArguments {
   TRAINER_ARG(bool, use_cpu, false);
   TRAINER_ARG(bool, bf16, false);
   TRAINER_ARG(bool, fp16, false);
+  // TF32 matrix products and convolutions on CUDA (null: LibTorch's default, off).
+  TRAINER_ARG(std::optional<bool>, tf32, std::nullopt);
+  // Capture the whole training step as a CUDA graph after warm-up and replay it.
+  TRAINER_ARG(bool, cuda_graphs, false);
+  // Keep a data set that fits on the CUDA device (false: host memory, copied per batch).
+  TRAINER_ARG(bool, data_on_device, true);
   TRAINER_ARG(std::optional<std::string>, ddp_backend, std::nullopt);
   TRAINER_ARG(int64_t, ddp_timeout, 1800);
   TRAINER_ARG(std::optional<int64_t>, ddp_bucket_cap_mb, std::nullopt);

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
+#include "lib/accelerate/cuda.h"
 #include "lib/accelerate/mixed_precision.h"
 #include "lib/io/allocator.h"
 #include "lib/io/errors.h"
@@ -264,8 +265,26 @@ std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(
   return std::make_shared<AcceleratedOptimizer>(std::move(optimizer), state_, scaler_);
 }
 
+std::shared_ptr<const data::Dataset> Accelerator::device_dataset(
+    const std::shared_ptr<const data::Dataset>& dataset) {
+  if (!device_.is_cuda() || !options_.data_on_device() || !dataset->device().is_cpu())
+    return nullptr;
+  device_datasets_.erase(std::remove_if(device_datasets_.begin(), device_datasets_.end(),
+                                        [](const auto& entry) { return entry.first.expired(); }),
+                         device_datasets_.end());
+  for (const auto& [source, copy] : device_datasets_) {
+    if (source.lock() == dataset) return copy;
+  }
+  auto copy = dataset->to_device(device_, cuda::free_memory(device_) / 2);
+  if (copy) device_datasets_.emplace_back(dataset, copy);
+  return copy;
+}
+
 std::shared_ptr<DataLoaderShard> Accelerator::prepare(const data::DataLoader& loader) {
-  return std::make_shared<DataLoaderShard>(loader, num_processes_, process_index_, device_, state_);
+  // A collator expects host examples, as in PyTorch: only the dataset's own batches move.
+  auto on_device = loader.collator() ? nullptr : device_dataset(loader.dataset_ptr());
+  return std::make_shared<DataLoaderShard>(on_device ? loader.with_dataset(on_device) : loader,
+                                           num_processes_, process_index_, device_, state_);
 }
 
 std::shared_ptr<models::Model> Accelerator::unwrap_model(

@@ -49,6 +49,10 @@ struct AcceleratorOptions {
   TORCH_ARG(std::chrono::milliseconds, timeout) = dist::kDefaultTimeout;
   // DDP's bucket size, unused-parameter search and buffer broadcast.
   TORCH_ARG(dist::DdpOptions, ddp) = {};
+  // On a CUDA device, prepare() keeps a data set that fits (at most half the free device memory)
+  // on the device: sampled, gathered and normalised there, no host copy per batch. false: host
+  // memory, each batch copied over.
+  TORCH_ARG(bool, data_on_device) = true;
 };
 
 // What the Accelerator knows of the batch in flight, as Accelerate's GradientState: whether this
@@ -83,6 +87,8 @@ class DataLoaderShard {
   // batch_size() * N.
   int64_t total_batch_size() const { return batch_size() * num_processes_; }
   const data::Dataset& dataset() const { return loader_.dataset(); }
+  // Whether the data set is held on the device (Accelerator::prepare with data_on_device).
+  bool data_on_device() const { return !loader_.dataset().device().is_cpu(); }
 
   // The single-process batch that process `rank` runs as its `i`-th, and whether it is a repeat.
   struct Slot {
@@ -191,6 +197,9 @@ class Accelerator {
     return prepare_model(std::move(model));
   }
   std::shared_ptr<AcceleratedOptimizer> prepare(std::shared_ptr<torch::optim::Optimizer> optimizer);
+  // Each process its share of the loader's batches, on the device; with data_on_device on a CUDA
+  // device and no collator, over a copy of the data set held there (made once per data set and
+  // reused) when it takes at most half the free device memory.
   std::shared_ptr<DataLoaderShard> prepare(const data::DataLoader& loader);
   // Several at once, as accelerator.prepare(a, b, ...) in Python: a tuple of the prepared objects
   // in the same order, for structured bindings.
@@ -307,6 +316,11 @@ class Accelerator {
   std::shared_ptr<GradientState> state_ = std::make_shared<GradientState>();
   std::shared_ptr<GradScaler> scaler_;
   std::vector<std::weak_ptr<torch::optim::Optimizer>> optimizers_;
+  // Data sets prepare() copied to the device, beside the host data set each copies.
+  std::vector<std::pair<std::weak_ptr<const data::Dataset>, std::shared_ptr<const data::Dataset>>>
+      device_datasets_;
+  std::shared_ptr<const data::Dataset> device_dataset(
+      const std::shared_ptr<const data::Dataset>& dataset);
   int64_t step_ = 0;  // micro-batches counted by accumulate()
 };
 

@@ -29,12 +29,32 @@ def report(times, start, skip):
     print(f"STEADY {steady:.2f} LOOP {steps * BATCH / (times[-1] - start):.2f}", flush=True)
 
 
-def train_dset(root):
+def train_dset(root, train=True):
     transform = transforms.Compose([
         transforms.ToTensor(),
         transforms.Normalize((0.1307,), (0.3081,))
     ])
-    return datasets.FashionMNIST(root, train=True, download=False, transform=transform)
+    return datasets.FashionMNIST(root, train=train, download=False, transform=transform)
+
+
+def collate_fn(examples):
+    pixel_values = torch.stack([example[0] for example in examples])
+    labels = torch.tensor([example[1] for example in examples])
+    return {"x": pixel_values, "labels": labels}
+
+
+def my_trainer_class():
+    """The tutorial's MyTrainer; Transformers 5 passes num_items_in_batch as well."""
+    from transformers import Trainer
+
+    class MyTrainer(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            outputs = model(inputs["x"])
+            target = inputs["labels"]
+            loss = F.nll_loss(outputs, target)
+            return (loss, outputs) if return_outputs else loss
+
+    return MyTrainer
 
 
 def train_loop(steps, skip, root, bf16):
@@ -59,7 +79,7 @@ def train_loop(steps, skip, root, bf16):
 
 
 def train_trainer(steps, skip, root, output_dir):
-    from transformers import Trainer, TrainerCallback, TrainingArguments
+    from transformers import TrainerCallback, TrainingArguments
 
     model = BasicNet()
     training_args = TrainingArguments(
@@ -78,19 +98,6 @@ def train_trainer(steps, skip, root, output_dir):
         disable_tqdm=True,
     )
 
-    def collate_fn(examples):
-        pixel_values = torch.stack([example[0] for example in examples])
-        labels = torch.tensor([example[1] for example in examples])
-        return {"x": pixel_values, "labels": labels}
-
-    # The tutorial's MyTrainer; Transformers 5 passes num_items_in_batch as well.
-    class MyTrainer(Trainer):
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            outputs = model(inputs["x"])
-            target = inputs["labels"]
-            loss = F.nll_loss(outputs, target)
-            return (loss, outputs) if return_outputs else loss
-
     class StepTimes(TrainerCallback):  # measurement only: a timestamp at each step's end
         def __init__(self):
             self.start, self.times = None, []
@@ -102,7 +109,7 @@ def train_trainer(steps, skip, root, output_dir):
             self.times.append(time.perf_counter())
 
     timer = StepTimes()
-    trainer = MyTrainer(
+    trainer = my_trainer_class()(
         model,
         training_args,
         train_dataset=train_dset(root),

@@ -316,7 +316,9 @@ class NanTrainer : public Trainer {
 
 TEST(Checkpoint, ANanLossSkipsItsUpdateAndTrainingGoesOn) {
   testing::TempDir dir;
-  NanTrainer t(fresh_model(), args_in(dir.path()).max_steps(6).logging_steps(1).save_steps(100),
+  // The host loop's check, at every step (the CUDA loop's: tests/cuda/cuda_test.cpp).
+  NanTrainer t(fresh_model(),
+               args_in(dir.path()).max_steps(6).logging_steps(1).save_steps(100).use_cpu(true),
                random_dataset(320), {3}, false);
   auto before = fresh_model();
   t.train();
@@ -340,7 +342,7 @@ TEST(Checkpoint, ANanLossSkipsItsUpdateAndTrainingGoesOn) {
 TEST(Checkpoint, NanAtEveryStepStopsWithAnErrorAndWhatWasSavedIsFinite) {
   testing::TempDir dir;
   NanTrainer t(fresh_model(),
-               args_in(dir.path()).max_steps(20).save_steps(2).max_nonfinite_steps(5),
+               args_in(dir.path()).max_steps(20).save_steps(2).max_nonfinite_steps(5).use_cpu(true),
                random_dataset(320), {}, true);
   try {
     t.train();

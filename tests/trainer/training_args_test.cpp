@@ -117,7 +117,7 @@ TEST(TrainingArguments, UnknownKeyNamesTheNearest) {
 }
 
 TEST(TrainingArguments, TransformersKeysWeDoNotImplementAreNotSupported) {
-  for (const char* key : {"deepspeed", "fsdp", "tf32", "push_to_hub"}) {
+  for (const char* key : {"deepspeed", "fsdp", "torch_compile", "push_to_hub"}) {
     EXPECT_EQ(error_of(std::string("{\"") + key + "\": true}"),
               std::string("argument ") + key +
                   ": Transformers' TrainingArguments has it, but this trainer does not support it");
@@ -252,6 +252,22 @@ TEST(TrainingArguments, ValuesOutOfRange) {
 TEST(TrainingArguments, WarmupFromRatioOrSteps) {
   EXPECT_EQ(TrainingArguments().warmup_ratio(0.1).get_warmup_steps(938), 94);
   EXPECT_EQ(TrainingArguments().warmup_ratio(0.1).warmup_steps(5).get_warmup_steps(938), 5);
+}
+
+TEST(TrainingArguments, GpuArguments) {
+  TrainingArguments defaults;
+  EXPECT_EQ(defaults.tf32(), std::nullopt);
+  EXPECT_FALSE(defaults.cuda_graphs());
+  EXPECT_TRUE(defaults.data_on_device());
+  auto a = TrainingArguments::from_json_text(
+      R"({"tf32": true, "cuda_graphs": true, "data_on_device": false})");
+  EXPECT_EQ(a.tf32(), true);
+  EXPECT_TRUE(a.cuda_graphs());
+  EXPECT_FALSE(a.data_on_device());
+  a.set_from_text("tf32", "null");
+  EXPECT_EQ(a.tf32(), std::nullopt);
+  auto b = TrainingArguments::from_json_text(a.to_json());
+  EXPECT_EQ(b.to_json(), a.to_json());
 }
 
 TEST(TrainingArguments, DistributedAndPrecisionArguments) {
