@@ -91,6 +91,10 @@ void unpool_row_scalar(const float* tile, const uint8_t* code, int64_t c, int64_
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TRAINER_HAVE_AVX512 1
+// GCC 12's AVX-512 headers start some intrinsics from an undefined vector and then warn that it
+// may be used uninitialized (it is not: every lane is written).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // The same two loops for channels-last input (sc == 1, an even number of channels), 16 channels
 // at a time with AVX-512 (F, BW, VL, and DQ for the mask's 64-bit multiplies).
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void pool_row_avx512(
@@ -182,6 +186,7 @@ bool have_avx512() {
                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   return yes;
 }
+#pragma GCC diagnostic pop
 #endif
 
 void pool_row(const float* base, int64_t c, int64_t ow, int64_t sc, int64_t sh, int64_t sw,
