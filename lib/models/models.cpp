@@ -307,7 +307,7 @@ torch::Tensor Model::loss(const torch::Tensor& outputs, const torch::Tensor& lab
   return F::cross_entropy(outputs, labels);
 }
 
-BasicNet::BasicNet() {
+BasicNet::BasicNet(bool fused) : fused_(fused) {
   conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).stride(1)));
   conv2 =
       register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).stride(1)));
@@ -318,6 +318,17 @@ BasicNet::BasicNet() {
 }
 
 torch::Tensor BasicNet::forward(const torch::Tensor& input) {
+  if (!fused_) {  // the tutorial's forward, op for op
+    torch::Tensor x = torch::relu(conv1->forward(input));
+    x = torch::relu(conv2->forward(x));
+    x = F::max_pool2d(x, F::MaxPool2dFuncOptions(2));
+    x = dropout1->forward(x);
+    x = torch::flatten(x, 1);
+    x = torch::relu(fc1->forward(x));
+    x = dropout2->forward(x);
+    x = fc2->forward(x);
+    return F::log_softmax(x, F::LogSoftmaxFuncOptions(1));
+  }
   // oneDNN's convolution is about twice as fast on channels-last input (conv1's single input
   // channel makes its own input layout moot); the fused pooling reads that layout and writes NCHW,
   // so flatten sees the tutorial's (channel, row, column) order.

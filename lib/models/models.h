@@ -26,9 +26,13 @@ class Model : public torch::nn::Module {
 // The tutorial's network: conv1 1->32 3x3, ReLU, conv2 32->64 3x3, ReLU, max-pool 2,
 // dropout 0.25, flatten 9216, fc1 ->128, ReLU, dropout 0.5, fc2 ->10, log_softmax.
 // Parameter names are PyTorch's: conv1.weight ... fc2.bias (1,199,882 trainable parameters).
+// `fused` (the default) runs ReLU, max-pool and dropout1 as relu_max_pool2x2_dropout, whose
+// dropout mask is its own SplitMix64 stream; unfused, forward is LibTorch's plain ops in the
+// tutorial's order, drawing its dropout masks from the default generator as PyTorch's BasicNet
+// (and a TorchScript BasicNet) does, so the two train alike from the same weights and seed.
 class BasicNet : public Model {
  public:
-  BasicNet();
+  explicit BasicNet(bool fused = true);
   torch::Tensor forward(const torch::Tensor& x) override;
   // Outputs are log-probabilities, so the loss is nll_loss as in the tutorial.
   torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) override;
@@ -36,6 +40,10 @@ class BasicNet : public Model {
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
   torch::nn::Dropout dropout1{nullptr}, dropout2{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  bool fused() const { return fused_; }
+
+ private:
+  bool fused_ = true;
 };
 
 // relu(max_pool2d(x, 2)), which equals max_pool2d(relu(x), 2) with the same gradients, bit for

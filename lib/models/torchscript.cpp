@@ -1,0 +1,217 @@
+// TorchScript modules as Models: loading, the mirror of the module's hierarchy that registers its
+// tensors under PyTorch's names, forward with one-line errors, and saving back.
+#include "lib/models/torchscript.h"
+
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <torch/script.h>
+
+#include "lib/io/errors.h"
+#include "lib/io/files.h"
+#include "lib/io/text.h"
+
+namespace trainer::models {
+namespace {
+
+namespace F = torch::nn::functional;
+
+// The line of a TorchScript error that says what went wrong: the interpreter's message starts
+// with "The following operation failed in the TorchScript interpreter." and a traceback, and
+// ends with the Python exception ("RuntimeError: mat1 and mat2 shapes cannot be multiplied ...").
+std::string script_error(const std::string& message) {
+  std::vector<std::string> lines;
+  std::istringstream in(message);
+  for (std::string line; std::getline(in, line);) {
+    size_t begin = line.find_first_not_of(" \t");
+    if (begin != std::string::npos) lines.push_back(line.substr(begin));
+  }
+  if (lines.empty()) return "unknown error";
+  if (lines.front().rfind("The following operation failed in the TorchScript interpreter", 0) ==
+      0) {
+    return lines.back();
+  }
+  return lines.front();  // an error of the operator itself, its backtrace after the first line
+}
+
+// "float32 [64, 4]": a tensor's dtype as PyTorch names it, and its shape.
+std::string shape_of(const torch::Tensor& x) {
+  std::string dims;
+  for (int64_t d : x.sizes()) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  std::string dtype = c10::toString(x.scalar_type());
+  switch (x.scalar_type()) {
+    case torch::kFloat:
+      dtype = "float32";
+      break;
+    case torch::kDouble:
+      dtype = "float64";
+      break;
+    case torch::kHalf:
+      dtype = "float16";
+      break;
+    case torch::kBFloat16:
+      dtype = "bfloat16";
+      break;
+    case torch::kLong:
+      dtype = "int64";
+      break;
+    case torch::kInt:
+      dtype = "int32";
+      break;
+    case torch::kByte:
+      dtype = "uint8";
+      break;
+    case torch::kBool:
+      dtype = "bool";
+      break;
+    default:
+      break;
+  }
+  return fmt::format("{} [{}]", dtype, dims);
+}
+
+// The child module `prefix` ("body.0") of `root`, created with its parents on first use.
+torch::nn::Module& mirror(torch::nn::Module& root, const std::vector<std::string>& path,
+                          size_t depth,
+                          std::map<std::string, std::shared_ptr<torch::nn::Module>>& made) {
+  torch::nn::Module* node = &root;
+  std::string prefix;
+  for (size_t i = 0; i < depth; ++i) {
+    prefix += (i ? "." : "") + path[i];
+    auto it = made.find(prefix);
+    if (it == made.end()) {
+      auto child = std::make_shared<torch::nn::Module>(path[i]);
+      node->register_module(path[i], child);
+      it = made.emplace(prefix, child).first;
+    }
+    node = it->second.get();
+  }
+  return *node;
+}
+
+std::vector<std::string> split_name(const std::string& name) {
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  while (true) {
+    size_t dot = name.find('.', begin);
+    parts.push_back(name.substr(begin, dot - begin));
+    if (dot == std::string::npos) return parts;
+    begin = dot + 1;
+  }
+}
+
+}  // namespace
+
+TorchScriptModel::TorchScriptModel(const std::string& path, bool log_probs)
+    : path_(path), log_probs_(log_probs) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    throw InputError(
+        fmt::format("model_name_or_path {}: {} (a TorchScript file written by "
+                    "torch.jit.script(model).save(path))",
+                    path, std::strerror(errno)));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    throw InputError(fmt::format("model_name_or_path {} is {}, not a TorchScript file", path,
+                                 S_ISDIR(info.st_mode) ? "a directory" : "not a regular file"));
+  }
+  try {
+    module_ = std::make_unique<torch::jit::Module>(torch::jit::load(path, torch::kCPU));
+  } catch (const c10::Error& e) {
+    throw InputError(
+        fmt::format("model_name_or_path {} is not a TorchScript archive (write one with "
+                    "torch.jit.script(model).save(path)): {}",
+                    path, io::first_line(e.what_without_backtrace())));
+  }
+  if (!module_->find_method("forward")) {
+    throw InputError(
+        fmt::format("model_name_or_path {}: the TorchScript module has no forward "
+                    "method",
+                    path));
+  }
+  std::map<std::string, std::shared_ptr<torch::nn::Module>> made;
+  for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
+    std::vector<std::string> parts = split_name(item.name);
+    mirror(*this, parts, parts.size() - 1, made)
+        .register_parameter(parts.back(), item.value, item.value.requires_grad());
+  }
+  for (const auto& item : module_->named_buffers(/*recurse=*/true)) {
+    std::vector<std::string> parts = split_name(item.name);
+    mirror(*this, parts, parts.size() - 1, made).register_buffer(parts.back(), item.value);
+  }
+  if (parameters().empty()) {
+    throw InputError(fmt::format(
+        "model_name_or_path {}: the TorchScript module has no parameters to train", path));
+  }
+  train(module_->is_training());
+}
+
+TorchScriptModel::~TorchScriptModel() = default;
+
+torch::Tensor TorchScriptModel::forward(const torch::Tensor& x) {
+  c10::IValue output;
+  try {
+    output = module_->forward({x});
+  } catch (const c10::OutOfMemoryError&) {
+    throw;
+  } catch (const InputError&) {
+    throw;
+  } catch (const c10::Error& e) {
+    throw InputError(fmt::format("{}: forward failed on x {}: {}", path_, shape_of(x),
+                                 script_error(e.what_without_backtrace())));
+  } catch (const std::runtime_error& e) {  // torch::jit::JITException: a `raise` in the module
+    throw InputError(
+        fmt::format("{}: forward failed on x {}: {}", path_, shape_of(x), script_error(e.what())));
+  }
+  if (!output.isTensor()) {
+    throw InputError(
+        fmt::format("{}: forward returned a {}, not a tensor", path_, output.tagKind()));
+  }
+  return output.toTensor();
+}
+
+torch::Tensor TorchScriptModel::loss(const torch::Tensor& outputs, const torch::Tensor& labels) {
+  return log_probs_ ? F::nll_loss(outputs, labels) : F::cross_entropy(outputs, labels);
+}
+
+void TorchScriptModel::train(bool on) {
+  torch::nn::Module::train(on);
+  module_->train(on);
+}
+
+void TorchScriptModel::to(torch::Dtype dtype, bool non_blocking) {
+  // set_data on the shared TensorImpl: the script module's slots see the new data too.
+  for (const auto& list : {parameters(), buffers()}) {
+    for (torch::Tensor t : list) {
+      if (t.is_floating_point()) t.set_data(t.to(dtype, non_blocking));
+    }
+  }
+}
+
+void TorchScriptModel::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  for (const auto& list : {parameters(), buffers()}) {
+    for (torch::Tensor t : list) {
+      t.set_data(t.to(device, t.is_floating_point() ? dtype : t.scalar_type(), non_blocking));
+    }
+  }
+}
+
+void TorchScriptModel::save(const std::string& path) const {
+  std::ostringstream out;
+  bool on_cpu = true;
+  for (const auto& p : module_->parameters()) on_cpu = on_cpu && p.device().is_cpu();
+  for (const auto& b : module_->buffers()) on_cpu = on_cpu && b.device().is_cpu();
+  if (on_cpu) {
+    module_->save(out);
+  } else {
+    torch::jit::Module copy = module_->clone();
+    copy.to(torch::kCPU);
+    copy.save(out);
+  }
+  io::write_file_atomic(path, out.str());
+}
+
+}  // namespace trainer::models
