@@ -13,11 +13,10 @@
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
 #include "lib/io/text.h"
+#include "lib/models/config.h"
 
 namespace trainer::models {
 namespace {
-
-namespace F = torch::nn::functional;
 
 // The line of a TorchScript error that says what went wrong: the interpreter's message starts
 // with "The following operation failed in the TorchScript interpreter." and a traceback, and
@@ -105,8 +104,8 @@ std::vector<std::string> split_name(const std::string& name) {
 
 }  // namespace
 
-TorchScriptModel::TorchScriptModel(const std::string& path, bool log_probs)
-    : path_(path), log_probs_(log_probs) {
+TorchScriptModel::TorchScriptModel(const std::string& path, Task task) : path_(path) {
+  task_ = task;
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
     throw InputError(
@@ -173,10 +172,6 @@ torch::Tensor TorchScriptModel::forward(const torch::Tensor& x) {
   return output.toTensor();
 }
 
-torch::Tensor TorchScriptModel::loss(const torch::Tensor& outputs, const torch::Tensor& labels) {
-  return log_probs_ ? F::nll_loss(outputs, labels) : F::cross_entropy(outputs, labels);
-}
-
 void TorchScriptModel::train(bool on) {
   torch::nn::Module::train(on);
   module_->train(on);
@@ -212,6 +207,20 @@ void TorchScriptModel::save(const std::string& path) const {
     copy.save(out);
   }
   io::write_file_atomic(path, out.str());
+}
+
+std::shared_ptr<Model> load_torchscript(const std::string& path,
+                                        const nlohmann::ordered_json& config,
+                                        const data::DataInfo& info) {
+  ConfigReader options("model_config", "a TorchScript model", config);
+  std::string outputs = options.choice("outputs", "logits", {"logits", "log_probs"});
+  options.finish();
+  if (outputs == "log_probs" && info.task != data::TaskKind::kClassification) {
+    throw InputError(fmt::format(
+        "model_config outputs \"log_probs\" is for classification; the data set's task is {}",
+        data::task_name(info.task)));
+  }
+  return std::make_shared<TorchScriptModel>(path, Task{info.task, outputs == "log_probs"});
 }
 
 }  // namespace trainer::models

@@ -21,6 +21,8 @@ namespace torchscript_test {
 using testing::run;
 using testing::TempDir;
 
+const Task kLogProbs{data::TaskKind::kClassification, /*log_probs=*/true};
+
 bool python_has_torch() {
   static const bool has =
       !std::string(TRAINER_PYTHON).empty() &&
@@ -61,7 +63,7 @@ std::string error_of(F f) {
 
 TEST(TorchScript, ScriptedBasicNetHasPyTorchNamesOnTheModulesOwnTensors) {
   SKIP_WITHOUT_TORCH();
-  TorchScriptModel model(script("basic_net"), /*log_probs=*/true);
+  TorchScriptModel model(script("basic_net"), kLogProbs);
   BasicNet builtin(/*fused=*/false);
   auto mine = model.named_parameters(), theirs = builtin.named_parameters();
   ASSERT_EQ(mine.size(), theirs.size());
@@ -176,7 +178,7 @@ TEST(TorchScript, BadFilesAndFailingForwardAreOneLineInputErrors) {
   EXPECT_NE(state.find("is not a TorchScript archive"), std::string::npos) << state;
   EXPECT_EQ(state.find('\n'), std::string::npos);
   // BasicNet given a table's rows: the module's own error, one line, with the input's shape.
-  TorchScriptModel model(script("basic_net"), true);
+  TorchScriptModel model(script("basic_net"), kLogProbs);
   std::string failed = error_of([&] { model.forward(torch::zeros({2, 4})); });
   EXPECT_EQ(failed.rfind(script("basic_net") + ": forward failed on x float32 [2, 4]: ", 0), 0u)
       << failed;
@@ -210,7 +212,7 @@ TEST(TorchScript, ScriptedBasicNetTrainsAsTheBuiltInOneFromTheSameWeights) {
     }
     return losses;
   };
-  auto scripted = std::make_shared<TorchScriptModel>(script("basic_net"), true);
+  auto scripted = std::make_shared<TorchScriptModel>(script("basic_net"), kLogProbs);
   auto builtin = std::make_shared<BasicNet>(/*fused=*/false);
   auto fused = std::make_shared<BasicNet>(/*fused=*/true);
   io::load_state_dict(*builtin, io::state_dict(*scripted), "scripted");
