@@ -36,6 +36,7 @@
 #include "lib/io/safetensors.h"
 #include "lib/io/text.h"
 #include "lib/models/models.h"
+#include "lib/models/torchscript.h"
 #include "trainer/integrations.h"
 #include "trainer/trainer.h"
 
@@ -149,9 +150,13 @@ std::unique_ptr<io::OutputDir> lock_output_dir(const TrainingArguments& args) {
   return std::make_unique<io::OutputDir>(args.output_dir());
 }
 
-// The model the arguments name, shaped for the data.
+// The model the arguments name, shaped for the data: the TorchScript module of
+// model_name_or_path, else model_name.
 std::shared_ptr<models::Model> create_model(const TrainingArguments& args,
                                             const data::DataInfo& info) {
+  if (args.model_name_or_path()) {
+    return models::load_torchscript(*args.model_name_or_path(), args.model_config(), info);
+  }
   return models::make_model(args.model_name(), args.model_config(), info);
 }
 

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include "lib/io/files.h"
+#include "lib/models/config.h"
+
 namespace trainer::data {
 
 CsvDataset::CsvDataset(torch::Tensor x, torch::Tensor labels)
@@ -36,6 +39,48 @@ std::shared_ptr<const Dataset> CsvDataset::to_device(const torch::Device& device
   if (x_.nbytes() + labels_.nbytes() > static_cast<size_t>(std::max<int64_t>(0, max_bytes)))
     return nullptr;
   return std::make_shared<CsvDataset>(x_.to(device), labels_.to(device));
+}
+
+namespace {
+
+class CsvSource : public DataSource {
+ public:
+  CsvSource(TabularOptions options) : options_(std::move(options)), data_(load_tabular(options_)) {}
+
+  DataInfo info() override {
+    return {options_.regression ? TaskKind::kRegression : TaskKind::kClassification,
+            {data_.num_features()},
+            data_.num_labels()};
+  }
+  std::shared_ptr<const Dataset> split(const std::string& split,
+                                       std::optional<int64_t> max_samples) override {
+    return std::make_shared<CsvDataset>(split == "train" ? data_.train : data_.eval,
+                                        data_.num_features(), options_.regression, max_samples);
+  }
+  std::string location() const override { return options_.path; }
+
+ private:
+  TabularOptions options_;
+  TabularData data_;
+};
+
+}  // namespace
+
+std::unique_ptr<DataSource> make_csv_source(const std::string& dir,
+                                            const nlohmann::ordered_json& config) {
+  models::ConfigReader reader("dataset_config", "csv", config);
+  TabularOptions options;
+  options.path = reader.string("path", "");
+  options.label = reader.string("label", options.label);
+  options.features = reader.strings("features", {});
+  options.regression =
+      reader.choice("task", "classification", {"classification", "regression"}) == "regression";
+  options.validation_fraction = reader.number("validation_fraction", options.validation_fraction,
+                                              0.0, 1.0, /*max_open=*/true);
+  options.seed = static_cast<uint64_t>(reader.integer("seed", 42, 0));
+  reader.finish();
+  if (!dir.empty() && options.path[0] != '/') options.path = io::join_path(dir, options.path);
+  return std::make_unique<CsvSource>(std::move(options));
 }
 
 }  // namespace trainer::data

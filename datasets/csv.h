@@ -6,8 +6,11 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "datasets/csv_table.h"
 #include "datasets/dataset.h"
+#include "datasets/registry.h"
 
 namespace trainer::data {
 
@@ -35,5 +38,18 @@ class CsvDataset : public Dataset {
  private:
   torch::Tensor x_, labels_;
 };
+
+// dataset_name "csv": a CSV file with a header, with dataset_config options
+//   path                 the file (required); relative to dataset_dir when that is set
+//   label                the target column (default "label")
+//   features             the feature columns, a list (default: every column but the label)
+//   task                 "classification" (default) or "regression"
+//   validation_fraction  the share of rows held out as the eval split, in [0, 1) (default 0.2)
+//   seed                 the split's seed (default 42)
+// The file is read here (see make_tabular for what it must hold); info() is {task, {features},
+// classes or 1}. Throws InputError for an unknown option (naming the nearest), a bad value, or a
+// bad file (one line, with its line number).
+std::unique_ptr<DataSource> make_csv_source(const std::string& dir,
+                                            const nlohmann::ordered_json& config);
 
 }  // namespace trainer::data

@@ -1,8 +1,10 @@
-// The data-source registry: MNIST-format image folders (fashion_mnist, mnist).
+// The data-source registry: MNIST-format image folders (fashion_mnist, mnist) and CSV tables
+// (csv, datasets/csv.h).
 #include "datasets/registry.h"
 
 #include <fmt/format.h>
 
+#include "datasets/csv.h"
 #include "datasets/mnist.h"
 #include "datasets/mnist_defaults.h"
 #include "lib/io/errors.h"
@@ -59,6 +61,7 @@ std::unique_ptr<DataSource> make_data_source(const std::string& name, const std:
     }
     return std::make_unique<MnistSource>(dir.empty() ? kFashionMnistDir : dir, std::move(context));
   }
+  if (name == "csv") return make_csv_source(dir, config);
   std::string known;
   for (const auto& n : dataset_names()) known += (known.empty() ? "" : ", ") + n;
   throw InputError(fmt::format("dataset_name: unknown data set '{}' (allowed: {})", name, known));

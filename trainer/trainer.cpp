@@ -16,6 +16,7 @@
 #include "lib/io/interrupt.h"
 #include "lib/io/safetensors.h"
 #include "lib/io/text.h"
+#include "lib/models/torchscript.h"
 #include "lib/optim/adamw.h"
 #include "trainer/callbacks.h"
 #include "trainer/integrations.h"
@@ -692,6 +693,10 @@ void Trainer::save_model(const std::string& dir) const {
   if (!accelerator_->is_main_process()) return;
   std::string target = dir.empty() ? args_.output_dir() : dir;
   io::save_safetensors(io::join_path(target, "model.safetensors"), io::state_dict(*model_));
+  // A model from Python goes back as it came, with the trained weights: model.pt.
+  if (auto* script = dynamic_cast<const models::TorchScriptModel*>(model_.get())) {
+    script->save(io::join_path(target, "model.pt"));
+  }
 }
 
 void Trainer::remove_earlier_checkpoints() {

@@ -147,8 +147,9 @@ class Trainer {
   virtual std::shared_ptr<optim::LambdaLR> create_scheduler(int64_t num_training_steps,
                                                             torch::optim::Optimizer& optimizer);
 
-  // Writes model.safetensors (PyTorch's parameter names) to `dir` (default: output_dir). Only
-  // the main process writes; the others return at once.
+  // Writes model.safetensors (PyTorch's parameter names) to `dir` (default: output_dir), and for
+  // a TorchScript model model.pt too (the module with the trained weights). Only the main
+  // process writes; the others return at once.
   void save_model(const std::string& dir = "") const;
   // With overwrite_output_dir, removes the checkpoints an earlier run left in output_dir that
   // this run has not replaced yet (its first save replaces them all). Main process only.

@@ -382,15 +382,21 @@ const std::vector<Spec>& specs() {
            "Model to train, by name: basic_net (the tutorial's), mlp or resnet."),
       SPEC(json, model_config,
            "The model's options: mlp {hidden_sizes [128], activation relu|gelu|tanh, dropout 0}; "
-           "resnet {width 16, stages 3, blocks_per_stage 2}; basic_net none."),
+           "resnet {width 16, stages 3, blocks_per_stage 2}; basic_net {fused true: false runs "
+           "LibTorch's plain ops, as PyTorch's BasicNet}; a TorchScript model {outputs "
+           "logits|log_probs}."),
       SPEC(std::optional<std::string>, model_name_or_path,
            "A TorchScript module (*.pt, saved from Python with torch.jit.script) to train instead "
-           "of a model_name."),
-      SPEC(std::string, dataset_name, "fashion_mnist or mnist (MNIST-format files)."),
-      SPEC(json, dataset_config, "The data set's options (none for fashion_mnist and mnist)."),
+           "of a model_name; output_dir gets it back as model.pt with the trained weights."),
+      SPEC(std::string, dataset_name,
+           "fashion_mnist or mnist (MNIST-format files), or csv (a table with a header)."),
+      SPEC(json, dataset_config,
+           "The data set's options: csv {path (required), label \"label\", features (default: "
+           "all other columns), task classification|regression, validation_fraction 0.2, seed "
+           "42}; none for fashion_mnist and mnist."),
       SPEC(std::string, dataset_dir,
            "Directory with the four IDX files (default for fashion_mnist: "
-           "/usr/share/datasets/fashion-mnist)."),
+           "/usr/share/datasets/fashion-mnist); for csv, where a relative path is found."),
       SPEC(std::optional<int64_t>, max_train_samples, "Use only the first N training examples."),
       SPEC(std::optional<int64_t>, max_eval_samples, "Use only the first N evaluation examples."),
   };

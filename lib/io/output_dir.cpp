@@ -24,6 +24,7 @@ constexpr const char* kLockName = ".trainer.lock";
 
 const std::vector<std::string>& run_result_files() {
   static const std::vector<std::string> names = {"model.safetensors",
+                                                 "model.pt",
                                                  "training_args.json",
                                                  "trainer_state.json",
                                                  "train_results.json",

@@ -1,0 +1,204 @@
+// `trainer` on the CSV and TorchScript configs: configs/iris.json and iris_regression.json train to
+// stated eval metrics, configs/torchscript_basic_net.json trains a BasicNet scripted by PyTorch
+// and writes it back as model.pt and model.safetensors (which `trainer evaluate` reloads), and
+// their bad inputs end with one line and exit 2.
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/io/safetensors.h"
+#include "lib/models/torchscript.h"
+#include "tests/test_util.h"
+
+namespace trainer {
+namespace tabular_cli_test {
+
+using nlohmann::json;
+using testing::run;
+using testing::slurp;
+using testing::TempDir;
+
+const std::string kTrainer = testing::kTrainerBin;
+const std::string kSource = SOURCE_DIR;
+
+json read_json(const std::string& path) { return json::parse(slurp(path)); }
+
+// Runs `trainer ARGS` from the source tree (the configs name data/iris.csv relative to it).
+testing::ProcessResult trainer(const std::string& args) {
+  return run("cd " + kSource + " && " + kTrainer + " " + args);
+}
+
+void expect_input_error(const std::string& args, const std::string& message) {
+  auto result = trainer(args);
+  EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.out;
+  EXPECT_EQ(result.err, "trainer: error: " + message + "\n") << args;
+}
+
+bool python_has_torch() {
+  static const bool has =
+      !std::string(TRAINER_PYTHON).empty() &&
+      run(std::string(TRAINER_PYTHON) + " -c 'import torch' 2>/dev/null").exit_code == 0;
+  return has;
+}
+
+// scripts/reference/script_basicnet.py OUT ARGS, run once per file for the suite.
+std::string script(const std::string& model) {
+  static TempDir dir;
+  std::string out = dir.file(model + ".pt");
+  if (!std::ifstream(out).good()) {
+    auto result = run("cd " + kSource + "/scripts/reference && " + TRAINER_PYTHON +
+                      " script_basicnet.py " + out + " --model " + model);
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+  }
+  return out;
+}
+
+TEST(IrisCli, ClassifiesTheHeldOutSpecies) {
+  TempDir dir;
+  auto result = trainer("train configs/iris.json --disable_tqdm true --output_dir " + dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  json eval = read_json(dir.file("eval_results.json"));
+  EXPECT_EQ(eval["eval_samples"], 30);  // round(0.2 * 150), the split of seed 42
+  EXPECT_EQ(read_json(dir.file("train_results.json"))["train_samples"], 120);
+  // 30 epochs of 8 steps on 120 standardised rows: 28 of the 30 held-out flowers (one
+  // versicolor taken for a virginica and one the other way: the two species that overlap).
+  EXPECT_NEAR(eval["eval_accuracy"].get<double>(), 28.0 / 30.0, 1e-9);
+  EXPECT_LT(eval["eval_loss"].get<double>(), 0.15);
+  // The options reach training_args.json as given.
+  json args = read_json(dir.file("training_args.json"));
+  EXPECT_EQ(args["dataset_config"]["label"], "species");
+  EXPECT_EQ(args["model_config"]["hidden_sizes"], json::array({16}));
+}
+
+TEST(IrisCli, PredictsPetalWidthFromTheOtherMeasurements) {
+  TempDir dir;
+  auto result =
+      trainer("train configs/iris_regression.json --disable_tqdm true --output_dir " + dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  json eval = read_json(dir.file("eval_results.json"));
+  EXPECT_EQ(eval["eval_samples"], 30);
+  // petal_width's standard deviation is 0.76 cm; the model is within a fifth of that.
+  double rmse = eval["eval_rmse"].get<double>();
+  EXPECT_LT(rmse, 0.25);
+  EXPECT_NEAR(eval["eval_loss"].get<double>(), rmse * rmse, 1e-6);  // MSE
+  EXPECT_LT(eval["eval_mae"].get<double>(), rmse);
+}
+
+TEST(IrisCli, BadTablesAndOptionsAreOneLine) {
+  TempDir dir;
+  std::ofstream(dir.file("bad.csv")) << "x,y,label\n1,2,a\n3,abc,b\n";
+  std::ofstream(dir.file("short.csv")) << "x,y,label\n1,2,a\n3,b\n";
+  const std::string base = "train configs/iris.json --output_dir " + dir.file("out");
+  expect_input_error(base + " --dataset_config '{\"path\": \"" + dir.file("bad.csv") + "\"}'",
+                     dir.file("bad.csv") + " line 3: column 'y' is 'abc', not a number");
+  expect_input_error(base + " --dataset_config '{\"path\": \"" + dir.file("short.csv") + "\"}'",
+                     dir.file("short.csv") + " line 3: 2 fields, but the header names 3 columns");
+  expect_input_error(base + " --dataset_config '{\"path\": \"data/iris.csv\", \"lable\": \"x\"}'",
+                     "dataset_config: unknown option 'lable' for csv (did you mean 'label'? "
+                     "known: path, label, features, task, validation_fraction, seed)");
+  expect_input_error(base + " --dataset_config '{\"path\": \"data/iris.csv\"}'",
+                     "data/iris.csv has no column 'label' (dataset_config label; columns: "
+                     "sepal_length, sepal_width, petal_length, petal_width, species)");
+  expect_input_error(
+      base +
+          " --dataset_config '{\"path\": \"data/iris.csv\", \"label\": \"species\", "
+          "\"features\": [\"petal_widht\"]}'",
+      "data/iris.csv has no column 'petal_widht' (dataset_config features; did you mean "
+      "'petal_width'?; columns: sepal_length, sepal_width, petal_length, petal_width, species)");
+  expect_input_error(
+      base + " --dataset_config '{\"label\": \"species\"}'",
+      "dataset_config path is missing: dataset_name csv reads the CSV file it names");
+  expect_input_error(base + " --model_name basic_net --model_config {}",
+                     "model_name: basic_net takes 1x28x28 images in 10 classes; the data set has "
+                     "examples of shape [4] in 3 classes (use mlp or resnet)");
+  EXPECT_FALSE(std::ifstream(dir.file("out/training_args.json")).good());
+}
+
+TEST(TorchScriptCli, ScriptedBasicNetTrainsAndComesBackAsModelPtAndSafetensors) {
+  if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
+  TempDir dir;
+  testing::write_mnist_dir(dir.file("data"), 64, 32, false);
+  const std::string args = "configs/torchscript_basic_net.json --model_name_or_path " +
+                           script("basic_net") + " --dataset_dir " + dir.file("data") +
+                           " --output_dir " + dir.file("out") +
+                           " --max_steps 3 --per_device_train_batch_size 16 --disable_tqdm true";
+  auto result = trainer("train " + args);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  // model.pt holds the trained weights, the same as model.safetensors, not the initial ones.
+  models::TorchScriptModel trained(dir.file("out/model.pt"));
+  models::TorchScriptModel initial(script("basic_net"));
+  io::NamedTensors saved = io::load_safetensors(dir.file("out/model.safetensors"));
+  ASSERT_EQ(saved.size(), 8u);
+  auto params = trained.named_parameters();
+  for (const auto& [name, tensor] : saved) {
+    EXPECT_TRUE(torch::equal(params[name], tensor)) << name;
+  }
+  EXPECT_FALSE(torch::equal(params["fc2.weight"], initial.named_parameters()["fc2.weight"]));
+  // trainer evaluate rebuilds the model from model_name_or_path and loads the trained weights.
+  auto evaluated = trainer("evaluate " + args);
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;
+  json eval = read_json(dir.file("out/eval_results.json"));
+  EXPECT_EQ(eval["eval_samples"], 32);
+  double train_eval_loss = read_json(dir.file("out/all_results.json"))["eval_loss"].get<double>();
+  EXPECT_NEAR(eval["eval_loss"].get<double>(), train_eval_loss, 1e-6);
+}
+
+TEST(TorchScriptCli, ScriptedMlpWithBatchNormLearnsIris) {
+  if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
+  TempDir dir;
+  // The config's model_config is mlp's: this model takes none of it.
+  auto result = trainer("train configs/iris.json --model_config {} --model_name_or_path " +
+                        script("mlp_bn") + " --disable_tqdm true --output_dir " + dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  json eval = read_json(dir.file("eval_results.json"));
+  EXPECT_GE(eval["eval_accuracy"].get<double>(), 27.0 / 30.0);
+  // The batch-norm statistics trained along: model.safetensors has them under PyTorch's names.
+  io::NamedTensors saved = io::load_safetensors(dir.file("model.safetensors"));
+  bool found = false;
+  for (const auto& [name, tensor] : saved) {
+    if (name == "body.1.num_batches_tracked") {
+      found = true;
+      EXPECT_EQ(tensor.item<int64_t>(), 240);  // 30 epochs x 8 steps
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(TorchScriptCli, BadModulesAreOneLine) {
+  if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
+  TempDir dir;
+  std::ofstream(dir.file("text.pt")) << "not a model\n";
+  const std::string base =
+      "train configs/iris.json --model_config {} --output_dir " + dir.file("out");
+  expect_input_error(base + " --model_name_or_path " + dir.file("missing.pt"),
+                     "model_name_or_path " + dir.file("missing.pt") +
+                         ": No such file or directory (a TorchScript file written by "
+                         "torch.jit.script(model).save(path))");
+  auto text = trainer(base + " --model_name_or_path " + dir.file("text.pt"));
+  EXPECT_EQ(text.exit_code, 2);
+  EXPECT_EQ(text.err.rfind("trainer: error: model_name_or_path " + dir.file("text.pt") +
+                               " is not a TorchScript archive",
+                           0),
+            0u)
+      << text.err;
+  EXPECT_EQ(std::count(text.err.begin(), text.err.end(), '\n'), 1);
+  // BasicNet given iris rows: the module's own error, with the input's shape, before training.
+  auto shape = trainer(base + " --model_name_or_path " + script("basic_net"));
+  EXPECT_EQ(shape.exit_code, 2);
+  EXPECT_EQ(shape.err.rfind("trainer: error: " + script("basic_net") +
+                                ": forward failed on x float32 [1, 4]: RuntimeError: ",
+                            0),
+            0u)
+      << shape.err;
+  EXPECT_EQ(std::count(shape.err.begin(), shape.err.end(), '\n'), 1);
+  expect_input_error("train configs/iris.json --output_dir " + dir.file("out") +
+                         " --model_name_or_path " + script("mlp_bn") +
+                         " --model_config '{\"output\": \"logits\"}'",
+                     "model_config: unknown option 'output' for a TorchScript model (did you mean "
+                     "'outputs'? known: outputs)");
+  EXPECT_FALSE(std::ifstream(dir.file("out/training_args.json")).good());
+}
+
+}  // namespace tabular_cli_test
+}  // namespace trainer
