@@ -404,7 +404,8 @@ TabularData make_tabular(const CsvTable& table, const TabularOptions& options,
 
 TabularData load_tabular(const TabularOptions& options) {
   if (options.path.empty()) {
-    throw InputError("dataset_config path is missing: dataset_name csv reads the CSV file it names");
+    throw InputError(
+        "dataset_config path is missing: dataset_name csv reads the CSV file it names");
   }
   return make_tabular(read_csv(options.path), options, options.path);
 }

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -124,6 +125,11 @@ TorchScriptModel::TorchScriptModel(const std::string& path, Task task) : path_(p
         fmt::format("model_name_or_path {} is not a TorchScript archive (write one with "
                     "torch.jit.script(model).save(path)): {}",
                     path, io::first_line(e.what_without_backtrace())));
+  } catch (const std::exception& e) {  // the unpickler's own errors
+    throw InputError(
+        fmt::format("model_name_or_path {} is not a TorchScript archive (write one with "
+                    "torch.jit.script(model).save(path)): {}",
+                    path, io::first_line(e.what())));
   }
   if (!module_->find_method("forward")) {
     throw InputError(
@@ -132,12 +138,17 @@ TorchScriptModel::TorchScriptModel(const std::string& path, Task task) : path_(p
                     path));
   }
   std::map<std::string, std::shared_ptr<torch::nn::Module>> made;
+  // A tensor reached under two names (tied weights) is registered under the first only, so that
+  // optimizers update it once.
+  std::set<const c10::TensorImpl*> seen;
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
+    if (!seen.insert(item.value.unsafeGetTensorImpl()).second) continue;
     std::vector<std::string> parts = split_name(item.name);
     mirror(*this, parts, parts.size() - 1, made)
         .register_parameter(parts.back(), item.value, item.value.requires_grad());
   }
   for (const auto& item : module_->named_buffers(/*recurse=*/true)) {
+    if (!seen.insert(item.value.unsafeGetTensorImpl()).second) continue;
     std::vector<std::string> parts = split_name(item.name);
     mirror(*this, parts, parts.size() - 1, made).register_buffer(parts.back(), item.value);
   }
@@ -150,26 +161,103 @@ TorchScriptModel::TorchScriptModel(const std::string& path, Task task) : path_(p
 
 TorchScriptModel::~TorchScriptModel() = default;
 
-torch::Tensor TorchScriptModel::forward(const torch::Tensor& x) {
-  c10::IValue output;
+c10::IValue TorchScriptModel::call(std::vector<c10::IValue> args,
+                                   const std::unordered_map<std::string, c10::IValue>& kwargs,
+                                   const std::string& what) {
   try {
-    output = module_->forward({x});
+    return module_->forward(std::move(args), kwargs);
   } catch (const c10::OutOfMemoryError&) {
     throw;
   } catch (const InputError&) {
     throw;
   } catch (const c10::Error& e) {
-    throw InputError(fmt::format("{}: forward failed on x {}: {}", path_, shape_of(x),
+    throw InputError(fmt::format("{}: forward failed on {}: {}", path_, what,
                                  script_error(e.what_without_backtrace())));
   } catch (const std::runtime_error& e) {  // torch::jit::JITException: a `raise` in the module
     throw InputError(
-        fmt::format("{}: forward failed on x {}: {}", path_, shape_of(x), script_error(e.what())));
+        fmt::format("{}: forward failed on {}: {}", path_, what, script_error(e.what())));
   }
+}
+
+torch::Tensor TorchScriptModel::forward(const torch::Tensor& x) {
+  c10::IValue output = call({x}, {}, "x " + shape_of(x));
   if (!output.isTensor()) {
     throw InputError(
         fmt::format("{}: forward returned a {}, not a tensor", path_, output.tagKind()));
   }
   return output.toTensor();
+}
+
+ModelOutput TorchScriptModel::forward(const data::Batch& inputs) {
+  const auto& parameters = module_->get_method("forward").function().getSchema().arguments();
+  bool by_name = false;  // parameters[0] is self
+  for (size_t i = 1; i < parameters.size(); ++i) {
+    by_name = by_name || inputs.contains(parameters[i].name());
+  }
+  std::string what, held;
+  for (const auto& [key, tensor] : inputs.items()) held += (held.empty() ? "" : ", ") + key;
+  if (!by_name) {
+    if (!inputs.contains("x")) {
+      throw InputError(fmt::format(
+          "{}: forward's parameters name none of the batch's tensors ({}), and it holds no \"x\" "
+          "to pass alone (name the parameters after the batch's keys)",
+          path_, held));
+    }
+    return {forward(inputs.at("x")), {}};
+  }
+  std::unordered_map<std::string, c10::IValue> kwargs;
+  for (size_t i = 1; i < parameters.size(); ++i) {
+    const std::string& name = parameters[i].name();
+    if (inputs.contains(name)) {
+      kwargs[name] = inputs.at(name);
+      what += fmt::format("{}{} {}", what.empty() ? "" : ", ", name, shape_of(inputs.at(name)));
+    } else if (name == "num_items_in_batch" && inputs.num_items_in_batch.defined()) {
+      kwargs[name] = inputs.num_items_in_batch;
+    } else if (!parameters[i].default_value()) {
+      throw InputError(fmt::format(
+          "{}: forward takes '{}', which the batch does not hold (it holds {}; give the parameter "
+          "a default to do without it)",
+          path_, name, held));
+    }
+  }
+  c10::IValue output = call({}, kwargs, what);
+  ModelOutput result;
+  if (output.isTensor()) {
+    result.logits = output.toTensor();
+  } else if (output.isGenericDict()) {
+    auto dict = output.toGenericDict();
+    for (const char* key : {"logits", "loss"}) {
+      if (!dict.contains(key)) continue;
+      const c10::IValue& value = dict.at(key);
+      if (!value.isTensor()) {
+        throw InputError(
+            fmt::format("{}: forward returned a dict whose \"{}\" is a {}, not a tensor", path_,
+                        key, value.tagKind()));
+      }
+      (std::string(key) == "logits" ? result.logits : result.loss) = value.toTensor();
+    }
+    if (!result.logits.defined()) {
+      throw InputError(fmt::format("{}: forward returned a dict without \"logits\"", path_));
+    }
+  } else if (output.isTuple()) {
+    const auto& items = output.toTupleRef().elements();
+    const size_t first = kwargs.count("labels") && items.size() >= 2 ? 1 : 0;
+    for (size_t i = 0; i <= first && i < items.size(); ++i) {
+      if (!items[i].isTensor()) {
+        throw InputError(
+            fmt::format("{}: forward returned a tuple whose item {} is a {}, not a tensor", path_,
+                        i, items[i].tagKind()));
+      }
+    }
+    if (items.empty()) throw InputError(fmt::format("{}: forward returned an empty tuple", path_));
+    result.logits = items[first].toTensor();
+    if (first == 1) result.loss = items[0].toTensor();
+  } else {
+    throw InputError(
+        fmt::format("{}: forward returned a {}, not a tensor, a dict with \"logits\" or a tuple",
+                    path_, output.tagKind()));
+  }
+  return result;
 }
 
 void TorchScriptModel::train(bool on) {

@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,14 +23,23 @@ class TorchScriptModel : public Model {
   // Loads the TorchScript archive at `path` onto the CPU. Its parameters (requires_grad as
   // saved) and buffers are registered, the same tensors, under their dotted names ("conv1.weight",
   // "body.0.bias") through child modules that mirror the module's hierarchy, so named_parameters(),
-  // optimizers, .to(device), checkpoints and model.safetensors all see them. `task` picks the
-  // default loss (task_loss): classification on logits unless task.log_probs. Throws InputError
-  // (one line, naming `path`) for a missing file, a directory, a file that is not a TorchScript
-  // archive, a module without a forward method or without parameters.
+  // optimizers, .to(device), checkpoints and model.safetensors all see them (a tensor tied under
+  // two names, under the first). `task` picks the default loss (task_loss): classification on
+  // logits unless task.log_probs. Throws InputError (one line, naming `path`) for a missing file,
+  // a directory, a file that is not a TorchScript archive, a module without a forward method or
+  // without parameters.
   explicit TorchScriptModel(const std::string& path, Task task = {});
   ~TorchScriptModel() override;
-  using Model::forward;
 
+  // The batch's tensors passed to the module's forward by its parameter names, as Transformers
+  // passes a batch to a model: forward(self, input_ids, attention_mask=None, labels=None) gets
+  // those keys (and num_items_in_batch, when it takes one and the Trainer set it); a parameter
+  // the batch lacks must have a default. A forward none of whose parameters the batch names gets
+  // "x" alone, whatever it calls it. Outputs: a tensor (the logits); a dict with "logits" and,
+  // when it scored the labels itself, "loss"; or a tuple, (loss, logits, ...) when it was given
+  // labels, else (logits, ...). Throws InputError for a parameter the batch cannot fill and as
+  // forward(x) does.
+  ModelOutput forward(const data::Batch& inputs) override;
   // The module's forward(x). Throws InputError naming the file, the input's shape and the error
   // of the module (its last line: the Python exception) when forward fails or returns something
   // other than a tensor; out-of-memory errors pass through as they are.
@@ -50,6 +61,11 @@ class TorchScriptModel : public Model {
   torch::jit::Module& module() { return *module_; }
 
  private:
+  // module_->forward(args, kwargs), with the errors forward(x) describes; `what` names the input.
+  c10::IValue call(std::vector<c10::IValue> args,
+                   const std::unordered_map<std::string, c10::IValue>& kwargs,
+                   const std::string& what);
+
   std::unique_ptr<torch::jit::Module> module_;
   std::string path_;
 };

@@ -165,6 +165,49 @@ TEST(TorchScriptCli, ScriptedMlpWithBatchNormLearnsIris) {
   EXPECT_TRUE(found);
 }
 
+// A module with its own loss (label-smoothed cross-entropy, 0.1): the Trainer uses it, so the
+// eval loss stays above that loss's floor, the entropy of the smoothed target (0.28 nats for 3
+// classes), where plain cross-entropy would go below 0.2.
+TEST(TorchScriptCli, AModulesOwnLossIsTheOneTrained) {
+  if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
+  TempDir dir;
+  auto result = trainer("train configs/iris.json --model_config {} --model_name_or_path " +
+                        script("own_loss") + " --disable_tqdm true --output_dir " + dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  json eval = read_json(dir.file("eval_results.json"));
+  EXPECT_GT(eval["eval_loss"].get<double>(), 0.28);
+  EXPECT_GE(eval["eval_accuracy"].get<double>(), 27.0 / 30.0);
+}
+
+// Two processes of 8 rows each take the steps one process of 16 takes: the scripted MLP (no
+// dropout, no batch norm) ends with the same weights. 112 rows, 7 full batches: with 120, the 15
+// batches of 8 leave the second process's 8th batch a repeat of the first (Accelerate's
+// even_batches), where one process's 8th step has 8 rows.
+TEST(TorchScriptCli, TwoRanksTrainAsOne) {
+  if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
+  TempDir dir;
+  const std::string args = " train configs/iris.json --model_config {} --model_name_or_path " +
+                           script("mlp") +
+                           " --disable_tqdm true --num_train_epochs 5 --max_train_samples 112";
+  auto one = trainer(args + " --per_device_train_batch_size 16 --output_dir " + dir.file("one"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto two =
+      run("cd " + kSource + " && OMP_NUM_THREADS=1 " +
+          testing::launch("--nproc-per-node 2 " + kTrainer + args +
+                          " --per_device_train_batch_size 8 --output_dir " + dir.file("two")));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  io::NamedTensors a = io::load_safetensors(dir.file("one/model.safetensors"));
+  io::NamedTensors b = io::load_safetensors(dir.file("two/model.safetensors"));
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    double rel =
+        (a[i].second - b[i].second).norm().item<double>() / a[i].second.norm().item<double>();
+    EXPECT_LT(rel, 1e-5) << a[i].first;
+  }
+}
+
 TEST(TorchScriptCli, BadModulesAreOneLine) {
   if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
   TempDir dir;

@@ -186,6 +186,35 @@ TEST(TorchScript, BadFilesAndFailingForwardAreOneLineInputErrors) {
   EXPECT_EQ(failed.find('\n'), std::string::npos);
 }
 
+// A module that scores the labels itself, as Transformers' models do: the batch reaches its
+// forward(x, labels=None) by name, and its loss is the one returned.
+TEST(TorchScript, BatchReachesForwardByNameAndItsOwnLossIsUsed) {
+  SKIP_WITHOUT_TORCH();
+  TorchScriptModel model(script("own_loss"));
+  torch::manual_seed(3);
+  torch::Tensor x = torch::randn({6, 4}), labels = torch::tensor({0, 1, 2, 2, 1, 0});
+  ModelOutput scored = model.forward(data::Batch{{"x", x}, {"labels", labels}});
+  ASSERT_TRUE(scored.loss.defined());
+  EXPECT_EQ(scored.logits.sizes(), (std::vector<int64_t>{6, 3}));
+  torch::Tensor expected = torch::nn::functional::cross_entropy(
+      scored.logits, labels, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(0.1));
+  EXPECT_NEAR(scored.loss.item<double>(), expected.item<double>(), 1e-6);
+  // Without labels: logits only, the same ones.
+  ModelOutput plain = model.forward(data::Batch{{"x", x}});
+  EXPECT_FALSE(plain.loss.defined());
+  EXPECT_TRUE(torch::equal(plain.logits, scored.logits));
+  // A one-input module takes "x" whatever its parameter is called; a batch without it is an error.
+  TorchScriptModel mlp(script("mlp"));
+  EXPECT_EQ(mlp.forward(data::Batch{{"x", x}, {"labels", labels}}).logits.sizes(),
+            (std::vector<int64_t>{6, 3}));
+  EXPECT_EQ(error_of([&] {
+              mlp.forward(data::Batch{{"input_ids", x}});
+            }),
+            script("mlp") +
+                ": forward's parameters name none of the batch's tensors (input_ids), and it "
+                "holds no \"x\" to pass alone (name the parameters after the batch's keys)");
+}
+
 // The check: the scripted BasicNet, trained by the Trainer from the built-in BasicNet's
 // initial weights, follows the built-in (unfused) BasicNet's loss curve: the same data order, the
 // same dropout masks from the same generator, the same AdamW steps.
