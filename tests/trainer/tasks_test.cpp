@@ -282,6 +282,31 @@ TEST(Registry, PyTorchLoadsMlpAndResNetIntoTheEquivalentModules) {
   }
 }
 
+// `trainer train` builds the model model_name and model_config name, and learns Fashion-MNIST
+// with it: the loss falls, and the accuracy is above chance (10%) after one short epoch.
+TEST(Registry, TrainerTrainsMlpAndResNetFromTheirConfig) {
+  for (std::string model : {"mlp", "resnet"}) {
+    testing::TempDir dir;
+    auto result = testing::run(
+        testing::kTrainerBin + " train " + SOURCE_DIR + "/configs/fashion_mnist_resnet.json" +
+        " --model_name " + model + " --model_config '" +
+        (model == "mlp" ? R"({"hidden_sizes": [64]})" : R"({"width": 8, "stages": 2})") +
+        "' --output_dir " + dir.path() +
+        " --max_train_samples 640 --max_eval_samples 200 --per_device_train_batch_size 32"
+        " --learning_rate 5e-3 --logging_steps 5 --disable_tqdm true");
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    json eval = json::parse(testing::slurp(dir.file("eval_results.json")));
+    EXPECT_GT(eval["eval_accuracy"].get<double>(), model == "mlp" ? 0.5 : 0.15) << model;
+    json history = json::parse(testing::slurp(dir.file("trainer_state.json")))["log_history"];
+    ASSERT_GE(history.size(), 4u);
+    EXPECT_LT(history[3]["loss"].get<double>(), history[0]["loss"].get<double>() - 0.1) << model;
+    json args = json::parse(testing::slurp(dir.file("training_args.json")));
+    EXPECT_EQ(args["model_name"], model);
+    auto tensors = io::load_safetensors(dir.file("model.safetensors"));
+    EXPECT_EQ(tensors.front().first, model == "mlp" ? "layers.0.weight" : "conv1.weight");
+  }
+}
+
 TEST(Registry, BadNamesOptionsAndDataAreOneLine) {
   data::DataInfo images{TaskKind::kClassification, {1, 28, 28}, 10};
   EXPECT_EQ(input_error(
