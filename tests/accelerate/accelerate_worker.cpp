@@ -220,6 +220,15 @@ int launch_fail(int argc, char** argv) {
         std::ofstream(dir + "/rank." + std::to_string(accelerator.process_index()))
             << ::getpid() << "\n";
         if (accelerator.process_index() == 1) {
+          // Once every rank has written its pid (on a loaded machine that can take a while after
+          // the rendezvous) and waits at the barrier.
+          for (int i = 0; i < 200; ++i) {
+            bool all = true;
+            for (int r = 0; r < accelerator.num_processes(); ++r)
+              all = all && ::access((dir + "/rank." + std::to_string(r)).c_str(), F_OK) == 0;
+            if (all) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          }
           std::this_thread::sleep_for(std::chrono::milliseconds(300));
           throw std::runtime_error("rank one gives up");
         }

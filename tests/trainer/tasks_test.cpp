@@ -8,6 +8,7 @@
 
 #include "datasets/registry.h"
 #include "lib/io/errors.h"
+#include "lib/io/safetensors.h"
 #include "lib/models/config.h"
 #include "lib/models/models.h"
 #include "tests/test_util.h"
@@ -241,6 +242,69 @@ TEST(Registry, ResNetHasTorchvisionNamesAndTakesBothImageSizes) {
   EXPECT_EQ(model->forward(torch::randn({2, 3, 32, 32})).sizes(), torch::IntArrayRef({2, 10}));
   auto mnist = models::make_model("resnet");
   EXPECT_EQ(mnist->forward(torch::randn({2, 1, 28, 28})).sizes(), torch::IntArrayRef({2, 10}));
+}
+
+// model.safetensors of mlp and resnet loads, strictly, into the equivalent PyTorch modules of
+// scripts/reference/models.py, which then compute the same outputs.
+TEST(Registry, PyTorchLoadsMlpAndResNetIntoTheEquivalentModules) {
+  std::string python = TRAINER_PYTHON;
+  if (python.empty()) GTEST_SKIP() << "no Python with torch and safetensors configured";
+  struct Case {
+    std::string name, config;
+    data::DataInfo info;
+  };
+  std::vector<Case> cases = {{"mlp",
+                              R"({"hidden_sizes": [16, 8], "activation": "gelu"})",
+                              {TaskKind::kClassification, {1, 6, 6}, 5}},
+                             {"resnet",
+                              R"({"width": 8, "stages": 3, "blocks_per_stage": 2})",
+                              {TaskKind::kClassification, {3, 32, 32}, 10}}};
+  for (const auto& c : cases) {
+    testing::TempDir dir;
+    torch::manual_seed(1);
+    auto model = models::make_model(c.name, json::parse(c.config), c.info);
+    // A few training-mode forwards move the batch norms' running statistics off their defaults.
+    std::vector<int64_t> shape = c.info.input_shape;
+    shape.insert(shape.begin(), 4);
+    for (int i = 0; i < 3; ++i) model->forward(torch::randn(shape));
+    model->eval();
+    torch::Tensor x = torch::randn(shape);
+    torch::Tensor y = model->forward(x).detach();
+    io::save_safetensors(dir.file("model.safetensors"), io::state_dict(*model));
+    io::save_safetensors(dir.file("inputs.safetensors"), {{"x", x}, {"y", y}});
+    auto checked = testing::run(python + " " + SOURCE_DIR + "/scripts/reference/models.py " +
+                                c.name + " " + dir.file("model.safetensors") + " " +
+                                dir.file("inputs.safetensors") + " '" + c.config + "'");
+    ASSERT_EQ(checked.exit_code, 0) << checked.err;
+    json got = json::parse(checked.out);
+    EXPECT_LT(got["max_abs_diff"].get<double>(), 1e-5) << c.name;
+    EXPECT_EQ(got["parameters"].get<int64_t>(), models::num_trainable_parameters(*model)) << c.name;
+  }
+}
+
+// `trainer train` builds the model model_name and model_config name, and learns Fashion-MNIST
+// with it: the loss falls, and the accuracy is above chance (10%) after one short epoch.
+TEST(Registry, TrainerTrainsMlpAndResNetFromTheirConfig) {
+  for (std::string model : {"mlp", "resnet"}) {
+    testing::TempDir dir;
+    auto result = testing::run(
+        testing::kTrainerBin + " train " + SOURCE_DIR + "/configs/fashion_mnist_resnet.json" +
+        " --model_name " + model + " --model_config '" +
+        (model == "mlp" ? R"({"hidden_sizes": [64]})" : R"({"width": 8, "stages": 2})") +
+        "' --output_dir " + dir.path() +
+        " --max_train_samples 640 --max_eval_samples 200 --per_device_train_batch_size 32"
+        " --learning_rate 5e-3 --logging_steps 5 --disable_tqdm true");
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    json eval = json::parse(testing::slurp(dir.file("eval_results.json")));
+    EXPECT_GT(eval["eval_accuracy"].get<double>(), model == "mlp" ? 0.5 : 0.15) << model;
+    json history = json::parse(testing::slurp(dir.file("trainer_state.json")))["log_history"];
+    ASSERT_GE(history.size(), 4u);
+    EXPECT_LT(history[3]["loss"].get<double>(), history[0]["loss"].get<double>() - 0.1) << model;
+    json args = json::parse(testing::slurp(dir.file("training_args.json")));
+    EXPECT_EQ(args["model_name"], model);
+    auto tensors = io::load_safetensors(dir.file("model.safetensors"));
+    EXPECT_EQ(tensors.front().first, model == "mlp" ? "layers.0.weight" : "conv1.weight");
+  }
 }
 
 TEST(Registry, BadNamesOptionsAndDataAreOneLine) {
