@@ -322,7 +322,7 @@ TEST(Registry, BadNamesOptionsAndDataAreOneLine) {
             "model_config: option activation of mlp is \"swish\"; allowed: relu, gelu, tanh");
   EXPECT_EQ(
       input_error([&] { models::make_model("basic_net", json::parse(R"({"x": 1})"), images); }),
-      "model_config: unknown option 'x' for basic_net (it takes none)");
+      "model_config: unknown option 'x' for basic_net (known: fused)");
   EXPECT_EQ(input_error([&] { models::make_model("mlp", json::array({1}), images); }),
             "model_config: [1] is not a JSON object (options for mlp, e.g. {})");
   EXPECT_EQ(input_error([&] {
