@@ -208,6 +208,34 @@ TEST(TorchScriptCli, TwoRanksTrainAsOne) {
   }
 }
 
+// A run resumed from its checkpoint-30 ends with the weights, batch-norm statistics included, of
+// the run that was never stopped, bit for bit (dropout's random state comes back with it).
+TEST(TorchScriptCli, ResumedRunEndsAsTheUninterruptedOne) {
+  if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
+  TempDir dir;
+  const std::string args =
+      "train configs/iris.json --model_config {} --model_name_or_path " + script("mlp_bn") +
+      " --disable_tqdm true --max_steps 60 --save_strategy steps --save_steps 30 "
+      "--eval_strategy no";
+  auto full = trainer(args + " --output_dir " + dir.file("full"));
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  ASSERT_EQ(run("mkdir " + dir.file("cut") + " && cp -r " + dir.file("full/checkpoint-30") + " " +
+                dir.file("cut/"))
+                .exit_code,
+            0);
+  auto resumed =
+      trainer(args + " --output_dir " + dir.file("cut") + " --resume_from_checkpoint true");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  io::NamedTensors a = io::load_safetensors(dir.file("full/model.safetensors"));
+  io::NamedTensors b = io::load_safetensors(dir.file("cut/model.safetensors"));
+  ASSERT_EQ(a.size(), 9u);  // 6 parameters and 3 batch-norm buffers
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+}
+
 TEST(TorchScriptCli, BadModulesAreOneLine) {
   if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
   TempDir dir;
