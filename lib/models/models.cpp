@@ -56,6 +56,8 @@ struct Mask {
 // Dropout follows, for the row's first element index e0.
 void pool_row_scalar(const float* base, int64_t c, int64_t ow, int64_t sc, int64_t sh, int64_t sw,
                      const Mask& mask, uint64_t e0, float* tile, uint8_t* code) {
+  // One SplitMix64 output serves two consecutive elements (Mask::keep's halves).
+  uint64_t pair = ~uint64_t{0}, bits = 0;
   for (int64_t j = 0; j < ow; ++j) {
     for (int64_t ch = 0; ch < c; ++ch) {
       const float* q = base + 2 * j * sw + ch * sc;
@@ -67,7 +69,12 @@ void pool_row_scalar(const float* base, int64_t c, int64_t ow, int64_t sc, int64
       if (d > best || std::isnan(d)) best = d, index = 2;
       if (e > best || std::isnan(e)) best = e, index = 3;
       const bool pass = best > 0 || std::isnan(best);
-      const bool keep = mask.keep(e0 + j * c + ch);
+      const uint64_t element = e0 + j * c + ch;
+      bool keep = true;
+      if (mask.drop) {
+        if (element >> 1 != pair) pair = element >> 1, bits = splitmix64(mask.seed, pair);
+        keep = ((bits >> ((element & 1) * 32)) & 0xffffffffull) < mask.threshold;
+      }
       tile[j * c + ch] = pass && keep ? best * mask.scale : 0.0f;
       code[j * c + ch] = static_cast<uint8_t>(index | (pass ? kPass : 0) | (keep ? kKeep : 0));
     }
