@@ -45,7 +45,8 @@ namespace {
 
 class CsvSource : public DataSource {
  public:
-  CsvSource(TabularOptions options) : options_(std::move(options)), data_(load_tabular(options_)) {}
+  explicit CsvSource(TabularOptions options)
+      : options_(std::move(options)), data_(load_tabular(options_)) {}
 
   DataInfo info() override {
     return {options_.regression ? TaskKind::kRegression : TaskKind::kClassification,
@@ -79,7 +80,9 @@ std::unique_ptr<DataSource> make_csv_source(const std::string& dir,
                                               0.0, 1.0, /*max_open=*/true);
   options.seed = static_cast<uint64_t>(reader.integer("seed", 42, 0));
   reader.finish();
-  if (!dir.empty() && options.path[0] != '/') options.path = io::join_path(dir, options.path);
+  if (!dir.empty() && !options.path.empty() && options.path[0] != '/') {
+    options.path = io::join_path(dir, options.path);
+  }
   return std::make_unique<CsvSource>(std::move(options));
 }
 

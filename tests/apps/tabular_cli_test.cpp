@@ -109,6 +109,13 @@ TEST(IrisCli, BadTablesAndOptionsAreOneLine) {
   expect_input_error(
       base + " --dataset_config '{\"label\": \"species\"}'",
       "dataset_config path is missing: dataset_name csv reads the CSV file it names");
+  expect_input_error(
+      base + " --dataset_dir data --dataset_config '{\"label\": \"species\"}'",
+      "dataset_config path is missing: dataset_name csv reads the CSV file it names");
+  // A relative path is found in dataset_dir when that is set.
+  expect_input_error(
+      base + " --dataset_dir " + dir.path() + " --dataset_config '{\"path\": \"bad.csv\"}'",
+      dir.file("bad.csv") + " line 3: column 'y' is 'abc', not a number");
   expect_input_error(base + " --model_name basic_net --model_config {}",
                      "model_name: basic_net takes 1x28x28 images in 10 classes; the data set has "
                      "examples of shape [4] in 3 classes (use mlp or resnet)");
