@@ -21,6 +21,7 @@
 #include <torch/version.h>
 
 #include "apps/cli.h"
+#include "apps/generate.h"
 #include "datasets/mnist.h"
 #include "lib/accelerate/accelerator.h"
 #include "lib/accelerate/launch.h"
@@ -366,6 +367,7 @@ int main(int argc, char** argv) {
       return dist::launch(command->launch);
     }
     if (command->name == "env") return print_env();
+    if (command->name == "generate") return generate_text(command->generate);
     if (command->name == "plot") {
       auto [svg, html] = io::write_plot(command->plot_dirs, command->plot_output);
       fmt::print("Wrote {} and {}\n", svg, html);
