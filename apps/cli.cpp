@@ -243,8 +243,8 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
       ->type_name("OUTPUT_DIR");
   generate
       ->add_option("--prompt", go.prompt,
-                   "Text to continue (its last block_size bytes are the context); default: "
-                   "none, the sample starts after a newline")
+                   "Text to continue (the context is its last context_length - 1 bytes); "
+                   "default: none, the sample starts after a newline")
       ->type_name("TEXT");
   generate
       ->add_option("--max_new_tokens,--max-new-tokens", gen_text["--max_new_tokens"],

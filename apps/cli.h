@@ -18,7 +18,7 @@ struct GenerateOptions {
   std::string output_dir;
   std::string prompt;  // "": the samples start after a newline, which is not printed
   int64_t max_new_tokens = 200;
-  double temperature = 1.0;  // > 0
+  double temperature = 0.8;  // > 0; nanoGPT's sample.py's default (sharper than the model's)
   int64_t top_k = 50;        // 0: every byte; else 1..256
   uint64_t seed = 42;
 };

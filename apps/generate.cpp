@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "datasets/registry.h"
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
 #include "lib/io/safetensors.h"
@@ -29,24 +30,30 @@ bool is_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// The run's GptConfig: model_config's options, block_size defaulting to the data's
-// context_length (dataset_config), as `trainer train` built it.
-models::GptConfig gpt_config(const nlohmann::ordered_json& args) {
-  models::GptConfig c;
-  const auto empty = nlohmann::ordered_json::object();
-  const auto& model = args.contains("model_config") ? args["model_config"] : empty;
-  const auto& data = args.contains("dataset_config") ? args["dataset_config"] : empty;
-  c.block_size = data.value("context_length", c.block_size);
-  c.block_size = model.value("block_size", c.block_size);
-  c.n_layer = model.value("n_layer", c.n_layer);
-  c.n_head = model.value("n_head", c.n_head);
-  c.n_embd = model.value("n_embd", c.n_embd);
-  c.dropout = model.value("dropout", c.dropout);
-  c.bias = model.value("bias", c.bias);
-  return c;
-}
-
 }  // namespace
+
+std::string sample_text(models::Gpt& model, const cli::GenerateOptions& options,
+                        int64_t data_context) {
+  // The prompt's bytes; an empty prompt starts after a newline, as nanoGPT's sample.py does.
+  const std::string context = options.prompt.empty() ? "\n" : options.prompt;
+  std::vector<int64_t> bytes(context.begin(), context.end());
+  for (auto& b : bytes) b = static_cast<unsigned char>(b);
+  torch::Tensor prompt = torch::tensor(bytes, torch::kLong);
+  models::SamplingOptions sampling;
+  sampling.max_new_tokens = options.max_new_tokens;
+  sampling.temperature = options.temperature;
+  sampling.top_k = std::min<int64_t>(options.top_k, model.config().vocab_size);
+  sampling.context = std::max<int64_t>(1, std::min(data_context, model.config().block_size) - 1);
+  torch::Tensor ids = models::generate(model, prompt, sampling,
+                                       at::make_generator<at::CPUGeneratorImpl>(options.seed));
+  std::string text;
+  text.reserve(static_cast<size_t>(ids.numel()));
+  auto a = ids.accessor<int64_t, 1>();
+  for (int64_t i = options.prompt.empty() ? 1 : 0; i < ids.numel(); ++i) {
+    text.push_back(static_cast<char>(a[i]));
+  }
+  return text;
+}
 
 int generate_text(const cli::GenerateOptions& options) {
   const std::string& dir = options.output_dir;
@@ -76,33 +83,22 @@ int generate_text(const cli::GenerateOptions& options) {
         "trained gpt)",
         dir, model_name));
   }
-  models::GptConfig config;
-  try {
-    config = gpt_config(args);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("trainer generate: {}: model_config: {}", args_path, e.what()));
-  }
-  auto model = std::make_shared<models::Gpt>(config);
+  // The model as `trainer train` built it: its model_config, shaped for the data's settings
+  // (context length and vocabulary; the corpus itself is not read).
+  auto field = [&](const char* key) {
+    return args.contains(key) ? nlohmann::ordered_json(args[key]) : nlohmann::ordered_json();
+  };
+  auto text_of = [&](const char* key) {
+    return field(key).is_string() ? field(key).get<std::string>() : std::string();
+  };
+  auto source = data::make_data_source(text_of("dataset_name"), text_of("dataset_dir"),
+                                       field("dataset_config"));
+  auto model = std::dynamic_pointer_cast<models::Gpt>(
+      models::make_model("gpt", field("model_config"), source->info()));
   io::load_state_dict(*model, io::map_safetensors(weights).tensors, weights);
-
-  // The prompt's bytes; an empty prompt starts after a newline, as nanoGPT's sample.py does.
-  const std::string context = options.prompt.empty() ? "\n" : options.prompt;
-  torch::Tensor prompt = torch::empty({static_cast<int64_t>(context.size())}, torch::kLong);
-  for (size_t i = 0; i < context.size(); ++i) {
-    prompt[static_cast<int64_t>(i)] = static_cast<int64_t>(static_cast<unsigned char>(context[i]));
-  }
-  models::SamplingOptions sampling;
-  sampling.max_new_tokens = options.max_new_tokens;
-  sampling.temperature = options.temperature;
-  sampling.top_k = std::min<int64_t>(options.top_k, config.vocab_size);
-  torch::Tensor ids = models::generate(*model, prompt, sampling,
-                                       at::make_generator<at::CPUGeneratorImpl>(options.seed));
-  std::string text;
-  text.reserve(static_cast<size_t>(ids.numel()));
-  auto a = ids.accessor<int64_t, 1>();
-  for (int64_t i = options.prompt.empty() ? 1 : 0; i < ids.numel(); ++i) {
-    text.push_back(static_cast<char>(a[i]));
-  }
+  const auto shape = source->info().input_shape;
+  std::string text =
+      sample_text(*model, options, shape.empty() ? model->config().block_size : shape.back());
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);
   std::fflush(stdout);

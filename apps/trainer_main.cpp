@@ -1,8 +1,8 @@
-// The `trainer` program: `trainer train`, `evaluate` and `predict` on MNIST-format data, with
+// The `trainer` program: `trainer train`, `evaluate` and `predict` on any registered data set, with
 // Transformers' arguments, outputs and printed metrics, on one process or on every process a
 // launcher started (only the main one prints and writes); `trainer launch` starts them; `trainer
-// plot` draws runs' curves; `trainer env` prints the versions a bug report needs. Bad input exits 2
-// with one line.
+// plot` draws runs' curves; `trainer generate` samples from a trained gpt; `trainer env` prints the
+// versions a bug report needs. Bad input exits 2 with one line.
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -22,7 +22,7 @@
 
 #include "apps/cli.h"
 #include "apps/generate.h"
-#include "datasets/mnist.h"
+#include "datasets/registry.h"
 #include "lib/accelerate/accelerator.h"
 #include "lib/accelerate/launch.h"
 #include "lib/distributed/env.h"
@@ -95,12 +95,14 @@ int print_env() {
 #endif
   );
   fmt::print("- LibTorch version: {}\n", TORCH_VERSION);
+  const std::string built_cuda = config_value(config, "CUDA_VERSION=");
+  const std::string built_cudnn = config_value(config, "CUDNN_VERSION=");
   fmt::print(
       "- LibTorch built with CUDA: {}; cuDNN: {}; NCCL: {}; Gloo: {}\n",
-      config_value(config, "CUDA_VERSION=").empty() ? "no" : config_value(config, "CUDA_VERSION="),
-      cudnn > 0 ? fmt::format("{}.{}.{}", cudnn / 10000, cudnn / 100 % 100, cudnn % 100)
-      : config_value(config, "CUDNN_VERSION=").empty() ? "no"
-                                                       : config_value(config, "CUDNN_VERSION="),
+      built_cuda.empty() ? "no" : built_cuda,
+      cudnn > 0             ? fmt::format("{}.{}.{}", cudnn / 10000, cudnn / 100 % 100, cudnn % 100)
+      : built_cudnn.empty() ? "no"
+                            : built_cudnn,
       nccl > 0 ? fmt::format("{}.{}.{}", nccl >> 32, (nccl >> 16) & 0xffff, nccl & 0xffff) : "no",
       config_value(config, "USE_GLOO=") == "ON" ? "yes" : "no");
   if (has_cuda) {
@@ -123,17 +125,18 @@ int print_env() {
   return 0;
 }
 
-// A split of the data set, decoded once per machine: the node's first process writes the cache
-// that every process then maps (see MnistDataset::load_shared).
-std::shared_ptr<data::MnistDataset> load_split(Accelerator& accelerator,
-                                               const TrainingArguments& args,
-                                               const std::string& split,
-                                               const std::optional<int64_t>& max_samples) {
-  return accelerator.local_main_process_first([&] {
-    return data::MnistDataset::load_shared(args.effective_dataset_dir(), split,
-                                           max_samples.value_or(-1), io::cache_dir(),
-                                           /*verify=*/accelerator.is_local_main_process());
-  });
+// The data set the arguments name; a split's caches are written by the node's first process and
+// read by the others.
+std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
+                                              const TrainingArguments& args) {
+  data::LoadContext context;
+  context.run_first = [&accelerator](const std::function<void()>& load) {
+    accelerator.local_main_process_first(load);
+  };
+  context.local_main = accelerator.is_local_main_process();
+  context.cache_dir = io::cache_dir();
+  return data::make_data_source(args.dataset_name(), args.dataset_dir(), args.dataset_config(),
+                                std::move(context));
 }
 
 bool wants_eval(const TrainingArguments& args) {
@@ -147,33 +150,46 @@ std::unique_ptr<io::OutputDir> lock_output_dir(const TrainingArguments& args) {
   return std::make_unique<io::OutputDir>(args.output_dir());
 }
 
-// Runs one example of `split` through the model, so that images of the wrong shape fail before
-// training, with one line, rather than inside a layer after hours. Eval mode: no dropout, so
-// no random number is drawn.
-void check_model_takes(models::Model& model, const data::MnistDataset& dataset,
-                       const std::string& split, const TrainingArguments& args) {
+// The model the arguments name, shaped for the data.
+std::shared_ptr<models::Model> create_model(const TrainingArguments& args,
+                                            const data::DataInfo& info) {
+  return models::make_model(args.model_name(), args.model_config(), info);
+}
+
+// Runs the first example of `split` through the model, so that data of the wrong shape fails
+// before training, with one line, rather than inside a layer after hours. Eval mode: no dropout,
+// so no random number is drawn.
+void check_model_takes(models::Model& model, const data::Dataset& dataset,
+                       const data::DataCollator& collator, const std::string& split,
+                       const data::DataSource& source, const TrainingArguments& args) {
   if (dataset.size() == 0) return;
   torch::NoGradGuard no_grad;
   const bool training = model.is_training();
   model.eval();
   try {
-    model.forward(data::normalize_images(dataset.images().slice(0, 0, 1)));
+    std::optional<data::Batch> batch;
+    if (!collator) batch = dataset.get_batch(torch::zeros({1}, torch::kLong));
+    if (!batch)
+      batch = (collator ? collator : data::DataCollator(data::default_collate))({dataset.get(0)});
+    model.forward(*batch);
   } catch (const c10::Error& e) {
-    throw InputError(fmt::format("the {} images in {} are {}x{}; model {} cannot take them ({})",
-                                 split, args.effective_dataset_dir(), dataset.images().size(1),
-                                 dataset.images().size(2), args.model_name(),
-                                 io::first_line(e.what_without_backtrace())));
+    data::Example first = dataset.get(0);
+    throw InputError(fmt::format(
+        "the {} examples in {} have inputs of shape [{}]; model {} cannot "
+        "take them ({})",
+        source.split_name(split), source.location(), fmt::join(first.input.sizes(), ", "),
+        args.model_name(), io::first_line(e.what_without_backtrace())));
   }
   model.train(training);
 }
 
 // An empty split would train or score nothing, and say nothing.
-void check_not_empty(const data::MnistDataset& dataset, const std::string& split,
-                     const TrainingArguments& args) {
+void check_not_empty(const data::Dataset& dataset, const std::string& split,
+                     const data::DataSource& source) {
   if (dataset.size() > 0) return;
   throw InputError(
-      fmt::format("the {} split in {} holds no examples (evaluation needs at least one)", split,
-                  args.effective_dataset_dir()));
+      fmt::format("the {} split in {} holds no examples (evaluation needs at least one)",
+                  source.split_name(split), source.location()));
 }
 
 // output_dir/loss.svg, the run's curves, once its other files are in place (an earlier run's went
@@ -191,16 +207,32 @@ void write_loss_svg(const Trainer& trainer, const TrainingArguments& args) {
   }
 }
 
+// A language model's run ends with a sample of what it learned: what `trainer generate
+// OUTPUT_DIR --seed <seed>` prints for the saved weights.
+void print_sample(models::Model& model, const TrainingArguments& args, const data::DataInfo& info) {
+  auto* gpt = dynamic_cast<models::Gpt*>(&model);
+  if (!gpt) return;
+  cli::GenerateOptions options;
+  options.seed = static_cast<uint64_t>(args.seed());
+  fmt::print(
+      "\nSample (trainer generate {} --seed {}):\n{}\n", args.output_dir(), options.seed,
+      sample_text(*gpt, options,
+                  info.input_shape.empty() ? gpt->config().block_size : info.input_shape.back()));
+  std::fflush(stdout);
+}
+
 int train(const TrainingArguments& args) {
   Accelerator accelerator(accelerator_options(args));
-  auto train_dataset = load_split(accelerator, args, "train", args.max_train_samples());
-  auto eval_dataset =
-      wants_eval(args) ? load_split(accelerator, args, "test", args.max_eval_samples()) : nullptr;
-  if (eval_dataset) check_not_empty(*eval_dataset, "test", args);
+  auto source = data_source(accelerator, args);
+  auto train_dataset = source->split("train", args.max_train_samples());
+  auto eval_dataset = wants_eval(args) ? source->split("eval", args.max_eval_samples()) : nullptr;
+  if (eval_dataset) check_not_empty(*eval_dataset, "eval", *source);
+  const data::DataInfo info = source->info();
   torch::manual_seed(static_cast<uint64_t>(args.seed()));
-  auto model = models::make_model(args.model_name());
-  check_model_takes(*model, *train_dataset, "train", args);
-  if (eval_dataset) check_model_takes(*model, *eval_dataset, "test", args);
+  auto model = create_model(args, info);
+  const data::DataCollator collator = source->collator();
+  check_model_takes(*model, *train_dataset, collator, "train", *source, args);
+  if (eval_dataset) check_model_takes(*model, *eval_dataset, collator, "eval", *source, args);
   // Only now, with the arguments valid and the data loaded and checked, is output_dir touched.
   auto output = lock_output_dir(args);
   // A resumed run (asked for, or restarted by the launcher) continues the run already there.
@@ -216,7 +248,8 @@ int train(const TrainingArguments& args) {
         names.size() > 3 ? ", ..." : ""));
   }
 
-  Trainer trainer(model, args, train_dataset, eval_dataset, nullptr, compute_accuracy);
+  Trainer trainer(model, args, train_dataset, eval_dataset, collator,
+                  metrics_for_task(model->task().kind));
   // From here a signal stops the loop at the next step boundary, where a checkpoint is saved (or
   // lets the saving finish) rather than ending the process.
   io::defer_interrupts();
@@ -256,6 +289,7 @@ int train(const TrainingArguments& args) {
   }
   batch.commit();
   if (accelerator.is_main_process()) write_loss_svg(trainer, args);
+  if (accelerator.is_main_process()) print_sample(*model, args, info);
   trainer.remove_earlier_checkpoints();
   if (int sig = io::interrupt_signal()) {
     throw Interrupted(sig, fmt::format("interrupted by {} after training; its results were saved",
@@ -268,7 +302,9 @@ int train(const TrainingArguments& args) {
 // and predict.
 struct TrainedRun {
   std::shared_ptr<models::Model> model;
-  std::shared_ptr<data::MnistDataset> eval_dataset;
+  std::shared_ptr<const data::Dataset> eval_dataset;
+  data::DataCollator collator;
+  ComputeMetrics compute_metrics;
 };
 
 TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& args) {
@@ -278,12 +314,15 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
         "{} does not exist (train first, or set output_dir to a trained run)", weights));
   }
   TrainedRun run;
-  run.eval_dataset = load_split(accelerator, args, "test", args.max_eval_samples());
-  check_not_empty(*run.eval_dataset, "test", args);
-  run.model = models::make_model(args.model_name());
+  auto source = data_source(accelerator, args);
+  run.eval_dataset = source->split("eval", args.max_eval_samples());
+  check_not_empty(*run.eval_dataset, "eval", *source);
+  run.collator = source->collator();
+  run.model = create_model(args, source->info());
+  run.compute_metrics = metrics_for_task(run.model->task().kind);
   // Mapped, not read: a damaged or huge file fails on its header before any of it is read.
   io::load_state_dict(*run.model, io::map_safetensors(weights).tensors, weights);
-  check_model_takes(*run.model, *run.eval_dataset, "test", args);
+  check_model_takes(*run.model, *run.eval_dataset, run.collator, "eval", *source, args);
   return run;
 }
 
@@ -300,7 +339,7 @@ int evaluate(const TrainingArguments& args) {
   Accelerator accelerator(accelerator_options(args));
   TrainedRun run = load_trained_run(accelerator, args);
   auto output = lock_for_results(args);
-  Trainer trainer(run.model, args, nullptr, run.eval_dataset, nullptr, compute_accuracy);
+  Trainer trainer(run.model, args, nullptr, run.eval_dataset, run.collator, run.compute_metrics);
   io::defer_interrupts();
   Metrics metrics = trainer.evaluate();
   metrics["eval_samples"] = static_cast<double>(run.eval_dataset->size());
@@ -326,7 +365,7 @@ int predict(const TrainingArguments& args) {
   Accelerator accelerator(accelerator_options(args));
   TrainedRun run = load_trained_run(accelerator, args);
   auto output = lock_for_results(args);
-  Trainer trainer(run.model, args, nullptr, nullptr, nullptr, compute_accuracy);
+  Trainer trainer(run.model, args, nullptr, nullptr, run.collator, run.compute_metrics);
   io::defer_interrupts();
   PredictionResult result = trainer.predict(run.eval_dataset);
   Metrics metrics = result.metrics;

@@ -29,7 +29,20 @@ int64_t Batch::size() const {
 Batch Batch::to(const torch::Device& device) const {
   Batch moved;
   for (const auto& [key, value] : items_) moved[key] = value.to(device, /*non_blocking=*/true);
+  if (num_items_in_batch.defined()) moved.num_items_in_batch = num_items_in_batch.to(device);
   return moved;
+}
+
+const char* task_name(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kClassification:
+      return "classification";
+    case TaskKind::kRegression:
+      return "regression";
+    case TaskKind::kCausalLM:
+      return "causal_lm";
+  }
+  return "unknown";
 }
 
 Batch default_collate(const std::vector<Example>& examples) {

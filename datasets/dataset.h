@@ -1,6 +1,6 @@
 // The data types every layer shares: an Example (one item, like torchvision's (image, label)),
-// a Batch of named tensors (the tutorial's {"x": ..., "labels": ...}), the Dataset interface and
-// the collator that turns examples into a Batch.
+// a Batch of named tensors (the tutorial's {"x": ..., "labels": ...}), the Dataset interface, the
+// collator that turns examples into a Batch, and DataInfo, what a model must fit.
 #pragma once
 
 #include <functional>
@@ -13,6 +13,21 @@
 #include <torch/types.h>
 
 namespace trainer::data {
+
+// What the data asks a model to learn; it picks the default loss and metrics.
+enum class TaskKind { kClassification, kRegression, kCausalLM };
+
+// "classification", "regression", "causal_lm".
+const char* task_name(TaskKind kind);
+
+// What a model must fit: the task, one example's input shape (without the batch dimension: [1, 28,
+// 28] for images, [F] for a table's features, [context] for text) and the number of classes
+// (classification), targets (regression) or the vocabulary size (causal_lm).
+struct DataInfo {
+  TaskKind task = TaskKind::kClassification;
+  std::vector<int64_t> input_shape;
+  int64_t num_labels = 0;
+};
 
 // One item of a dataset: its input and its target, as example[0] and example[1] in Python.
 struct Example {
@@ -35,6 +50,13 @@ class Batch {
   // The same batch with every tensor on `device`.
   Batch to(const torch::Device& device) const;
   const std::map<std::string, torch::Tensor>& items() const { return items_; }
+
+  // Transformers' num_items_in_batch: the label tokens (labels != -100) of the whole gradient
+  // accumulation window, summed over processes, as a 0-dim tensor; set by the Trainer for
+  // token-level tasks (causal_lm), undefined otherwise. A model that computes its own loss divides
+  // its summed loss by it, so that accumulated micro-batches of unequal length weigh each token
+  // once. to() carries it.
+  torch::Tensor num_items_in_batch;
 
  private:
   std::map<std::string, torch::Tensor> items_;

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "lib/io/errors.h"
+#include "lib/models/config.h"
 
 namespace trainer::data {
 
@@ -144,6 +145,61 @@ double unigram_entropy(const TextDataset& dataset) {
   p = p / p.sum();
   p = p.masked_select(p > 0);
   return -(p * p.log()).sum().item<double>();
+}
+
+TextOptions read_text_options(models::ConfigReader& options, const std::string& dataset_dir) {
+  TextOptions o;
+  const bool has_path = options.has("path");
+  o.path = options.string("path", dataset_dir.empty() ? o.path : dataset_dir);
+  if (has_path && !dataset_dir.empty() && o.path != dataset_dir) {
+    throw InputError(fmt::format(
+        "dataset_config: path '{}' and dataset_dir '{}' both name the corpus (give one)", o.path,
+        dataset_dir));
+  }
+  o.context_length = options.integer("context_length", o.context_length, 2, 1 << 20);
+  o.stride = options.integer("stride", o.context_length, 1, o.context_length);
+  o.validation_fraction =
+      options.number("validation_fraction", o.validation_fraction, 0.0, 1.0, /*max_open=*/true);
+  o.seed = static_cast<uint64_t>(options.integer("seed", static_cast<int64_t>(o.seed), 0));
+  options.finish();
+  check_text_options(o);
+  return o;
+}
+
+namespace {
+
+class TextSource : public DataSource {
+ public:
+  explicit TextSource(TextOptions options) : options_(std::move(options)) {}
+
+  DataInfo info() override {
+    return {TaskKind::kCausalLM, {options_.context_length}, TextOptions::kVocabSize};
+  }
+  std::shared_ptr<const Dataset> split(const std::string& split,
+                                       std::optional<int64_t> max_samples) override {
+    if (!splits_.train) splits_ = load_text(options_);
+    std::shared_ptr<TextDataset> d = split == "train" ? splits_.train : splits_.validation;
+    if (max_samples && *max_samples < d->size()) {
+      d = std::make_shared<TextDataset>(d->tokens(), d->starts().slice(0, 0, *max_samples),
+                                        options_.context_length);
+    }
+    return d;
+  }
+  std::string location() const override { return options_.path; }
+  std::string split_name(const std::string& split) const override {
+    return split == "eval" ? "validation" : split;
+  }
+
+ private:
+  TextOptions options_;
+  TextSplits splits_;
+};
+
+}  // namespace
+
+std::unique_ptr<DataSource> make_text_source(const TextOptions& options) {
+  check_text_options(options);
+  return std::make_unique<TextSource>(options);
 }
 
 Batch LanguageModelingCollator::operator()(const std::vector<Example>& examples) const {

@@ -8,7 +8,12 @@
 #include <string>
 
 #include "datasets/dataset.h"
+#include "datasets/registry.h"
 #include "datasets/text_files.h"
+
+namespace trainer::models {
+class ConfigReader;
+}
 
 namespace trainer::data {
 
@@ -79,6 +84,17 @@ TextSplits load_text(const TextOptions& options, TextCorpus* corpus_out = nullpt
 // (each byte counted once even where blocks overlap). The loss of a model that knows only how
 // often each byte occurs.
 double unigram_entropy(const TextDataset& dataset);
+
+// dataset_config of "text" from `options` (path, context_length, stride, validation_fraction,
+// seed; then ConfigReader::finish) and dataset_dir, which may give the path instead (not both).
+// Throws InputError for an unknown option, a bad value, or a path given twice.
+TextOptions read_text_options(models::ConfigReader& options, const std::string& dataset_dir);
+
+// dataset_name "text": causal_lm over 256 byte values, input shape [context_length]; its train
+// and eval splits are load_text's train and validation (read once, on the first split asked
+// for; every process reads the corpus itself, a few MB at most in practice). No collator: blocks
+// all have one length and come in one gather. Eval's split is named "validation" in messages.
+std::unique_ptr<DataSource> make_text_source(const TextOptions& options);
 
 // Transformers' DataCollatorForLanguageModeling(mlm=False): examples' inputs (int64 [L_i], any
 // lengths) padded on the right to the longest with `pad_token_id`, as

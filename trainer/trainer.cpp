@@ -76,6 +76,25 @@ Metrics compute_accuracy(const EvalPrediction& prediction) {
            correct / static_cast<double>(std::max<int64_t>(1, prediction.label_ids.numel()))}};
 }
 
+Metrics compute_regression_metrics(const EvalPrediction& prediction) {
+  torch::Tensor labels = prediction.label_ids.to(torch::kDouble);
+  torch::Tensor error = prediction.predictions.to(torch::kDouble).reshape(labels.sizes()) - labels;
+  return {{"rmse", error.square().mean().sqrt().item<double>()},
+          {"mae", error.abs().mean().item<double>()}};
+}
+
+ComputeMetrics metrics_for_task(data::TaskKind task) {
+  switch (task) {
+    case data::TaskKind::kClassification:
+      return compute_accuracy;
+    case data::TaskKind::kRegression:
+      return compute_regression_metrics;
+    case data::TaskKind::kCausalLM:
+      return nullptr;
+  }
+  return nullptr;
+}
+
 AcceleratorOptions accelerator_options(const TrainingArguments& args) {
   dist::DdpOptions ddp;
   if (args.ddp_bucket_cap_mb()) ddp.bucket_cap_mb = static_cast<double>(*args.ddp_bucket_cap_mb());
@@ -140,10 +159,34 @@ void Trainer::fire(Event event) {
 }
 
 LossOutput Trainer::compute_loss(models::Model& model, const data::Batch& inputs,
-                                 bool return_outputs) {
-  torch::Tensor outputs = model.forward(inputs.at("x"));
-  torch::Tensor loss = model.loss(outputs, inputs.at("labels"));
-  return {loss, return_outputs ? outputs : torch::Tensor()};
+                                 bool return_outputs, const torch::Tensor& num_items_in_batch) {
+  const data::Batch* batch = &inputs;
+  data::Batch with_count;
+  if (num_items_in_batch.defined() && !inputs.num_items_in_batch.defined()) {
+    with_count = inputs;
+    with_count.num_items_in_batch = num_items_in_batch;
+    batch = &with_count;
+  }
+  models::ModelOutput out = model.forward(*batch);
+  torch::Tensor loss = out.loss.defined()
+                           ? out.loss
+                           : model.loss(out.logits, inputs.at("labels"), num_items_in_batch);
+  return {loss, return_outputs ? out.logits : torch::Tensor()};
+}
+
+torch::Tensor Trainer::count_label_tokens(const std::vector<data::Batch>& batches) {
+  torch::Tensor count = torch::zeros({}, torch::TensorOptions(torch::kLong).device(device()));
+  // Causal LMs predict each label from the tokens before it: the first label of a row is never
+  // predicted, so it is not counted (the loss's shift drops it).
+  const bool shifted = model_->task().kind == data::TaskKind::kCausalLM;
+  for (const auto& batch : batches) {
+    if (!batch.contains("labels")) continue;
+    torch::Tensor labels = batch.at("labels");
+    if (shifted && labels.dim() >= 2) labels = labels.slice(1, 1);
+    count = count + labels.ne(-100).sum().to(count.device());
+  }
+  if (accelerator_->num_processes() > 1) count = accelerator_->reduce(count, Reduction::kSum);
+  return count;
 }
 
 std::vector<double> Trainer::max_over_processes(std::vector<double> values) {
@@ -176,17 +219,25 @@ Trainer::StepChecks Trainer::check_step(const torch::Tensor& loss, const torch::
 torch::Tensor Trainer::forward_backward(int64_t window,
                                         const std::function<data::Batch(int64_t)>& batch_at) {
   Accelerator& accelerator = *accelerator_;
+  // A token-level loss weighs every label token of the window once (Transformers'
+  // num_items_in_batch): the window's batches are read first to count them.
+  std::vector<data::Batch> batches;
+  torch::Tensor num_items;
+  if (model_->task().kind == data::TaskKind::kCausalLM) {
+    for (int64_t k = 0; k < window; ++k) batches.push_back(batch_at(k));
+    num_items = count_label_tokens(batches);
+  }
   torch::Tensor step_loss;
   for (int64_t k = 0; k < window; ++k) {
-    data::Batch batch = batch_at(k);
+    data::Batch batch = batches.empty() ? batch_at(k) : std::move(batches[k]);
     const bool sync = k + 1 == window;
     accelerator.set_sync_gradients(sync);
     torch::Tensor loss;
     if (sync) {
-      loss = training_step(*model_wrapped_, batch);
+      loss = training_step(*model_wrapped_, batch, num_items);
     } else {
       auto no_sync = accelerator.no_sync(*model_wrapped_);
-      loss = training_step(*model_wrapped_, batch);
+      loss = training_step(*model_wrapped_, batch, num_items);
     }
     step_loss = step_loss.defined() ? step_loss + loss : loss;
   }
@@ -201,15 +252,25 @@ torch::Tensor Trainer::clip_gradients() {
       args_.max_grad_norm() > 0 ? args_.max_grad_norm() : std::numeric_limits<double>::infinity());
 }
 
-torch::Tensor Trainer::training_step(models::Model& model, const data::Batch& inputs) {
-  torch::Tensor loss = compute_loss(model, inputs, false).loss;
+torch::Tensor Trainer::training_step(models::Model& model, const data::Batch& inputs,
+                                     const torch::Tensor& num_items_in_batch) {
+  torch::Tensor loss = compute_loss(model, inputs, false, num_items_in_batch).loss;
   if (!loss.defined() || loss.numel() != 1) {
     throw std::runtime_error("compute_loss must return a scalar loss");
   }
-  // Divided by the window's micro-batch count, so that k accumulated batches of b make the
-  // update of one batch of k*b (Transformers divides by the count of the window, shorter at the
-  // end of an epoch, too).
-  loss = loss / static_cast<double>(current_gradient_accumulation_steps_);
+  if (num_items_in_batch.defined()) {
+    // A sum over this micro-batch's tokens divided by the window's tokens on every process: the
+    // window's micro-batches add up to this process's share of the global token mean, which DDP's
+    // averaging over processes would divide again (Transformers' average_tokens_across_devices).
+    // The logged loss is the mean over processes, so it is the global token mean.
+    const int64_t processes = accelerator_->num_processes();
+    if (processes > 1) loss = loss * static_cast<double>(processes);
+  } else {
+    // Divided by the window's micro-batch count, so that k accumulated batches of b make the
+    // update of one batch of k*b (Transformers divides by the count of the window, shorter at the
+    // end of an epoch, too).
+    loss = loss / static_cast<double>(current_gradient_accumulation_steps_);
+  }
   accelerator_->backward(loss);
   return loss.detach();
 }
@@ -224,7 +285,7 @@ PredictionOutput Trainer::prediction_step(models::Model& model, const data::Batc
     out.logits = result.outputs;
     out.labels = inputs.at("labels");
   } else {
-    out.logits = model.forward(inputs.at("x"));
+    out.logits = model.forward(inputs).logits;
   }
   if (prediction_loss_only) return {out.loss, {}, {}};
   return out;
@@ -535,8 +596,8 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
   return output;
 }
 
-Trainer::LoopOutput Trainer::evaluation_loop(const std::shared_ptr<const data::Dataset>& dataset,
-                                             const std::string& prefix, bool keep_predictions) {
+PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Dataset>& dataset,
+                                          const std::string& prefix, bool keep_predictions) {
   Accelerator& accelerator = *accelerator_;
   auto start = Clock::now();
   auto loader = accelerator.prepare(
@@ -575,7 +636,7 @@ Trainer::LoopOutput Trainer::evaluation_loop(const std::shared_ptr<const data::D
     }
   }
   loader->end_iteration();
-  LoopOutput result;
+  PredictionResult result;
   if (!predictions.empty()) result.predictions = torch::cat(predictions);
   if (!labels.empty()) result.label_ids = torch::cat(labels);
   const int64_t num_samples = dataset->size();
@@ -586,6 +647,10 @@ Trainer::LoopOutput Trainer::evaluation_loop(const std::shared_ptr<const data::D
     double sum = 0;
     for (int64_t k = 0; k < all.numel(); ++k) sum += values[k];
     metrics[prefix + "_loss"] = sum / static_cast<double>(std::max<int64_t>(1, all.numel()));
+    // A language model's loss is also read as perplexity (Transformers' run_clm adds it).
+    if (model_->task().kind == data::TaskKind::kCausalLM) {
+      metrics[prefix + "_perplexity"] = std::exp(metrics[prefix + "_loss"]);
+    }
   }
   if (compute_metrics_ && result.predictions.defined() && result.label_ids.defined()) {
     for (const auto& [key, value] : compute_metrics_({result.predictions, result.label_ids})) {
@@ -620,8 +685,7 @@ Metrics Trainer::evaluate(const std::string& prefix) {
 PredictionResult Trainer::predict(const std::shared_ptr<const data::Dataset>& dataset,
                                   const std::string& prefix) {
   if (!dataset) throw InputError("Trainer: predict needs a dataset");
-  LoopOutput out = evaluation_loop(dataset, prefix, true);
-  return {out.predictions, out.label_ids, out.metrics};
+  return evaluation_loop(dataset, prefix, true);
 }
 
 void Trainer::save_model(const std::string& dir) const {

@@ -54,6 +54,12 @@ AcceleratorOptions accelerator_options(const TrainingArguments& args);
 
 // {"accuracy": fraction of argmax(predictions, 1) == label_ids}.
 Metrics compute_accuracy(const EvalPrediction& prediction);
+// {"rmse": root mean squared error, "mae": mean absolute error} of predictions (reshaped as the
+// labels) against label_ids.
+Metrics compute_regression_metrics(const EvalPrediction& prediction);
+// The compute_metrics of a task: accuracy for classification, rmse and mae for regression, none
+// for causal_lm (whose evaluation reports the loss and perplexity).
+ComputeMetrics metrics_for_task(data::TaskKind task);
 
 // Trainer::predict's result, as Transformers' PredictionOutput: the model's outputs for every
 // example in order, the labels when the data has them, and the metrics ("test_loss",
@@ -115,14 +121,22 @@ class Trainer {
   PredictionResult predict(const std::shared_ptr<const data::Dataset>& dataset,
                            const std::string& metric_key_prefix = "test");
 
-  // The loss of one batch (and the outputs when return_outputs). Default: the model's own loss
-  // of forward(inputs["x"]) against inputs["labels"]. Override it for a custom loss.
+  // The loss of one batch (and the outputs when return_outputs), as Transformers computes it: the
+  // loss the model's forward returns (a model given "labels" may score them itself), otherwise
+  // model.loss(outputs, inputs["labels"]) (the task's loss). `num_items_in_batch` (a scalar, for
+  // token-level tasks: the label tokens of the accumulation window over every process) makes the
+  // loss a sum divided by it; it is also in inputs.num_items_in_batch for the model. Override it
+  // for a custom loss.
   virtual LossOutput compute_loss(models::Model& model, const data::Batch& inputs,
-                                  bool return_outputs = false);
-  // One micro-batch of training: compute_loss, divided by the micro-batches in this
-  // accumulation window, backpropagated through the Accelerator. Returns that scaled loss,
-  // detached, still on the device (the loop reads it back only when logging).
-  virtual torch::Tensor training_step(models::Model& model, const data::Batch& inputs);
+                                  bool return_outputs = false,
+                                  const torch::Tensor& num_items_in_batch = {});
+  // One micro-batch of training: compute_loss, backpropagated through the Accelerator. Without
+  // num_items_in_batch the loss is divided by the micro-batches in this accumulation window; with
+  // it (causal_lm) the loss is already a share of the window's token mean, and is multiplied by the
+  // number of processes, whose gradients DDP averages. Returns that scaled loss, detached, still
+  // on the device (the loop reads it back only when logging).
+  virtual torch::Tensor training_step(models::Model& model, const data::Batch& inputs,
+                                      const torch::Tensor& num_items_in_batch = {});
   // One evaluation batch without gradients, through compute_loss(return_outputs = true).
   virtual PredictionOutput prediction_step(models::Model& model, const data::Batch& inputs,
                                            bool prediction_loss_only);
@@ -168,12 +182,8 @@ class Trainer {
  private:
   // The loop under evaluate and predict: outputs and labels (kept when asked for or when
   // compute_metrics needs them) and the metrics.
-  struct LoopOutput {
-    torch::Tensor predictions, label_ids;
-    Metrics metrics;
-  };
-  LoopOutput evaluation_loop(const std::shared_ptr<const data::Dataset>& dataset,
-                             const std::string& prefix, bool keep_predictions);
+  PredictionResult evaluation_loop(const std::shared_ptr<const data::Dataset>& dataset,
+                                   const std::string& prefix, bool keep_predictions);
 
   std::string banner(int64_t num_examples, int64_t num_epochs) const;
   // A checkpoint folder and its manifest, verified (every file's size and CRC-32).
@@ -202,10 +212,15 @@ class Trainer {
   };
   // Reads the step's loss and norm (a host sync) and agrees with the other processes.
   StepChecks check_step(const torch::Tensor& loss, const torch::Tensor& grad_norm);
+  // The label tokens (labels != -100; for causal_lm, those after each row's first, the ones the
+  // loss predicts) of `batches`, summed over the processes: a 0-dim int64 on the device.
+  torch::Tensor count_label_tokens(const std::vector<data::Batch>& batches);
   // Each value's maximum over the processes (the values themselves with one process).
   std::vector<double> max_over_processes(std::vector<double> values);
   // One optimization step's forward and backward: `window` micro-batches (batch_at(k) gives the
-  // k-th) through training_step, gradients synchronised on the last. Returns their loss sum.
+  // k-th) through training_step, gradients synchronised on the last; for causal_lm the window's
+  // label tokens over every process are counted first (num_items_in_batch). Returns their loss
+  // sum.
   torch::Tensor forward_backward(int64_t window,
                                  const std::function<data::Batch(int64_t)>& batch_at);
   // The gradient norm, clipped to max_grad_norm when it is > 0; on the device, not read.

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "datasets/mnist_defaults.h"
+#include "datasets/names.h"
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
 #include "lib/io/text.h"
@@ -98,6 +99,14 @@ struct Convert<std::string> {
       throw InputError(fmt::format("argument {}: {} is not valid UTF-8 text", key, shown(v)));
     }
     return v.get<std::string>();
+  }
+};
+template <>
+struct Convert<json> {
+  static json from(const std::string& key, const json& v) {
+    if (v.is_null()) return json::object();
+    if (!v.is_object()) wrong_type(key, v, "a JSON object of options, e.g. {\"dropout\": 0.1}");
+    return v;
   }
 };
 template <typename T>
@@ -200,6 +209,8 @@ const char* kind_of() {
     return "a number";
   } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
     return "a string or a list of strings";
+  } else if constexpr (std::is_same_v<T, json>) {
+    return "a JSON object";
   } else {
     return "a string";
   }
@@ -367,11 +378,27 @@ const std::vector<Spec>& specs() {
            "Where report_to tensorboard writes (default: $TENSORBOARD_LOGGING_DIR, else "
            "output_dir/runs/<Mon DD_HH-MM-SS>_<host>)."),
       SPEC(std::optional<std::string>, run_name, "Name of the run (default: output_dir)."),
-      SPEC(std::string, model_name, "Model to train, by name: basic_net."),
-      SPEC(std::string, dataset_name, "fashion_mnist or mnist (MNIST-format files)."),
+      SPEC(std::string, model_name,
+           "Model to train, by name: basic_net (the tutorial's), mlp, resnet, or gpt (a "
+           "decoder-only transformer, for dataset_name text)."),
+      SPEC(json, model_config,
+           "The model's options: mlp {hidden_sizes [128], activation relu|gelu|tanh, dropout 0}; "
+           "resnet {width 16, stages 3, blocks_per_stage 2}; gpt {n_layer 4, n_head 4, n_embd 128, "
+           "block_size (the data's context_length), dropout 0, bias true}; basic_net none."),
+      SPEC(std::optional<std::string>, model_name_or_path,
+           "A TorchScript module (*.pt, saved from Python with torch.jit.script) to train instead "
+           "of a model_name."),
+      SPEC(std::string, dataset_name,
+           "fashion_mnist or mnist (MNIST-format files), or text (byte-level language modeling on "
+           "a UTF-8 file or folder)."),
+      SPEC(json, dataset_config,
+           "The data set's options: text {path /usr/share/games/fortunes, context_length 128, "
+           "stride (context_length), validation_fraction 0.1, seed 42}; none for fashion_mnist and "
+           "mnist."),
       SPEC(std::string, dataset_dir,
            "Directory with the four IDX files (default for fashion_mnist: "
-           "/usr/share/datasets/fashion-mnist)."),
+           "/usr/share/datasets/fashion-mnist); for text, the corpus, instead of dataset_config's "
+           "path."),
       SPEC(std::optional<int64_t>, max_train_samples, "Use only the first N training examples."),
       SPEC(std::optional<int64_t>, max_eval_samples, "Use only the first N evaluation examples."),
   };
@@ -549,11 +576,13 @@ TrainingArguments TrainingArguments::from_json_text(const std::string& json_text
             fmt::format("{}: {} is given twice (first {}); give it once", source, key, it->second));
       }
       seen[key] = "";
-    } else if (depth >= 1 && event == json::parse_event_t::object_start) {
+    } else if (depth >= 1 && event == json::parse_event_t::object_start &&
+               std::string(lookup(key).kind) != kind_of<json>()) {
       return fail(
           fmt::format("argument {}: an object is not allowed, expected {}", key, lookup(key).kind));
     } else if (depth == 1 &&
-               (event == json::parse_event_t::value || event == json::parse_event_t::array_end)) {
+               (event == json::parse_event_t::value || event == json::parse_event_t::array_end ||
+                event == json::parse_event_t::object_end)) {
       seen[key] = shown(parsed);
     }
     return true;
@@ -739,7 +768,11 @@ void TrainingArguments::validate() const {
   if (logging_dir_)
     check(!logging_dir_->empty(), "logging_dir", "\"\"", "a directory path, or null");
   check_choice("model_name", model_name_, models::model_names());
-  check_choice("dataset_name", dataset_name_, {"fashion_mnist", "mnist"});
+  check_choice("dataset_name", dataset_name_, data::dataset_names());
+  if (model_name_or_path_) {
+    check(!model_name_or_path_->empty(), "model_name_or_path", "\"\"",
+          "a TorchScript file (*.pt), or null");
+  }
   check(dataset_name_ != "mnist" || !dataset_dir_.empty(), "dataset_dir", "\"\"",
         "dataset_name mnist needs dataset_dir: a directory with MNIST's four IDX files");
   if (max_train_samples_) {

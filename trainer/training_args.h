@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 // Declares a chainable setter `name(value)` and a getter `name()` for a field with a default,
 // in the style of LibTorch's TORCH_ARG.
 #define TRAINER_ARG(T, name, ...)                    \
@@ -87,7 +89,13 @@ class TrainingArguments {
   TRAINER_ARG(std::optional<std::string>, logging_dir, std::nullopt);
   TRAINER_ARG(std::optional<std::string>, run_name, std::nullopt);
   TRAINER_ARG(std::string, model_name, "basic_net");
+  // The model's options, a JSON object (see docs/arguments.md).
+  TRAINER_ARG(nlohmann::ordered_json, model_config, nlohmann::ordered_json::object());
+  // A TorchScript file (*.pt) saved from Python, trained instead of a model_name.
+  TRAINER_ARG(std::optional<std::string>, model_name_or_path, std::nullopt);
   TRAINER_ARG(std::string, dataset_name, "fashion_mnist");
+  // The data set's options, a JSON object.
+  TRAINER_ARG(nlohmann::ordered_json, dataset_config, nlohmann::ordered_json::object());
   TRAINER_ARG(std::string, dataset_dir, "");
   TRAINER_ARG(std::optional<int64_t>, max_train_samples, std::nullopt);
   TRAINER_ARG(std::optional<int64_t>, max_eval_samples, std::nullopt);

@@ -30,8 +30,8 @@ class MyTrainer : public Trainer {
  public:
   using Trainer::Trainer;
 
-  LossOutput compute_loss(models::Model& model, const data::Batch& inputs,
-                          bool return_outputs) override {
+  LossOutput compute_loss(models::Model& model, const data::Batch& inputs, bool return_outputs,
+                          const torch::Tensor& num_items_in_batch = {}) override {
     torch::Tensor outputs = model.forward(inputs.at("x"));
     torch::Tensor target = inputs.at("labels");
     torch::Tensor loss = torch::nll_loss(outputs, target);

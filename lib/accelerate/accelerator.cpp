@@ -40,17 +40,33 @@ class AcceleratedModel : public models::Model {
       AutocastGuard guard(device_type_, *autocast_);
       out = inner_->forward(x);
     }
-    bool low = out.scalar_type() == torch::kBFloat16 || out.scalar_type() == torch::kHalf;
-    return low ? out.to(torch::kFloat) : out;
+    return to_float32(out);
   }
-  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) override {
-    return original_->loss(outputs, labels);
+  models::ModelOutput forward(const data::Batch& inputs) override {
+    if (!autocast_) return inner_->forward(inputs);
+    models::ModelOutput out;
+    {
+      AutocastGuard guard(device_type_, *autocast_);
+      out = inner_->forward(inputs);
+    }
+    return {to_float32(out.logits), to_float32(out.loss)};
   }
+  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
+                     const torch::Tensor& num_items_in_batch) override {
+    return original_->loss(outputs, labels, num_items_in_batch);
+  }
+  models::Task task() const override { return original_->task(); }
 
   const std::shared_ptr<models::Model>& original() const { return original_; }
   dist::DistributedDataParallel* ddp() const { return ddp_.get(); }
 
  private:
+  static torch::Tensor to_float32(const torch::Tensor& out) {
+    if (!out.defined()) return out;
+    bool low = out.scalar_type() == torch::kBFloat16 || out.scalar_type() == torch::kHalf;
+    return low ? out.to(torch::kFloat) : out;
+  }
+
   std::shared_ptr<models::Model> original_;
   std::shared_ptr<dist::DistributedDataParallel> ddp_;
   std::shared_ptr<models::Model> inner_;

@@ -114,7 +114,7 @@ void DistributedDataParallel::sync_buffers() {
   c10d::broadcast_coalesced(default_group(), buffers, 250u << 20, 0);
 }
 
-torch::Tensor DistributedDataParallel::forward(const torch::Tensor& x) {
+bool DistributedDataParallel::before_forward() {
   bool sync = torch::GradMode::is_enabled() && require_backward_grad_sync_;
   if (sync) reducer_->prepare_for_forward();
   // After the first backward the Reducer knows the order gradients became ready in, and once
@@ -122,11 +122,31 @@ torch::Tensor DistributedDataParallel::forward(const torch::Tensor& x) {
   // start all-reducing while the rest of backward still runs; PyTorch's DDP does the same here.
   if (torch::GradMode::is_enabled()) reducer_->rebuild_buckets();
   if (is_training()) sync_buffers();
-  torch::Tensor out = module_->forward(x);
-  if (sync) {
-    reducer_->prepare_for_backward(options_.find_unused_parameters ? std::vector<torch::Tensor>{out}
-                                                                   : std::vector<torch::Tensor>{});
+  return sync;
+}
+
+void DistributedDataParallel::after_forward(bool sync, std::vector<torch::Tensor> outputs) {
+  if (!sync) return;
+  std::vector<torch::Tensor> roots;
+  if (options_.find_unused_parameters) {
+    for (auto& out : outputs) {
+      if (out.defined()) roots.push_back(std::move(out));
+    }
   }
+  reducer_->prepare_for_backward(roots);
+}
+
+torch::Tensor DistributedDataParallel::forward(const torch::Tensor& x) {
+  bool sync = before_forward();
+  torch::Tensor out = module_->forward(x);
+  after_forward(sync, {out});
+  return out;
+}
+
+models::ModelOutput DistributedDataParallel::forward(const data::Batch& inputs) {
+  bool sync = before_forward();
+  models::ModelOutput out = module_->forward(inputs);
+  after_forward(sync, {out.logits, out.loss});
   return out;
 }
 
@@ -139,8 +159,9 @@ std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {
 }
 
 torch::Tensor DistributedDataParallel::loss(const torch::Tensor& outputs,
-                                            const torch::Tensor& labels) {
-  return module_->loss(outputs, labels);
+                                            const torch::Tensor& labels,
+                                            const torch::Tensor& num_items_in_batch) {
+  return module_->loss(outputs, labels, num_items_in_batch);
 }
 
 }  // namespace trainer::dist

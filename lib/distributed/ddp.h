@@ -35,8 +35,12 @@ class DistributedDataParallel : public models::Model {
 
   // The wrapped module's forward; in training it prepares the Reducer, so the following backward
   // averages gradients across ranks (unless inside no_sync()).
+  models::ModelOutput forward(const data::Batch& inputs) override;
   torch::Tensor forward(const torch::Tensor& x) override;
-  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) override;
+  // The wrapped module's loss and task.
+  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
+                     const torch::Tensor& num_items_in_batch = {}) override;
+  models::Task task() const override { return module_->task(); }
 
   models::Model& module() { return *module_; }
   // The number of gradient elements in each bucket, in the order their all-reduces start: one
@@ -68,6 +72,11 @@ class DistributedDataParallel : public models::Model {
 
  private:
   void sync_buffers();
+  // Before the module's forward: the Reducer prepared, buffers broadcast. Returns whether the
+  // following backward synchronises.
+  bool before_forward();
+  // After it: the Reducer told which outputs the backward starts from.
+  void after_forward(bool sync, std::vector<torch::Tensor> outputs);
 
   std::shared_ptr<models::Model> module_;
   DdpOptions options_;

@@ -101,6 +101,7 @@ GptTransformerImpl::GptTransformerImpl(const GptConfig& c) {
 
 Gpt::Gpt(const GptConfig& config) : config_(config) {
   check_gpt_config(config);
+  task_.kind = data::TaskKind::kCausalLM;
   transformer = register_module("transformer", GptTransformer(config));
   lm_head = register_module("lm_head", std::make_shared<torch::nn::Module>());
   lm_head->register_buffer("weight", transformer->wte->weight);
@@ -155,6 +156,37 @@ torch::Tensor Gpt::logits(const torch::Tensor& input_ids, const torch::Tensor& a
 
 torch::Tensor Gpt::forward(const torch::Tensor& x) { return logits(x); }
 
+ModelOutput Gpt::forward(const data::Batch& inputs) {
+  ModelOutput out;
+  out.logits =
+      logits(inputs.at("input_ids"),
+             inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor());
+  if (inputs.contains("labels")) {
+    out.loss = task_loss(task(), out.logits, inputs.at("labels"), inputs.num_items_in_batch);
+  }
+  return out;
+}
+
+std::shared_ptr<Gpt> make_gpt(ConfigReader& options, const data::DataInfo& info) {
+  GptConfig c;
+  c.vocab_size = info.num_labels;
+  const int64_t context = info.input_shape.empty() ? c.block_size : info.input_shape.back();
+  c.n_layer = options.integer("n_layer", c.n_layer, 1, 1024);
+  c.n_head = options.integer("n_head", c.n_head, 1, 1024);
+  c.n_embd = options.integer("n_embd", c.n_embd, 1, 1 << 16);
+  c.block_size = options.integer("block_size", context, 1, 1 << 20);
+  c.dropout = options.number("dropout", c.dropout, 0.0, 1.0, /*max_open=*/true);
+  c.bias = options.boolean("bias", c.bias);
+  options.finish();
+  if (c.block_size < context) {
+    throw InputError(fmt::format(
+        "model_config: block_size {} is shorter than the data's context of {} tokens (give "
+        "block_size >= {}, or leave it out to take the data's)",
+        c.block_size, context, context));
+  }
+  return std::make_shared<Gpt>(c);
+}
+
 torch::Tensor generate(Gpt& model, const torch::Tensor& prompt, const SamplingOptions& options,
                        at::Generator generator) {
   const int64_t vocab = model.config().vocab_size;
@@ -165,6 +197,9 @@ torch::Tensor generate(Gpt& model, const torch::Tensor& prompt, const SamplingOp
     throw std::invalid_argument(
         fmt::format("generate: temperature {} is not > 0", options.temperature));
   }
+  if (options.context < 0) {
+    throw std::invalid_argument(fmt::format("generate: context {} is negative", options.context));
+  }
   if (options.top_k < 0 || options.top_k > vocab) {
     throw std::invalid_argument(
         fmt::format("generate: top_k {} is not in 0..{}", options.top_k, vocab));
@@ -174,10 +209,12 @@ torch::Tensor generate(Gpt& model, const torch::Tensor& prompt, const SamplingOp
   model.eval();
   const torch::Device device = model.lm_head_weight().device();
   torch::Tensor ids = prompt.to(torch::kLong).to(device).unsqueeze(0);
+  const int64_t block = model.config().block_size;
+  const int64_t window =
+      options.context > 0 ? std::min(options.context, block) : std::max<int64_t>(1, block - 1);
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
     const int64_t T = ids.size(1);
-    torch::Tensor context =
-        T > model.config().block_size ? ids.slice(1, T - model.config().block_size, T) : ids;
+    torch::Tensor context = T > window ? ids.slice(1, T - window, T) : ids;
     torch::Tensor logits =
         model.logits(context).select(1, context.size(1) - 1).to(torch::kFloat).cpu() /
         options.temperature;

@@ -14,6 +14,7 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
+#include "lib/models/config.h"
 #include "lib/models/models.h"
 
 namespace trainer::models {
@@ -95,10 +96,17 @@ TORCH_MODULE(GptTransformer);
 // lm_head.weight as PyTorch's state_dict() does (two names, one tensor). Initialised as GPT-2:
 // weights normal(0, 0.02), biases 0, LayerNorms 1 and 0, and the residual projections
 // (attn.c_proj, mlp.c_proj) normal(0, 0.02 / sqrt(2 n_layer)), from LibTorch's default generator.
+// Its task is causal_lm.
 class Gpt : public Model {
  public:
   // Throws InputError as check_gpt_config does.
   explicit Gpt(const GptConfig& config);
+
+  // The batch's "input_ids" (and "attention_mask" when present) -> logits; with "labels", also
+  // the loss, as Transformers' GPT2LMHeadModel returns it: task_loss(task(), logits, labels,
+  // inputs.num_items_in_batch) (shifted cross-entropy, -100 ignored; a sum over the window's
+  // token count when the Trainer set it, else the mean).
+  ModelOutput forward(const data::Batch& inputs) override;
 
   // Logits float [B, T, vocab_size] for input_ids int64 [B, T] (T <= block_size). With an
   // attention_mask ([B, T], 1 on real tokens, 0 on padding), a query attends only to earlier real
@@ -120,15 +128,26 @@ class Gpt : public Model {
   GptConfig config_;
 };
 
+// The registry's gpt (make_model("gpt", ...)): options n_layer (4), n_head (4), n_embd (128),
+// block_size (the data's context length, info.input_shape's last; at least that), dropout (0),
+// bias (true) read from `options`; the vocabulary is info.num_labels. Throws InputError for an
+// unknown option, a bad value, or a block_size shorter than the data's context.
+std::shared_ptr<Gpt> make_gpt(ConfigReader& options, const data::DataInfo& info);
+
 struct SamplingOptions {
   int64_t max_new_tokens = 256;
   double temperature = 1.0;  // > 0
   int64_t top_k = 0;         // 0: every token; else only the k most likely, 1..vocab_size
+  // Tokens of context each step sees, the latest; 0: block_size - 1. A model trained on blocks of
+  // L tokens whose labels are the inputs shifted inside the loss (Transformers' way, not
+  // nanoGPT's) never learned to predict from position L - 1: no label follows it. So the longest
+  // context it was trained to use is L - 1 (L: the data's context length).
+  int64_t context = 0;
 };
 
 // `prompt` (int64 [T], T >= 1) followed by max_new_tokens tokens sampled one at a time from the
 // model's next-token distribution (logits / temperature, the top_k largest kept), each step
-// seeing the last block_size tokens: nanoGPT's generate(). Draws only from `generator` (a CPU
+// seeing the last options.context tokens: nanoGPT's generate(). Draws only from `generator` (a CPU
 // generator), in eval mode and without gradients, so the same seed gives the same tokens.
 // Throws std::invalid_argument for an empty prompt, temperature <= 0, or top_k out of range.
 torch::Tensor generate(Gpt& model, const torch::Tensor& prompt, const SamplingOptions& options,

@@ -1,4 +1,4 @@
-// BasicNet and the model registry.
+// The tasks' losses, BasicNet, the MLP, the small ResNet and the model registry.
 #include "lib/models/models.h"
 
 #include <cmath>
@@ -13,10 +13,14 @@
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/autograd.h>
 #include <torch/nn/functional.h>
+#include <torch/nn/init.h>
 
 #include "lib/io/errors.h"
+#include "lib/models/config.h"
+#include "lib/models/gpt.h"
 
 namespace trainer::models {
 
@@ -303,11 +307,51 @@ torch::Tensor relu_max_pool2x2_dropout(const torch::Tensor& x, double p, bool tr
   return ReluMaxPoolDropout::apply(x, p, train);
 }
 
-torch::Tensor Model::loss(const torch::Tensor& outputs, const torch::Tensor& labels) {
-  return F::cross_entropy(outputs, labels);
+torch::Tensor task_loss(const Task& task, const torch::Tensor& outputs, const torch::Tensor& labels,
+                        const torch::Tensor& num_items_in_batch) {
+  const bool summed = num_items_in_batch.defined();
+  const auto reduction = summed ? torch::Reduction::Sum : torch::Reduction::Mean;
+  torch::Tensor loss;
+  switch (task.kind) {
+    case data::TaskKind::kClassification:
+      loss = task.log_probs ? torch::nll_loss(outputs, labels, {}, reduction, -100)
+                            : torch::cross_entropy_loss(outputs, labels, {}, reduction, -100, 0.0);
+      break;
+    case data::TaskKind::kRegression:
+      loss = torch::mse_loss(outputs.reshape(labels.sizes()), labels.to(outputs.scalar_type()),
+                             reduction);
+      break;
+    case data::TaskKind::kCausalLM: {
+      if (outputs.dim() != 3 || labels.dim() != 2) {
+        throw std::invalid_argument(fmt::format(
+            "causal_lm loss: outputs must be [batch, length, vocabulary] and labels [batch, "
+            "length], not [{}] and [{}]",
+            fmt::join(outputs.sizes(), ", "), fmt::join(labels.sizes(), ", ")));
+      }
+      const int64_t vocab = outputs.size(2);
+      torch::Tensor logits = outputs.slice(1, 0, -1).reshape({-1, vocab});
+      torch::Tensor targets = labels.slice(1, 1).reshape({-1});
+      loss = torch::cross_entropy_loss(logits, targets, {}, reduction, -100, 0.0);
+      break;
+    }
+  }
+  return summed ? loss / num_items_in_batch.to(loss.scalar_type()) : loss;
+}
+
+ModelOutput Model::forward(const data::Batch& inputs) { return {forward(inputs.at("x")), {}}; }
+
+torch::Tensor Model::forward(const torch::Tensor& x) {
+  throw std::logic_error(
+      "this model reads several inputs: call forward with the batch of named tensors");
+}
+
+torch::Tensor Model::loss(const torch::Tensor& outputs, const torch::Tensor& labels,
+                          const torch::Tensor& num_items_in_batch) {
+  return task_loss(task(), outputs, labels, num_items_in_batch);
 }
 
 BasicNet::BasicNet() {
+  task_.log_probs = true;
   conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).stride(1)));
   conv2 =
       register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).stride(1)));
@@ -337,15 +381,190 @@ torch::Tensor BasicNet::forward(const torch::Tensor& input) {
   return F::log_softmax(x, F::LogSoftmaxFuncOptions(1));
 }
 
-torch::Tensor BasicNet::loss(const torch::Tensor& outputs, const torch::Tensor& labels) {
-  return F::nll_loss(outputs, labels);
+Mlp::Mlp(int64_t in_features, std::vector<int64_t> hidden_sizes, int64_t out_features,
+         std::string activation, double dropout, Task task)
+    : activation_(std::move(activation)), dropout_(dropout) {
+  task_ = task;
+  layers = register_module("layers", torch::nn::ModuleList());
+  int64_t in = in_features;
+  hidden_sizes.push_back(out_features);
+  for (int64_t out : hidden_sizes) {
+    layers->push_back(torch::nn::Linear(in, out));
+    in = out;
+  }
+}
+
+torch::Tensor Mlp::forward(const torch::Tensor& input) {
+  torch::Tensor x = input.flatten(1);
+  const size_t n = layers->size();
+  for (size_t i = 0; i < n; ++i) {
+    x = layers->ptr<torch::nn::LinearImpl>(i)->forward(x);
+    if (i + 1 == n) break;
+    if (activation_ == "relu") {
+      x = torch::relu(x);
+    } else if (activation_ == "gelu") {
+      x = torch::gelu(x);
+    } else {
+      x = torch::tanh(x);
+    }
+    if (dropout_ > 0)
+      x = F::dropout(x, F::DropoutFuncOptions().p(dropout_).training(is_training()));
+  }
+  return x;
+}
+
+namespace {
+
+// torchvision's BasicBlock: conv1 3x3 (stride), bn1, ReLU, conv2 3x3, bn2, plus the input (through
+// downsample.0 1x1 conv and downsample.1 batch norm where the shape changes), ReLU.
+class BasicBlockImpl : public torch::nn::Module {
+ public:
+  BasicBlockImpl(int64_t in, int64_t out, int64_t stride) {
+    using torch::nn::Conv2dOptions;
+    conv1 = register_module(
+        "conv1",
+        torch::nn::Conv2d(Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)));
+    bn1 = register_module("bn1", torch::nn::BatchNorm2d(out));
+    conv2 = register_module(
+        "conv2", torch::nn::Conv2d(Conv2dOptions(out, out, 3).stride(1).padding(1).bias(false)));
+    bn2 = register_module("bn2", torch::nn::BatchNorm2d(out));
+    if (stride != 1 || in != out) {
+      downsample = register_module(
+          "downsample", torch::nn::Sequential(
+                            torch::nn::Conv2d(Conv2dOptions(in, out, 1).stride(stride).bias(false)),
+                            torch::nn::BatchNorm2d(out)));
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor out = torch::relu(bn1->forward(conv1->forward(x)));
+    out = bn2->forward(conv2->forward(out));
+    return torch::relu(out + (downsample ? downsample->forward(x) : x));
+  }
+
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  torch::nn::Sequential downsample{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+}  // namespace
+
+ResNet::ResNet(int64_t in_channels, int64_t num_classes, int64_t width, int64_t stages,
+               int64_t blocks) {
+  using torch::nn::Conv2dOptions;
+  conv1 = register_module(
+      "conv1",
+      torch::nn::Conv2d(Conv2dOptions(in_channels, width, 3).stride(1).padding(1).bias(false)));
+  bn1 = register_module("bn1", torch::nn::BatchNorm2d(width));
+  int64_t channels = width;
+  for (int64_t s = 0; s < stages; ++s) {
+    const int64_t out = width << s;
+    torch::nn::Sequential stage;
+    for (int64_t b = 0; b < blocks; ++b) {
+      stage->push_back(BasicBlock(b == 0 ? channels : out, out, b == 0 && s > 0 ? 2 : 1));
+    }
+    channels = out;
+    stages_.push_back(register_module(fmt::format("layer{}", s + 1), stage));
+  }
+  fc = register_module("fc", torch::nn::Linear(channels, num_classes));
+  // torchvision's initialisation: Kaiming normal (fan_out, ReLU) for convolutions, ones and zeros
+  // for batch norms.
+  torch::NoGradGuard no_grad;
+  for (auto& module : modules(/*include_self=*/false)) {
+    if (auto* conv = module->as<torch::nn::Conv2d>()) {
+      torch::nn::init::kaiming_normal_(conv->weight, 0, torch::kFanOut, torch::kReLU);
+    } else if (auto* bn = module->as<torch::nn::BatchNorm2d>()) {
+      torch::nn::init::ones_(bn->weight);
+      torch::nn::init::zeros_(bn->bias);
+    }
+  }
+}
+
+torch::Tensor ResNet::forward(const torch::Tensor& input) {
+  torch::Tensor x = torch::relu(bn1->forward(conv1->forward(input)));
+  for (auto& stage : stages_) x = stage->forward(x);
+  return fc->forward(torch::flatten(torch::adaptive_avg_pool2d(x, {1, 1}), 1));
+}
+
+namespace {
+
+// The input shape as the messages print it: [1, 28, 28].
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+int64_t product(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Throws InputError unless the data's task is one of `tasks` for `model`.
+void check_task(const std::string& model, const data::DataInfo& info,
+                std::initializer_list<data::TaskKind> tasks) {
+  for (auto kind : tasks) {
+    if (kind == info.task) return;
+  }
+  std::string allowed;
+  for (auto kind : tasks) allowed += (allowed.empty() ? "" : " or ") + std::string(task_name(kind));
+  throw InputError(fmt::format("model_name: model {} does not fit a {} data set (it learns {})",
+                               model, task_name(info.task), allowed));
+}
+
+}  // namespace
+
+std::shared_ptr<Model> make_model(const std::string& name, const nlohmann::ordered_json& config,
+                                  const data::DataInfo& info) {
+  using data::TaskKind;
+  ConfigReader options("model_config", name, config);
+  std::shared_ptr<Model> model;
+  if (name == "basic_net") {
+    check_task(name, info, {TaskKind::kClassification});
+    options.finish();
+    if (info.input_shape != std::vector<int64_t>{1, 28, 28} || info.num_labels != 10) {
+      throw InputError(fmt::format(
+          "model_name: basic_net takes 1x28x28 images in 10 classes; the data set has examples of "
+          "shape {} in {} classes (use mlp or resnet)",
+          shape_text(info.input_shape), info.num_labels));
+    }
+    model = std::make_shared<BasicNet>();
+  } else if (name == "mlp") {
+    check_task(name, info, {TaskKind::kClassification, TaskKind::kRegression});
+    auto hidden = options.integers("hidden_sizes", {128}, 1);
+    auto activation = options.choice("activation", "relu", {"relu", "gelu", "tanh"});
+    double dropout = options.number("dropout", 0.0, 0.0, 1.0, /*max_open=*/true);
+    options.finish();
+    Task task{info.task, false};
+    model = std::make_shared<Mlp>(product(info.input_shape), hidden,
+                                  std::max<int64_t>(1, info.num_labels), activation, dropout, task);
+  } else if (name == "resnet") {
+    check_task(name, info, {TaskKind::kClassification});
+    int64_t width = options.integer("width", 16, 1, 1024);
+    int64_t stages = options.integer("stages", 3, 1, 4);
+    int64_t blocks = options.integer("blocks_per_stage", 2, 1, 16);
+    options.finish();
+    const auto& shape = info.input_shape;
+    if (shape.size() != 3 || shape[1] < 8 || shape[2] < 8) {
+      throw InputError(fmt::format(
+          "model_name: resnet takes images [channels, height, width] of at least 8x8; the data "
+          "set's examples are {}",
+          shape_text(shape)));
+    }
+    model = std::make_shared<ResNet>(shape[0], info.num_labels, width, stages, blocks);
+  } else if (name == "gpt") {
+    check_task(name, info, {TaskKind::kCausalLM});
+    model = make_gpt(options, info);
+  } else {
+    std::string known;
+    for (const auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
+    throw InputError(fmt::format("model_name: unknown model '{}' (allowed: {})", name, known));
+  }
+  return model;
 }
 
 std::shared_ptr<Model> make_model(const std::string& name) {
-  if (name == "basic_net") return std::make_shared<BasicNet>();
-  std::string known;
-  for (const auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
-  throw InputError(fmt::format("model_name: unknown model '{}' (allowed: {})", name, known));
+  data::DataInfo mnist{data::TaskKind::kClassification, {1, 28, 28}, 10};
+  return make_model(name, nlohmann::ordered_json::object(), mnist);
 }
 
 int64_t num_trainable_parameters(const torch::nn::Module& model) {

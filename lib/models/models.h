@@ -1,5 +1,6 @@
-// Models the trainer can train, created by name: the Model interface (forward and its default
-// loss) and the tutorial's BasicNet.
+// Models the trainer can train, created by name with options: the Model interface (forward on a
+// batch of named tensors, the task's default loss), the tasks' losses, the tutorial's BasicNet,
+// an MLP and a small ResNet.
 #pragma once
 
 #include <memory>
@@ -7,31 +8,70 @@
 #include <vector>
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
+#include <nlohmann/json.hpp>
 
+#include "datasets/dataset.h"
 #include "lib/models/names.h"
 
 namespace trainer::models {
 
-// A module with one tensor input, whose outputs a default loss can score against labels.
+// What a model's forward returns: its outputs and, when it scores the batch's "labels" itself (as
+// Transformers' models do when given labels), that loss.
+struct ModelOutput {
+  torch::Tensor logits;  // logits, log-probabilities or regression values, [B, ...]
+  torch::Tensor loss;    // undefined: the Trainer scores logits with Model::loss
+};
+
+// A model's task and the kind of its outputs, which pick its default loss.
+struct Task {
+  data::TaskKind kind = data::TaskKind::kClassification;
+  bool log_probs = false;  // classification outputs are log-probabilities (NLL), not logits
+};
+
+// The task's loss; labels equal to -100 are ignored (classification, causal_lm):
+// - classification: cross_entropy on logits, nll_loss on log-probabilities;
+// - regression: mse_loss of the outputs (reshaped as the labels) against the labels as float;
+// - causal_lm: cross_entropy of outputs[:, :-1] against labels[:, 1:] (the labels are the
+//   input_ids, shifted here as Transformers shifts them inside the loss).
+// With num_items_in_batch defined (a scalar): the summed loss divided by it, so that micro-batches
+// of unequal length weigh each token once; otherwise the mean.
+torch::Tensor task_loss(const Task& task, const torch::Tensor& outputs, const torch::Tensor& labels,
+                        const torch::Tensor& num_items_in_batch = {});
+
+// A trainable module: forward on a batch of named tensors, and the task's loss.
 class Model : public torch::nn::Module {
  public:
-  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
-  // The loss the Trainer uses when compute_loss is not overridden: cross-entropy on logits.
-  virtual torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels);
+  // The batch's named tensors ("x", "input_ids", "attention_mask", "labels", ...). Default: the
+  // one-tensor forward on "x", no loss.
+  virtual ModelOutput forward(const data::Batch& inputs);
+  // The forward of a model with one input tensor. Default: throws std::logic_error (a model that
+  // reads several inputs overrides the batch forward only).
+  virtual torch::Tensor forward(const torch::Tensor& x);
+  // The loss the default compute_loss uses when forward returns none: task_loss(task(), ...).
+  virtual torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
+                             const torch::Tensor& num_items_in_batch = {});
+  virtual Task task() const { return task_; }
+  void set_task(Task task) { task_ = task; }
+
+ protected:
+  Task task_;
 };
 
 // The tutorial's network: conv1 1->32 3x3, ReLU, conv2 32->64 3x3, ReLU, max-pool 2,
 // dropout 0.25, flatten 9216, fc1 ->128, ReLU, dropout 0.5, fc2 ->10, log_softmax.
 // Parameter names are PyTorch's: conv1.weight ... fc2.bias (1,199,882 trainable parameters).
+// Its outputs are log-probabilities, so its loss is nll_loss as in the tutorial.
 class BasicNet : public Model {
  public:
   BasicNet();
+  using Model::forward;
   torch::Tensor forward(const torch::Tensor& x) override;
-  // Outputs are log-probabilities, so the loss is nll_loss as in the tutorial.
-  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) override;
 
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
   torch::nn::Dropout dropout1{nullptr}, dropout2{nullptr};
@@ -54,8 +94,47 @@ torch::Tensor relu_max_pool2x2(const torch::Tensor& x);
 // devices and odd sizes take LibTorch's ops. Throws std::invalid_argument for p outside [0, 1].
 torch::Tensor relu_max_pool2x2_dropout(const torch::Tensor& x, double p, bool train);
 
-// A new model with freshly initialised parameters. Throws InputError for an unknown name,
-// listing the known ones.
+// A multilayer perceptron on flattened inputs: Linear layers held as PyTorch's
+// `self.layers = nn.ModuleList([...])` holds them (layers.0.weight ...), the activation and dropout
+// between them; logits for classification, values for regression.
+class Mlp : public Model {
+ public:
+  Mlp(int64_t in_features, std::vector<int64_t> hidden_sizes, int64_t out_features,
+      std::string activation, double dropout, Task task);
+  using Model::forward;
+  torch::Tensor forward(const torch::Tensor& x) override;
+
+  torch::nn::ModuleList layers{nullptr};
+
+ private:
+  std::string activation_;
+  double dropout_;
+};
+
+// A small ResNet for 28x28 or 32x32 images, torchvision's layout at CIFAR scale: conv1 (3x3) and
+// bn1, then `stages` stages of `blocks` BasicBlocks (layer1.0.conv1 ... with downsample.0/1 where
+// the shape changes), channels doubling and the size halving from stage 2, global average
+// pooling and fc. Logits.
+class ResNet : public Model {
+ public:
+  ResNet(int64_t in_channels, int64_t num_classes, int64_t width, int64_t stages, int64_t blocks);
+  using Model::forward;
+  torch::Tensor forward(const torch::Tensor& x) override;
+
+ private:
+  torch::nn::Conv2d conv1{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr};
+  std::vector<torch::nn::Sequential> stages_;
+  torch::nn::Linear fc{nullptr};
+};
+
+// A new model with freshly initialised parameters, shaped for `info` (its input shape, classes or
+// vocabulary), with options from `config` (model_config, a JSON object; null: defaults). Throws
+// InputError for an unknown name (listing the known ones), an unknown option (naming the nearest
+// known one), a bad option value, or data the model cannot take (naming both).
+std::shared_ptr<Model> make_model(const std::string& name, const nlohmann::ordered_json& config,
+                                  const data::DataInfo& info);
+// The same with default options for Fashion-MNIST-shaped data (1x28x28 images, 10 classes).
 std::shared_ptr<Model> make_model(const std::string& name);
 
 // Number of trainable parameters (requires_grad).

@@ -71,7 +71,8 @@ class TinyNet : public models::Model {
   torch::Tensor forward(const torch::Tensor& x) override {
     return torch::log_softmax(fc2->forward(torch::tanh(fc1->forward(x.flatten(1).to(dtype_)))), 1);
   }
-  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) override {
+  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
+                     const torch::Tensor& = {}) override {
     return torch::nll_loss(outputs, labels);
   }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};

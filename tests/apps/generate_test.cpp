@@ -61,7 +61,7 @@ TEST_F(Generate, TheSameSeedSamplesTheSameBytesAfterThePrompt) {
   auto g2 = generate("--prompt abc --max_new_tokens 10 --top_k 1 --seed 9");
   ASSERT_EQ(g1.exit_code, 0) << g1.err;
   EXPECT_EQ(g1.out, g2.out);
-  // A prompt longer than the context (16) is cropped to its last 16 bytes as context.
+  // A prompt longer than the context (16) is cropped to its last 15 bytes as context.
   auto long_prompt = generate("--prompt " + std::string(50, 'x') + " --max_new_tokens 5");
   ASSERT_EQ(long_prompt.exit_code, 0) << long_prompt.err;
   EXPECT_EQ(long_prompt.out.rfind(std::string(50, 'x'), 0), 0u);

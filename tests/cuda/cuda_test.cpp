@@ -141,9 +141,9 @@ TEST(Cuda, Bf16TrainingLowersTheLoss) {
 class NanAtStep3 : public Trainer {
  public:
   using Trainer::Trainer;
-  LossOutput compute_loss(models::Model& model, const data::Batch& inputs,
-                          bool return_outputs) override {
-    LossOutput out = Trainer::compute_loss(model, inputs, return_outputs);
+  LossOutput compute_loss(models::Model& model, const data::Batch& inputs, bool return_outputs,
+                          const torch::Tensor& num_items_in_batch = {}) override {
+    LossOutput out = Trainer::compute_loss(model, inputs, return_outputs, num_items_in_batch);
     if (state().global_step + 1 == 3) out.loss = out.loss * NAN;
     return out;
   }

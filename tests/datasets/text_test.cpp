@@ -2,6 +2,7 @@
 // their seeded train/validation split, the unigram entropy, bad options, and the padding collator.
 #include "datasets/text.h"
 
+#include <cstdio>
 #include <fstream>
 #include <set>
 
@@ -9,6 +10,7 @@
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "lib/io/errors.h"
 #include "lib/io/files.h"
@@ -100,6 +102,18 @@ TEST(TextCorpus, DebianFortunesHoldTheTextFilesOnly) {
   }
   EXPECT_GT(corpus.text.size(), 1000000u);
   EXPECT_TRUE(is_utf8_text(corpus.text));
+  // configs/gpt_fortunes.json's split: the loss of a model that knows only byte frequencies.
+  TextOptions options;
+  TextSplits splits = split_text(corpus.text, options);
+  EXPECT_EQ(splits.units, static_cast<int64_t>(corpus.text.size()) / 128);
+  const double entropy = unigram_entropy(*splits.train);
+  std::printf(
+      "fortunes: %zu bytes, %lld train and %lld validation blocks; unigram byte entropy of "
+      "the train split %.4f nats\n",
+      corpus.text.size(), static_cast<long long>(splits.train->size()),
+      static_cast<long long>(splits.validation->size()), entropy);
+  EXPECT_GT(entropy, 3.0);
+  EXPECT_LT(entropy, 3.6);
 }
 
 TEST(TextDataset, BlocksAreTheCorpusBytesAndTheSplitIsDisjointAndCoversEveryUnit) {
@@ -235,6 +249,50 @@ TEST(TextDataset, BadOptionsAndCorporaAreOneLineNamingTheValue) {
   expect_input_error([&] { load_text(o); }, {"holds no text", "1 binary"});
   o.path = dir.file("x.bin");
   expect_input_error([&] { load_text(o); }, {"x.bin", "is not UTF-8 text"});
+}
+
+TEST(TextSource, DatasetNameTextIsCausalLmOverBytesWithItsOptions) {
+  TempDir dir;
+  write(dir.file("a.txt"), alphabet(800));  // 100 units of 8
+  nlohmann::ordered_json config = {{"path", dir.path()}, {"context_length", 8}};
+  auto source = make_data_source("text", "", config);
+  DataInfo info = source->info();
+  EXPECT_EQ(info.task, TaskKind::kCausalLM);
+  EXPECT_EQ(info.input_shape, std::vector<int64_t>{8});
+  EXPECT_EQ(info.num_labels, 256);
+  EXPECT_EQ(source->split("train", std::nullopt)->size(), 90);
+  EXPECT_EQ(source->split("eval", std::nullopt)->size(), 10);
+  auto first = source->split("eval", 4);
+  ASSERT_EQ(first->size(), 4);
+  EXPECT_TRUE(torch::equal(first->get(3).input, source->split("eval", std::nullopt)->get(3).input));
+  EXPECT_FALSE(static_cast<bool>(source->collator()));  // blocks come in one gather
+  EXPECT_EQ(source->split_name("eval"), "validation");
+  EXPECT_EQ(source->location(), dir.path());
+  // dataset_dir names the corpus as well; dataset_config's stride and seed change the blocks.
+  auto by_dir =
+      make_data_source("text", dir.path(), {{"context_length", 8}, {"stride", 4}, {"seed", 3}});
+  EXPECT_EQ(by_dir->location(), dir.path());
+  EXPECT_GT(by_dir->split("train", std::nullopt)->size(), 90);
+  auto message = [&](const std::string& dataset_dir, const nlohmann::ordered_json& c) {
+    try {
+      make_data_source("text", dataset_dir, c);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no InputError");
+  };
+  EXPECT_NE(message("", {{"strid", 4}})
+                .find("unknown option 'strid' for text (did you mean "
+                      "'stride'?"),
+            std::string::npos);
+  EXPECT_NE(message(dir.path(), {{"path", "/elsewhere"}}).find("both name the corpus"),
+            std::string::npos);
+  EXPECT_EQ(message("", {{"context_length", 1}}),
+            "dataset_config: option context_length of text is 1; must be in 2..1048576");
+  EXPECT_EQ(message("", {{"context_length", 8}, {"stride", 9}}),
+            "dataset_config: option stride of text is 9; must be in 1..8");
+  EXPECT_NE(message("", {{"validation_fraction", 1}}).find("validation_fraction"),
+            std::string::npos);
 }
 
 TEST(LanguageModelingCollator, PadsOnTheRightWithMaskAndIgnoredLabels) {

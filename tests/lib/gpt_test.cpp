@@ -199,6 +199,55 @@ TEST(Gpt, BadConfigIsOneLineNamingTheValue) {
   EXPECT_THROW(Gpt{c}, InputError);
 }
 
+TEST(Gpt, TheRegistryShapesItForTheDataAndItScoresTheLabelsShifted) {
+  data::DataInfo info{data::TaskKind::kCausalLM, {12}, 256};
+  torch::manual_seed(2);
+  auto model = make_model(
+      "gpt", nlohmann::ordered_json{{"n_layer", 1}, {"n_head", 2}, {"n_embd", 16}}, info);
+  auto* gpt = dynamic_cast<Gpt*>(model.get());
+  ASSERT_NE(gpt, nullptr);
+  EXPECT_EQ(gpt->config().block_size, 12);  // the data's context
+  EXPECT_EQ(gpt->config().vocab_size, 256);
+  EXPECT_EQ(gpt->config().n_embd, 16);
+  EXPECT_EQ(model->task().kind, data::TaskKind::kCausalLM);
+  model->eval();
+  torch::Tensor ids = torch::randint(0, 256, {2, 12}, torch::kLong);
+  torch::Tensor labels = ids.clone();
+  labels[1].slice(0, 9).fill_(-100);  // padding: 3 of the 22 predicted tokens ignored
+  data::Batch batch{{"input_ids", ids}, {"labels", labels}};
+  ModelOutput out = model->forward(batch);
+  ASSERT_EQ(out.logits.sizes(), torch::IntArrayRef({2, 12, 256}));
+  // Each position predicts the next label: 22 targets, 19 of them counted.
+  torch::Tensor per_token = torch::nn::functional::cross_entropy(
+      out.logits.slice(1, 0, 11).reshape({-1, 256}), labels.slice(1, 1).reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone).ignore_index(-100));
+  const double sum = per_token.sum().item<double>();
+  EXPECT_NEAR(out.loss.item<double>(), sum / 19, 1e-5);
+  // With the window's token count set (Transformers' num_items_in_batch): the sum over it.
+  batch.num_items_in_batch = torch::tensor(50, torch::kLong);
+  EXPECT_NEAR(model->forward(batch).loss.item<double>(), sum / 50, 1e-5);
+  EXPECT_FALSE(model->forward(data::Batch{{"input_ids", ids}}).loss.defined());
+  auto message = [&](const nlohmann::ordered_json& config, const data::DataInfo& data) {
+    try {
+      make_model("gpt", config, data);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no InputError");
+  };
+  EXPECT_NE(message({{"n_layers", 2}}, info)
+                .find("unknown option 'n_layers' for gpt (did you "
+                      "mean 'n_layer'?"),
+            std::string::npos)
+      << message({{"n_layers", 2}}, info);
+  EXPECT_EQ(message({{"block_size", 8}}, info),
+            "model_config: block_size 8 is shorter than the data's context of 12 tokens (give "
+            "block_size >= 12, or leave it out to take the data's)");
+  EXPECT_NE(message({}, {data::TaskKind::kClassification, {1, 28, 28}, 10}).find("does not fit"),
+            std::string::npos);
+  EXPECT_NE(message({{"dropout", 1.5}}, info).find("dropout"), std::string::npos);
+}
+
 TEST(Gpt, PyTorchLoadsOurSafetensorsAndComputesTheSameLogits) {
   std::string python = TRAINER_PYTHON;
   if (python.empty()) GTEST_SKIP() << "no Python with torch and safetensors configured";
@@ -272,10 +321,26 @@ TEST(Gpt, SamplingIsSeededAndTopOneIsGreedy) {
     torch::Tensor logits = model->logits(greedy.slice(0, 0, t).unsqueeze(0));
     EXPECT_EQ(logits[0][t - 1].argmax().item<int64_t>(), greedy[t].item<int64_t>());
   }
-  // A prompt longer than the context: each step sees its last block_size tokens.
+  // A prompt longer than the context: each step sees its last block_size - 1 tokens (a block's
+  // last position is never trained: no label follows it), or `context` tokens.
+  o.max_new_tokens = 1;
+  torch::Tensor long_prompt = torch::arange(40, torch::kLong);
+  auto next_after = [&](int64_t window) {
+    torch::NoGradGuard no_grad;
+    return model->logits(long_prompt.slice(0, 40 - window).unsqueeze(0))[0][window - 1]
+        .argmax()
+        .item<int64_t>();
+  };
+  EXPECT_EQ(generate(*model, long_prompt, o, at::make_generator<at::CPUGeneratorImpl>(1))[40]
+                .item<int64_t>(),
+            next_after(15));
+  o.context = 7;
+  EXPECT_EQ(generate(*model, long_prompt, o, at::make_generator<at::CPUGeneratorImpl>(1))[40]
+                .item<int64_t>(),
+            next_after(7));
+  o.context = 0;
   o.top_k = 0;
   o.max_new_tokens = 4;
-  torch::Tensor long_prompt = torch::arange(40, torch::kLong);
   EXPECT_EQ(generate(*model, long_prompt, o, at::make_generator<at::CPUGeneratorImpl>(1)).size(0),
             44);
   o.temperature = 0;

@@ -31,7 +31,8 @@ class TinyNet : public models::Model {
   torch::Tensor forward(const torch::Tensor& x) override {
     return torch::log_softmax(fc2->forward(torch::tanh(fc1->forward(x.flatten(1)))), 1);
   }
-  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) override {
+  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
+                     const torch::Tensor& = {}) override {
     return torch::nll_loss(outputs, labels);
   }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
@@ -302,9 +303,9 @@ class NanTrainer : public Trainer {
       : Trainer(std::move(model), std::move(args), std::move(data)),
         steps_(std::move(steps)),
         always_(always) {}
-  LossOutput compute_loss(models::Model& model, const data::Batch& inputs,
-                          bool return_outputs) override {
-    LossOutput out = Trainer::compute_loss(model, inputs, return_outputs);
+  LossOutput compute_loss(models::Model& model, const data::Batch& inputs, bool return_outputs,
+                          const torch::Tensor& num_items_in_batch = {}) override {
+    LossOutput out = Trainer::compute_loss(model, inputs, return_outputs, num_items_in_batch);
     if (always_ || steps_.count(state().global_step + 1)) out.loss = out.loss * NAN;
     return out;
   }

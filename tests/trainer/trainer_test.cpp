@@ -22,7 +22,8 @@ class TinyNet : public models::Model {
   torch::Tensor forward(const torch::Tensor& x) override {
     return torch::log_softmax(fc2->forward(torch::tanh(fc1->forward(x.flatten(1)))), 1);
   }
-  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) override {
+  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
+                     const torch::Tensor& = {}) override {
     return torch::nll_loss(outputs, labels);
   }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
@@ -185,8 +186,8 @@ TEST(Trainer, EvaluateMatchesAHandComputedLossAndAccuracy) {
 class ConstantLossTrainer : public Trainer {
  public:
   using Trainer::Trainer;
-  LossOutput compute_loss(models::Model& model, const data::Batch& inputs,
-                          bool return_outputs) override {
+  LossOutput compute_loss(models::Model& model, const data::Batch& inputs, bool return_outputs,
+                          const torch::Tensor& num_items_in_batch = {}) override {
     ++calls;
     torch::Tensor outputs = model.forward(inputs.at("x"));
     return {outputs.sum() * 0 + 2.5, outputs};
@@ -207,9 +208,10 @@ TEST(Trainer, ASubclassesComputeLossIsWhatTrains) {
 class StepsTrainer : public Trainer {
  public:
   using Trainer::Trainer;
-  torch::Tensor training_step(models::Model& model, const data::Batch& inputs) override {
+  torch::Tensor training_step(models::Model& model, const data::Batch& inputs,
+                              const torch::Tensor& num_items_in_batch = {}) override {
     ++training_steps;
-    return Trainer::training_step(model, inputs);
+    return Trainer::training_step(model, inputs, num_items_in_batch);
   }
   PredictionOutput prediction_step(models::Model& model, const data::Batch& inputs,
                                    bool prediction_loss_only) override {
