@@ -30,15 +30,15 @@ const std::vector<std::pair<std::string, std::string>> kCommands = {
     {"plot",
      "Draw the loss and each eval metric against step, from each OUTPUT_DIR's "
      "trainer_state.json, as an SVG and an HTML page around it (runs overlaid)."},
-    {"generate",
-     "Sample text from a trained gpt run (OUTPUT_DIR's training_args.json and "
-     "model.safetensors), seeded: prints the prompt and its continuation."},
     {"env",
      "Print the versions and devices a bug report needs: trainer, LibTorch, CUDA, cuDNN, NCCL, "
      "Gloo, compiler, BLAS, oneDNN, threads (as accelerate env and transformers env)."},
     {"launch",
      "Start PROGRAM as N ranks of a distributed run, with torchrun's environment (RANK, "
-     "WORLD_SIZE, ...)."}};
+     "WORLD_SIZE, ...)."},
+    {"generate",
+     "Sample text from a trained gpt run (OUTPUT_DIR's training_args.json and "
+     "model.safetensors), seeded: prints the prompt and its continuation."}};
 
 std::string arguments_table() {
   std::string out = "Training arguments (JSON keys of CONFIG, or --name value, or --name=value):\n";
