@@ -35,7 +35,10 @@ const std::vector<std::pair<std::string, std::string>> kCommands = {
      "Gloo, compiler, BLAS, oneDNN, threads (as accelerate env and transformers env)."},
     {"launch",
      "Start PROGRAM as N ranks of a distributed run, with torchrun's environment (RANK, "
-     "WORLD_SIZE, ...)."}};
+     "WORLD_SIZE, ...)."},
+    {"generate",
+     "Sample text from a trained gpt run (OUTPUT_DIR's training_args.json and "
+     "model.safetensors), seeded: prints the prompt and its continuation."}};
 
 std::string arguments_table() {
   std::string out = "Training arguments (JSON keys of CONFIG, or --name value, or --name=value):\n";
@@ -203,6 +206,8 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
       "  trainer evaluate [CONFIG.json] [--name value ...]\n"
       "  trainer predict [CONFIG.json] [--name value ...]\n"
       "  trainer plot OUTPUT_DIR [OUTPUT_DIR ...] [-o FILE]\n"
+      "  trainer generate OUTPUT_DIR [--prompt TEXT] [--max_new_tokens N] [--temperature T] "
+      "[--top_k K] [--seed S]\n"
       "  trainer env\n"
       "  trainer launch [--nproc-per-node N ...] PROGRAM [ARGS...]",
       "trainer"};
@@ -227,6 +232,40 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
                    "Where to write: FILE.svg and FILE.html beside it (or into a folder); "
                    "default plot.svg and plot.html here")
       ->type_name("FILE");
+  CLI::App* generate = app.add_subcommand("generate", help_of("generate"));
+  GenerateOptions& go = command.generate;
+  std::map<std::string, std::string> gen_text = {
+      {"--max_new_tokens", std::to_string(go.max_new_tokens)},
+      {"--temperature", io::python_float(go.temperature)},
+      {"--top_k", std::to_string(go.top_k)},
+      {"--seed", std::to_string(go.seed)}};
+  generate->add_option("output_dir", go.output_dir, "Output folder of a trained gpt run")
+      ->type_name("OUTPUT_DIR");
+  generate
+      ->add_option("--prompt", go.prompt,
+                   "Text to continue (the context is its last context_length - 1 bytes); "
+                   "default: none, the sample starts after a newline")
+      ->type_name("TEXT");
+  generate
+      ->add_option("--max_new_tokens,--max-new-tokens", gen_text["--max_new_tokens"],
+                   "Bytes to sample")
+      ->capture_default_str()
+      ->type_name("N");
+  generate
+      ->add_option("--temperature", gen_text["--temperature"],
+                   "Divides the logits: below 1 sharper, above 1 flatter")
+      ->capture_default_str()
+      ->type_name("T");
+  generate
+      ->add_option("--top_k,--top-k", gen_text["--top_k"],
+                   "Sample among the K likeliest bytes only (0: all 256)")
+      ->capture_default_str()
+      ->type_name("K");
+  generate
+      ->add_option("--seed", gen_text["--seed"],
+                   "Seed of the sampling: the same seed, the same text")
+      ->capture_default_str()
+      ->type_name("S");
   CLI::App* env = app.add_subcommand("env", help_of("env"));
   CLI::App* launch = app.add_subcommand("launch", help_of("launch"));
   dist::LaunchOptions& lo = command.launch;
@@ -275,17 +314,35 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
     return std::nullopt;
   } catch (const CLI::RequiredError& e) {
     throw InputError(
-        "a command is required: trainer train|evaluate|predict|plot|env|launch ... (see trainer "
+        "a command is required: trainer train|evaluate|predict|plot|generate|env|launch ... (see "
+        "trainer "
         "--help)");
   } catch (const CLI::ArgumentMismatch& e) {
-    throw InputError(fmt::format("{} (each {} option is given once, with one value)", e.what(),
-                                 !args.empty() && args[0] == "plot" ? "plot" : "launcher"));
+    throw InputError(fmt::format(
+        "{} (each {} option is given once, with one value)", e.what(),
+        !args.empty() && (args[0] == "plot" || args[0] == "generate") ? args[0] : "launcher"));
   } catch (const CLI::ParseError& e) {
     throw InputError(e.what());
   }
   if (wants_help) return std::nullopt;  // CLI11 printed it
   if (env->parsed()) {
     command.name = "env";
+    return command;
+  }
+  if (generate->parsed()) {
+    if (go.output_dir.empty()) {
+      throw InputError("trainer generate needs OUTPUT_DIR (see trainer generate --help)");
+    }
+    go.max_new_tokens =
+        static_cast<int64_t>(launch_number("--max_new_tokens", gen_text["--max_new_tokens"], 0, 1e6,
+                                           true, "an integer in 0..1000000"));
+    go.temperature = launch_number("--temperature", gen_text["--temperature"], 1e-6, 1e6, false,
+                                   "a number > 0, up to 1e6");
+    go.top_k = static_cast<int64_t>(launch_number("--top_k", gen_text["--top_k"], 0, 256, true,
+                                                  "an integer in 0..256; 0: all"));
+    go.seed = static_cast<uint64_t>(launch_number("--seed", gen_text["--seed"], 0,
+                                                  9007199254740992.0, true, "an integer >= 0"));
+    command.name = "generate";
     return command;
   }
   if (plot->parsed()) {

@@ -3,6 +3,7 @@
 // launcher's and `trainer plot`'s options.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -12,13 +13,24 @@
 
 namespace trainer::cli {
 
+// `trainer generate OUTPUT_DIR ...`: sampling from a trained gpt run.
+struct GenerateOptions {
+  std::string output_dir;
+  std::string prompt;  // "": the samples start after a newline, which is not printed
+  int64_t max_new_tokens = 200;
+  double temperature = 0.8;  // > 0; nanoGPT's sample.py's default (sharper than the model's)
+  int64_t top_k = 50;        // 0: every byte; else 1..256
+  uint64_t seed = 42;
+};
+
 struct Command {
-  std::string name;    // "train", "evaluate", "predict", "plot", "env" or "launch"
+  std::string name;    // "train", "evaluate", "predict", "plot", "env", "generate" or "launch"
   std::string config;  // JSON file, or "" for defaults
   std::vector<std::pair<std::string, std::string>> overrides;
   dist::LaunchOptions launch;          // for "launch"
   std::vector<std::string> plot_dirs;  // for "plot": the runs' output_dirs
   std::string plot_output;             // for "plot": -o FILE, or ""
+  GenerateOptions generate;            // for "generate"
 };
 
 // Parses argv. Returns std::nullopt after printing help (exit 0). Throws InputError for unknown

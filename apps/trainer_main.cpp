@@ -1,8 +1,8 @@
 // The `trainer` program: `trainer train`, `evaluate` and `predict` on any registered data set, with
 // Transformers' arguments, outputs and printed metrics, on one process or on every process a
 // launcher started (only the main one prints and writes); `trainer launch` starts them; `trainer
-// plot` draws runs' curves; `trainer env` prints the versions a bug report needs. Bad input exits 2
-// with one line.
+// plot` draws runs' curves; `trainer generate` samples from a trained gpt; `trainer env` prints the
+// versions a bug report needs. Bad input exits 2 with one line.
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -21,6 +21,7 @@
 #include <torch/version.h>
 
 #include "apps/cli.h"
+#include "apps/generate.h"
 #include "datasets/registry.h"
 #include "lib/accelerate/accelerator.h"
 #include "lib/accelerate/launch.h"
@@ -211,6 +212,20 @@ void write_loss_svg(const Trainer& trainer, const TrainingArguments& args) {
   }
 }
 
+// A language model's run ends with a sample of what it learned: what `trainer generate
+// OUTPUT_DIR --seed <seed>` prints for the saved weights.
+void print_sample(models::Model& model, const TrainingArguments& args, const data::DataInfo& info) {
+  auto* gpt = dynamic_cast<models::Gpt*>(&model);
+  if (!gpt) return;
+  cli::GenerateOptions options;
+  options.seed = static_cast<uint64_t>(args.seed());
+  fmt::print(
+      "\nSample (trainer generate {} --seed {}):\n{}\n", args.output_dir(), options.seed,
+      sample_text(*gpt, options,
+                  info.input_shape.empty() ? gpt->config().block_size : info.input_shape.back()));
+  std::fflush(stdout);
+}
+
 int train(const TrainingArguments& args) {
   Accelerator accelerator(accelerator_options(args));
   auto source = data_source(accelerator, args);
@@ -279,6 +294,7 @@ int train(const TrainingArguments& args) {
   }
   batch.commit();
   if (accelerator.is_main_process()) write_loss_svg(trainer, args);
+  if (accelerator.is_main_process()) print_sample(*model, args, info);
   trainer.remove_earlier_checkpoints();
   if (int sig = io::interrupt_signal()) {
     throw Interrupted(sig, fmt::format("interrupted by {} after training; its results were saved",
@@ -395,6 +411,7 @@ int main(int argc, char** argv) {
       return dist::launch(command->launch);
     }
     if (command->name == "env") return print_env();
+    if (command->name == "generate") return generate_text(command->generate);
     if (command->name == "plot") {
       auto [svg, html] = io::write_plot(command->plot_dirs, command->plot_output);
       fmt::print("Wrote {} and {}\n", svg, html);

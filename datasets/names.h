@@ -8,7 +8,7 @@
 namespace trainer::data {
 
 inline const std::vector<std::string>& dataset_names() {
-  static const std::vector<std::string> names = {"fashion_mnist", "mnist", "csv"};
+  static const std::vector<std::string> names = {"fashion_mnist", "mnist", "csv", "text"};
   return names;
 }
 

@@ -1,5 +1,5 @@
-// The data-source registry: MNIST-format image folders (fashion_mnist, mnist) and CSV tables
-// (csv, datasets/csv.h).
+// The data-source registry: MNIST-format image folders (fashion_mnist, mnist), CSV tables
+// (csv, datasets/csv.h) and byte-level text (text, datasets/text.h).
 #include "datasets/registry.h"
 
 #include <fmt/format.h>
@@ -7,6 +7,7 @@
 #include "datasets/csv.h"
 #include "datasets/mnist.h"
 #include "datasets/mnist_defaults.h"
+#include "datasets/text.h"
 #include "lib/io/errors.h"
 #include "lib/models/config.h"
 
@@ -62,6 +63,7 @@ std::unique_ptr<DataSource> make_data_source(const std::string& name, const std:
     return std::make_unique<MnistSource>(dir.empty() ? kFashionMnistDir : dir, std::move(context));
   }
   if (name == "csv") return make_csv_source(dir, config);
+  if (name == "text") return make_text_source(read_text_options(options, dir));
   std::string known;
   for (const auto& n : dataset_names()) known += (known.empty() ? "" : ", ") + n;
   throw InputError(fmt::format("dataset_name: unknown data set '{}' (allowed: {})", name, known));

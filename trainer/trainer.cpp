@@ -48,11 +48,22 @@ int64_t resolve_steps(double steps, int64_t max_steps) {
 std::vector<torch::optim::OptimizerParamGroup> parameter_groups(const torch::nn::Module& model,
                                                                 const TrainingArguments& args) {
   std::vector<torch::Tensor> decay, no_decay;
+  // Transformers leaves out the parameters of layer norms (found by their type), besides biases
+  // and names that say norm.
+  std::set<const void*> layer_norm;
+  for (const auto& module : model.modules(/*include_self=*/true)) {
+    if (!module->as<torch::nn::LayerNorm>() && !module->as<torch::nn::GroupNorm>()) continue;
+    for (const auto& p : module->parameters(/*recurse=*/false))
+      layer_norm.insert(p.unsafeGetTensorImpl());
+  }
   for (const auto& item : model.named_parameters()) {
     if (!item.value().requires_grad()) continue;
     const std::string& name = item.key();
     bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
-    bool is_norm = name.find("norm") != std::string::npos;
+    // GPT-2's names for its layer norms: ln_1, ln_2, ln_f.
+    bool is_ln = name.rfind("ln_", 0) == 0 || name.find(".ln_") != std::string::npos;
+    bool is_norm = name.find("norm") != std::string::npos || is_ln ||
+                   layer_norm.count(item.value().unsafeGetTensorImpl()) > 0;
     (is_bias || is_norm ? no_decay : decay).push_back(item.value());
   }
   auto options = [&](double weight_decay) {

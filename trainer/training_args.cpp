@@ -379,24 +379,30 @@ const std::vector<Spec>& specs() {
            "output_dir/runs/<Mon DD_HH-MM-SS>_<host>)."),
       SPEC(std::optional<std::string>, run_name, "Name of the run (default: output_dir)."),
       SPEC(std::string, model_name,
-           "Model to train, by name: basic_net (the tutorial's), mlp or resnet."),
+           "Model to train, by name: basic_net (the tutorial's), mlp, resnet, or gpt (a "
+           "decoder-only transformer, for dataset_name text)."),
       SPEC(json, model_config,
            "The model's options: mlp {hidden_sizes [128], activation relu|gelu|tanh, dropout 0}; "
-           "resnet {width 16, stages 3, blocks_per_stage 2}; basic_net {fused true: false runs "
-           "LibTorch's plain ops, as PyTorch's BasicNet}; a TorchScript model {outputs "
+           "resnet {width 16, stages 3, blocks_per_stage 2}; gpt {n_layer 4, n_head 4, n_embd 128, "
+           "block_size (the data's context_length), dropout 0, bias true}; basic_net {fused true: "
+           "false runs LibTorch's plain ops, as PyTorch's BasicNet}; a TorchScript model {outputs "
            "logits|log_probs}."),
       SPEC(std::optional<std::string>, model_name_or_path,
            "A TorchScript module (*.pt, saved from Python with torch.jit.script) to train instead "
            "of a model_name; output_dir gets it back as model.pt with the trained weights."),
       SPEC(std::string, dataset_name,
-           "fashion_mnist or mnist (MNIST-format files), or csv (a table with a header)."),
+           "fashion_mnist or mnist (MNIST-format files), csv (a table with a header), or text "
+           "(byte-level language modeling on a UTF-8 file or folder)."),
       SPEC(json, dataset_config,
            "The data set's options: csv {path (required), label \"label\", features (default: "
            "all other columns), task classification|regression, validation_fraction 0.2, seed "
-           "42}; none for fashion_mnist and mnist."),
+           "42}; text {path /usr/share/games/fortunes, context_length 128, stride "
+           "(context_length), validation_fraction 0.1, seed 42}; none for fashion_mnist and "
+           "mnist."),
       SPEC(std::string, dataset_dir,
            "Directory with the four IDX files (default for fashion_mnist: "
-           "/usr/share/datasets/fashion-mnist); for csv, where a relative path is found."),
+           "/usr/share/datasets/fashion-mnist); for csv, where a relative path is found; for text, "
+           "the corpus, instead of dataset_config's path."),
       SPEC(std::optional<int64_t>, max_train_samples, "Use only the first N training examples."),
       SPEC(std::optional<int64_t>, max_eval_samples, "Use only the first N evaluation examples."),
   };

@@ -20,6 +20,7 @@
 
 #include "lib/io/errors.h"
 #include "lib/models/config.h"
+#include "lib/models/gpt.h"
 
 namespace trainer::models {
 
@@ -569,6 +570,9 @@ std::shared_ptr<Model> make_model(const std::string& name, const nlohmann::order
           shape_text(shape)));
     }
     model = std::make_shared<ResNet>(shape[0], info.num_labels, width, stages, blocks);
+  } else if (name == "gpt") {
+    check_task(name, info, {TaskKind::kCausalLM});
+    model = make_gpt(options, info);
   } else {
     std::string known;
     for (const auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;

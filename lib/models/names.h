@@ -8,7 +8,7 @@
 namespace trainer::models {
 
 inline const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"basic_net", "mlp", "resnet"};
+  static const std::vector<std::string> names = {"basic_net", "mlp", "resnet", "gpt"};
   return names;
 }
 

@@ -202,7 +202,7 @@ TEST(Models, UnknownNameListsKnownOnes) {
     make_model("resnet50");
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "model_name: unknown model 'resnet50' (allowed: basic_net, mlp, resnet)");
+    EXPECT_STREQ(e.what(), "model_name: unknown model 'resnet50' (allowed: basic_net, mlp, resnet, gpt)");
   }
 }
 

@@ -2,6 +2,7 @@
 // accumulation for causal language models (Transformers' num_items_in_batch, without its bug
 // #34191: accumulated micro-batches of unequal length make the update of one large batch).
 #include <cmath>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -153,6 +154,33 @@ TEST(Tasks, AccumulatingFourBatchesOf8TokensWeighedMakesTheUpdateOfOneBatchOf32)
   }
   EXPECT_NEAR(token_sum / tokens, ra.training_loss, 1e-5);
   EXPECT_GT(std::abs(mean_of_means - token_sum / tokens), 1e-3);
+}
+
+// Transformers' grouping: no weight decay on biases and layer norms, GPT-2's ln_1, ln_2 and ln_f
+// included; the tied lm_head is the embedding, decayed once.
+TEST(Tasks, GptLayerNormsAndBiasesGetNoWeightDecay) {
+  testing::TempDir dir;
+  auto model =
+      models::make_model("gpt", json::parse(R"({"n_layer": 2, "n_embd": 16, "n_head": 2})"),
+                         {TaskKind::kCausalLM, {16}, 256});
+  Trainer t(model, lm_args(dir).weight_decay(0.1), std::make_shared<VariableLengthText>(4));
+  auto optimizer = t.create_optimizer();
+  ASSERT_EQ(optimizer->param_groups().size(), 2u);
+  std::set<const void*> no_decay;
+  for (const auto& p : optimizer->param_groups()[1].params())
+    no_decay.insert(p.unsafeGetTensorImpl());
+  EXPECT_EQ(optimizer->param_groups()[1].options().get_lr(),
+            optimizer->param_groups()[0].options().get_lr());
+  int64_t decayed = 0;
+  for (const auto& item : model->named_parameters()) {
+    const std::string& name = item.key();
+    bool expected_no_decay = name.find(".ln_") != std::string::npos ||
+                             name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+    EXPECT_EQ(no_decay.count(item.value().unsafeGetTensorImpl()) > 0, expected_no_decay) << name;
+    decayed += expected_no_decay ? 0 : 1;
+  }
+  EXPECT_EQ(static_cast<int64_t>(optimizer->param_groups()[0].params().size()), decayed);
+  EXPECT_TRUE(model->named_parameters().contains("transformer.ln_f.weight"));
 }
 
 TEST(Tasks, EvaluatingALanguageModelReportsPerplexity) {

@@ -187,7 +187,7 @@ TEST(TrainingArguments, ValuesOutOfRange) {
       "argument logging_steps: 2.5 is not allowed (an integer in 1..2^53, or a fraction in (0, 1) "
       "of the total steps)");
   EXPECT_EQ(error_of(R"({"model_name": "gpt2"})"),
-            "argument model_name: \"gpt2\" is not allowed (allowed: basic_net, mlp, resnet)");
+            "argument model_name: \"gpt2\" is not allowed (allowed: basic_net, mlp, resnet, gpt)");
   EXPECT_EQ(error_of(R"({"report_to": "wandb"})"),
             "argument report_to: \"wandb\" is not allowed (allowed: none, all, tensorboard, "
             "jsonl)");
