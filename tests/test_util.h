@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "lib/io/errors.h"
+
 namespace trainer::testing {
 
 // The programs under test, built beside the tests (paths from CMake).
@@ -90,5 +92,16 @@ std::vector<std::string> lines_of(const std::string& text);
 
 // The first group of each match of `pattern` (ECMAScript) in `text`, in order.
 std::vector<std::string> matches(const std::string& text, const std::string& pattern);
+
+// The InputError message of `f` ("" when it throws none).
+template <typename F>
+std::string input_error_of(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 }  // namespace trainer::testing

@@ -15,17 +15,6 @@ namespace csv_test {
 
 const std::string kIris = std::string(SOURCE_DIR) + "/data/iris.csv";
 
-// The InputError message of `f` ("" when it throws none).
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TabularData tabular(const std::string& text, TabularOptions options) {
   return make_tabular(parse_csv(text, "t.csv"), options, "t.csv");
 }
@@ -51,7 +40,9 @@ TEST(CsvReader, QuotesCommasLineBreaksCrlfAndBom) {
 }
 
 TEST(CsvReader, BadFilesNameTheLine) {
-  auto parse = [](const std::string& text) { return error_of([&] { parse_csv(text, "t.csv"); }); };
+  auto parse = [](const std::string& text) {
+    return testing::input_error_of([&] { parse_csv(text, "t.csv"); });
+  };
   EXPECT_EQ(parse(""), "t.csv is empty (a CSV file starts with a header line naming its columns)");
   EXPECT_EQ(parse("\n\r\n\n"),
             "t.csv is empty (a CSV file starts with a header line naming its columns)");
@@ -67,7 +58,7 @@ TEST(CsvReader, BadFilesNameTheLine) {
             "needs a header line naming its columns");
   EXPECT_EQ(parse("a,b,a\n"), "t.csv line 1: header names column 'a' twice (columns 1 and 3)");
   EXPECT_EQ(parse("a,,b\n"), "t.csv line 1: header column 2 has no name");
-  EXPECT_EQ(error_of([] { read_csv("/nonexistent/iris.csv"); }),
+  EXPECT_EQ(testing::input_error_of([] { read_csv("/nonexistent/iris.csv"); }),
             "cannot open CSV file /nonexistent/iris.csv: No such file or directory");
 }
 
@@ -75,65 +66,66 @@ TEST(CsvTabular, BadValuesAndColumnsAreOneLineErrors) {
   std::string text = "sepal_length,petal_width,species\n5.1,0.2,setosa\n7.0,abc,versicolor\n";
   TabularOptions options;
   options.label = "species";
-  EXPECT_EQ(error_of([&] { tabular(text, options); }),
+  EXPECT_EQ(testing::input_error_of([&] { tabular(text, options); }),
             "t.csv line 3: column 'petal_width' is 'abc', not a number");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::input_error_of([&] {
               tabular("x,y\n1,a\n ,b\n", {"", {}, "y"});
             }),
             "t.csv line 3: column 'x' is empty, not a number");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::input_error_of([&] {
               tabular("x,y\n1,a\n1e39,b\n", {"", {}, "y"});
             }),
             "t.csv line 3: column 'x' is '1e39', not a finite float32 number");
   options.features = {"sepal_length", "petal_widht"};
-  EXPECT_EQ(error_of([&] { tabular(text, options); }),
+  EXPECT_EQ(testing::input_error_of([&] { tabular(text, options); }),
             "t.csv has no column 'petal_widht' (dataset_config features; did you mean "
             "'petal_width'?; columns: sepal_length, petal_width, species)");
   options.features = {"sepal_length", "species"};
-  EXPECT_EQ(error_of([&] { tabular(text, options); }),
+  EXPECT_EQ(testing::input_error_of([&] { tabular(text, options); }),
             "dataset_config features lists 'species', the label column (a model must not see its "
             "target)");
   options.features = {"sepal_length", "sepal_length"};
-  EXPECT_EQ(error_of([&] { tabular(text, options); }),
+  EXPECT_EQ(testing::input_error_of([&] { tabular(text, options); }),
             "dataset_config features lists 'sepal_length' twice");
   options = {};  // label "label": missing
-  EXPECT_EQ(error_of([&] { tabular(text, options); }),
+  EXPECT_EQ(testing::input_error_of([&] { tabular(text, options); }),
             "t.csv has no column 'label' (dataset_config label; columns: sepal_length, "
             "petal_width, species)");
   options.label = "specie";
-  EXPECT_NE(error_of([&] { tabular(text, options); }).find("did you mean 'species'?"),
-            std::string::npos);
-  EXPECT_EQ(error_of([&] {
+  EXPECT_NE(
+      testing::input_error_of([&] { tabular(text, options); }).find("did you mean 'species'?"),
+      std::string::npos);
+  EXPECT_EQ(testing::input_error_of([&] {
               tabular("x,y\n", {"", {}, "y"});
             }),
             "t.csv has a header line but no rows");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::input_error_of([&] {
               tabular("y\n1\n", {"", {}, "y"});
             }),
             "t.csv has no feature column: its only column is the label 'y'");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::input_error_of([&] {
               tabular("x,y\n1,a\n2,a\n", {"", {}, "y"});
             }),
             "t.csv: label column 'y' holds one class only ('a'); classification needs two or more");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::input_error_of([&] {
               tabular("x,y\n1,0.5\n2,1\n", {"", {}, "y"});
             }),
             "t.csv: label column 'y' holds numbers with fractions ('0.5'), not classes (for a "
             "numeric target set dataset_config task to \"regression\")");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::input_error_of([&] {
               tabular("x,y\n1,\n2,1\n", {"", {}, "y"});
             }),
             "t.csv line 2: label column 'y' is empty");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::input_error_of([&] {
               tabular("x,y\n1,a\n2,b\n", {"", {}, "y", false, 1.0});
             }),
             "dataset_config validation_fraction is 1, not in [0, 1)");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::input_error_of([&] {
               tabular("x,y\n1,a\n2,b\n", {"", {}, "y", false, 0.9});
             }),
             "t.csv has 2 rows: validation_fraction 0.9 leaves no training row");
   // A file without its header line: the first row's numbers are no column names.
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::input_error_of([&] {
               tabular("5.1,3.5,setosa\n4.9,3.0,setosa\n", {"", {}, "species"});
             }),
             "t.csv has no column 'species' (dataset_config label; columns: 5.1, 3.5, setosa): its "

@@ -50,17 +50,6 @@ std::string script(const std::string& model) {
   return made[model];
 }
 
-// The InputError message of `f` ("" when it throws none).
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(TorchScript, ScriptedBasicNetHasPyTorchNamesOnTheModulesOwnTensors) {
   SKIP_WITHOUT_TORCH();
   TorchScriptModel model(script("basic_net"), kLogProbs);
@@ -154,14 +143,14 @@ TEST(TorchScript, SavedBackWithTrainedWeightsForUsAndPyTorch) {
 TEST(TorchScript, BadFilesAndFailingForwardAreOneLineInputErrors) {
   SKIP_WITHOUT_TORCH();
   TempDir dir;
-  EXPECT_EQ(error_of([&] { TorchScriptModel m(dir.file("missing.pt")); }),
+  EXPECT_EQ(testing::input_error_of([&] { TorchScriptModel m(dir.file("missing.pt")); }),
             "model_name_or_path " + dir.file("missing.pt") +
                 ": No such file or directory (a TorchScript file written by "
                 "torch.jit.script(model).save(path))");
-  EXPECT_EQ(error_of([&] { TorchScriptModel m(dir.path()); }),
+  EXPECT_EQ(testing::input_error_of([&] { TorchScriptModel m(dir.path()); }),
             "model_name_or_path " + dir.path() + " is a directory, not a TorchScript file");
   testing::run("echo 'not a model' > " + dir.file("text.pt"));
-  std::string text = error_of([&] { TorchScriptModel m(dir.file("text.pt")); });
+  std::string text = testing::input_error_of([&] { TorchScriptModel m(dir.file("text.pt")); });
   EXPECT_EQ(text.rfind("model_name_or_path " + dir.file("text.pt") +
                            " is not a TorchScript archive (write one with "
                            "torch.jit.script(model).save(path)): ",
@@ -174,12 +163,12 @@ TEST(TorchScript, BadFilesAndFailingForwardAreOneLineInputErrors) {
                    " -c 'import torch,sys; torch.save({\"w\": torch.ones(2)}, sys.argv[1])' " +
                    dir.file("state.pt"));
   ASSERT_EQ(saved.exit_code, 0) << saved.err;
-  std::string state = error_of([&] { TorchScriptModel m(dir.file("state.pt")); });
+  std::string state = testing::input_error_of([&] { TorchScriptModel m(dir.file("state.pt")); });
   EXPECT_NE(state.find("is not a TorchScript archive"), std::string::npos) << state;
   EXPECT_EQ(state.find('\n'), std::string::npos);
   // BasicNet given a table's rows: the module's own error, one line, with the input's shape.
   TorchScriptModel model(script("basic_net"), kLogProbs);
-  std::string failed = error_of([&] { model.forward(torch::zeros({2, 4})); });
+  std::string failed = testing::input_error_of([&] { model.forward(torch::zeros({2, 4})); });
   EXPECT_EQ(failed.rfind(script("basic_net") + ": forward failed on x float32 [2, 4]: ", 0), 0u)
       << failed;
   EXPECT_NE(failed.find("RuntimeError: "), std::string::npos) << failed;
@@ -207,7 +196,7 @@ TEST(TorchScript, BatchReachesForwardByNameAndItsOwnLossIsUsed) {
   TorchScriptModel mlp(script("mlp"));
   EXPECT_EQ(mlp.forward(data::Batch{{"x", x}, {"labels", labels}}).logits.sizes(),
             (std::vector<int64_t>{6, 3}));
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::input_error_of([&] {
               mlp.forward(data::Batch{{"input_ids", x}});
             }),
             script("mlp") +

@@ -22,17 +22,6 @@ namespace tasks_test {
 using data::TaskKind;
 using json = nlohmann::ordered_json;
 
-// The message of the InputError `f` throws ("" when it throws none).
-template <typename F>
-std::string input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // A causal language model without dropout: embedding, then a projection to the vocabulary.
 class TinyLM : public models::Model {
  public:
@@ -337,38 +326,38 @@ TEST(Registry, TrainerTrainsMlpAndResNetFromTheirConfig) {
 
 TEST(Registry, BadNamesOptionsAndDataAreOneLine) {
   data::DataInfo images{TaskKind::kClassification, {1, 28, 28}, 10};
-  EXPECT_EQ(input_error(
+  EXPECT_EQ(testing::input_error_of(
                 [&] { models::make_model("mlp", json::parse(R"({"hiden_sizes": [8]})"), images); }),
             "model_config: unknown option 'hiden_sizes' for mlp (did you mean 'hidden_sizes'? "
             "known: hidden_sizes, activation, dropout)");
-  EXPECT_EQ(
-      input_error([&] { models::make_model("mlp", json::parse(R"({"dropout": 1})"), images); }),
-      "model_config: option dropout of mlp is 1; must be in [0.0, 1.0)");
-  EXPECT_EQ(input_error([&] {
+  EXPECT_EQ(testing::input_error_of(
+                [&] { models::make_model("mlp", json::parse(R"({"dropout": 1})"), images); }),
+            "model_config: option dropout of mlp is 1; must be in [0.0, 1.0)");
+  EXPECT_EQ(testing::input_error_of([&] {
               models::make_model("mlp", json::parse(R"({"activation": "swish"})"), images);
             }),
             "model_config: option activation of mlp is \"swish\"; allowed: relu, gelu, tanh");
-  EXPECT_EQ(
-      input_error([&] { models::make_model("basic_net", json::parse(R"({"x": 1})"), images); }),
-      "model_config: unknown option 'x' for basic_net (known: fused)");
-  EXPECT_EQ(input_error([&] { models::make_model("mlp", json::array({1}), images); }),
+  EXPECT_EQ(testing::input_error_of(
+                [&] { models::make_model("basic_net", json::parse(R"({"x": 1})"), images); }),
+            "model_config: unknown option 'x' for basic_net (known: fused)");
+  EXPECT_EQ(testing::input_error_of([&] { models::make_model("mlp", json::array({1}), images); }),
             "model_config: [1] is not a JSON object (options for mlp, e.g. {})");
-  EXPECT_EQ(input_error([&] {
+  EXPECT_EQ(testing::input_error_of([&] {
               models::make_model("resnet", json::object(), {TaskKind::kRegression, {1, 28, 28}, 1});
             }),
             "model_name: model resnet does not fit a regression data set (it learns "
             "classification)");
-  EXPECT_EQ(input_error([&] {
+  EXPECT_EQ(testing::input_error_of([&] {
               models::make_model("basic_net", json::object(),
                                  {TaskKind::kClassification, {3, 32, 32}, 10});
             }),
             "model_name: basic_net takes 1x28x28 images in 10 classes; the data set has examples "
             "of shape [3, 32, 32] in 10 classes (use mlp or resnet)");
-  EXPECT_NE(input_error([&] {
+  EXPECT_NE(testing::input_error_of([&] {
               models::make_model("gpt9", json::object(), images);
             }).find("model_name: unknown model 'gpt9' (allowed: basic_net, mlp, resnet"),
             std::string::npos);
-  EXPECT_EQ(input_error([&] {
+  EXPECT_EQ(testing::input_error_of([&] {
               data::make_data_source("fashion_mnist", "", json::parse(R"({"path": "x"})"));
             }),
             "dataset_config: unknown option 'path' for fashion_mnist (it takes none)");
@@ -384,7 +373,8 @@ TEST(Registry, ModelConfigIsAJsonObjectArgument) {
   auto again = TrainingArguments::from_json_text(args.to_json());
   EXPECT_EQ(again.model_config(), args.model_config());
   EXPECT_EQ(again.dataset_config(), json::object());
-  EXPECT_EQ(input_error([] { TrainingArguments::from_json_text(R"({"model_config": [1]})"); }),
+  EXPECT_EQ(testing::input_error_of(
+                [] { TrainingArguments::from_json_text(R"({"model_config": [1]})"); }),
             "argument model_config: [1] is an array, expected a JSON object of options, e.g. "
             "{\"dropout\": 0.1}");
 }
