@@ -47,8 +47,9 @@ struct Mask {
   bool drop = false;
   uint64_t seed = 0, threshold = uint64_t{1} << 32;
   float scale = 1.0f;
-  bool keep(uint64_t e) const {
-    return !drop || ((splitmix64(seed, e >> 1) >> ((e & 1) * 32)) & 0xffffffffull) < threshold;
+  // Whether element e is kept, given bits = splitmix64(seed, e / 2) (one draw serves a pair).
+  bool keep(uint64_t bits, uint64_t e) const {
+    return ((bits >> ((e & 1) * 32)) & 0xffffffffull) < threshold;
   }
 };
 
@@ -57,7 +58,7 @@ struct Mask {
 // Dropout follows, for the row's first element index e0.
 void pool_row_scalar(const float* base, int64_t c, int64_t ow, int64_t sc, int64_t sh, int64_t sw,
                      const Mask& mask, uint64_t e0, float* tile, uint8_t* code) {
-  // One SplitMix64 output serves two consecutive elements (Mask::keep's halves).
+  // One SplitMix64 output serves two consecutive elements (Mask::keep).
   uint64_t pair = ~uint64_t{0}, bits = 0;
   for (int64_t j = 0; j < ow; ++j) {
     for (int64_t ch = 0; ch < c; ++ch) {
@@ -74,7 +75,7 @@ void pool_row_scalar(const float* base, int64_t c, int64_t ow, int64_t sc, int64
       bool keep = true;
       if (mask.drop) {
         if (element >> 1 != pair) pair = element >> 1, bits = splitmix64(mask.seed, pair);
-        keep = ((bits >> ((element & 1) * 32)) & 0xffffffffull) < mask.threshold;
+        keep = mask.keep(bits, element);
       }
       tile[j * c + ch] = pass && keep ? best * mask.scale : 0.0f;
       code[j * c + ch] = static_cast<uint8_t>(index | (pass ? kPass : 0) | (keep ? kKeep : 0));
