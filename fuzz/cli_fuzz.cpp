@@ -1,4 +1,4 @@
-// libFuzzer target for the trainer's command line (apps/cli.cpp): the input split at NUL bytes is
+// libFuzzer target for the trainer's command line (apps/trainer/cli.cpp): the input split at NUL bytes is
 // argv after "trainer"; a train/evaluate command's overrides then go through
 // TrainingArguments::parse without a config file, and the arguments accepted through to_json.
 // Only trainer::InputError may come out.
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/cli.h"
-#include "lib/io/errors.h"
+#include "apps/trainer/cli.h"
+#include "lib/base/errors.h"
 #include "trainer/training_args.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

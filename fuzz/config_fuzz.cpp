@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "lib/io/errors.h"
+#include "lib/base/errors.h"
 #include "trainer/training_args.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,13 +1,13 @@
 // libFuzzer target for the CSV reader and the table's conversion to numbers
-// (datasets/csv_table.cpp): only trainer::InputError may leave them, a table has as many cells as
+// (lib/data/csv_table.cpp): only trainer::InputError may leave them, a table has as many cells as
 // rows times columns, and the splits it makes hold every row once with finite features.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
-#include "datasets/csv_table.h"
-#include "lib/io/errors.h"
+#include "lib/data/csv_table.h"
+#include "lib/base/errors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

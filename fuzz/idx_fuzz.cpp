@@ -1,4 +1,4 @@
-// libFuzzer target for the IDX reader (datasets/idx.cpp). The input is decoded as a file's bytes
+// libFuzzer target for the IDX reader (lib/data/idx.cpp). The input is decoded as a file's bytes
 // (gzip when it starts with 1f 8b), and gzip-compressed in one and in two members it must decode
 // to what the plain bytes decode to. Only trainer::InputError may leave the reader.
 #include <cstdint>
@@ -9,8 +9,8 @@
 
 #include <zlib.h>
 
-#include "datasets/idx.h"
-#include "lib/io/errors.h"
+#include "lib/data/idx.h"
+#include "lib/base/errors.h"
 
 namespace {
 

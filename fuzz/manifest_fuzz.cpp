@@ -1,4 +1,4 @@
-// libFuzzer target for checkpoint manifests (io::parse_manifest in lib/io/checkpoint_files.cpp):
+// libFuzzer target for checkpoint manifests (parse_manifest in trainer/checkpoint_manifest.cpp):
 // only trainer::InputError may come out, and a manifest that was accepted must read back the same
 // from its own manifest.json (Manifest::to_json, dumped as a checkpoint writes it).
 #include <cstdint>
@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "lib/io/checkpoint_files.h"
-#include "lib/io/errors.h"
+#include "trainer/checkpoint_manifest.h"
+#include "lib/base/errors.h"
 
 namespace {
 
@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const std::string& name : trainer::io::required_checkpoint_files(manifest)) {
     manifest.find(name);
   }
-  // What a checkpoint writes (io::write_json) must read back: an InputError here is a finding.
+  // What a checkpoint writes (base::write_json) must read back: an InputError here is a finding.
   std::string json = manifest.to_json().dump(2) + "\n";
   trainer::io::Manifest again = trainer::io::parse_manifest(json, "fuzz round trip");
   if (!same(manifest, again)) {

@@ -1,4 +1,4 @@
-// libFuzzer target for trainer_state.json as `trainer plot` reads it (io::plot_run_from_state):
+// libFuzzer target for trainer_state.json as `trainer plot` reads it (report::plot_run_from_state):
 // only trainer::InputError may come out, and what it reads must draw (plot_svg, plot_html) with
 // finite coordinates only.
 #include <cmath>
@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "lib/io/errors.h"
-#include "lib/io/plot.h"
+#include "lib/base/errors.h"
+#include "lib/report/plot.h"
 
 namespace {
 
@@ -42,13 +42,13 @@ void check_coordinates(const std::string& svg) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
-  trainer::io::PlotRun run;
+  trainer::report::PlotRun run;
   try {
-    run = trainer::io::plot_run_from_state(text, "fuzz/trainer_state.json", "fuzz");
+    run = trainer::report::plot_run_from_state(text, "fuzz/trainer_state.json", "fuzz");
   } catch (const trainer::InputError&) {
     return 0;
   }
-  check_coordinates(trainer::io::plot_svg({run, run}, "fuzz"));
-  trainer::io::plot_html("plot.svg", {run}, "fuzz");
+  check_coordinates(trainer::report::plot_svg({run, run}, "fuzz"));
+  trainer::report::plot_html("plot.svg", {run}, "fuzz");
   return 0;
 }

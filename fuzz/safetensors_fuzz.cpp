@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "lib/io/errors.h"
+#include "lib/base/errors.h"
 #include "lib/io/safetensors_header.h"
 
 namespace {

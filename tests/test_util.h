@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/io/errors.h"
+#include "lib/base/errors.h"
 
 namespace trainer::testing {
 

@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "lib/io/errors.h"
-#include "lib/io/files.h"
-#include "lib/io/text.h"
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
+#include "lib/base/text.h"
 
 namespace trainer {
 
@@ -41,7 +41,7 @@ json TrainerState::to_json() const {
   return out;
 }
 
-void TrainerState::save_to_json(const std::string& path) const { io::write_json(path, to_json()); }
+void TrainerState::save_to_json(const std::string& path) const { base::write_json(path, to_json()); }
 
 TrainerState TrainerState::from_json(const json& value, const std::string& source) {
   auto bad = [&](const std::string& what) {
@@ -235,7 +235,7 @@ void ConsoleCallback::draw_bar(const TrainerState& state, bool force) {
   std::fprintf(bar_, "\r\x1b[K%3d%%|%s| %lld/%lld [%s<%s, %s, %s]",
                static_cast<int>(fraction * 100), bar.c_str(),
                static_cast<long long>(state.global_step), static_cast<long long>(total),
-               io::clock_time(elapsed).c_str(), io::clock_time(remaining).c_str(),
+               base::clock_time(elapsed).c_str(), base::clock_time(remaining).c_str(),
                rate_text.c_str(), postfix.c_str());
   std::fflush(bar_);
   bar_visible_ = true;
@@ -344,27 +344,12 @@ void ConsoleCallback::on_train_end(const TrainingArguments& args, TrainerState& 
   std::fflush(out_);
 }
 
-double lr_lambda(const std::string& type, int64_t step, int64_t warmup, int64_t total) {
-  if (type == "constant") return 1.0;
-  if (step < warmup)
-    return static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup));
-  if (type == "constant_with_warmup") return 1.0;
-  double progress = static_cast<double>(step - warmup) /
-                    static_cast<double>(std::max<int64_t>(1, total - warmup));
-  if (type == "linear") {
-    return std::max(0.0, static_cast<double>(total - step) /
-                             static_cast<double>(std::max<int64_t>(1, total - warmup)));
-  }
-  if (type == "cosine") return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * progress)));
-  throw std::invalid_argument("unknown lr_scheduler_type " + type);
-}
-
 std::string format_logs(const json& logs) {
   std::string out = "{";
   for (const auto& [key, value] : logs.items()) {
     if (out.size() > 1) out += ", ";
     std::string text =
-        value.is_number_float() ? io::python_float(value.get<double>()) : value.dump();
+        value.is_number_float() ? base::python_float(value.get<double>()) : value.dump();
     out += fmt::format("'{}': {}", key, text);
   }
   return out + "}";
@@ -375,13 +360,13 @@ std::string format_metrics(const std::string& split, const Metrics& metrics) {
   for (const auto& [key, value] : metrics) {
     std::string text;
     if (key.find("_runtime") != std::string::npos) {
-      text = io::timedelta(value);
+      text = base::timedelta(value);
     } else if (key == "total_flos") {
       text = fmt::format("{}GF", static_cast<int64_t>(value) >> 30);
     } else if (key.size() > 8 && key.compare(key.size() - 8, 8, "_samples") == 0) {
       text = std::to_string(static_cast<int64_t>(value));
     } else {
-      text = io::python_float(std::round(value * 1e4) / 1e4);
+      text = base::python_float(std::round(value * 1e4) / 1e4);
     }
     shown.emplace_back(key, text);
   }

@@ -1,7 +1,6 @@
 // The callbacks every Trainer installs: DefaultFlowCallback (when to log, evaluate and stop, as
 // Transformers decides) and ConsoleCallback (the progress line, the log lines and the
-// Epoch | Training Loss | Validation Loss | metrics table). Also the schedule of the learning
-// rate and the `***** split metrics *****` printer. Torch-free.
+// Epoch | Training Loss | Validation Loss | metrics table). Also the `***** split metrics *****` printer. Torch-free.
 #pragma once
 
 #include <chrono>
@@ -83,10 +82,6 @@ class ConsoleCallback : public TrainerCallback {
 // A ConsoleCallback on stdout, with the progress line on stderr when stderr is a terminal and
 // args.disable_tqdm() is false.
 std::shared_ptr<ConsoleCallback> make_console_callback(const TrainingArguments& args);
-
-// Transformers' learning-rate multipliers at optimizer step `step` (0-based) of `total`:
-// linear, cosine, constant, constant_with_warmup, with linear warmup over `warmup` steps.
-double lr_lambda(const std::string& type, int64_t step, int64_t warmup, int64_t total);
 
 // A log entry as Transformers prints it: {'loss': 0.5123, 'learning_rate': 4.5e-05, ...}.
 std::string format_logs(const nlohmann::ordered_json& logs);

@@ -10,12 +10,11 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "lib/distributed/env.h"
-#include "lib/io/checkpoint_files.h"
-#include "lib/io/errors.h"
-#include "lib/io/files.h"
+#include "trainer/checkpoint_manifest.h"
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
 #include "lib/io/safetensors.h"
-#include "lib/io/text.h"
+#include "lib/base/text.h"
 #include "trainer/trainer.h"
 
 namespace trainer {
@@ -71,9 +70,9 @@ double scalar_value(const io::NamedTensors& tensors, const std::string& name,
 std::optional<std::string> reroot(const std::optional<std::string>& path,
                                   const std::string& output_dir) {
   if (!path) return std::nullopt;
-  std::optional<int64_t> step = io::checkpoint_step(*path);
+  std::optional<int64_t> step = checkpoint_step(*path);
   if (!step) return std::nullopt;
-  return io::checkpoint_path(output_dir, *step);
+  return checkpoint_path(output_dir, *step);
 }
 
 // The name of a parameter that holds nan or inf, or nothing.
@@ -111,17 +110,17 @@ std::optional<Trainer::Resumable> Trainer::checkpoint_to_resume(
   std::optional<std::string> wanted = requested ? requested : args_.resume_from_checkpoint();
   // A rank restarted by the launcher (torchrun's --max-restarts) continues from the newest good
   // checkpoint, or starts over when there is none yet.
-  const int restart_count = dist::read_dist_env().restart_count;
+  const int restart_count = accelerator_->restart_count();
   const bool restarted = restart_count > 0;
   if (!wanted && !restarted) return std::nullopt;
   const bool newest = !wanted || *wanted == "true";
-  if (!newest) return Resumable{*wanted, io::verify_checkpoint(*wanted)};
-  std::vector<io::CheckpointDir> found = io::list_checkpoints(args_.output_dir());
+  if (!newest) return Resumable{*wanted, verify_checkpoint(*wanted)};
+  std::vector<CheckpointDir> found = list_checkpoints(args_.output_dir());
   std::vector<std::string> problems;
   for (auto it = found.rbegin(); it != found.rend(); ++it) {
-    io::Manifest manifest;
+    Manifest manifest;
     try {
-      manifest = io::verify_checkpoint(it->path);
+      manifest = verify_checkpoint(it->path);
     } catch (const InputError& e) {
       problems.push_back(e.what());
       continue;
@@ -153,8 +152,8 @@ std::optional<Trainer::Resumable> Trainer::checkpoint_to_resume(
 
 void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epoch) {
   const std::string& dir = checkpoint.dir;
-  const io::Manifest& manifest = checkpoint.manifest;
-  auto source = [&](const char* file) { return io::join_path(dir, file); };
+  const Manifest& manifest = checkpoint.manifest;
+  auto source = [&](const char* file) { return base::join_path(dir, file); };
   if (manifest.save_only_model) {
     throw InputError(fmt::format(
         "checkpoint {} was saved with save_only_model (no optimizer, schedule or random state); "
@@ -178,18 +177,18 @@ void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epo
   // The state first: its numbers must agree with the manifest and the folder's name before
   // anything is loaded into the model or the optimizer.
   TrainerState saved =
-      TrainerState::from_json(io::read_json(source(kStateFile)), source(kStateFile));
+      TrainerState::from_json(base::read_json(source(kStateFile)), source(kStateFile));
   if (saved.global_step != manifest.global_step) {
     throw InputError(fmt::format("checkpoint {}: {} says global step {}, its manifest {}", dir,
                                  kStateFile, saved.global_step, manifest.global_step));
   }
   const size_t slash = dir.find_last_of('/');
   if (dir.compare(slash == std::string::npos ? 0 : slash + 1, 11, "checkpoint-") == 0 &&
-      io::checkpoint_step(dir) != manifest.global_step) {
+      checkpoint_step(dir) != manifest.global_step) {
     throw InputError(fmt::format("checkpoint {} holds global step {}, not the step its name says",
                                  dir, manifest.global_step));
   }
-  json scheduler = io::read_json_object(source(kSchedulerFile));
+  json scheduler = base::read_json_object(source(kSchedulerFile));
   if (!scheduler.contains("last_step") || !scheduler["last_step"].is_number_integer() ||
       scheduler["last_step"].get<int64_t>() < 0 ||
       scheduler["last_step"].get<int64_t>() > saved.global_step) {
@@ -223,13 +222,13 @@ void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epo
   }
   // The optimizer (LibTorch's archive of its state and options) and the schedule.
   try {
-    std::string bytes = io::read_file(source(kOptimizerFile), SIZE_MAX, "", false);
+    std::string bytes = base::read_file(source(kOptimizerFile), SIZE_MAX, "", false);
     torch::serialize::InputArchive archive;
     archive.load_from(bytes.data(), bytes.size());
     optimizer_->load(archive);
   } catch (const c10::Error& e) {
     throw InputError(fmt::format("checkpoint {}: {} does not fit this optimizer ({})", dir,
-                                 kOptimizerFile, io::first_line(e.what_without_backtrace())));
+                                 kOptimizerFile, base::first_line(e.what_without_backtrace())));
   }
   // The schedule continues from the saved base rates, as PyTorch's scheduler state does.
   if (!base_lrs.empty()) lr_scheduler_->set_base_lrs(base_lrs);
@@ -279,7 +278,7 @@ void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epo
   // at another, rank 0's random state, and the process-mean of the losses since the last log.
   const int rank = accelerator_->process_index();
   const bool same_world = manifest.world_size == processes;
-  const std::string own = source(io::rank_state_name(same_world ? rank : 0).c_str());
+  const std::string own = source(rank_state_name(same_world ? rank : 0).c_str());
   io::MappedSafetensors rank_state = io::map_safetensors(own);
   const torch::Tensor& cpu_state = named_tensor(rank_state.tensors, "cpu_rng_state", own);
   {
@@ -289,7 +288,7 @@ void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epo
       generator.set_state(cpu_state.clone());
     } catch (const c10::Error& e) {
       throw InputError(fmt::format("{}: cpu_rng_state is not a generator state ({})", own,
-                                   io::first_line(e.what_without_backtrace())));
+                                   base::first_line(e.what_without_backtrace())));
     }
   }
   if (device().is_cuda()) {
@@ -320,7 +319,7 @@ void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epo
   } else {
     double sum = 0;
     for (int64_t r = 0; r < manifest.world_size; ++r) {
-      std::string path = source(io::rank_state_name(r).c_str());
+      std::string path = source(rank_state_name(r).c_str());
       sum += scalar_value(io::map_safetensors(path).tensors, "tr_loss", path);
     }
     tr_loss_.fill_(sum / static_cast<double>(manifest.world_size));
@@ -332,8 +331,8 @@ std::string Trainer::save_checkpoint() {
   Accelerator& accelerator = *accelerator_;
   const int64_t step = state_.global_step;
   const std::string output_dir = args_.output_dir();
-  const std::string target = io::checkpoint_path(output_dir, step);
-  const std::string staging = io::join_path(output_dir, fmt::format(".tmp-checkpoint-{}", step));
+  const std::string target = checkpoint_path(output_dir, step);
+  const std::string staging = base::join_path(output_dir, fmt::format(".tmp-checkpoint-{}", step));
   const bool main = accelerator.is_main_process();
   // Non-finite weights are never saved (every process holds the same weights: the same answer).
   if (auto name = nonfinite_parameter(*model_)) {
@@ -342,8 +341,8 @@ std::string Trainer::save_checkpoint() {
         *name));
   }
   if (main) {
-    io::remove_tree(staging);
-    io::make_directories(staging, "checkpoint folder");
+    base::remove_tree(staging);
+    base::make_directories(staging, "checkpoint folder");
   }
   accelerator.wait_for_everyone();
   try {
@@ -369,11 +368,11 @@ std::string Trainer::save_checkpoint() {
                                {"inside_epoch", position_.inside_epoch ? "1" : "0"},
                                {"last_logged_step", std::to_string(last_logged_step_)},
                                {"nonfinite_in_a_row", std::to_string(nonfinite_in_a_row_)}};
-      io::save_safetensors(io::join_path(staging, io::rank_state_name(accelerator.process_index())),
+      io::save_safetensors(base::join_path(staging, rank_state_name(accelerator.process_index())),
                            tensors, metadata);
     }
   } catch (...) {
-    if (main) io::remove_tree(staging);
+    if (main) base::remove_tree(staging);
     rethrow_save_error(target);
   }
   accelerator.wait_for_everyone();
@@ -396,42 +395,42 @@ std::string Trainer::save_checkpoint() {
                                      {"attributes", json::object()}};
       state_.stateful_callbacks = callbacks;
 
-      io::Manifest manifest;
+      Manifest manifest;
       manifest.global_step = step;
       manifest.model_name = args_.model_name();
       manifest.world_size = accelerator.num_processes();
       manifest.total_batch_size = total_batch_size_;
       manifest.save_only_model = args_.save_only_model();
       std::vector<std::string> files = {kModelFile, kStateFile, kArgsFile};
-      io::save_safetensors(io::join_path(staging, kModelFile), io::state_dict(*model_));
+      io::save_safetensors(base::join_path(staging, kModelFile), io::state_dict(*model_));
       if (!args_.save_only_model()) {
         torch::serialize::OutputArchive archive;
         optimizer_->save(archive);
         std::ostringstream bytes;
         archive.save_to(bytes);
-        io::write_file_atomic(io::join_path(staging, kOptimizerFile), bytes.str());
-        io::write_json(io::join_path(staging, kSchedulerFile),
+        base::write_file_atomic(base::join_path(staging, kOptimizerFile), bytes.str());
+        base::write_json(base::join_path(staging, kSchedulerFile),
                        {{"last_step", lr_scheduler_->last_step()},
                         {"base_lrs", lr_scheduler_->base_lrs()},
                         {"last_lr", lr_scheduler_->get_last_lr()}});
         files.push_back(kOptimizerFile);
         files.push_back(kSchedulerFile);
-        for (int64_t r = 0; r < manifest.world_size; ++r) files.push_back(io::rank_state_name(r));
+        for (int64_t r = 0; r < manifest.world_size; ++r) files.push_back(rank_state_name(r));
       }
-      state_.save_to_json(io::join_path(staging, kStateFile));
-      io::write_file_atomic(io::join_path(staging, kArgsFile), args_.to_json());
+      state_.save_to_json(base::join_path(staging, kStateFile));
+      base::write_file_atomic(base::join_path(staging, kArgsFile), args_.to_json());
       for (const std::string& name : files)
-        manifest.files.push_back(io::describe_file(staging, name));
-      io::write_json(io::join_path(staging, io::kManifestName), manifest.to_json());
-      io::sync_path(staging);
-      io::move_into_place(staging, target);
+        manifest.files.push_back(describe_file(staging, name));
+      base::write_json(base::join_path(staging, kManifestName), manifest.to_json());
+      base::sync_path(staging);
+      base::move_into_place(staging, target);
     } catch (...) {
-      io::remove_tree(staging);
+      base::remove_tree(staging);
       rethrow_save_error(target);
     }
     // An earlier run's checkpoints (overwrite_output_dir) go once this run has one of its own.
     for (const std::string& earlier : earlier_checkpoints_) {
-      if (earlier != target) io::remove_tree(earlier);
+      if (earlier != target) base::remove_tree(earlier);
     }
     earlier_checkpoints_.clear();
     rotate_checkpoints(target);
@@ -463,7 +462,7 @@ bool Trainer::update_best_metric(const Metrics& metrics) {
 
 void Trainer::rotate_checkpoints(const std::string& just_saved) const {
   if (!args_.save_total_limit()) return;
-  std::vector<io::CheckpointDir> found = io::list_checkpoints(args_.output_dir());
+  std::vector<CheckpointDir> found = list_checkpoints(args_.output_dir());
   std::vector<std::string> sorted;
   for (const auto& c : found) {
     if (c.path != just_saved) sorted.push_back(c.path);
@@ -486,14 +485,14 @@ void Trainer::rotate_checkpoints(const std::string& just_saved) const {
     limit = 2;
   }
   const int64_t excess = static_cast<int64_t>(sorted.size()) - limit;
-  for (int64_t i = 0; i < excess; ++i) io::remove_tree(sorted[static_cast<size_t>(i)]);
+  for (int64_t i = 0; i < excess; ++i) base::remove_tree(sorted[static_cast<size_t>(i)]);
 }
 
 void Trainer::load_best_model() {
   if (!state_.best_model_checkpoint) return;
   const std::string dir = *state_.best_model_checkpoint;
   try {
-    io::verify_checkpoint(dir);
+    verify_checkpoint(dir);
   } catch (const InputError& e) {
     // As Transformers: the run's own model stays, with a warning (the results are still saved).
     if (state_.is_world_process_zero) {
@@ -503,14 +502,14 @@ void Trainer::load_best_model() {
     }
     return;
   }
-  const std::string path = io::join_path(dir, kModelFile);
+  const std::string path = base::join_path(dir, kModelFile);
   {
     torch::NoGradGuard no_grad;
     io::load_state_dict(*model_, io::map_safetensors(path).tensors, path);
   }
   if (state_.is_world_process_zero) {
     std::printf("Loading best model from %s (score: %s).\n", dir.c_str(),
-                io::python_float(state_.best_metric.value_or(0)).c_str());
+                base::python_float(state_.best_metric.value_or(0)).c_str());
     std::fflush(stdout);
   }
 }

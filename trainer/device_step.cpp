@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "lib/accelerate/cuda.h"
-#include "lib/io/interrupt.h"
+#include "lib/runtime/cuda.h"
+#include "lib/runtime/signals.h"
 #include "lib/optim/adamw.h"
 #include "trainer/trainer.h"
 
@@ -105,7 +105,8 @@ torch::Tensor Trainer::device_step(DeviceLoop& loop, DataLoaderShard& loader,
     torch::Tensor loss = forward_backward(window, batch_at);
     torch::Tensor norm = clip_gradients();
     loop.bad.copy_(loss.isfinite().logical_and(norm.isfinite()).logical_not());
-    if (accelerator_->num_processes() > 1) dist::all_reduce(loop.bad, dist::ReduceOp::kMax);
+    if (accelerator_->num_processes() > 1)
+      loop.bad.copy_(accelerator_->reduce(loop.bad, Reduction::kMax));
     optimizer.step();
     optimizer.zero_grad();
     return std::make_pair(loss, norm);
@@ -163,13 +164,13 @@ Trainer::StepChecks Trainer::device_checks(DeviceLoop& loop, bool now) {
   const bool single = accelerator_->num_processes() == 1;
   if (!now && step % kCheckSteps != 0) {
     // One process decides on a signal by itself, at once; several agree at the next check.
-    if (single) checks.signal = io::interrupt_signal();
+    if (single) checks.signal = runtime::interrupt_signal();
     return checks;
   }
   torch::Tensor counts = torch::stack({loop.bad_run, loop.bad_count}).to(torch::kCPU);
   loop.bad_count.zero_();
   const float* c = counts.data_ptr<float>();
-  std::vector<double> most = max_over_processes({static_cast<double>(io::interrupt_signal())});
+  std::vector<double> most = max_over_processes({static_cast<double>(runtime::interrupt_signal())});
   checks.signal = static_cast<int>(most[0]);
   const auto run = static_cast<int64_t>(c[0]);
   const auto skipped = static_cast<int64_t>(c[1]);

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "lib/io/files.h"
+#include "lib/base/files.h"
 #include "lib/io/tensorboard.h"
 
 namespace trainer {
@@ -41,8 +41,8 @@ std::string default_logging_dir(const std::string& output_dir) {
   ::localtime_r(&now, &local);
   char stamp[64] = {};
   std::strftime(stamp, sizeof stamp, "%b%d_%H-%M-%S", &local);
-  return io::join_path(output_dir,
-                       io::join_path("runs", std::string(stamp) + "_" + io::host_name()));
+  return base::join_path(output_dir,
+                       base::join_path("runs", std::string(stamp) + "_" + io::host_name()));
 }
 
 TensorBoardCallback::TensorBoardCallback() = default;
@@ -110,7 +110,7 @@ void JsonlCallback::on_train_begin(const TrainingArguments& args, TrainerState& 
   if (!state.is_world_process_zero) return;
   std::string history;
   for (const json& entry : state.log_history) history += jsonl_line(entry);
-  file_ = std::make_unique<io::AppendFile>(io::join_path(args.output_dir(), kFileName),
+  file_ = std::make_unique<base::AppendFile>(base::join_path(args.output_dir(), kFileName),
                                            /*truncate=*/true);
   file_->append(history);
 }
@@ -119,7 +119,7 @@ void JsonlCallback::on_log(const TrainingArguments& args, TrainerState& state,
                            TrainerControl& control, const json& logs) {
   if (!state.is_world_process_zero) return;
   if (!file_) {
-    file_ = std::make_unique<io::AppendFile>(io::join_path(args.output_dir(), kFileName),
+    file_ = std::make_unique<base::AppendFile>(base::join_path(args.output_dir(), kFileName),
                                              /*truncate=*/false);
   }
   file_->append(jsonl_line(logs));
@@ -128,7 +128,7 @@ void JsonlCallback::on_log(const TrainingArguments& args, TrainerState& state,
 void JsonlCallback::on_train_end(const TrainingArguments& args, TrainerState& state,
                                  TrainerControl& control) {
   if (!file_) return;
-  std::unique_ptr<io::AppendFile> file = std::move(file_);
+  std::unique_ptr<base::AppendFile> file = std::move(file_);
   file->sync();
 }
 

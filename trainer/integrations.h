@@ -13,8 +13,10 @@
 
 namespace trainer {
 
-namespace io {
+namespace base {
 class AppendFile;
+}  // namespace base
+namespace io {
 class EventFileWriter;
 }  // namespace io
 
@@ -65,7 +67,7 @@ class JsonlCallback : public TrainerCallback {
                     TrainerControl& control) override;
 
  private:
-  std::unique_ptr<io::AppendFile> file_;
+  std::unique_ptr<base::AppendFile> file_;
 };
 
 // The callbacks for args.effective_report_to(), in that order.

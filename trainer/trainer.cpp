@@ -8,16 +8,17 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "lib/accelerate/cuda.h"
-#include "lib/io/allocator.h"
-#include "lib/io/checkpoint_files.h"
-#include "lib/io/errors.h"
-#include "lib/io/files.h"
-#include "lib/io/interrupt.h"
+#include "lib/runtime/cuda.h"
+#include "lib/runtime/allocator.h"
+#include "trainer/checkpoint_manifest.h"
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
+#include "lib/runtime/signals.h"
 #include "lib/io/safetensors.h"
-#include "lib/io/text.h"
+#include "lib/base/text.h"
 #include "lib/models/torchscript.h"
 #include "lib/optim/adamw.h"
+#include "lib/optim/schedules.h"
 #include "trainer/callbacks.h"
 #include "trainer/integrations.h"
 
@@ -108,17 +109,16 @@ ComputeMetrics metrics_for_task(data::TaskKind task) {
 }
 
 AcceleratorOptions accelerator_options(const TrainingArguments& args) {
-  dist::DdpOptions ddp;
+  DistributedDataParallelKwargs ddp;
   if (args.ddp_bucket_cap_mb()) ddp.bucket_cap_mb = static_cast<double>(*args.ddp_bucket_cap_mb());
-  if (args.ddp_find_unused_parameters())
-    ddp.find_unused_parameters = *args.ddp_find_unused_parameters();
-  if (args.ddp_broadcast_buffers()) ddp.broadcast_buffers = *args.ddp_broadcast_buffers();
+  ddp.find_unused_parameters = args.ddp_find_unused_parameters();
+  ddp.broadcast_buffers = args.ddp_broadcast_buffers();
   return AcceleratorOptions()
       .mixed_precision(args.mixed_precision())
       .cpu(args.use_cpu())
       .backend(args.ddp_backend().value_or(""))
       .timeout(std::chrono::seconds(args.ddp_timeout()))
-      .ddp(ddp)
+      .ddp_kwargs(ddp)
       .data_on_device(args.data_on_device());
 }
 
@@ -134,7 +134,7 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
       data_collator_(std::move(data_collator)),
       compute_metrics_(std::move(compute_metrics)) {
   if (!model_) throw std::invalid_argument("Trainer: model is null");
-  io::configure_allocator();
+  runtime::configure_allocator();
   args_.validate();
   torch::manual_seed(static_cast<uint64_t>(args_.seed()));
   accelerator_ = std::make_shared<Accelerator>(accelerator_options(args_));
@@ -204,19 +204,17 @@ torch::Tensor Trainer::count_label_tokens(const std::vector<data::Batch>& batche
 std::vector<double> Trainer::max_over_processes(std::vector<double> values) {
   Accelerator& accelerator = *accelerator_;
   if (accelerator.num_processes() == 1) return values;
-  const auto n = static_cast<int64_t>(values.size());
-  torch::Tensor flags =
-      torch::tensor(values, torch::kDouble).reshape({1, n}).to(accelerator.device());
-  torch::Tensor most = std::get<0>(accelerator.gather(flags).max(0)).to(torch::kCPU).contiguous();
+  torch::Tensor flags = torch::tensor(values, torch::kDouble).to(accelerator.device());
+  torch::Tensor most = accelerator.reduce(flags, Reduction::kMax).to(torch::kCPU).contiguous();
   const double* p = most.data_ptr<double>();
-  return std::vector<double>(p, p + n);
+  return std::vector<double>(p, p + most.numel());
 }
 
 Trainer::StepChecks Trainer::check_step(const torch::Tensor& loss, const torch::Tensor& grad_norm) {
   const bool fp16 = args_.fp16();
   double bad_loss = std::isfinite(loss.item<double>()) ? 0 : 1;
   double bad_norm = fp16 || std::isfinite(grad_norm.item<double>()) ? 0 : 1;
-  double signal = io::interrupt_signal();
+  double signal = runtime::interrupt_signal();
   std::vector<double> most = max_over_processes({bad_loss, bad_norm, signal});
   bad_loss = most[0];
   bad_norm = most[1];
@@ -313,7 +311,7 @@ std::shared_ptr<optim::LambdaLR> Trainer::create_scheduler(int64_t num_training_
   const int64_t warmup = args_.get_warmup_steps(num_training_steps);
   lr_scheduler_ = std::make_shared<optim::LambdaLR>(
       optimizer, [type = args_.lr_scheduler_type(), warmup, num_training_steps](int64_t step) {
-        return lr_lambda(type, step, warmup, num_training_steps);
+        return optim::lr_lambda(type, step, warmup, num_training_steps);
       });
   return lr_scheduler_;
 }
@@ -330,10 +328,10 @@ std::string Trainer::banner(int64_t num_examples, int64_t num_epochs) const {
       "  Gradient Accumulation steps = {}\n"
       "  Total optimization steps = {}\n"
       "  Number of trainable parameters = {}\n",
-      io::thousands(num_examples), io::thousands(num_epochs),
-      io::thousands(args_.per_device_train_batch_size()), io::thousands(total_batch),
-      io::thousands(args_.gradient_accumulation_steps()), io::thousands(state_.max_steps),
-      io::thousands(models::num_trainable_parameters(*model_)));
+      base::thousands(num_examples), base::thousands(num_epochs),
+      base::thousands(args_.per_device_train_batch_size()), base::thousands(total_batch),
+      base::thousands(args_.gradient_accumulation_steps()), base::thousands(state_.max_steps),
+      base::thousands(models::num_trainable_parameters(*model_)));
 }
 
 void Trainer::log(json logs) {
@@ -387,7 +385,7 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
       throw InputError(fmt::format(
           "argument num_train_epochs: {} epochs of {} steps make {:.3g} optimization steps (at "
           "most 2^53 are allowed)",
-          io::python_float(args_.num_train_epochs()), steps_per_epoch, steps));
+          base::python_float(args_.num_train_epochs()), steps_per_epoch, steps));
     }
     max_steps = static_cast<int64_t>(steps);
     num_epochs = static_cast<int64_t>(std::ceil(args_.num_train_epochs()));
@@ -423,7 +421,7 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
 
   const std::optional<Resumable> checkpoint = checkpoint_to_resume(resume_from_checkpoint);
   if (!checkpoint && args_.overwrite_output_dir() && state_.is_world_process_zero) {
-    for (const auto& earlier : io::list_checkpoints(args_.output_dir()))
+    for (const auto& earlier : list_checkpoints(args_.output_dir()))
       earlier_checkpoints_.push_back(earlier.path);
   }
 
@@ -556,8 +554,8 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
                      static_cast<double>(first + window) / static_cast<double>(num_batches);
       last_step_loss_ = step_loss;
       if (args_.max_nonfinite_steps() > 0 && nonfinite_in_a_row_ >= args_.max_nonfinite_steps()) {
-        std::vector<io::CheckpointDir> saved;
-        if (state_.is_world_process_zero) saved = io::list_checkpoints(args_.output_dir());
+        std::vector<CheckpointDir> saved;
+        if (state_.is_world_process_zero) saved = list_checkpoints(args_.output_dir());
         throw std::runtime_error(fmt::format(
             "training stopped at step {}: the loss or gradient norm was not finite for {} steps "
             "in a row (max_nonfinite_steps); {}",
@@ -570,13 +568,13 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
       if (checks.signal) {
         // A preemption: save here, at the step boundary, and stop.
         std::string saved = last_saved_step_ == state_.global_step
-                                ? io::checkpoint_path(args_.output_dir(), state_.global_step)
+                                ? checkpoint_path(args_.output_dir(), state_.global_step)
                                 : save_checkpoint();
         throw Interrupted(
             checks.signal,
             fmt::format("interrupted by {} at step {} of {}; saved {} (resume with "
                         "--resume_from_checkpoint true)",
-                        io::signal_name(checks.signal), state_.global_step, max_steps, saved));
+                        runtime::signal_name(checks.signal), state_.global_step, max_steps, saved));
       }
     }
     loader->end_iteration();
@@ -629,10 +627,10 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
   std::vector<torch::Tensor> losses, predictions, labels;
   for (int64_t i = 0; i < loader->size(); ++i) {
     // While training, a signal waits for the step boundary after this evaluation.
-    if (int sig = in_training_loop_ ? 0 : io::interrupt_signal()) {
+    if (int sig = in_training_loop_ ? 0 : runtime::interrupt_signal()) {
       throw Interrupted(sig, fmt::format("interrupted by {} during evaluation (at step {}); "
                                          "nothing was saved",
-                                         io::signal_name(sig), state_.global_step));
+                                         runtime::signal_name(sig), state_.global_step));
     }
     data::Batch batch = loader->batch(i);
     PredictionOutput out = prediction_step(*model, batch, !wants_predictions);
@@ -703,21 +701,21 @@ PredictionResult Trainer::predict(const std::shared_ptr<const data::Dataset>& da
 void Trainer::save_model(const std::string& dir) const {
   if (!accelerator_->is_main_process()) return;
   std::string target = dir.empty() ? args_.output_dir() : dir;
-  io::save_safetensors(io::join_path(target, "model.safetensors"), io::state_dict(*model_));
+  io::save_safetensors(base::join_path(target, "model.safetensors"), io::state_dict(*model_));
   // A model from Python goes back as it came, with the trained weights: model.pt.
   if (auto* script = dynamic_cast<const models::TorchScriptModel*>(model_.get())) {
-    script->save(io::join_path(target, "model.pt"));
+    script->save(base::join_path(target, "model.pt"));
   }
 }
 
 void Trainer::remove_earlier_checkpoints() {
-  for (const std::string& earlier : earlier_checkpoints_) io::remove_tree(earlier);
+  for (const std::string& earlier : earlier_checkpoints_) base::remove_tree(earlier);
   earlier_checkpoints_.clear();
 }
 
 void Trainer::save_state() const {
   if (!accelerator_->is_main_process()) return;
-  state_.save_to_json(io::join_path(args_.output_dir(), "trainer_state.json"));
+  state_.save_to_json(base::join_path(args_.output_dir(), "trainer_state.json"));
 }
 
 void Trainer::log_metrics(const std::string& split, const Metrics& metrics) const {
@@ -730,16 +728,16 @@ void Trainer::save_metrics(const std::string& split, const Metrics& metrics) con
   if (!accelerator_->is_main_process()) return;
   json values;
   for (const auto& [key, value] : metrics) values[key] = value;
-  io::write_json(io::join_path(args_.output_dir(), split + "_results.json"), values);
-  std::string all_path = io::join_path(args_.output_dir(), "all_results.json");
+  base::write_json(base::join_path(args_.output_dir(), split + "_results.json"), values);
+  std::string all_path = base::join_path(args_.output_dir(), "all_results.json");
   if (!all_results_) {
     all_results_ = json::object();
     if (std::filesystem::exists(all_path)) {
-      all_results_ = io::read_json_object(all_path);  // a damaged file is not replaced
+      all_results_ = base::read_json_object(all_path);  // a damaged file is not replaced
     }
   }
   for (const auto& [key, value] : metrics) (*all_results_)[key] = value;
-  io::write_json(all_path, *all_results_);
+  base::write_json(all_path, *all_results_);
 }
 
 }  // namespace trainer

@@ -14,10 +14,10 @@
 
 #include <torch/types.h>
 
-#include "datasets/dataloader.h"
-#include "datasets/dataset.h"
+#include "lib/data/dataloader.h"
+#include "lib/data/dataset.h"
 #include "lib/accelerate/accelerator.h"
-#include "lib/io/checkpoint_files.h"
+#include "trainer/checkpoint_manifest.h"
 #include "lib/models/models.h"
 #include "lib/optim/lr_scheduler.h"
 #include "trainer/trainer_state.h"
@@ -190,7 +190,7 @@ class Trainer {
   // A checkpoint folder and its manifest, verified (every file's size and CRC-32).
   struct Resumable {
     std::string dir;
-    io::Manifest manifest;
+    Manifest manifest;
   };
   // The checkpoint train() resumes from, verified (none: a fresh run); see train().
   std::optional<Resumable> checkpoint_to_resume(const std::optional<std::string>& requested) const;

@@ -14,11 +14,12 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "datasets/mnist_defaults.h"
-#include "datasets/names.h"
-#include "lib/io/errors.h"
-#include "lib/io/files.h"
-#include "lib/io/text.h"
+#include "lib/data/mnist_defaults.h"
+#include "lib/data/names.h"
+#include "lib/optim/schedules.h"
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
+#include "lib/base/text.h"
 #include "lib/models/names.h"
 
 namespace trainer {
@@ -41,7 +42,7 @@ std::string a_type(const json& value) {
 // A value as the messages quote it: its JSON text, cut short past 60 characters.
 std::string shown(const json& value) {
   if (value.is_number_float() && !std::isfinite(value.get<double>())) {
-    return io::python_float(value.get<double>());  // JSON has no inf or nan
+    return base::python_float(value.get<double>());  // JSON has no inf or nan
   }
   std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
   return text.size() <= 60 ? text : text.substr(0, 57) + "...";
@@ -511,7 +512,7 @@ const Spec& lookup(const std::string& key) {
   TrainingArguments::reject_unsupported_key(key);
   std::vector<std::string> names;
   for (const auto& s : specs()) names.push_back(s.name);
-  std::string near = io::nearest(key, names);
+  std::string near = base::nearest(key, names);
   throw InputError(fmt::format(
       "unknown argument {}{}", key,
       near.empty() ? " (see trainer train --help)" : fmt::format(" (did you mean {}?)", near)));
@@ -529,7 +530,7 @@ void check_choice(const std::string& key, const std::string& value,
                                fmt::format("{}", fmt::join(allowed, ", "))));
 }
 
-std::string num(double v) { return io::python_float(v); }
+std::string num(double v) { return base::python_float(v); }
 
 // Step counts are int64 on the way and doubles in the logs: 2^53 keeps both exact.
 constexpr int64_t kMaxSteps = int64_t{1} << 53;
@@ -633,7 +634,7 @@ TrainingArguments TrainingArguments::parse(
   TrainingArguments args;
   if (!json_path.empty()) {
     // A configuration is a few kilobytes; 1 GiB bounds what a wrong path can make us read.
-    args = from_json_text(io::read_file(json_path, size_t{1} << 30), json_path);
+    args = from_json_text(base::read_file(json_path, size_t{1} << 30), json_path);
   }
   for (const auto& [name, value] : overrides) args.set_from_text(name, value);
   args.validate();
@@ -669,8 +670,7 @@ void TrainingArguments::validate() const {
   check(gradient_accumulation_steps_ >= 1 && gradient_accumulation_steps_ <= kMaxCount,
         "gradient_accumulation_steps", std::to_string(gradient_accumulation_steps_),
         "must be in 1..2147483647");
-  check_choice("lr_scheduler_type", lr_scheduler_type_,
-               {"linear", "cosine", "constant", "constant_with_warmup"});
+  check_choice("lr_scheduler_type", lr_scheduler_type_, optim::lr_scheduler_types());
   check(warmup_steps_ >= 0, "warmup_steps", std::to_string(warmup_steps_), "must be >= 0");
   check(warmup_ratio_ >= 0 && warmup_ratio_ <= 1, "warmup_ratio", num(warmup_ratio_),
         "must be in [0, 1]");

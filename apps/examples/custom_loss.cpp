@@ -7,9 +7,9 @@
 #include <torch/torch.h>
 
 #include "apps/examples/example_args.h"
-#include "datasets/mnist.h"
+#include "lib/data/mnist.h"
 #include "lib/accelerate/launch.h"
-#include "lib/io/errors.h"
+#include "lib/base/errors.h"
 #include "lib/models/models.h"
 #include "trainer/trainer.h"
 

@@ -12,12 +12,12 @@
 #include <torch/torch.h>
 
 #include "apps/examples/example_args.h"
-#include "datasets/dataloader.h"
-#include "datasets/mnist.h"
+#include "lib/data/dataloader.h"
+#include "lib/data/mnist.h"
 #include "lib/accelerate/launch.h"
 #include "lib/distributed/ddp.h"
 #include "lib/distributed/process_group.h"
-#include "lib/io/errors.h"
+#include "lib/base/errors.h"
 #include "lib/models/models.h"
 #include "lib/optim/adamw.h"
 

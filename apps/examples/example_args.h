@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "lib/io/errors.h"
+#include "lib/base/errors.h"
 
 namespace trainer::examples {
 

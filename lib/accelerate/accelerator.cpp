@@ -9,10 +9,10 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
-#include "lib/accelerate/cuda.h"
+#include "lib/runtime/cuda.h"
 #include "lib/accelerate/mixed_precision.h"
-#include "lib/io/allocator.h"
-#include "lib/io/errors.h"
+#include "lib/runtime/allocator.h"
+#include "lib/base/errors.h"
 
 namespace trainer {
 namespace {
@@ -218,13 +218,14 @@ SyncGuard::~SyncGuard() {
 // Accelerator
 
 Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)) {
-  io::configure_allocator();
+  runtime::configure_allocator();
   autocast_dtype_ = autocast_dtype(options_.mixed_precision());
   if (options_.gradient_accumulation_steps() < 1) {
     throw InputError(fmt::format("gradient_accumulation_steps {} is not allowed (must be >= 1)",
                                  options_.gradient_accumulation_steps()));
   }
   dist::DistEnv env = dist::is_initialized() ? dist::environment() : dist::read_dist_env();
+  restart_count_ = env.restart_count;
   const bool cuda = !options_.cpu() && torch::cuda::is_available();
   if (cuda) {
     int count = static_cast<int>(torch::cuda::device_count());
@@ -265,7 +266,13 @@ std::shared_ptr<models::Model> Accelerator::prepare_model(std::shared_ptr<models
   model->to(device_);
   std::shared_ptr<dist::DistributedDataParallel> ddp;
   if (num_processes_ > 1 && !evaluation_mode) {
-    ddp = std::make_shared<dist::DistributedDataParallel>(model, options_.ddp());
+    const DistributedDataParallelKwargs& kwargs = options_.ddp_kwargs();
+    dist::DdpOptions ddp_options;
+    if (kwargs.bucket_cap_mb) ddp_options.bucket_cap_mb = *kwargs.bucket_cap_mb;
+    if (kwargs.find_unused_parameters)
+      ddp_options.find_unused_parameters = *kwargs.find_unused_parameters;
+    if (kwargs.broadcast_buffers) ddp_options.broadcast_buffers = *kwargs.broadcast_buffers;
+    ddp = std::make_shared<dist::DistributedDataParallel>(model, ddp_options);
   }
   if (!ddp && !autocast_dtype_) return model;
   return std::make_shared<AcceleratedModel>(model, ddp, device_.type(), autocast_dtype_);
@@ -449,7 +456,9 @@ torch::Tensor Accelerator::gather_for_metrics(const torch::Tensor& tensor) {
 
 torch::Tensor Accelerator::reduce(const torch::Tensor& tensor, Reduction reduction) {
   torch::Tensor out = tensor.to(device_).clone();
-  if (num_processes_ > 1) dist::all_reduce(out, dist::ReduceOp::kSum);
+  if (num_processes_ > 1) {
+    dist::all_reduce(out, reduction == Reduction::kMax ? dist::ReduceOp::kMax : dist::ReduceOp::kSum);
+  }
   if (reduction == Reduction::kMean) out = out / static_cast<double>(num_processes_);
   return out.to(tensor.device());
 }

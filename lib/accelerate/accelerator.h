@@ -27,7 +27,7 @@
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
 
-#include "datasets/dataloader.h"
+#include "lib/data/dataloader.h"
 #include "lib/distributed/ddp.h"
 #include "lib/distributed/process_group.h"
 #include "lib/models/models.h"
@@ -35,6 +35,14 @@
 namespace trainer {
 
 class GradScaler;
+
+// Accelerate's DistributedDataParallelKwargs: how a prepared model's DDP is built; an unset field
+// keeps PyTorch's default (25 MiB buckets, no unused-parameter search, buffers broadcast).
+struct DistributedDataParallelKwargs {
+  std::optional<double> bucket_cap_mb;
+  std::optional<bool> find_unused_parameters;
+  std::optional<bool> broadcast_buffers;
+};
 
 struct AcceleratorOptions {
   // "no", "bf16" (autocast on CPU and CUDA) or "fp16" (CUDA only: autocast and a GradScaler).
@@ -48,7 +56,7 @@ struct AcceleratorOptions {
   // Rendezvous and every collective (Transformers' ddp_timeout).
   TORCH_ARG(std::chrono::milliseconds, timeout) = dist::kDefaultTimeout;
   // DDP's bucket size, unused-parameter search and buffer broadcast.
-  TORCH_ARG(dist::DdpOptions, ddp) = {};
+  TORCH_ARG(DistributedDataParallelKwargs, ddp_kwargs) = {};
   // On a CUDA device, prepare() keeps a data set that fits (at most half the free device memory)
   // on the device: sampled, gathered and normalised there, no host copy per batch. false: host
   // memory, each batch copied over.
@@ -162,7 +170,8 @@ class SyncGuard {
   bool previous_ = true;
 };
 
-enum class Reduction { kSum, kMean };
+// How reduce() combines the processes' tensors.
+enum class Reduction { kSum, kMean, kMax };
 
 class Accelerator {
  public:
@@ -187,6 +196,9 @@ class Accelerator {
   int64_t gradient_accumulation_steps() const { return options_.gradient_accumulation_steps(); }
   const AcceleratorOptions& options() const { return options_; }
   const GradientState& gradient_state() const { return *state_; }
+  // How many times the launcher has restarted this run's processes (torchrun's
+  // TORCHELASTIC_RESTART_COUNT; 0 on the first attempt and without a launcher).
+  int restart_count() const { return restart_count_; }
 
   // The model on the device, wrapped in DistributedDataParallel with more than one process
   // (except with evaluation_mode) and run under autocast with mixed precision (outputs come back
@@ -242,7 +254,7 @@ class Accelerator {
   // size, or one gathered after the iteration ended (see DataLoaderShard::end_iteration), is
   // gathered whole.
   torch::Tensor gather_for_metrics(const torch::Tensor& tensor);
-  // Sum or mean over processes of a tensor of the same shape on each.
+  // Sum, mean or maximum over processes of a tensor of the same shape on each.
   torch::Tensor reduce(const torch::Tensor& tensor, Reduction reduction = Reduction::kSum);
   // The tensor padded with pad_index along `dim` to the largest size any process has there
   // (at the start with pad_first), so that tensors of different lengths can be gathered.
@@ -311,6 +323,7 @@ class Accelerator {
   int num_processes_ = 1;
   int process_index_ = 0;
   int local_process_index_ = 0;
+  int restart_count_ = 0;
   std::optional<c10::ScalarType> autocast_dtype_;
   std::shared_ptr<void> group_owner_;  // keeps the process group this Accelerator joined
   std::shared_ptr<GradientState> state_ = std::make_shared<GradientState>();

@@ -9,9 +9,9 @@
 #include <torch/torch.h>
 
 #include "lib/distributed/process_group.h"
-#include "lib/io/errors.h"
-#include "lib/io/interrupt.h"
-#include "lib/io/text.h"
+#include "lib/base/errors.h"
+#include "lib/runtime/signals.h"
+#include "lib/base/text.h"
 
 namespace trainer {
 
@@ -42,7 +42,7 @@ int report_error(const std::string& prefix) {
     message = e.what();
   } catch (...) {
   }
-  std::fprintf(stderr, "%serror: %s\n", prefix.c_str(), io::first_line(message).c_str());
+  std::fprintf(stderr, "%serror: %s\n", prefix.c_str(), base::first_line(message).c_str());
   std::fflush(stderr);
   return status;
 }

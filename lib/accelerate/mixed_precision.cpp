@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "lib/io/errors.h"
+#include "lib/base/errors.h"
 
 namespace trainer {
 

@@ -9,7 +9,7 @@
 
 #include "lib/distributed/c10d.h"
 #include "lib/distributed/process_group.h"
-#include "lib/io/allocator.h"
+#include "lib/runtime/allocator.h"
 
 namespace trainer::dist {
 namespace {
@@ -73,7 +73,7 @@ void verify_same_parameters(const torch::nn::Module& module) {
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<models::Model> module,
                                                  DdpOptions options)
     : module_(std::move(module)), options_(options) {
-  io::configure_allocator();
+  runtime::configure_allocator();
   register_module("module", module_);
   auto group = default_group();
   verify_same_parameters(*module_);

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "lib/io/errors.h"
+#include "lib/base/errors.h"
 
 namespace trainer::dist {
 namespace {

@@ -24,8 +24,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lib/io/errors.h"
-#include "lib/io/interrupt.h"
+#include "lib/base/errors.h"
+#include "lib/runtime/signals.h"
 
 namespace trainer::dist {
 namespace {
@@ -140,7 +140,7 @@ std::string describe_status(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
-    return fmt::format("was killed by signal {} ({})", sig, io::signal_name(sig));
+    return fmt::format("was killed by signal {} ({})", sig, runtime::signal_name(sig));
   }
   return "ended";
 }
@@ -714,7 +714,7 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
     std::string failure = fmt::format("{}: {}", o.name, attempt.failure);
     if (interrupted) {
       result.message = fmt::format("{}: interrupted by {}; stopped every rank", o.name,
-                                   io::signal_name(interrupted));
+                                   runtime::signal_name(interrupted));
       result.exit_code = 128 + interrupted;
       return result;
     }

@@ -11,8 +11,8 @@
 #include <netdb.h>
 
 #include "lib/distributed/c10d.h"
-#include "lib/io/errors.h"
-#include "lib/io/text.h"
+#include "lib/base/errors.h"
+#include "lib/base/text.h"
 
 namespace trainer::dist {
 namespace {
@@ -29,7 +29,7 @@ std::mutex g_mutex;
 std::unique_ptr<State> g_state;
 const DistEnv kSingleProcess;
 
-std::string describe(const c10::Error& e) { return io::first_line(e.what_without_backtrace()); }
+std::string describe(const c10::Error& e) { return base::first_line(e.what_without_backtrace()); }
 
 // Only fatal messages from LibTorch's own logging while it lives, unless the user chose a level
 // (TORCH_CPP_LOG_LEVEL). Process-wide: meant for the rendezvous, before training starts.
@@ -55,7 +55,7 @@ void wait_for(const char* name, const std::function<c10::intrusive_ptr<c10d::Wor
   } catch (const c10::Error& e) {
     cause = describe(e);
   } catch (const std::exception& e) {  // gloo's own IoException: "[file:line] message"
-    cause = io::first_line(e.what());
+    cause = base::first_line(e.what());
     size_t end = cause.find("] ");
     if (cause.rfind('[', 0) == 0 && end != std::string::npos) cause = cause.substr(end + 2);
   }

@@ -14,8 +14,8 @@
 #include <zlib.h>
 #include <nlohmann/json.hpp>
 
-#include "lib/io/errors.h"
-#include "lib/io/files.h"
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
 
 namespace trainer::io {
 namespace {
@@ -92,11 +92,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   for (const auto& t : cpu) {
     out.append(static_cast<const char*>(t.data_ptr()), t.numel() * t.element_size());
   }
-  write_file_atomic(path, out);
+  base::write_file_atomic(path, out);
 }
 
 NamedTensors load_safetensors(const std::string& path) {
-  std::string bytes = read_file(path);
+  std::string bytes = base::read_file(path);
   SafetensorsHeader header = parse_safetensors_header(bytes.data(), bytes.size(), path);
   NamedTensors result;
   for (const SafetensorsEntry& e : header.entries) {

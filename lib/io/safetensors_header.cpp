@@ -10,7 +10,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "lib/io/errors.h"
+#include "lib/base/errors.h"
 
 namespace trainer::io {
 

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "lib/io/files.h"
+#include "lib/base/files.h"
 
 namespace trainer::io {
 namespace {
@@ -173,12 +173,12 @@ double wall_time_now() {
 }
 
 EventFileWriter::EventFileWriter(const std::string& dir) {
-  make_directories(dir, "TensorBoard log directory");
+  base::make_directories(dir, "TensorBoard log directory");
   const double now = wall_time_now();
   path_ =
-      join_path(dir, fmt::format("events.out.tfevents.{:010d}.{}.{}.{}", static_cast<int64_t>(now),
+      base::join_path(dir, fmt::format("events.out.tfevents.{:010d}.{}.{}.{}", static_cast<int64_t>(now),
                                  host_name(), ::getpid(), g_writers.fetch_add(1)));
-  file_ = std::make_unique<AppendFile>(path_, /*truncate=*/true);
+  file_ = std::make_unique<base::AppendFile>(path_, /*truncate=*/true);
   pending_ = tfrecord(file_version_event(now, "trainer"));
   flush();
 }
@@ -209,7 +209,7 @@ void EventFileWriter::flush() {
 void EventFileWriter::close() {
   if (!file_) return;
   flush();
-  std::unique_ptr<AppendFile> file = std::move(file_);
+  std::unique_ptr<base::AppendFile> file = std::move(file_);
   file->sync();
 }
 

@@ -9,9 +9,11 @@
 #include <memory>
 #include <string>
 
-namespace trainer::io {
-
+namespace trainer::base {
 class AppendFile;
+}  // namespace trainer::base
+
+namespace trainer::io {
 
 // CRC-32C (Castagnoli, iSCSI's), continuing from `crc` (0 to start): crc32c("123456789") is
 // 0xe3069283.
@@ -66,7 +68,7 @@ class EventFileWriter {
 
  private:
   std::string path_;
-  std::unique_ptr<AppendFile> file_;
+  std::unique_ptr<base::AppendFile> file_;
   std::string pending_;
 };
 

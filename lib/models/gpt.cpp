@@ -9,7 +9,7 @@
 #include <torch/nn/init.h>
 #include <torch/torch.h>
 
-#include "lib/io/errors.h"
+#include "lib/base/errors.h"
 
 namespace trainer::models {
 
@@ -167,7 +167,7 @@ ModelOutput Gpt::forward(const data::Batch& inputs) {
   return out;
 }
 
-std::shared_ptr<Gpt> make_gpt(ConfigReader& options, const data::DataInfo& info) {
+std::shared_ptr<Gpt> make_gpt(base::ConfigReader& options, const data::DataInfo& info) {
   GptConfig c;
   c.vocab_size = info.num_labels;
   const int64_t context = info.input_shape.empty() ? c.block_size : info.input_shape.back();

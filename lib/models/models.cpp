@@ -18,8 +18,8 @@
 #include <torch/nn/functional.h>
 #include <torch/nn/init.h>
 
-#include "lib/io/errors.h"
-#include "lib/models/config.h"
+#include "lib/base/errors.h"
+#include "lib/base/config_reader.h"
 #include "lib/models/gpt.h"
 
 namespace trainer::models {
@@ -535,7 +535,7 @@ void check_task(const std::string& model, const data::DataInfo& info,
 std::shared_ptr<Model> make_model(const std::string& name, const nlohmann::ordered_json& config,
                                   const data::DataInfo& info) {
   using data::TaskKind;
-  ConfigReader options("model_config", name, config);
+  base::ConfigReader options("model_config", name, config);
   std::shared_ptr<Model> model;
   if (name == "basic_net") {
     check_task(name, info, {TaskKind::kClassification});

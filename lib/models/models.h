@@ -16,7 +16,7 @@
 #include <torch/nn/modules/linear.h>
 #include <nlohmann/json.hpp>
 
-#include "datasets/dataset.h"
+#include "lib/data/dataset.h"
 #include "lib/models/names.h"
 
 namespace trainer::models {

@@ -11,10 +11,10 @@
 #include <sys/stat.h>
 #include <torch/script.h>
 
-#include "lib/io/errors.h"
-#include "lib/io/files.h"
-#include "lib/io/text.h"
-#include "lib/models/config.h"
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
+#include "lib/base/text.h"
+#include "lib/base/config_reader.h"
 
 namespace trainer::models {
 namespace {
@@ -124,12 +124,12 @@ TorchScriptModel::TorchScriptModel(const std::string& path, Task task) : path_(p
     throw InputError(
         fmt::format("model_name_or_path {} is not a TorchScript archive (write one with "
                     "torch.jit.script(model).save(path)): {}",
-                    path, io::first_line(e.what_without_backtrace())));
+                    path, base::first_line(e.what_without_backtrace())));
   } catch (const std::exception& e) {  // the unpickler's own errors
     throw InputError(
         fmt::format("model_name_or_path {} is not a TorchScript archive (write one with "
                     "torch.jit.script(model).save(path)): {}",
-                    path, io::first_line(e.what())));
+                    path, base::first_line(e.what())));
   }
   if (!module_->find_method("forward")) {
     throw InputError(
@@ -294,13 +294,13 @@ void TorchScriptModel::save(const std::string& path) const {
     copy.to(torch::kCPU);
     copy.save(out);
   }
-  io::write_file_atomic(path, out.str());
+  base::write_file_atomic(path, out.str());
 }
 
 std::shared_ptr<Model> load_torchscript(const std::string& path,
                                         const nlohmann::ordered_json& config,
                                         const data::DataInfo& info) {
-  ConfigReader options("model_config", "a TorchScript model", config);
+  base::ConfigReader options("model_config", "a TorchScript model", config);
   std::string outputs = options.choice("outputs", "logits", {"logits", "log_probs"});
   options.finish();
   if (outputs == "log_probs" && info.task != data::TaskKind::kClassification) {

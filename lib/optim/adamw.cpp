@@ -8,7 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "lib/accelerate/cuda.h"
+#include "lib/runtime/cuda.h"
 
 namespace trainer::optim {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "datasets/mnist_defaults.h"
+#include "lib/data/mnist_defaults.h"
 #include "tests/test_util.h"
 
 namespace trainer {

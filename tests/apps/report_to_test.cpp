@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "lib/io/files.h"
+#include "lib/base/files.h"
 #include "lib/io/tensorboard.h"
 #include "tests/test_util.h"
 
@@ -187,7 +187,7 @@ TEST_F(ReportTo, JsonlLinesAreLogHistoryAndLoggingDirIsWhereEventsGo) {
   // Each log's line, as the printed log lines show them in order.
   EXPECT_EQ(jsonl_entries(out + "/log_history.jsonl")[0]["step"], 1);
   EXPECT_FALSE(std::filesystem::exists(out + "/runs"));
-  ASSERT_EQ(io::list_directory(tmp_->file("jsonl-events")).size(), 1u);
+  ASSERT_EQ(base::list_directory(tmp_->file("jsonl-events")).size(), 1u);
 }
 
 TEST_F(ReportTo, AResumedRunsJsonlIsItsWholeLogHistory) {
@@ -219,7 +219,7 @@ TEST_F(ReportTo, OnTwoProcessesOnlyTheMainOneWrites) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   auto dirs = run_dirs(out);
   ASSERT_EQ(dirs.size(), 1u);
-  auto files = io::list_directory(dirs[0]);
+  auto files = base::list_directory(dirs[0]);
   ASSERT_EQ(files.size(), 1u);
   EXPECT_EQ(jsonl_entries(out + "/log_history.jsonl"), log_history(out));
   if (!python_has_tensorboard()) return;

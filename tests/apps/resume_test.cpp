@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "lib/io/checkpoint_files.h"
-#include "lib/io/files.h"
+#include "trainer/checkpoint_manifest.h"
+#include "lib/base/files.h"
 #include "tests/test_util.h"
 
 namespace trainer {
@@ -61,7 +61,7 @@ class Resume : public ::testing::Test {
     return slurp(out + "/model.safetensors");
   }
   static bool has_staging_folder(const std::string& dir) {
-    for (const auto& name : io::list_directory(dir)) {
+    for (const auto& name : base::list_directory(dir)) {
       if (name.rfind(".tmp-checkpoint-", 0) == 0) return true;
     }
     return false;
@@ -106,7 +106,7 @@ TEST_F(Resume, KillNineAtRandomMomentsThenResumingEndsByteIdenticalToTheUninterr
     wait_for(pid);
     if (has_staging_folder(out)) ++inside_save;
     // Resume from the newest good checkpoint, or start over where none was saved yet.
-    bool any = !io::list_checkpoints(out).empty();
+    bool any = !list_checkpoints(out).empty();
     resumed += any;
     auto result = run(
         train_command(out, any ? "--resume_from_checkpoint true" : "--overwrite_output_dir true"));
@@ -115,8 +115,8 @@ TEST_F(Resume, KillNineAtRandomMomentsThenResumingEndsByteIdenticalToTheUninterr
     EXPECT_TRUE(slurp(out + "/model.safetensors") == expected)
         << "trial " << trial << " ended with other weights";
     EXPECT_FALSE(has_staging_folder(out)) << "trial " << trial;
-    for (const auto& checkpoint : io::list_checkpoints(out)) {
-      EXPECT_NO_THROW(io::verify_checkpoint(checkpoint.path)) << checkpoint.path;
+    for (const auto& checkpoint : list_checkpoints(out)) {
+      EXPECT_NO_THROW(verify_checkpoint(checkpoint.path)) << checkpoint.path;
     }
   }
   // Half the trials were killed inside a save, leaving its staging folder behind; the other half
@@ -155,9 +155,9 @@ TEST_F(Resume, SigtermMidEpochSavesAtTheNextStepBoundaryAndResumingEqualsTheUnin
   EXPECT_GE(step, 3);
   EXPECT_LT(step, 20);
   EXPECT_NE(step, 10);  // mid-epoch
-  auto checkpoints = io::list_checkpoints(out);
+  auto checkpoints = list_checkpoints(out);
   ASSERT_EQ(checkpoints.size(), 1u);
-  EXPECT_NO_THROW(io::verify_checkpoint(checkpoints[0].path));
+  EXPECT_NO_THROW(verify_checkpoint(checkpoints[0].path));
   // Nothing but the checkpoint was written: the run's results come when it ends.
   EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors"));
 
@@ -221,7 +221,7 @@ TEST_F(Resume, ADamagedNewestCheckpointFallsBackWithOneWarningAndAnExplicitOneIs
         << fallback.err;
     EXPECT_EQ(std::count(fallback.err.begin(), fallback.err.end(), '\n'), 1) << damage.name;
     EXPECT_TRUE(slurp(out + "/model.safetensors") == expected) << damage.name;
-    EXPECT_NO_THROW(io::verify_checkpoint(newest)) << "the damaged one was saved again";
+    EXPECT_NO_THROW(verify_checkpoint(newest)) << "the damaged one was saved again";
   }
   // No good checkpoint at all: exit 2.
   std::string none = tmp_->file("damage_none");
@@ -320,9 +320,9 @@ TEST_F(Resume, SigtermToTheLauncherSavesOneCheckpointFromEveryRankAtTheSameStep)
                      " of 20; saved " + match[2].str()),
             std::string::npos)
       << err;
-  auto checkpoints = io::list_checkpoints(out);
+  auto checkpoints = list_checkpoints(out);
   ASSERT_EQ(checkpoints.size(), 1u);
-  io::Manifest manifest = io::verify_checkpoint(checkpoints[0].path);
+  Manifest manifest = verify_checkpoint(checkpoints[0].path);
   EXPECT_EQ(manifest.world_size, 2);
   EXPECT_TRUE(manifest.find("rank_state_1.safetensors"));
   // One process with the same total batch continues it.

@@ -16,7 +16,7 @@
 #include <torch/version.h>
 #include <nlohmann/json.hpp>
 
-#include "datasets/mnist_defaults.h"
+#include "lib/data/mnist_defaults.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/models.h"
 #include "tests/test_util.h"

@@ -7,10 +7,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "datasets/mnist.h"
-#include "lib/io/checkpoint_files.h"
-#include "lib/io/errors.h"
-#include "lib/io/files.h"
+#include "lib/data/mnist.h"
+#include "trainer/checkpoint_manifest.h"
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
 #include "lib/io/safetensors.h"
 #include "tests/test_util.h"
 #include "trainer/callbacks.h"
@@ -163,7 +163,7 @@ TEST(Checkpoint, ACheckpointHoldsItsFilesUnderAManifestThatFindsDamage) {
   Trainer t(fresh_model(), args_in(dir.path()).max_steps(5), random_dataset(64));
   t.train();
   std::string ckpt = dir.file("checkpoint-5");
-  io::Manifest m = io::verify_checkpoint(ckpt);
+  Manifest m = verify_checkpoint(ckpt);
   EXPECT_EQ(m.global_step, 5);
   EXPECT_EQ(m.world_size, 1);
   EXPECT_EQ(m.total_batch_size, 32);
@@ -173,7 +173,7 @@ TEST(Checkpoint, ACheckpointHoldsItsFilesUnderAManifestThatFindsDamage) {
   EXPECT_EQ(names, (std::vector<std::string>{"model.safetensors", "trainer_state.json",
                                              "training_args.json", "optimizer.pt", "scheduler.json",
                                              "rank_state_0.safetensors"}));
-  json state = io::read_json(ckpt + "/trainer_state.json");
+  json state = base::read_json(ckpt + "/trainer_state.json");
   EXPECT_EQ(state["global_step"], 5);
   EXPECT_TRUE(state.contains("best_metric"));
   EXPECT_TRUE(state.contains("best_model_checkpoint"));
@@ -190,14 +190,14 @@ TEST(Checkpoint, ACheckpointHoldsItsFilesUnderAManifestThatFindsDamage) {
     f.put(static_cast<char>(c ^ 0x10));
   }
   try {
-    io::verify_checkpoint(ckpt);
+    verify_checkpoint(ckpt);
     FAIL() << "a flipped byte was not found";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("model.safetensors has CRC-32"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(io::parse_manifest("{\"format\": \"trainer-checkpoint/1\"}", "m"), InputError);
-  EXPECT_THROW(io::parse_manifest("[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]", "m"), InputError);
+  EXPECT_THROW(parse_manifest("{\"format\": \"trainer-checkpoint/1\"}", "m"), InputError);
+  EXPECT_THROW(parse_manifest("[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]", "m"), InputError);
 }
 
 // Evaluation "scores" 1, 5, 2, 3, 1, 0, ... in turn, so that the best is neither the first nor
@@ -317,7 +317,7 @@ class NanTrainer : public Trainer {
 
 TEST(Checkpoint, ANanLossSkipsItsUpdateAndTrainingGoesOn) {
   testing::TempDir dir;
-  // The host loop's check, at every step (the CUDA loop's: tests/cuda/cuda_test.cpp).
+  // The host loop's check, at every step (the CUDA loop's: tests/lib/runtime/cuda_test.cpp).
   NanTrainer t(fresh_model(),
                args_in(dir.path()).max_steps(6).logging_steps(1).save_steps(100).use_cpu(true),
                random_dataset(320), {3}, false);

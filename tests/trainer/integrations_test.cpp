@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "lib/io/files.h"
+#include "lib/base/files.h"
 #include "lib/io/tensorboard.h"
 #include "tests/test_util.h"
 
@@ -38,9 +38,9 @@ std::vector<std::string> events_without_time(const std::string& path) {
 
 // The only file in `dir`.
 std::string only_file(const std::string& dir) {
-  auto names = io::list_directory(dir);
+  auto names = base::list_directory(dir);
   EXPECT_EQ(names.size(), 1u) << dir;
-  return names.empty() ? "" : io::join_path(dir, names[0]);
+  return names.empty() ? "" : base::join_path(dir, names[0]);
 }
 
 json train_log() {
@@ -99,7 +99,7 @@ TEST(TensorBoardCallback, WritesTheArgumentsThenEachLogsNumbersAtTheGlobalStepFi
   EXPECT_EQ(events_without_time(only_file(dir.file("tb"))), expected);
   // As Transformers reopens its SummaryWriter: a log after training, in a new file beside it.
   callback.on_log(args, state, control, train_log());
-  EXPECT_EQ(io::list_directory(dir.file("tb")).size(), 2u);
+  EXPECT_EQ(base::list_directory(dir.file("tb")).size(), 2u);
 }
 
 TEST(TensorBoardCallback, WithoutLoggingDirTheEnvironmentThenTransformersDefaultDecide) {
@@ -117,12 +117,12 @@ TEST(TensorBoardCallback, WithoutLoggingDirTheEnvironmentThenTransformersDefault
   TensorBoardCallback by_default;
   by_default.on_train_begin(args, state, control);
   const std::string runs = dir.file("out/runs");
-  ASSERT_EQ(io::list_directory(runs).size(), 1u);
-  EXPECT_EQ(by_default.logging_dir(), io::join_path(runs, io::list_directory(runs)[0]));
+  ASSERT_EQ(base::list_directory(runs).size(), 1u);
+  EXPECT_EQ(by_default.logging_dir(), base::join_path(runs, base::list_directory(runs)[0]));
   EXPECT_TRUE(
-      std::regex_match(io::list_directory(runs)[0],
+      std::regex_match(base::list_directory(runs)[0],
                        std::regex("[A-Z][a-z][a-z][0-3][0-9]_[0-2][0-9]-[0-5][0-9]-[0-6][0-9]_.+")))
-      << io::list_directory(runs)[0];
+      << base::list_directory(runs)[0];
 }
 
 TEST(ReportCallbacks, OnlyTheMainProcessWrites) {
@@ -144,7 +144,7 @@ TEST(JsonlCallback, StartsFromTheHistorySoFarThenAppendsALinePerLog) {
   TempDir dir;
   auto args = TrainingArguments().output_dir(dir.path());
   const std::string path = dir.file("log_history.jsonl");
-  io::write_file_atomic(path, "an earlier run's lines\n");
+  base::write_file_atomic(path, "an earlier run's lines\n");
   TrainerState state;
   state.log_history = {train_log(), {{"eval_loss", 1.0}, {"epoch", 0.1}, {"step", 7}}};
   TrainerControl control;

@@ -1,11 +1,11 @@
 // The Trainer loop: gradient accumulation equivalence, Transformers' step counts and logged
-// losses, the learning-rate schedules, callbacks and their control flags, compute_loss overrides.
+// losses, callbacks and their control flags, compute_loss overrides.
 #include "trainer/trainer.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "datasets/mnist.h"
+#include "lib/data/mnist.h"
 #include "tests/test_util.h"
 #include "trainer/callbacks.h"
 
@@ -114,20 +114,6 @@ TEST(Trainer, MaxStepsOverridesEpochsAndLogsEveryLoggingSteps) {
   // The final train_loss is the mean step loss; the logged losses are means over their windows.
   double logged = history[0]["loss"].get<double>() * 3 + history[1]["loss"].get<double>() * 3;
   EXPECT_GT(out.training_loss * 7, logged - 1e-2);
-}
-
-TEST(LrSchedule, TransformersMultipliers) {
-  EXPECT_DOUBLE_EQ(lr_lambda("linear", 0, 10, 100), 0.0);
-  EXPECT_DOUBLE_EQ(lr_lambda("linear", 5, 10, 100), 0.5);
-  EXPECT_DOUBLE_EQ(lr_lambda("linear", 10, 10, 100), 1.0);
-  EXPECT_DOUBLE_EQ(lr_lambda("linear", 55, 10, 100), 0.5);
-  EXPECT_DOUBLE_EQ(lr_lambda("linear", 100, 10, 100), 0.0);
-  EXPECT_DOUBLE_EQ(lr_lambda("linear", 0, 0, 938), 1.0);
-  EXPECT_NEAR(lr_lambda("cosine", 55, 10, 100), 0.5, 1e-12);
-  EXPECT_NEAR(lr_lambda("cosine", 100, 10, 100), 0.0, 1e-12);
-  EXPECT_DOUBLE_EQ(lr_lambda("constant", 0, 10, 100), 1.0);
-  EXPECT_DOUBLE_EQ(lr_lambda("constant_with_warmup", 2, 10, 100), 0.2);
-  EXPECT_DOUBLE_EQ(lr_lambda("constant_with_warmup", 50, 10, 100), 1.0);
 }
 
 class StopAtThree : public TrainerCallback {

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "datasets/mnist_defaults.h"
-#include "lib/io/errors.h"
+#include "lib/data/mnist_defaults.h"
+#include "lib/base/errors.h"
 
 namespace trainer {
 namespace training_args_test {

@@ -1,0 +1,678 @@
+// Pictures of a run: log_history's curves as a hand-written SVG and an HTML page around it.
+#include "lib/report/plot.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
+
+namespace trainer::report {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// Matplotlib's tab10 without its grey, which the axes would be mistaken for.
+const char* const kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                "#8c564b", "#e377c2", "#bcbd22", "#17becf"};
+constexpr size_t kNumColours = sizeof(kColours) / sizeof(kColours[0]);
+
+// Sizes in pixels. A panel is its plot area and, around it, its title, ticks and axis labels.
+constexpr int kMargin = 16;
+constexpr int kTitleHeight = 30;
+constexpr int kLegendRowHeight = 20;
+constexpr int kPanelWidth = 480;
+constexpr int kPanelHeight = 300;
+constexpr int kAreaLeft = 70;  // room for the y ticks' labels and the y axis label
+constexpr int kAreaRight = 16;
+constexpr int kAreaTop = 30;        // the panel's title
+constexpr int kAreaBottom = 46;     // the x ticks' labels and the x axis label
+constexpr double kCharWidth = 7.0;  // an estimate for 12 px sans-serif, to lay out the legend
+constexpr size_t kMaxLabelChars = 40;
+constexpr size_t kMaxMarkers = 200;  // evaluation series with more points get no dots
+
+constexpr const char* kLossPanel = "loss";
+
+bool ends_with(const std::string& text, const std::string& end) {
+  return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+}
+
+// Transformers' speed_metrics and friends: figures of the machine, not of the model.
+bool is_speed_figure(const std::string& key) {
+  for (const char* end : {"_runtime", "_per_second", "_compilation_time", "_preparation_time"}) {
+    if (ends_with(key, end)) return true;
+  }
+  return key == "eval_samples";
+}
+
+bool is_plotted(const std::string& key) {
+  return key == "loss" || (key.rfind("eval_", 0) == 0 && key.size() > 5 && !is_speed_figure(key));
+}
+
+// The panel a series is drawn in: training and evaluation loss together, each metric alone.
+std::string panel_of(const std::string& key) { return key == "eval_loss" ? kLossPanel : key; }
+
+// `text` as valid UTF-8 without the control characters XML forbids: each byte that does not
+// start a well-formed sequence, and each such character, becomes U+FFFD.
+std::string valid_text(const std::string& text) {
+  static const std::string kReplacement = "\xEF\xBF\xBD";
+  std::string out;
+  out.reserve(text.size());
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = byte(i);
+    size_t length = c < 0x80                 ? 1
+                    : c >= 0xC2 && c <= 0xDF ? 2
+                    : c >= 0xE0 && c <= 0xEF ? 3
+                    : c >= 0xF0 && c <= 0xF4 ? 4
+                                             : 0;
+    bool ok = length > 0 && i + length <= text.size();
+    // The second byte's range rules out overlong forms, surrogates and code points past U+10FFFF.
+    unsigned char low = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    unsigned char high = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    for (size_t k = 1; ok && k < length; ++k) {
+      ok = k == 1 ? byte(i + k) >= low && byte(i + k) <= high : (byte(i + k) & 0xC0) == 0x80;
+    }
+    if (ok && length == 1 && c < 0x20 && c != '\t' && c != '\n' && c != '\r') ok = false;
+    if (ok && length == 3 && c == 0xEF && byte(i + 1) == 0xBF && byte(i + 2) >= 0xBE) ok = false;
+    if (!ok) {
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    out.append(text, i, length);
+    i += length;
+  }
+  return out;
+}
+
+// Character data or an attribute value for XML and HTML.
+std::string escape(const std::string& text) {
+  std::string out;
+  for (char c : valid_text(text)) {
+    const char* entity = c == '&'    ? "&amp;"
+                         : c == '<'  ? "&lt;"
+                         : c == '>'  ? "&gt;"
+                         : c == '"'  ? "&quot;"
+                         : c == '\'' ? "&#39;"
+                                     : nullptr;
+    if (entity) {
+      out += entity;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+size_t code_points(const std::string& utf8) {
+  return static_cast<size_t>(std::count_if(utf8.begin(), utf8.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
+
+// A legend label of at most kMaxLabelChars characters (valid UTF-8), the last an ellipsis where it
+// is cut.
+std::string short_label(const std::string& label) {
+  std::string text = valid_text(label);
+  if (code_points(text) <= kMaxLabelChars) return text;
+  size_t kept = 0, at = 0;
+  for (; at < text.size(); ++at) {
+    if ((static_cast<unsigned char>(text[at]) & 0xC0) != 0x80 && kept++ == kMaxLabelChars - 1) {
+      break;
+    }
+  }
+  return text.substr(0, at) + "\xE2\x80\xA6";
+}
+
+// A relative path as a URL: every byte but unreserved ones and '/' percent-encoded.
+std::string url_path(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    auto b = static_cast<unsigned char>(c);
+    if (std::isalnum(b) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+      out += c;
+    } else {
+      out += fmt::format("%{:02X}", b);
+    }
+  }
+  return out;
+}
+
+// An axis: its range and the round values it ticks, 1, 2 or 5 times a power of ten apart. Long
+// double, so that the width of a range between huge finite values does not overflow.
+struct Axis {
+  long double lo = 0, hi = 1;
+  std::vector<long double> ticks;
+  int decimals = 0;  // of the tick labels
+
+  long double fraction(long double value) const { return (value - lo) / (hi - lo); }
+
+  std::string label(long double value) const {
+    if (value == 0) value = 0;  // no "-0"
+    if (decimals <= 6 && std::fabs(value) < 1e7L) {
+      return fmt::format("{:.{}f}", static_cast<double>(value), decimals);
+    }
+    return fmt::format("{:.3g}", value);  // long double: a tick past DBL_MAX is no "inf"
+  }
+};
+
+Axis make_axis(long double lo, long double hi, bool from_zero) {
+  if (from_zero) lo = std::min(lo, 0.0L);
+  const bool nonnegative = lo >= 0;
+  if (hi - lo <= std::max(std::fabs(lo), std::fabs(hi)) * 1e-9L) {  // one value, or nearly
+    long double pad = std::max(std::fabs(lo) * 0.1L, 1e-3L);
+    if (lo == 0 && hi == 0) pad = 1;
+    lo -= pad;
+    hi += pad;
+    if (from_zero && nonnegative) lo = std::max(lo, 0.0L);
+  }
+  Axis axis;
+  long double raw = (hi - lo) / 5;
+  int exponent = static_cast<int>(std::floor(std::log10(raw)));
+  long double magnitude = std::pow(10.0L, exponent);
+  long double norm = raw / magnitude;
+  int multiple = norm < 1.5L ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10;
+  if (multiple == 10) ++exponent;
+  long double step = (multiple == 10 ? 1 : multiple) * std::pow(10.0L, exponent);
+  axis.decimals = std::max(0, -exponent);
+  axis.lo = std::floor(lo / step) * step;
+  axis.hi = std::ceil(hi / step) * step;
+  long double count = std::round((axis.hi - axis.lo) / step);
+  for (long double i = 0; i <= count && i <= 20; ++i) axis.ticks.push_back(axis.lo + i * step);
+  if (!(axis.hi > axis.lo)) {  // past long double's precision: the data's own range
+    axis.lo = lo;
+    axis.hi = hi;
+    axis.ticks = {lo, hi};
+  }
+  return axis;
+}
+
+// What is drawn, and where: the runs with points, their panels and the legend.
+struct LegendEntry {
+  std::string label;  // short_label of the run, or the style's name
+  std::string full;   // the whole label (its tooltip)
+  int run = -1;       // index into Layout::runs, or -1 for a line style
+  std::string style;  // "train" or "eval" for a line style
+  double x = 0, y = 0;
+};
+
+struct Panel {
+  std::string quantity;                                   // kLossPanel or an eval metric
+  std::vector<std::pair<int, const PlotSeries*>> series;  // run index, series
+  double x = 0, y = 0;                                    // top left corner of the panel
+};
+
+struct Layout {
+  std::vector<const PlotRun*> runs;
+  std::vector<Panel> panels;
+  std::vector<LegendEntry> legend;
+  int width = 0, height = 0;
+};
+
+Layout lay_out(const std::vector<PlotRun>& runs) {
+  Layout layout;
+  std::map<std::string, size_t> panel_index;
+  bool any_train = false, any_eval = false;
+  for (const PlotRun& run : runs) {
+    if (!has_points(run)) continue;
+    int index = static_cast<int>(layout.runs.size());
+    layout.runs.push_back(&run);
+    for (const PlotSeries& series : run.series) {
+      if (series.points.empty()) continue;
+      std::string quantity = panel_of(series.key);
+      if (quantity == kLossPanel && !panel_index.count(kLossPanel)) {
+        // Loss comes first, whichever run brings it.
+        layout.panels.insert(layout.panels.begin(), Panel{kLossPanel, {}});
+        for (auto& [name, at] : panel_index) ++at;
+        panel_index[kLossPanel] = 0;
+      } else if (!panel_index.count(quantity)) {
+        panel_index[quantity] = layout.panels.size();
+        layout.panels.push_back(Panel{quantity, {}});
+      }
+      layout.panels[panel_index[quantity]].series.emplace_back(index, &series);
+      (series.key == "loss" ? any_train : any_eval) = true;
+    }
+  }
+  const int columns = layout.panels.size() > 1 ? 2 : 1;
+  const int rows = static_cast<int>((layout.panels.size() + columns - 1) / columns);
+  layout.width = 2 * kMargin + columns * kPanelWidth;
+  // The legend: one entry per run, then the line styles; entries flow into rows.
+  for (size_t i = 0; i < layout.runs.size(); ++i) {
+    const std::string& label = layout.runs[i]->label;
+    layout.legend.push_back({short_label(label), valid_text(label), static_cast<int>(i), ""});
+  }
+  if (any_train) layout.legend.push_back({"train", "training loss", -1, "train"});
+  if (any_eval) layout.legend.push_back({"eval", "evaluation", -1, "eval"});
+  double x = kMargin, y = kMargin + kTitleHeight;
+  for (LegendEntry& entry : layout.legend) {
+    double entry_width = 30 + kCharWidth * static_cast<double>(code_points(entry.label)) + 20;
+    if (x > kMargin && x + entry_width > layout.width - kMargin) {
+      x = kMargin;
+      y += kLegendRowHeight;
+    }
+    entry.x = x;
+    entry.y = y;
+    x += entry_width;
+  }
+  const double panels_top = y + kLegendRowHeight;
+  for (size_t i = 0; i < layout.panels.size(); ++i) {
+    layout.panels[i].x = kMargin + static_cast<double>(i % columns) * kPanelWidth;
+    layout.panels[i].y = panels_top + static_cast<double>(i / columns) * kPanelHeight;
+  }
+  layout.height =
+      layout.panels.empty() ? 120 : static_cast<int>(panels_top) + rows * kPanelHeight + kMargin;
+  return layout;
+}
+
+using Out = std::back_insert_iterator<std::string>;
+
+std::string colour(int run) { return kColours[static_cast<size_t>(run) % kNumColours]; }
+
+// A line style's sample in the legend: 24 px of line, dashed with a dot for evaluation.
+void draw_sample(Out out, double x, double y, const std::string& stroke, bool eval) {
+  fmt::format_to(out,
+                 "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
+                 "stroke-width=\"2\"{}/>",
+                 x, y, x + 24, y, stroke, eval ? " stroke-dasharray=\"6 4\"" : "");
+  if (eval) {
+    fmt::format_to(out, "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>", x + 12, y,
+                   stroke);
+  }
+}
+
+void draw_legend(Out out, const Layout& layout) {
+  fmt::format_to(out, "<g class=\"legend\">\n");
+  for (const LegendEntry& entry : layout.legend) {
+    double mid = entry.y + 10;
+    if (entry.run >= 0) {
+      fmt::format_to(out, "<g class=\"legend-entry\" data-run=\"{}\"><title>{}</title>",
+                     escape(entry.full), escape(entry.full));
+      fmt::format_to(out, "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"24\" height=\"4\" fill=\"{}\"/>",
+                     entry.x, mid - 2, colour(entry.run));
+    } else {
+      fmt::format_to(out, "<g class=\"legend-entry\" data-style=\"{}\"><title>{}</title>",
+                     entry.style, escape(entry.full));
+      draw_sample(out, entry.x, mid, "#555555", entry.style == "eval");
+    }
+    fmt::format_to(out, "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text></g>\n", entry.x + 30, mid + 4,
+                   escape(entry.label));
+  }
+  fmt::format_to(out, "</g>\n");
+}
+
+using Point = std::pair<double, double>;
+
+// One tick of an axis: its grid line from the axis across the plot area, its mark outside the
+// area and its label.
+void draw_tick(Out out, Point on_axis, Point across, Point mark, Point text, const char* anchor,
+               const std::string& label) {
+  fmt::format_to(
+      out,
+      "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>"
+      "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#444444\"/>"
+      "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"{}\" stroke=\"none\">{}</text>\n",
+      on_axis.first, on_axis.second, across.first, across.second, on_axis.first, on_axis.second,
+      mark.first, mark.second, text.first, text.second, anchor, label);
+}
+
+void draw_panel(Out out, const Layout& layout, const Panel& panel) {
+  const double x0 = panel.x + kAreaLeft, y0 = panel.y + kAreaTop;
+  const double w = kPanelWidth - kAreaLeft - kAreaRight, h = kPanelHeight - kAreaTop - kAreaBottom;
+  long double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+  for (const auto& [run, series] : panel.series) {
+    for (const auto& [step, value] : series->points) {
+      x_lo = std::min<long double>(x_lo, step);
+      x_hi = std::max<long double>(x_hi, step);
+      y_lo = std::min<long double>(y_lo, value);
+      y_hi = std::max<long double>(y_hi, value);
+    }
+  }
+  const Axis x_axis = make_axis(x_lo, x_hi, /*from_zero=*/true);
+  const Axis y_axis = make_axis(y_lo, y_hi, /*from_zero=*/false);
+  auto px = [&](long double step) { return x0 + static_cast<double>(x_axis.fraction(step)) * w; };
+  auto py = [&](long double value) {
+    return y0 + h - static_cast<double>(y_axis.fraction(value)) * h;
+  };
+
+  std::string title = panel.quantity;
+  if (panel.quantity == kLossPanel) {
+    bool train = false, eval = false;
+    for (const auto& [run, series] : panel.series) (series->key == "loss" ? train : eval) = true;
+    title = train && eval ? "train and eval loss" : train ? "train loss" : "eval loss";
+  }
+  const std::string y_name = panel.quantity == kLossPanel ? "loss" : panel.quantity.substr(5);
+  fmt::format_to(out, "<g class=\"panel\" data-quantity=\"{}\">\n", escape(panel.quantity));
+  fmt::format_to(out,
+                 "<text class=\"panel-title\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"13\" "
+                 "font-weight=\"bold\">{}</text>\n",
+                 x0, panel.y + 18, escape(title));
+  fmt::format_to(out,
+                 "<rect class=\"plot-area\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+                 "height=\"{:.1f}\" fill=\"#ffffff\"/>\n",
+                 x0, y0, w, h);
+  fmt::format_to(out, "<g class=\"ticks\" stroke=\"#e6e6e6\">\n");
+  for (long double tick : x_axis.ticks) {
+    const double x = px(tick);
+    draw_tick(out, {x, y0 + h}, {x, y0}, {x, y0 + h + 5}, {x, y0 + h + 18}, "middle",
+              x_axis.label(tick));
+  }
+  for (long double tick : y_axis.ticks) {
+    const double y = py(tick);
+    draw_tick(out, {x0, y}, {x0 + w, y}, {x0 - 5, y}, {x0 - 8, y + 4}, "end", y_axis.label(tick));
+  }
+  fmt::format_to(out, "</g>\n");
+  fmt::format_to(out,
+                 "<text class=\"x-label\" x=\"{:.1f}\" y=\"{:.1f}\" "
+                 "text-anchor=\"middle\">step</text>\n",
+                 x0 + w / 2, y0 + h + 38);
+  fmt::format_to(out,
+                 "<text class=\"y-label\" transform=\"translate({:.1f} {:.1f}) rotate(-90)\" "
+                 "text-anchor=\"middle\">{}</text>\n",
+                 panel.x + 14, y0 + h / 2, escape(y_name));
+  fmt::format_to(out,
+                 "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
+                 "fill=\"none\" stroke=\"#444444\"/>\n",
+                 x0, y0, w, h);
+  // The curves: training solid, evaluation dashed with a dot at each point; a lone point is a dot.
+  for (const auto& [run, series] : panel.series) {
+    const bool eval = series->key != "loss";
+    const std::string& label = layout.runs[static_cast<size_t>(run)]->label;
+    fmt::format_to(out,
+                   "<polyline class=\"series {}\" data-run=\"{}\" data-key=\"{}\" fill=\"none\" "
+                   "stroke=\"{}\" stroke-width=\"2\" stroke-linejoin=\"round\"{} points=\"",
+                   eval ? "eval" : "train", escape(label), escape(series->key), colour(run),
+                   eval ? " stroke-dasharray=\"6 4\"" : "");
+    for (size_t i = 0; i < series->points.size(); ++i) {
+      fmt::format_to(out, "{}{:.1f},{:.1f}", i ? " " : "", px(series->points[i].first),
+                     py(series->points[i].second));
+    }
+    fmt::format_to(out, "\"/>\n");
+    if ((eval && series->points.size() <= kMaxMarkers) || series->points.size() == 1) {
+      fmt::format_to(out, "<g class=\"markers\" data-run=\"{}\" data-key=\"{}\" fill=\"{}\">",
+                     escape(label), escape(series->key), colour(run));
+      for (const auto& [step, value] : series->points) {
+        fmt::format_to(out, "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\"/>", px(step), py(value));
+      }
+      fmt::format_to(out, "</g>\n");
+    }
+  }
+  fmt::format_to(out, "</g>\n");
+}
+
+// Python's json module writes non-finite floats as NaN, Infinity and -Infinity, which JSON
+// lacks (Transformers' trainer_state.json holds them after a diverged step): null instead,
+// outside strings.
+std::string python_constants_as_null(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    out += c;
+    if (in_string) {
+      if (c == '\\' && i + 1 < text.size()) {
+        out += text[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    in_string = c == '"';
+    for (const std::string word : {"-Infinity", "Infinity", "NaN"}) {
+      if (text.compare(i, word.size(), word) == 0) {
+        out.back() = 'n';
+        out += "ull";
+        i += word.size() - 1;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// trainer_state.json, keeping only log_history and, in its entries, only plain values (nothing
+// else is plotted, and nothing deep is built).
+json parse_state(const std::string& text, const std::string& path) {
+  auto parse = [](const std::string& source) {
+    return json::parse(source, [](int depth, json::parse_event_t event, json& parsed) {
+      if (depth == 1 && event == json::parse_event_t::key) return parsed == "log_history";
+      return depth < 3 || (event != json::parse_event_t::object_start &&
+                           event != json::parse_event_t::array_start);
+    });
+  };
+  try {
+    return parse(text);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
+    try {
+      return parse(python_constants_as_null(text));
+    } catch (const json::exception&) {
+      throw InputError(fmt::format("{} is not valid JSON: {}", path, e.what()));
+    }
+  }
+}
+
+// The run's name in the legend: training_args.json's run_name when there is one (a missing or
+// unreadable file is no reason to refuse the plot), else the folder's name.
+std::string run_label(const std::string& output_dir) {
+  try {
+    json args = base::read_json(base::join_path(output_dir, "training_args.json"));
+    if (args.is_object() && args.contains("run_name") && args["run_name"].is_string() &&
+        !args["run_name"].get<std::string>().empty()) {
+      return args["run_name"].get<std::string>();
+    }
+  } catch (const InputError&) {
+  }
+  return folder_name(output_dir);
+}
+
+std::string resolved(const std::string& path) {
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (!real) return path;
+  std::string out = real;
+  std::free(real);
+  return out;
+}
+
+}  // namespace
+
+PlotRun plot_run_from_log_history(const std::string& label, const json& log_history,
+                                  const std::string& source) {
+  if (!log_history.is_array()) {
+    throw InputError(fmt::format("{}: log_history is {}, not a list of log entries", source,
+                                 log_history.type_name()));
+  }
+  PlotRun run{label, source, {}};
+  std::map<std::string, size_t> index;
+  for (const json& entry : log_history) {
+    if (!entry.is_object()) continue;
+    auto step = entry.find("step");
+    if (step == entry.end() || !step->is_number() || !std::isfinite(step->get<double>())) continue;
+    for (const auto& [key, value] : entry.items()) {
+      if (!is_plotted(key) || !value.is_number() || !std::isfinite(value.get<double>())) continue;
+      auto [at, added] = index.emplace(key, run.series.size());
+      if (added) run.series.push_back({key, {}});
+      run.series[at->second].points.emplace_back(step->get<double>(), value.get<double>());
+    }
+  }
+  // Training loss first, then evaluation loss, then the metrics as they came.
+  auto rank = [](const PlotSeries& s) {
+    return s.key == "loss" ? 0 : s.key == "eval_loss" ? 1 : 2;
+  };
+  std::stable_sort(run.series.begin(), run.series.end(),
+                   [&](const PlotSeries& a, const PlotSeries& b) { return rank(a) < rank(b); });
+  for (PlotSeries& series : run.series) {
+    std::stable_sort(series.points.begin(), series.points.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+  }
+  return run;
+}
+
+bool has_points(const PlotRun& run) {
+  return std::any_of(run.series.begin(), run.series.end(),
+                     [](const PlotSeries& s) { return !s.points.empty(); });
+}
+
+std::string folder_name(const std::string& dir) {
+  std::string path = resolved(dir);
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos || path.size() == 1 ? path : path.substr(slash + 1);
+}
+
+PlotRun plot_run_from_state(const std::string& text, const std::string& path,
+                            const std::string& label) {
+  json state = parse_state(text, path);
+  if (!state.is_object()) {
+    throw InputError(fmt::format("{} holds {}, not a JSON object", path, state.type_name()));
+  }
+  auto history = state.find("log_history");
+  if (history == state.end()) throw InputError(fmt::format("{} holds no log_history", path));
+  PlotRun run = plot_run_from_log_history(label, *history, path);
+  if (!has_points(run)) {
+    throw InputError(fmt::format(
+        "{}: nothing to plot: log_history holds no finite \"loss\" or \"eval_*\" value at a step "
+        "(train with logging_steps below the run's steps, or evaluate)",
+        path));
+  }
+  return run;
+}
+
+PlotRun read_plot_run(const std::string& output_dir) {
+  struct stat info {};
+  if (::stat(output_dir.c_str(), &info) != 0) {
+    throw InputError(fmt::format("{}: {} (give the output_dir of a training run)",
+                                 output_dir.empty() ? "\"\"" : output_dir,
+                                 errno == ENOENT ? "no such folder" : std::strerror(errno)));
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    throw InputError(
+        fmt::format("{} is not a folder (give the output_dir of a training run, which holds "
+                    "trainer_state.json)",
+                    output_dir));
+  }
+  const std::string path = base::join_path(output_dir, "trainer_state.json");
+  if (::access(path.c_str(), F_OK) != 0) {
+    throw InputError(
+        fmt::format("{} does not exist (no training run has finished in {}; trainer plot reads it)",
+                    path, output_dir));
+  }
+  PlotRun run = plot_run_from_state(base::read_file(path, SIZE_MAX, "", /*allow_pipes=*/false), path,
+                                    run_label(output_dir));
+  run.source = output_dir;
+  return run;
+}
+
+std::string plot_svg(const std::vector<PlotRun>& runs, const std::string& title) {
+  const Layout layout = lay_out(runs);
+  std::string svg;
+  Out out(svg);
+  fmt::format_to(out,
+                 "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
+                 "viewBox=\"0 0 {0} {1}\" font-family=\"DejaVu Sans, Arial, sans-serif\" "
+                 "font-size=\"12\" fill=\"#222222\">\n"
+                 "<title>{2}</title>\n"
+                 "<rect width=\"{0}\" height=\"{1}\" fill=\"#ffffff\"/>\n"
+                 "<text class=\"title\" x=\"{3}\" y=\"{4}\" font-size=\"15\" "
+                 "font-weight=\"bold\">{2}</text>\n",
+                 layout.width, layout.height, escape(title), kMargin, kMargin + 16);
+  if (layout.panels.empty()) {
+    fmt::format_to(out,
+                   "<text class=\"nothing\" x=\"{}\" y=\"{}\">Nothing to plot: no training loss "
+                   "and no evaluation was logged.</text>\n",
+                   kMargin, kMargin + kTitleHeight + 20);
+  } else {
+    draw_legend(out, layout);
+    for (const Panel& panel : layout.panels) draw_panel(out, layout, panel);
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+std::string plot_html(const std::string& svg_file, const std::vector<PlotRun>& runs,
+                      const std::string& title) {
+  const Layout layout = lay_out(runs);
+  std::string html;
+  Out out(html);
+  fmt::format_to(out,
+                 "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                 "<title>{}</title>\n"
+                 "<style>body {{ margin: 0; background: #ffffff; color: #222222; font: 13px "
+                 "sans-serif; }} img {{ display: block; }} ul {{ margin: 8px 16px; padding-left: "
+                 "16px; }}</style>\n</head>\n<body>\n"
+                 "<img src=\"{}\" width=\"{}\" height=\"{}\" alt=\"{}\">\n<ul>\n",
+                 escape(title), escape(url_path(svg_file)), layout.width, layout.height,
+                 escape(title));
+  for (const PlotRun* run : layout.runs) {
+    double last_step = 0;
+    for (const PlotSeries& series : run->series) {
+      for (const auto& point : series.points) last_step = std::max(last_step, point.first);
+    }
+    fmt::format_to(out, "<li>{}: {}, up to step {}</li>\n", escape(run->label), escape(run->source),
+                   last_step);
+  }
+  fmt::format_to(out, "</ul>\n</body>\n</html>\n");
+  return html;
+}
+
+std::pair<std::string, std::string> write_plot(const std::vector<std::string>& output_dirs,
+                                               const std::string& output) {
+  if (output_dirs.empty()) throw InputError("trainer plot needs at least one OUTPUT_DIR");
+  std::vector<PlotRun> runs;
+  std::vector<std::string> real;
+  for (const std::string& dir : output_dirs) {
+    runs.push_back(read_plot_run(dir));
+    real.push_back(resolved(dir));
+    for (size_t i = 0; i + 1 < real.size(); ++i) {
+      if (real[i] == real.back()) {
+        throw InputError(fmt::format("{} is given twice{}; give each run once", dir,
+                                     output_dirs[i] == dir ? "" : " (as " + output_dirs[i] + ")"));
+      }
+    }
+  }
+  // Runs of the same name are told apart by their folders as given.
+  std::map<std::string, int> uses;
+  for (const PlotRun& run : runs) ++uses[run.label];
+  for (PlotRun& run : runs) {
+    if (uses[run.label] > 1) run.label = run.source;
+  }
+
+  std::string svg_path = "plot.svg", html_path = "plot.html";
+  struct stat info {};
+  if (!output.empty() && ::stat(output.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    svg_path = base::join_path(output, svg_path);
+    html_path = base::join_path(output, html_path);
+  } else if (ends_with(output, ".svg")) {
+    svg_path = output;
+    html_path = output.substr(0, output.size() - 4) + ".html";
+  } else if (ends_with(output, ".html")) {
+    svg_path = output.substr(0, output.size() - 5) + ".svg";
+    html_path = output;
+  } else if (!output.empty()) {
+    svg_path = output + ".svg";
+    html_path = output + ".html";
+  }
+  std::string names;
+  for (const PlotRun& run : runs) names += (names.empty() ? "" : ", ") + run.label;
+  const std::string title = "Training curves: " + names;
+  base::write_file_atomic(svg_path, plot_svg(runs, title));
+  const size_t slash = svg_path.rfind('/');
+  base::write_file_atomic(
+      html_path,
+      plot_html(slash == std::string::npos ? svg_path : svg_path.substr(slash + 1), runs, title));
+  return {svg_path, html_path};
+}
+
+}  // namespace trainer::report
