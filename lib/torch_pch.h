@@ -5,4 +5,5 @@
 #include <torch/torch.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>

@@ -176,4 +176,23 @@ std::vector<std::string> matches(const std::string& text, const std::string& pat
   return out;
 }
 
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+bool python_has_torch() {
+  static const bool has =
+      !std::string(TRAINER_PYTHON).empty() &&
+      run(std::string(TRAINER_PYTHON) + " -c 'import torch' 2>/dev/null").exit_code == 0;
+  return has;
+}
+
+std::string torchrun_path() {
+  const std::string python = TRAINER_PYTHON;
+  if (python.empty()) return "";
+  return python.substr(0, python.rfind('/')) + "/torchrun";
+}
+
 }  // namespace trainer::testing

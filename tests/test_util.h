@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "lib/base/errors.h"
 
 namespace trainer::testing {
@@ -103,5 +105,24 @@ std::string input_error_of(F&& f) {
   }
   return "";
 }
+
+// Expects `f` to throw InputError whose message contains every one of `parts`.
+template <typename F>
+void expect_input_error(F&& f, const std::vector<std::string>& parts) {
+  const std::string message = input_error_of(f);
+  if (message.empty()) ADD_FAILURE() << "no InputError";
+  for (const auto& part : parts) {
+    EXPECT_NE(message.find(part), std::string::npos) << message << "\n(expected: " << part << ")";
+  }
+}
+
+// How many times `part` occurs in `text` (overlapping occurrences counted).
+size_t count(const std::string& text, const std::string& part);
+
+// Whether TRAINER_PYTHON is set and imports torch (the PyTorch cross-checks skip otherwise).
+bool python_has_torch();
+
+// torchrun beside TRAINER_PYTHON ("" without it).
+std::string torchrun_path();
 
 }  // namespace trainer::testing

@@ -9,6 +9,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/json_text.h"
 #include "lib/base/text.h"
 
 namespace trainer {
@@ -41,7 +42,9 @@ json TrainerState::to_json() const {
   return out;
 }
 
-void TrainerState::save_to_json(const std::string& path) const { base::write_json(path, to_json()); }
+void TrainerState::save_to_json(const std::string& path) const {
+  base::write_json(path, to_json());
+}
 
 TrainerState TrainerState::from_json(const json& value, const std::string& source) {
   auto bad = [&](const std::string& what) {
@@ -49,9 +52,7 @@ TrainerState TrainerState::from_json(const json& value, const std::string& sourc
   };
   if (!value.is_object()) throw bad("not a JSON object");
   auto field = [&](const char* key) -> const json& {
-    auto it = value.find(key);
-    if (it == value.end()) throw bad(fmt::format("no \"{}\"", key));
-    return *it;
+    return base::required_field(value, key, source);
   };
   auto integer = [&](const char* key) {
     const json& v = field(key);
@@ -145,9 +146,7 @@ void EarlyStoppingCallback::on_train_begin(const TrainingArguments& args, Traine
 
 void EarlyStoppingCallback::on_evaluate(const TrainingArguments& args, TrainerState& state,
                                         TrainerControl& control, const Metrics& metrics) {
-  std::string name = args.best_metric_name();
-  if (name.rfind("eval_", 0) != 0) name = "eval_" + name;
-  auto it = metrics.find(name);
+  auto it = metrics.find(args.best_metric_key());
   if (it == metrics.end()) return;  // the Trainer names the missing metric
   const double value = it->second;
   const bool better = args.best_metric_greater_is_better() ? value > state.best_metric.value_or(0)
@@ -363,7 +362,7 @@ std::string format_metrics(const std::string& split, const Metrics& metrics) {
       text = base::timedelta(value);
     } else if (key == "total_flos") {
       text = fmt::format("{}GF", static_cast<int64_t>(value) >> 30);
-    } else if (key.size() > 8 && key.compare(key.size() - 8, 8, "_samples") == 0) {
+    } else if (key.size() > 8 && base::ends_with(key, "_samples")) {
       text = std::to_string(static_cast<int64_t>(value));
     } else {
       text = base::python_float(std::round(value * 1e4) / 1e4);

@@ -10,11 +10,12 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "trainer/checkpoint_manifest.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
-#include "lib/io/safetensors.h"
 #include "lib/base/text.h"
+#include "lib/base/warn.h"
+#include "lib/io/safetensors.h"
+#include "trainer/checkpoint_manifest.h"
 #include "trainer/trainer.h"
 
 namespace trainer {
@@ -126,9 +127,7 @@ std::optional<Trainer::Resumable> Trainer::checkpoint_to_resume(
       continue;
     }
     if (!problems.empty() && state_.is_world_process_zero) {
-      std::fprintf(stderr, "trainer: warning: %s; resuming from %s instead\n",
-                   problems.front().c_str(), it->path.c_str());
-      std::fflush(stderr);
+      base::warn("{}; resuming from {} instead", problems.front(), it->path);
     }
     return Resumable{it->path, std::move(manifest)};
   }
@@ -182,8 +181,7 @@ void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epo
     throw InputError(fmt::format("checkpoint {}: {} says global step {}, its manifest {}", dir,
                                  kStateFile, saved.global_step, manifest.global_step));
   }
-  const size_t slash = dir.find_last_of('/');
-  if (dir.compare(slash == std::string::npos ? 0 : slash + 1, 11, "checkpoint-") == 0 &&
+  if (base::starts_with(base::base_name(dir), "checkpoint-") &&
       checkpoint_step(dir) != manifest.global_step) {
     throw InputError(fmt::format("checkpoint {} holds global step {}, not the step its name says",
                                  dir, manifest.global_step));
@@ -410,17 +408,16 @@ std::string Trainer::save_checkpoint() {
         archive.save_to(bytes);
         base::write_file_atomic(base::join_path(staging, kOptimizerFile), bytes.str());
         base::write_json(base::join_path(staging, kSchedulerFile),
-                       {{"last_step", lr_scheduler_->last_step()},
-                        {"base_lrs", lr_scheduler_->base_lrs()},
-                        {"last_lr", lr_scheduler_->get_last_lr()}});
+                         {{"last_step", lr_scheduler_->last_step()},
+                          {"base_lrs", lr_scheduler_->base_lrs()},
+                          {"last_lr", lr_scheduler_->get_last_lr()}});
         files.push_back(kOptimizerFile);
         files.push_back(kSchedulerFile);
         for (int64_t r = 0; r < manifest.world_size; ++r) files.push_back(rank_state_name(r));
       }
       state_.save_to_json(base::join_path(staging, kStateFile));
       base::write_file_atomic(base::join_path(staging, kArgsFile), args_.to_json());
-      for (const std::string& name : files)
-        manifest.files.push_back(describe_file(staging, name));
+      for (const std::string& name : files) manifest.files.push_back(describe_file(staging, name));
       base::write_json(base::join_path(staging, kManifestName), manifest.to_json());
       base::sync_path(staging);
       base::move_into_place(staging, target);
@@ -440,16 +437,15 @@ std::string Trainer::save_checkpoint() {
 }
 
 bool Trainer::update_best_metric(const Metrics& metrics) {
-  std::string name = args_.best_metric_name();
-  if (name.empty()) return false;
-  if (name.rfind("eval_", 0) != 0) name = "eval_" + name;
+  if (args_.best_metric_name().empty()) return false;
+  const std::string name = args_.best_metric_key();
   auto it = metrics.find(name);
   if (it == metrics.end()) {
-    std::string known;
-    for (const auto& [key, value] : metrics) known += (known.empty() ? "" : ", ") + key;
+    std::vector<std::string> known;
+    for (const auto& [key, value] : metrics) known.push_back(key);
     throw InputError(
         fmt::format("argument metric_for_best_model: {} is not among the evaluation's metrics ({})",
-                    args_.best_metric_name(), known));
+                    args_.best_metric_name(), fmt::join(known, ", ")));
   }
   const double value = it->second;
   const bool greater = args_.best_metric_greater_is_better();
@@ -496,9 +492,7 @@ void Trainer::load_best_model() {
   } catch (const InputError& e) {
     // As Transformers: the run's own model stays, with a warning (the results are still saved).
     if (state_.is_world_process_zero) {
-      std::fprintf(stderr, "trainer: warning: cannot load the best model: %s; keeping the last\n",
-                   e.what());
-      std::fflush(stderr);
+      base::warn("cannot load the best model: {}; keeping the last", e.what());
     }
     return;
   }

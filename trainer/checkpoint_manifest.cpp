@@ -19,6 +19,8 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/json_text.h"
+#include "lib/base/text.h"
 
 namespace trainer {
 
@@ -104,20 +106,16 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
   if (value.is_discarded()) throw bad("not valid JSON");
   if (too_deep) throw bad("values nested deeper than a manifest's");
   if (!repeated.empty()) {
-    throw bad(fmt::format("key {} is given twice",
-                          json(repeated).dump(-1, ' ', false, json::error_handler_t::replace)));
+    throw bad(fmt::format("key {} is given twice", base::json_text(repeated)));
   }
   if (!value.is_object()) throw bad("not a JSON object");
   auto field = [&](const char* key) -> const json& {
-    auto it = value.find(key);
-    if (it == value.end()) throw bad(fmt::format("no \"{}\"", key));
-    return *it;
+    return base::required_field(value, key, source);
   };
   const json& format = field("format");
   if (!format.is_string() || format.get<std::string>() != kManifestFormat) {
-    throw bad(fmt::format("format is {}, expected \"{}\"",
-                          format.dump(-1, ' ', false, json::error_handler_t::replace),
-                          kManifestFormat));
+    throw bad(
+        fmt::format("format is {}, expected \"{}\"", base::json_text(format), kManifestFormat));
   }
   auto integer = [&](const char* key, int64_t low) {
     const json& v = field(key);
@@ -141,8 +139,7 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
   for (const auto& [name, entry] : files.items()) {
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
         name.find('\0') != std::string::npos) {
-      throw bad(fmt::format("file name {} is not a plain file name",
-                            json(name).dump(-1, ' ', false, json::error_handler_t::replace)));
+      throw bad(fmt::format("file name {} is not a plain file name", base::json_text(name)));
     }
     if (!entry.is_object()) throw bad(fmt::format("the entry of {} is not an object", name));
     auto size = entry.find("size");
@@ -226,7 +223,7 @@ Manifest verify_checkpoint(const std::string& dir) {
 std::optional<int64_t> checkpoint_step(const std::string& path) {
   const std::string name = base::base_name(path);
   const std::string prefix = "checkpoint-";
-  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  if (!base::starts_with(name, prefix)) return std::nullopt;
   const std::string digits = name.substr(prefix.size());
   if (digits.empty() || digits.size() > 18 ||
       !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {

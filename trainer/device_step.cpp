@@ -8,9 +8,10 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "lib/base/warn.h"
+#include "lib/optim/adamw.h"
 #include "lib/runtime/cuda.h"
 #include "lib/runtime/signals.h"
-#include "lib/optim/adamw.h"
 #include "trainer/trainer.h"
 
 namespace trainer {
@@ -36,9 +37,7 @@ bool same_layout(const data::Batch& a, const data::Batch& b) {
 }
 
 void warn(bool main_process, const std::string& line) {
-  if (!main_process) return;
-  std::fprintf(stderr, "trainer: warning: %s\n", line.c_str());
-  std::fflush(stderr);
+  if (main_process) base::warn(line);
 }
 
 }  // namespace

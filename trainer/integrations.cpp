@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "lib/base/files.h"
+#include "lib/base/warn.h"
 #include "lib/io/tensorboard.h"
 
 namespace trainer {
@@ -42,7 +43,7 @@ std::string default_logging_dir(const std::string& output_dir) {
   char stamp[64] = {};
   std::strftime(stamp, sizeof stamp, "%b%d_%H-%M-%S", &local);
   return base::join_path(output_dir,
-                       base::join_path("runs", std::string(stamp) + "_" + io::host_name()));
+                         base::join_path("runs", std::string(stamp) + "_" + io::host_name()));
 }
 
 TensorBoardCallback::TensorBoardCallback() = default;
@@ -78,10 +79,8 @@ void TensorBoardCallback::on_log(const TrainingArguments& args, TrainerState& st
     } else if (value.is_string()) {
       writer_->add_text(tag, value.get<std::string>(), state.global_step);
     } else {
-      std::fprintf(stderr,
-                   "trainer: warning: TensorBoard takes numbers and text; the log's %s (%s) was "
-                   "dropped\n",
-                   key.c_str(), value.type_name());
+      base::warn("TensorBoard takes numbers and text; the log's {} ({}) was dropped", key,
+                 value.type_name());
     }
   }
   writer_->flush();
@@ -111,7 +110,7 @@ void JsonlCallback::on_train_begin(const TrainingArguments& args, TrainerState& 
   std::string history;
   for (const json& entry : state.log_history) history += jsonl_line(entry);
   file_ = std::make_unique<base::AppendFile>(base::join_path(args.output_dir(), kFileName),
-                                           /*truncate=*/true);
+                                             /*truncate=*/true);
   file_->append(history);
 }
 
@@ -120,7 +119,7 @@ void JsonlCallback::on_log(const TrainingArguments& args, TrainerState& state,
   if (!state.is_world_process_zero) return;
   if (!file_) {
     file_ = std::make_unique<base::AppendFile>(base::join_path(args.output_dir(), kFileName),
-                                             /*truncate=*/false);
+                                               /*truncate=*/false);
   }
   file_->append(jsonl_line(logs));
 }

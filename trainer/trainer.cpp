@@ -8,18 +8,19 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "lib/runtime/cuda.h"
-#include "lib/runtime/allocator.h"
-#include "trainer/checkpoint_manifest.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
-#include "lib/runtime/signals.h"
-#include "lib/io/safetensors.h"
 #include "lib/base/text.h"
+#include "lib/base/warn.h"
+#include "lib/io/safetensors.h"
 #include "lib/models/torchscript.h"
 #include "lib/optim/adamw.h"
 #include "lib/optim/schedules.h"
+#include "lib/runtime/allocator.h"
+#include "lib/runtime/cuda.h"
+#include "lib/runtime/signals.h"
 #include "trainer/callbacks.h"
+#include "trainer/checkpoint_manifest.h"
 #include "trainer/integrations.h"
 
 namespace trainer {
@@ -60,7 +61,7 @@ std::vector<torch::optim::OptimizerParamGroup> parameter_groups(const torch::nn:
   for (const auto& item : model.named_parameters()) {
     if (!item.value().requires_grad()) continue;
     const std::string& name = item.key();
-    bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+    bool is_bias = base::ends_with(name, "bias");
     // GPT-2's names for its layer norms: ln_1, ln_2, ln_f.
     bool is_ln = name.rfind("ln_", 0) == 0 || name.find(".ln_") != std::string::npos;
     bool is_norm = name.find("norm") != std::string::npos || is_ln ||
@@ -532,12 +533,8 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
           // As Transformers' logging_nan_inf_filter: the log averages the finite losses.
           tr_loss_.add_(tr_loss_ / static_cast<double>(1 + state_.global_step - last_logged_step_));
           if (state_.is_world_process_zero) {
-            std::fprintf(stderr,
-                         "trainer: warning: step %lld: %s is not finite; its update was skipped "
-                         "(%lld in a row)\n",
-                         static_cast<long long>(state_.global_step + 1), checks.what.c_str(),
-                         static_cast<long long>(nonfinite_in_a_row_));
-            std::fflush(stderr);
+            base::warn("step {}: {} is not finite; its update was skipped ({} in a row)",
+                       state_.global_step + 1, checks.what, nonfinite_in_a_row_);
           }
         } else {
           nonfinite_in_a_row_ = 0;

@@ -10,27 +10,13 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "lib/data/registry.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/data/registry.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/gpt.h"
 
 namespace trainer {
-
-namespace {
-
-bool is_directory(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool is_file(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-}  // namespace
 
 std::string sample_text(models::Gpt& model, const cli::GenerateOptions& options,
                         int64_t data_context) {
@@ -57,7 +43,7 @@ std::string sample_text(models::Gpt& model, const cli::GenerateOptions& options,
 
 int generate_text(const cli::GenerateOptions& options) {
   const std::string& dir = options.output_dir;
-  if (!is_directory(dir)) {
+  if (!base::is_directory(dir)) {
     throw InputError(fmt::format(
         "trainer generate: OUTPUT_DIR '{}' is not a folder (give the output_dir of a trained gpt "
         "run)",
@@ -66,7 +52,7 @@ int generate_text(const cli::GenerateOptions& options) {
   const std::string args_path = base::join_path(dir, "training_args.json");
   const std::string weights = base::join_path(dir, "model.safetensors");
   for (const std::string& path : {args_path, weights}) {
-    if (!is_file(path)) {
+    if (!base::is_regular_file(path)) {
       throw InputError(fmt::format(
           "trainer generate: {} does not exist (OUTPUT_DIR must hold a finished trainer train run "
           "of model_name gpt)",

@@ -22,23 +22,24 @@
 
 #include "apps/trainer/cli.h"
 #include "apps/trainer/generate.h"
-#include "lib/data/registry.h"
 #include "lib/accelerate/accelerator.h"
 #include "lib/accelerate/launch.h"
-#include "lib/distributed/env.h"
-#include "lib/distributed/launcher.h"
-#include "lib/runtime/allocator.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
-#include "lib/runtime/signals.h"
-#include "lib/io/npy.h"
-#include "trainer/output_dir.h"
-#include "lib/report/plot.h"
-#include "lib/io/safetensors.h"
 #include "lib/base/text.h"
+#include "lib/base/warn.h"
+#include "lib/data/registry.h"
+#include "lib/distributed/env.h"
+#include "lib/distributed/launcher.h"
+#include "lib/io/npy.h"
+#include "lib/io/safetensors.h"
 #include "lib/models/models.h"
 #include "lib/models/torchscript.h"
+#include "lib/report/plot.h"
+#include "lib/runtime/allocator.h"
+#include "lib/runtime/signals.h"
 #include "trainer/integrations.h"
+#include "trainer/output_dir.h"
 #include "trainer/trainer.h"
 
 // NCCL's version as LibTorch's CUDA library reports it: major << 32 | minor << 16 | patch
@@ -180,9 +181,8 @@ void check_model_takes(models::Model& model, const data::Dataset& dataset,
   } catch (const c10::Error& e) {
     data::Example first = dataset.get(0);
     throw InputError(fmt::format(
-        "the {} examples in {} have inputs of shape [{}]; model {} cannot "
-        "take them ({})",
-        source.split_name(split), source.location(), fmt::join(first.input.sizes(), ", "),
+        "the {} examples in {} have inputs of shape {}; model {} cannot take them ({})",
+        source.split_name(split), source.location(), base::shape_text(first.input.sizes().vec()),
         args.model_name(), base::first_line(e.what_without_backtrace())));
   }
   model.train(training);
@@ -203,12 +203,12 @@ void write_loss_svg(const Trainer& trainer, const TrainingArguments& args) {
   const std::string path = base::join_path(args.output_dir(), "loss.svg");
   try {
     const std::string label = args.run_name().value_or(report::folder_name(args.output_dir()));
-    report::PlotRun run = report::plot_run_from_log_history(label, trainer.state().log_history, path);
+    report::PlotRun run =
+        report::plot_run_from_log_history(label, trainer.state().log_history, path);
     base::write_file_atomic(path, report::plot_svg({run}, "Training curves: " + label));
   } catch (const std::exception& e) {
-    std::fprintf(stderr,
-                 "trainer: warning: %s not written: %s (the run's other results are saved)\n",
-                 path.c_str(), base::first_line(e.what()).c_str());
+    base::warn("{} not written: {} (the run's other results are saved)", path,
+               base::first_line(e.what()));
   }
 }
 
@@ -264,7 +264,8 @@ int train(const TrainingArguments& args) {
   base::WriteBatch batch;
   trainer.save_model();
   if (accelerator.is_main_process()) {
-    base::write_file_atomic(base::join_path(args.output_dir(), "training_args.json"), args.to_json());
+    base::write_file_atomic(base::join_path(args.output_dir(), "training_args.json"),
+                            args.to_json());
   }
   trainer.save_state();
   Metrics train_metrics = result.metrics;
@@ -378,10 +379,10 @@ int predict(const TrainingArguments& args) {
   base::WriteBatch batch;
   if (accelerator.is_main_process()) {
     base::write_file_atomic(base::join_path(args.output_dir(), "predictions.npy"),
-                          npy_of(result.predictions));
+                            npy_of(result.predictions));
     if (result.label_ids.defined()) {
       base::write_file_atomic(base::join_path(args.output_dir(), "label_ids.npy"),
-                            npy_of(result.label_ids));
+                              npy_of(result.label_ids));
     }
   }
   trainer.log_metrics("predict", metrics);

@@ -9,10 +9,11 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
-#include "lib/runtime/cuda.h"
 #include "lib/accelerate/mixed_precision.h"
-#include "lib/runtime/allocator.h"
 #include "lib/base/errors.h"
+#include "lib/base/text.h"
+#include "lib/runtime/allocator.h"
+#include "lib/runtime/cuda.h"
 
 namespace trainer {
 namespace {
@@ -118,10 +119,6 @@ int64_t longest_along(const std::vector<std::vector<int64_t>>& shapes, int64_t d
   int64_t longest = 0;
   for (const auto& s : shapes) longest = std::max(longest, s[dim]);
   return longest;
-}
-
-std::string shape_text(const std::vector<int64_t>& dims) {
-  return fmt::format("[{}]", fmt::join(dims, ", "));
 }
 
 }  // namespace
@@ -411,8 +408,8 @@ std::vector<std::vector<int64_t>> Accelerator::gather_shapes(const torch::Tensor
       throw std::invalid_argument(fmt::format(
           "{}: process {} has a {} tensor of shape {} but process 0 has a {} tensor of shape {} "
           "(only dimension {} may differ)",
-          what, q, c10::toString(types[q]), shape_text(shapes[q]), c10::toString(types[0]),
-          shape_text(shapes[0]), dim));
+          what, q, c10::toString(types[q]), base::shape_text(shapes[q]), c10::toString(types[0]),
+          base::shape_text(shapes[0]), dim));
     }
   }
   return shapes;
@@ -457,7 +454,8 @@ torch::Tensor Accelerator::gather_for_metrics(const torch::Tensor& tensor) {
 torch::Tensor Accelerator::reduce(const torch::Tensor& tensor, Reduction reduction) {
   torch::Tensor out = tensor.to(device_).clone();
   if (num_processes_ > 1) {
-    dist::all_reduce(out, reduction == Reduction::kMax ? dist::ReduceOp::kMax : dist::ReduceOp::kSum);
+    dist::all_reduce(out,
+                     reduction == Reduction::kMax ? dist::ReduceOp::kMax : dist::ReduceOp::kSum);
   }
   if (reduction == Reduction::kMean) out = out / static_cast<double>(num_processes_);
   return out.to(tensor.device());

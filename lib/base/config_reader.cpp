@@ -7,26 +7,12 @@
 #include <fmt/format.h>
 
 #include "lib/base/errors.h"
+#include "lib/base/json_text.h"
 #include "lib/base/text.h"
 
 namespace trainer::base {
 
 using json = nlohmann::ordered_json;
-
-namespace {
-
-std::string shown(const json& value) {
-  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  return text.size() <= 60 ? text : text.substr(0, 57) + "...";
-}
-
-std::string listed(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
-}  // namespace
 
 ConfigReader::ConfigReader(std::string what, std::string whose, const json& config)
     : what_(std::move(what)), whose_(std::move(whose)), config_(config) {
@@ -58,16 +44,9 @@ void ConfigReader::fail(const std::string& name, const json& value,
 int64_t ConfigReader::integer(const std::string& name, int64_t fallback, int64_t min, int64_t max) {
   const json* v = find(name);
   if (!v) return fallback;
-  int64_t value = 0;
-  if (v->is_number_integer() && !(v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX)) {
-    value = v->get<int64_t>();
-  } else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
-             v->get<double>() == std::floor(v->get<double>()) &&
-             std::fabs(v->get<double>()) < 9e15) {
-    value = static_cast<int64_t>(v->get<double>());
-  } else {
-    fail(name, *v, "expected an integer");
-  }
+  const std::optional<int64_t> whole = whole_number(*v);
+  if (!whole) fail(name, *v, "expected an integer");
+  const int64_t value = *whole;
   if (value < min || value > max) {
     fail(name, *v,
          max == INT64_MAX ? fmt::format("must be >= {}", min)
@@ -110,7 +89,7 @@ std::string ConfigReader::choice(const std::string& name, const std::string& fal
   if (!v) return fallback;
   if (!v->is_string() ||
       std::find(allowed.begin(), allowed.end(), v->get<std::string>()) == allowed.end()) {
-    fail(name, *v, "allowed: " + listed(allowed));
+    fail(name, *v, fmt::format("allowed: {}", fmt::join(allowed, ", ")));
   }
   return v->get<std::string>();
 }
@@ -147,7 +126,8 @@ void ConfigReader::finish() const {
   for (const auto& [key, value] : config_.items()) {
     if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
     std::string near = base::nearest(key, known_);
-    std::string options = known_.empty() ? "it takes none" : "known: " + listed(known_);
+    std::string options =
+        known_.empty() ? "it takes none" : fmt::format("known: {}", fmt::join(known_, ", "));
     throw InputError(fmt::format("{}: unknown option '{}' for {} ({}{})", what_, key, whose_,
                                  near.empty() ? "" : fmt::format("did you mean '{}'? ", near),
                                  options));

@@ -12,10 +12,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <stdio.h>
 #include <fmt/format.h>
+#include <ftw.h>
 #include <poll.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,8 +23,7 @@
 
 namespace trainer::base {
 
-std::string read_file(const std::string& path, size_t max_bytes, const std::string& label,
-                      bool allow_pipes) {
+int open_for_reading(const std::string& path, const std::string& label, bool allow_pipes) {
   // O_NONBLOCK: a FIFO in the file's place must not block the open.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
@@ -41,6 +40,24 @@ std::string read_file(const std::string& path, size_t max_bytes, const std::stri
         S_ISDIR(info.st_mode) ? "a directory"
                               : (allow_pipes ? "a device or socket" : "a device, pipe or socket")));
   }
+  return fd;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+bool is_regular_file(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+}
+
+std::string read_file(const std::string& path, size_t max_bytes, const std::string& label,
+                      bool allow_pipes) {
+  int fd = open_for_reading(path, label, allow_pipes);
+  struct stat info {};
+  ::fstat(fd, &info);
   std::string content;
   if (S_ISREG(info.st_mode)) content.reserve(std::min<size_t>(info.st_size, max_bytes));
   char buffer[1 << 16];

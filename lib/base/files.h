@@ -11,6 +11,16 @@
 
 namespace trainer::base {
 
+// Opens `path` for reading without waiting on a FIFO (O_NONBLOCK) and returns the descriptor.
+// Throws InputError naming the path (after `label`) when it cannot be opened or is not a regular
+// file (or a pipe, where `allow_pipes`).
+int open_for_reading(const std::string& path, const std::string& label = "",
+                     bool allow_pipes = true);
+
+// Whether `path` is (or links to) a directory; a regular file.
+bool is_directory(const std::string& path);
+bool is_regular_file(const std::string& path);
+
 // Reads a whole file (or pipe, unless `allow_pipes` is false). Throws InputError naming the path
 // (after `label`, e.g. "IDX file ") when it cannot be opened or read, is a directory or a device
 // (or a pipe, when refused), or holds more than max_bytes.

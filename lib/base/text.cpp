@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace trainer::base {
 
@@ -69,6 +70,58 @@ std::string python_float(double value) {
   std::string s = fmt::format("{}", value);  // shortest round-trip form, like Python's repr
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
+}
+
+bool starts_with(std::string_view text, std::string_view start) {
+  return text.size() >= start.size() && text.compare(0, start.size(), start) == 0;
+}
+
+bool ends_with(std::string_view text, std::string_view end) {
+  return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+}
+
+std::string trimmed(std::string_view text, std::string_view blanks) {
+  size_t begin = text.find_first_not_of(blanks);
+  if (begin == std::string_view::npos) return "";
+  size_t end = text.find_last_not_of(blanks);
+  return std::string(text.substr(begin, end - begin + 1));
+}
+
+std::string shown_text(std::string_view text, size_t max_bytes) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < max_bytes; ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, text[i]);
+  }
+  if (text.size() > max_bytes) out += "...";
+  return out;
+}
+
+std::string shape_text(const std::vector<int64_t>& dims) {
+  return fmt::format("[{}]", fmt::join(dims, ", "));
+}
+
+std::string dims_text(const std::vector<int64_t>& dims) {
+  return fmt::format("{}", fmt::join(dims, "x"));
+}
+
+size_t utf8_sequence_length(std::string_view text, size_t at) {
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char c = byte(at);
+  const size_t length = c < 0x80                 ? 1
+                        : c >= 0xC2 && c <= 0xDF ? 2
+                        : c >= 0xE0 && c <= 0xEF ? 3
+                        : c >= 0xF0 && c <= 0xF4 ? 4
+                                                 : 0;
+  if (length == 0 || at + length > text.size()) return 0;
+  // The second byte's range rules out overlong forms, surrogates and code points past U+10FFFF.
+  const unsigned char low = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+  const unsigned char high = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+  for (size_t k = 1; k < length; ++k) {
+    const unsigned char next = byte(at + k);
+    if (k == 1 ? next < low || next > high : (next & 0xC0) != 0x80) return 0;
+  }
+  return length;
 }
 
 }  // namespace trainer::base

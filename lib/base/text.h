@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trainer::base {
@@ -26,5 +27,26 @@ std::string first_line(const std::string& text);
 
 // A double as Python's repr would print it (shortest form that reads back the same).
 std::string python_float(double value);
+
+// C++20's starts_with and ends_with, for C++17.
+bool starts_with(std::string_view text, std::string_view start);
+bool ends_with(std::string_view text, std::string_view end);
+
+// `text` without the leading and trailing characters of `blanks`.
+std::string trimmed(std::string_view text, std::string_view blanks = " \t");
+
+// Text from a file as an error line quotes it: its first `max_bytes` bytes, control characters
+// as \xNN, and "..." when it was cut.
+std::string shown_text(std::string_view text, size_t max_bytes = 40);
+
+// A shape as messages print it: "[1, 28, 28]" ("[]" for a scalar).
+std::string shape_text(const std::vector<int64_t>& dims);
+// A shape as file formats name it: "1x28x28".
+std::string dims_text(const std::vector<int64_t>& dims);
+
+// The length (1 to 4) of the well-formed UTF-8 sequence that starts at text[at], or 0 when the
+// bytes there start none: a stray continuation byte, an overlong form, a surrogate, a code point
+// past U+10FFFF, or a sequence cut off by the end of the text.
+size_t utf8_sequence_length(std::string_view text, size_t at);
 
 }  // namespace trainer::base

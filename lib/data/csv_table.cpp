@@ -19,26 +19,9 @@
 namespace trainer::data {
 namespace {
 
-// A value as an error line shows it: at most 40 characters, control characters escaped.
-std::string shown(const std::string& value) {
-  std::string out;
-  for (size_t i = 0; i < value.size() && i < 40; ++i) {
-    unsigned char c = static_cast<unsigned char>(value[i]);
-    out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, value[i]);
-  }
-  if (value.size() > 40) out += "...";
-  return out;
-}
-
-std::string trimmed(const std::string& value) {
-  size_t begin = value.find_first_not_of(" \t");
-  if (begin == std::string::npos) return "";
-  return value.substr(begin, value.find_last_not_of(" \t") - begin + 1);
-}
-
 // The number `text` holds in full (blanks around it ignored), or nullopt.
 std::optional<double> number(const std::string& text) {
-  std::string t = trimmed(text);
+  std::string t = base::trimmed(text);
   if (t.empty()) return std::nullopt;
   const char* begin = t.data() + (t[0] == '+' ? 1 : 0);  // from_chars takes no '+', strtod does
   if (begin != t.data() && (t.size() == 1 || t[1] == '-' || t[1] == '+')) return std::nullopt;
@@ -129,7 +112,7 @@ class Parser {
         throw InputError(
             fmt::format("{} line {}: '{}' after a closing quote (a quoted field ends at its quote; "
                         "write a quote inside one as \"\")",
-                        name_, line_, shown(text_.substr(pos_, 1))));
+                        name_, line_, base::shown_text(text_.substr(pos_, 1))));
       }
       return value;
     }
@@ -146,10 +129,11 @@ class Parser {
   int64_t line_ = 1;
 };
 
-// The column names for an error line: each as shown(), the first 20 of them.
+// The column names for an error line: each as base::shown_text(), the first 20 of them.
 std::string columns(const std::vector<std::string>& names) {
   std::string out;
-  for (size_t i = 0; i < names.size() && i < 20; ++i) out += (i ? ", " : "") + shown(names[i]);
+  for (size_t i = 0; i < names.size() && i < 20; ++i)
+    out += (i ? ", " : "") + base::shown_text(names[i]);
   if (names.size() > 20) out += fmt::format(", ... ({} in all)", names.size());
   return out;
 }
@@ -164,8 +148,8 @@ int64_t column_index(const CsvTable& table, const std::string& column, const std
   bool numbers = std::any_of(table.header.begin(), table.header.end(),
                              [](const std::string& h) { return number(h).has_value(); });
   throw InputError(fmt::format(
-      "{} has no column '{}' (dataset_config {}{}; columns: {}){}", name, shown(column), option,
-      near.empty() ? "" : fmt::format("; did you mean '{}'?", near), columns(table.header),
+      "{} has no column '{}' (dataset_config {}{}; columns: {}){}", name, base::shown_text(column),
+      option, near.empty() ? "" : fmt::format("; did you mean '{}'?", near), columns(table.header),
       numbers ? ": its first line looks like data; the file needs a header line naming its columns"
               : ""));
 }
@@ -175,11 +159,13 @@ float feature_value(const CsvTable& table, int64_t row, int64_t column, const st
   std::optional<double> value = number(text);
   std::string where =
       fmt::format("{} line {}: column '{}'", name, table.lines[row], table.header[column]);
-  if (trimmed(text).empty()) throw InputError(where + " is empty, not a number");
-  if (!value) throw InputError(fmt::format("{} is '{}', not a number", where, shown(text)));
+  if (base::trimmed(text).empty()) throw InputError(where + " is empty, not a number");
+  if (!value)
+    throw InputError(fmt::format("{} is '{}', not a number", where, base::shown_text(text)));
   float f = static_cast<float>(*value);
   if (!std::isfinite(f)) {
-    throw InputError(fmt::format("{} is '{}', not a finite float32 number", where, shown(text)));
+    throw InputError(
+        fmt::format("{} is '{}', not a finite float32 number", where, base::shown_text(text)));
   }
   return f;
 }
@@ -200,12 +186,12 @@ CsvTable parse_csv(const std::string& text, const std::string& name) {
   bool all_numbers = true;
   for (size_t i = 0; i < fields.size(); ++i) {
     const std::string& column = fields[i];
-    if (trimmed(column).empty()) {
+    if (base::trimmed(column).empty()) {
       throw InputError(fmt::format("{} line {}: header column {} has no name", name, line, i + 1));
     }
     if (!seen.emplace(column, i).second) {
       throw InputError(fmt::format("{} line {}: header names column '{}' twice (columns {} and {})",
-                                   name, line, shown(column), seen[column] + 1, i + 1));
+                                   name, line, base::shown_text(column), seen[column] + 1, i + 1));
     }
     all_numbers = all_numbers && number(column).has_value();
   }
@@ -213,7 +199,7 @@ CsvTable parse_csv(const std::string& text, const std::string& name) {
     throw InputError(fmt::format(
         "{} line {}: the first line holds numbers ('{}', ...), not column names: the file needs a "
         "header line naming its columns",
-        name, line, shown(fields[0])));
+        name, line, base::shown_text(fields[0])));
   }
   while (parser.next(fields, line)) {
     if (fields.size() != table.header.size()) {
@@ -250,10 +236,11 @@ TabularData make_tabular(const CsvTable& table, const TabularOptions& options,
         throw InputError(fmt::format(
             "dataset_config features lists '{}', the label column (a model must not see its "
             "target)",
-            shown(column)));
+            base::shown_text(column)));
       }
       if (std::find(features.begin(), features.end(), index) != features.end()) {
-        throw InputError(fmt::format("dataset_config features lists '{}' twice", shown(column)));
+        throw InputError(
+            fmt::format("dataset_config features lists '{}' twice", base::shown_text(column)));
       }
       features.push_back(index);
     }
@@ -283,7 +270,7 @@ TabularData make_tabular(const CsvTable& table, const TabularOptions& options,
     bool all_numbers = true, all_integers = true;
     std::string fractional;
     for (int64_t r = 0; r < n; ++r) {
-      values[r] = trimmed(table.cell(r, label));
+      values[r] = base::trimmed(table.cell(r, label));
       if (values[r].empty()) {
         throw InputError(fmt::format("{} line {}: label column '{}' is empty", name, table.lines[r],
                                      table.header[label]));
@@ -302,7 +289,7 @@ TabularData make_tabular(const CsvTable& table, const TabularOptions& options,
       throw InputError(fmt::format(
           "{}: label column '{}' holds numbers with fractions ('{}'), not classes (for a numeric "
           "target set dataset_config task to \"regression\")",
-          name, table.header[label], shown(fractional)));
+          name, table.header[label], base::shown_text(fractional)));
     }
     std::map<std::string, int64_t> id;
     if (all_numbers) {
@@ -322,7 +309,7 @@ TabularData make_tabular(const CsvTable& table, const TabularOptions& options,
     if (data.classes.size() < 2) {
       throw InputError(fmt::format(
           "{}: label column '{}' holds one class only ('{}'); classification needs two or more",
-          name, table.header[label], shown(data.classes.front())));
+          name, table.header[label], base::shown_text(data.classes.front())));
     }
     classes.resize(n);
     for (int64_t r = 0; r < n; ++r) classes[r] = id[values[r]];

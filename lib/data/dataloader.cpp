@@ -13,11 +13,16 @@ namespace trainer::data {
 const torch::Tensor& Batch::at(const std::string& name) const {
   auto it = items_.find(name);
   if (it == items_.end()) {
-    std::string keys;
-    for (const auto& [key, value] : items_) keys += (keys.empty() ? "" : ", ") + key;
-    throw std::out_of_range(fmt::format("batch has no tensor '{}' (it has: {})", name, keys));
+    throw std::out_of_range(
+        fmt::format("batch has no tensor '{}' (it has: {})", name, fmt::join(keys(), ", ")));
   }
   return it->second;
+}
+
+std::vector<std::string> Batch::keys() const {
+  std::vector<std::string> names;
+  for (const auto& [key, value] : items_) names.push_back(key);
+  return names;
 }
 
 int64_t Batch::size() const {

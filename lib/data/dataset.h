@@ -50,6 +50,8 @@ class Batch {
   // The same batch with every tensor on `device`.
   Batch to(const torch::Device& device) const;
   const std::map<std::string, torch::Tensor>& items() const { return items_; }
+  // The names of its tensors, sorted.
+  std::vector<std::string> keys() const;
 
   // Transformers' num_items_in_batch: the label tokens (labels != -100) of the whole gradient
   // accumulation window, summed over processes, as a 0-dim tensor; set by the Trainer for

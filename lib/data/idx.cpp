@@ -13,6 +13,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/text.h"
 
 namespace trainer::data {
 namespace {
@@ -72,7 +73,7 @@ Header parse_header(const uint8_t* bytes, size_t size, const std::string& source
     throw InputError(fmt::format(
         "corrupt IDX file {}: dimensions {} promise more than the 4 GiB of data an IDX file may "
         "hold here",
-        source, fmt::join(header.dims, "x")));
+        source, base::dims_text(header.dims)));
   }
   header.data_bytes = expected;
   return header;

@@ -7,9 +7,10 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
-#include "lib/data/idx.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/warn.h"
+#include "lib/data/idx.h"
 #include "lib/io/safetensors.h"
 
 namespace trainer::data {
@@ -152,17 +153,16 @@ std::shared_ptr<MnistDataset> MnistDataset::load_shared(const std::string& dir,
   auto full = std::make_shared<MnistDataset>(dir, split);
   // A run killed while writing the cache left its temporary file: the next writer removes it.
   base::remove_stale_temporaries(std::filesystem::path(path).parent_path().string(),
-                               /*only_dead_writers=*/true);
+                                 /*only_dead_writers=*/true);
   io::NamedTensors tensors = {{"images", full->images_}, {"labels", full->labels_}};
   try {
     io::save_safetensors(
         path, tensors,
         {{"source", source}, {"crc32", fmt::format("{:08x}", io::data_crc32(tensors))}});
   } catch (const std::exception& e) {
-    std::fprintf(stderr,
-                 "trainer: warning: cannot write the dataset cache %s (%s); this process keeps its "
-                 "own copy of the data\n",
-                 path.c_str(), e.what());
+    base::warn(
+        "cannot write the dataset cache {} ({}); this process keeps its own copy of the data", path,
+        e.what());
   }
   if (auto cached = from_cache(false)) return cached;
   return narrowed(full);

@@ -4,12 +4,12 @@
 
 #include <fmt/format.h>
 
+#include "lib/base/config_reader.h"
+#include "lib/base/errors.h"
 #include "lib/data/csv.h"
 #include "lib/data/mnist.h"
 #include "lib/data/mnist_defaults.h"
 #include "lib/data/text.h"
-#include "lib/base/errors.h"
-#include "lib/base/config_reader.h"
 
 namespace trainer::data {
 namespace {
@@ -64,9 +64,8 @@ std::unique_ptr<DataSource> make_data_source(const std::string& name, const std:
   }
   if (name == "csv") return make_csv_source(dir, config);
   if (name == "text") return make_text_source(read_text_options(options, dir));
-  std::string known;
-  for (const auto& n : dataset_names()) known += (known.empty() ? "" : ", ") + n;
-  throw InputError(fmt::format("dataset_name: unknown data set '{}' (allowed: {})", name, known));
+  throw InputError(fmt::format("dataset_name: unknown data set '{}' (allowed: {})", name,
+                               fmt::join(dataset_names(), ", ")));
 }
 
 }  // namespace trainer::data

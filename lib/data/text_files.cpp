@@ -14,6 +14,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/text.h"
 
 namespace trainer::data {
 
@@ -26,7 +27,7 @@ using Inode = std::pair<uint64_t, uint64_t>;  // st_dev, st_ino
 void walk(const std::string& dir, std::set<Inode>& folders,
           std::vector<std::pair<std::string, Inode>>& files) {
   for (const std::string& name : base::list_directory(dir)) {
-    const std::string path = dir + (dir.empty() || dir.back() == '/' ? "" : "/") + name;
+    const std::string path = base::join_path(dir, name);
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) continue;  // a dangling link
     Inode inode{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
@@ -41,40 +42,11 @@ void walk(const std::string& dir, std::set<Inode>& folders,
 }  // namespace
 
 bool is_utf8_text(std::string_view bytes) {
-  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
-  const size_t n = bytes.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = s[i];
-    if (c == 0) return false;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;  // a continuation byte first, an overlong 0xC0/0xC1 lead, or past 0xF4
-    }
-    if (i + len > n) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return false;
-    }
-    i += len;
+  for (size_t i = 0; i < bytes.size();) {
+    if (bytes[i] == '\0') return false;
+    const size_t length = base::utf8_sequence_length(bytes, i);
+    if (length == 0) return false;
+    i += length;
   }
   return true;
 }

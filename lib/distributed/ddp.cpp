@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
+#include "lib/base/text.h"
 #include "lib/distributed/c10d.h"
 #include "lib/distributed/process_group.h"
 #include "lib/runtime/allocator.h"
@@ -18,7 +19,7 @@ namespace {
 std::vector<std::string> describe_parameters(const torch::nn::Module& module) {
   std::vector<std::string> lines;
   for (const auto& item : module.named_parameters()) {
-    lines.push_back(fmt::format("{} [{}]", item.key(), fmt::join(item.value().sizes(), ", ")));
+    lines.push_back(fmt::format("{} {}", item.key(), base::shape_text(item.value().sizes().vec())));
   }
   return lines;
 }

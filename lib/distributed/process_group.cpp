@@ -10,9 +10,10 @@
 #include <fmt/format.h>
 #include <netdb.h>
 
-#include "lib/distributed/c10d.h"
 #include "lib/base/errors.h"
 #include "lib/base/text.h"
+#include "lib/distributed/c10d.h"
+#include "lib/runtime/error_text.h"
 
 namespace trainer::dist {
 namespace {
@@ -28,8 +29,6 @@ struct State {
 std::mutex g_mutex;
 std::unique_ptr<State> g_state;
 const DistEnv kSingleProcess;
-
-std::string describe(const c10::Error& e) { return base::first_line(e.what_without_backtrace()); }
 
 // Only fatal messages from LibTorch's own logging while it lives, unless the user chose a level
 // (TORCH_CPP_LOG_LEVEL). Process-wide: meant for the rendezvous, before training starts.
@@ -53,7 +52,7 @@ void wait_for(const char* name, const std::function<c10::intrusive_ptr<c10d::Wor
     start()->wait();
     return;
   } catch (const c10::Error& e) {
-    cause = describe(e);
+    cause = runtime::error_line(e);
   } catch (const std::exception& e) {  // gloo's own IoException: "[file:line] message"
     cause = base::first_line(e.what());
     size_t end = cause.find("] ");
@@ -89,7 +88,7 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const DistEnv& env, std::chrono::mill
     QuietC10Logs quiet;
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   } catch (const c10::Error& e) {
-    std::string cause = describe(e);
+    std::string cause = runtime::error_line(e);
     if (options.isServer && cause.find("EADDRINUSE") != std::string::npos) {
       throw InputError(fmt::format(
           "MASTER_PORT {} is busy on this machine (another run holds it; choose a free port)",
@@ -159,7 +158,7 @@ void init_process_group(const InitOptions& options) {
   } catch (const c10::Error& e) {
     throw DistError(fmt::format(
         "rank {} of {} could not set up the {} process group within {} s: {}", env.rank,
-        env.world_size, options.backend, options.timeout.count() / 1000.0, describe(e)));
+        env.world_size, options.backend, options.timeout.count() / 1000.0, runtime::error_line(e)));
   }
   g_state = std::move(state);
 }

@@ -16,6 +16,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/text.h"
 
 namespace trainer::io {
 namespace {
@@ -111,16 +112,8 @@ NamedTensors load_safetensors(const std::string& path) {
 }
 
 MappedSafetensors map_safetensors(const std::string& path, bool checksum) {
-  // O_NONBLOCK: a FIFO in the file's place must not block the open.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw InputError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  int fd = base::open_for_reading(path, "", /*allow_pipes=*/false);
   struct stat info {};
-  if (::fstat(fd, &info) == 0 && !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    throw InputError(
-        fmt::format("cannot read {}: it is {}, not a file", path,
-                    S_ISDIR(info.st_mode) ? "a directory" : "a device, pipe or socket"));
-  }
   auto mapping = std::make_shared<Mapping>();
   if (::fstat(fd, &info) == 0 && info.st_size > 0) {
     mapping->size = static_cast<size_t>(info.st_size);
@@ -176,8 +169,8 @@ void load_state_dict(torch::nn::Module& module, const NamedTensors& tensors,
     if (it == by_name.end()) throw InputError(fmt::format("{}: missing tensor '{}'", source, name));
     if (it->second.sizes() != target.sizes()) {
       throw InputError(fmt::format("{}: tensor '{}' has shape {}, the model expects {}", source,
-                                   name, fmt::join(it->second.sizes(), "x"),
-                                   fmt::join(target.sizes(), "x")));
+                                   name, base::dims_text(it->second.sizes().vec()),
+                                   base::dims_text(target.sizes().vec())));
     }
   }
   if (by_name.size() != targets.size()) {

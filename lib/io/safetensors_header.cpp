@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/base/errors.h"
+#include "lib/base/json_text.h"
+#include "lib/base/text.h"
 
 namespace trainer::io {
 
@@ -51,8 +53,8 @@ SafetensorsHeader parse_safetensors_header(const char* bytes, uint64_t size,
         if (!info.is_object()) throw bad("__metadata__ is not a JSON object");
         for (const auto& [key, value] : info.items()) {
           if (!value.is_string()) {
-            throw bad(
-                fmt::format("__metadata__ key '{}' holds {}, not a string", key, value.dump()));
+            throw bad(fmt::format("__metadata__ key '{}' holds {}, not a string", key,
+                                  base::json_text(value)));
           }
           header.metadata[key] = value.get<std::string>();
         }
@@ -95,8 +97,8 @@ SafetensorsHeader parse_safetensors_header(const char* bytes, uint64_t size,
       int64_t bytes_needed = static_cast<int64_t>(item_size);
       for (int64_t d : shape) {
         if (__builtin_mul_overflow(bytes_needed, d, &bytes_needed)) {
-          throw bad(fmt::format("tensor '{}' has shape [{}] whose size overflows 64 bits", name,
-                                fmt::join(shape, ", ")));
+          throw bad(fmt::format("tensor '{}' has shape {} whose size overflows 64 bits", name,
+                                base::shape_text(shape)));
         }
       }
       uint64_t expected = static_cast<uint64_t>(bytes_needed);

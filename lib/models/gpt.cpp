@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "lib/base/errors.h"
+#include "lib/base/text.h"
 
 namespace trainer::models {
 
@@ -108,19 +109,16 @@ Gpt::Gpt(const GptConfig& config) : config_(config) {
   // GPT-2's initialisation (nanoGPT's _init_weights and its c_proj scaling).
   torch::NoGradGuard no_grad;
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
-  auto ends_with = [](const std::string& s, const std::string& end) {
-    return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
-  };
   for (auto& item : named_parameters()) {
     const std::string& name = item.key();
     torch::Tensor& p = item.value();
-    const bool is_bias = ends_with(name, ".bias");
+    const bool is_bias = base::ends_with(name, ".bias");
     if (name.find(".ln_") != std::string::npos) {
       is_bias ? p.zero_() : p.fill_(1.0);
     } else if (is_bias) {
       p.zero_();
     } else {
-      p.normal_(0.0, ends_with(name, ".c_proj.weight") ? residual_std : 0.02);
+      p.normal_(0.0, base::ends_with(name, ".c_proj.weight") ? residual_std : 0.02);
     }
   }
 }

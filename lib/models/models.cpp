@@ -18,8 +18,9 @@
 #include <torch/nn/functional.h>
 #include <torch/nn/init.h>
 
-#include "lib/base/errors.h"
 #include "lib/base/config_reader.h"
+#include "lib/base/errors.h"
+#include "lib/base/text.h"
 #include "lib/models/gpt.h"
 
 namespace trainer::models {
@@ -333,8 +334,8 @@ torch::Tensor task_loss(const Task& task, const torch::Tensor& outputs, const to
       if (outputs.dim() != 3 || labels.dim() != 2) {
         throw std::invalid_argument(fmt::format(
             "causal_lm loss: outputs must be [batch, length, vocabulary] and labels [batch, "
-            "length], not [{}] and [{}]",
-            fmt::join(outputs.sizes(), ", "), fmt::join(labels.sizes(), ", ")));
+            "length], not {} and {}",
+            base::shape_text(outputs.sizes().vec()), base::shape_text(labels.sizes().vec())));
       }
       const int64_t vocab = outputs.size(2);
       torch::Tensor logits = outputs.slice(1, 0, -1).reshape({-1, vocab});
@@ -507,11 +508,6 @@ torch::Tensor ResNet::forward(const torch::Tensor& input) {
 
 namespace {
 
-// The input shape as the messages print it: [1, 28, 28].
-std::string shape_text(const std::vector<int64_t>& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
-}
-
 int64_t product(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -524,8 +520,9 @@ void check_task(const std::string& model, const data::DataInfo& info,
   for (auto kind : tasks) {
     if (kind == info.task) return;
   }
-  std::string allowed;
-  for (auto kind : tasks) allowed += (allowed.empty() ? "" : " or ") + std::string(task_name(kind));
+  std::vector<std::string> names;
+  for (auto kind : tasks) names.emplace_back(task_name(kind));
+  const std::string allowed = fmt::format("{}", fmt::join(names, " or "));
   throw InputError(fmt::format("model_name: model {} does not fit a {} data set (it learns {})",
                                model, task_name(info.task), allowed));
 }
@@ -545,7 +542,7 @@ std::shared_ptr<Model> make_model(const std::string& name, const nlohmann::order
       throw InputError(fmt::format(
           "model_name: basic_net takes 1x28x28 images in 10 classes; the data set has examples of "
           "shape {} in {} classes (use mlp or resnet)",
-          shape_text(info.input_shape), info.num_labels));
+          base::shape_text(info.input_shape), info.num_labels));
     }
     model = std::make_shared<BasicNet>(fused);
   } else if (name == "mlp") {
@@ -568,16 +565,15 @@ std::shared_ptr<Model> make_model(const std::string& name, const nlohmann::order
       throw InputError(fmt::format(
           "model_name: resnet takes images [channels, height, width] of at least 8x8; the data "
           "set's examples are {}",
-          shape_text(shape)));
+          base::shape_text(shape)));
     }
     model = std::make_shared<ResNet>(shape[0], info.num_labels, width, stages, blocks);
   } else if (name == "gpt") {
     check_task(name, info, {TaskKind::kCausalLM});
     model = make_gpt(options, info);
   } else {
-    std::string known;
-    for (const auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
-    throw InputError(fmt::format("model_name: unknown model '{}' (allowed: {})", name, known));
+    throw InputError(fmt::format("model_name: unknown model '{}' (allowed: {})", name,
+                                 fmt::join(model_names(), ", ")));
   }
   return model;
 }

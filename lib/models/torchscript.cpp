@@ -11,10 +11,10 @@
 #include <sys/stat.h>
 #include <torch/script.h>
 
+#include "lib/base/config_reader.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/base/text.h"
-#include "lib/base/config_reader.h"
 
 namespace trainer::models {
 namespace {
@@ -26,8 +26,8 @@ std::string script_error(const std::string& message) {
   std::vector<std::string> lines;
   std::istringstream in(message);
   for (std::string line; std::getline(in, line);) {
-    size_t begin = line.find_first_not_of(" \t");
-    if (begin != std::string::npos) lines.push_back(line.substr(begin));
+    std::string text = base::trimmed(line);
+    if (!text.empty()) lines.push_back(text);
   }
   if (lines.empty()) return "unknown error";
   if (lines.front().rfind("The following operation failed in the TorchScript interpreter", 0) ==
@@ -39,8 +39,6 @@ std::string script_error(const std::string& message) {
 
 // "float32 [64, 4]": a tensor's dtype as PyTorch names it, and its shape.
 std::string shape_of(const torch::Tensor& x) {
-  std::string dims;
-  for (int64_t d : x.sizes()) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
   std::string dtype = c10::toString(x.scalar_type());
   switch (x.scalar_type()) {
     case torch::kFloat:
@@ -70,7 +68,7 @@ std::string shape_of(const torch::Tensor& x) {
     default:
       break;
   }
-  return fmt::format("{} [{}]", dtype, dims);
+  return fmt::format("{} {}", dtype, base::shape_text(x.sizes().vec()));
 }
 
 // The child module `prefix` ("body.0") of `root`, created with its parents on first use.
@@ -194,8 +192,8 @@ ModelOutput TorchScriptModel::forward(const data::Batch& inputs) {
   for (size_t i = 1; i < parameters.size(); ++i) {
     by_name = by_name || inputs.contains(parameters[i].name());
   }
-  std::string what, held;
-  for (const auto& [key, tensor] : inputs.items()) held += (held.empty() ? "" : ", ") + key;
+  std::string what;
+  const std::string held = fmt::format("{}", fmt::join(inputs.keys(), ", "));
   if (!by_name) {
     if (!inputs.contains("x")) {
       throw InputError(fmt::format(

@@ -17,6 +17,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/text.h"
 
 namespace trainer::report {
 namespace {
@@ -44,14 +45,10 @@ constexpr size_t kMaxMarkers = 200;  // evaluation series with more points get n
 
 constexpr const char* kLossPanel = "loss";
 
-bool ends_with(const std::string& text, const std::string& end) {
-  return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
-}
-
 // Transformers' speed_metrics and friends: figures of the machine, not of the model.
 bool is_speed_figure(const std::string& key) {
   for (const char* end : {"_runtime", "_per_second", "_compilation_time", "_preparation_time"}) {
-    if (ends_with(key, end)) return true;
+    if (base::ends_with(key, end)) return true;
   }
   return key == "eval_samples";
 }
@@ -69,23 +66,15 @@ std::string valid_text(const std::string& text) {
   static const std::string kReplacement = "\xEF\xBF\xBD";
   std::string out;
   out.reserve(text.size());
-  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
   for (size_t i = 0; i < text.size();) {
-    unsigned char c = byte(i);
-    size_t length = c < 0x80                 ? 1
-                    : c >= 0xC2 && c <= 0xDF ? 2
-                    : c >= 0xE0 && c <= 0xEF ? 3
-                    : c >= 0xF0 && c <= 0xF4 ? 4
-                                             : 0;
-    bool ok = length > 0 && i + length <= text.size();
-    // The second byte's range rules out overlong forms, surrogates and code points past U+10FFFF.
-    unsigned char low = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
-    unsigned char high = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-    for (size_t k = 1; ok && k < length; ++k) {
-      ok = k == 1 ? byte(i + k) >= low && byte(i + k) <= high : (byte(i + k) & 0xC0) == 0x80;
-    }
+    const size_t length = base::utf8_sequence_length(text, i);
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    bool ok = length > 0;
     if (ok && length == 1 && c < 0x20 && c != '\t' && c != '\n' && c != '\r') ok = false;
-    if (ok && length == 3 && c == 0xEF && byte(i + 1) == 0xBF && byte(i + 2) >= 0xBE) ok = false;
+    // U+FFFE and U+FFFF are not characters XML allows.
+    if (ok && length == 3 && c == 0xEF && static_cast<unsigned char>(text[i + 1]) == 0xBF &&
+        static_cast<unsigned char>(text[i + 2]) >= 0xBE)
+      ok = false;
     if (!ok) {
       out += kReplacement;
       ++i;
@@ -568,8 +557,8 @@ PlotRun read_plot_run(const std::string& output_dir) {
         fmt::format("{} does not exist (no training run has finished in {}; trainer plot reads it)",
                     path, output_dir));
   }
-  PlotRun run = plot_run_from_state(base::read_file(path, SIZE_MAX, "", /*allow_pipes=*/false), path,
-                                    run_label(output_dir));
+  PlotRun run = plot_run_from_state(base::read_file(path, SIZE_MAX, "", /*allow_pipes=*/false),
+                                    path, run_label(output_dir));
   run.source = output_dir;
   return run;
 }
@@ -654,24 +643,21 @@ std::pair<std::string, std::string> write_plot(const std::vector<std::string>& o
   if (!output.empty() && ::stat(output.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
     svg_path = base::join_path(output, svg_path);
     html_path = base::join_path(output, html_path);
-  } else if (ends_with(output, ".svg")) {
+  } else if (base::ends_with(output, ".svg")) {
     svg_path = output;
     html_path = output.substr(0, output.size() - 4) + ".html";
-  } else if (ends_with(output, ".html")) {
+  } else if (base::ends_with(output, ".html")) {
     svg_path = output.substr(0, output.size() - 5) + ".svg";
     html_path = output;
   } else if (!output.empty()) {
     svg_path = output + ".svg";
     html_path = output + ".html";
   }
-  std::string names;
-  for (const PlotRun& run : runs) names += (names.empty() ? "" : ", ") + run.label;
-  const std::string title = "Training curves: " + names;
+  std::vector<std::string> labels;
+  for (const PlotRun& run : runs) labels.push_back(run.label);
+  const std::string title = fmt::format("Training curves: {}", fmt::join(labels, ", "));
   base::write_file_atomic(svg_path, plot_svg(runs, title));
-  const size_t slash = svg_path.rfind('/');
-  base::write_file_atomic(
-      html_path,
-      plot_html(slash == std::string::npos ? svg_path : svg_path.substr(slash + 1), runs, title));
+  base::write_file_atomic(html_path, plot_html(base::base_name(svg_path), runs, title));
   return {svg_path, html_path};
 }
 

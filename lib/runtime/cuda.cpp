@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
+#include "lib/runtime/error_text.h"
+
 namespace trainer::cuda {
 namespace {
 
@@ -21,13 +23,6 @@ void require_cuda(const char* what) {
   if (!torch::cuda::is_available()) {
     throw std::runtime_error(fmt::format("{} needs a CUDA device and none is present", what));
   }
-}
-
-// The first line of an exception's message (c10::Error's without its C++ backtrace).
-std::string first_line(const std::exception& e) {
-  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-  std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
-  return text.substr(0, text.find('\n'));
 }
 
 }  // namespace
@@ -91,7 +86,7 @@ std::string StepGraph::capture(const std::function<void()>& step) {
     step();
     graph->capture_end();
   } catch (const std::exception& e) {
-    std::string why = first_line(e);
+    std::string why = runtime::error_line(e);
     // End the broken capture (capture_end also hands the allocator's pool back), then clear
     // the error it leaves so that the eager step after it runs.
     if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) {

@@ -35,13 +35,6 @@ void expect_input_error(const std::string& args, const std::string& message) {
   EXPECT_EQ(result.err, "trainer: error: " + message + "\n") << args;
 }
 
-bool python_has_torch() {
-  static const bool has =
-      !std::string(TRAINER_PYTHON).empty() &&
-      run(std::string(TRAINER_PYTHON) + " -c 'import torch' 2>/dev/null").exit_code == 0;
-  return has;
-}
-
 // scripts/reference/script_basicnet.py OUT ARGS, run once per file for the suite.
 std::string script(const std::string& model) {
   static TempDir dir;
@@ -123,7 +116,7 @@ TEST(IrisCli, BadTablesAndOptionsAreOneLine) {
 }
 
 TEST(TorchScriptCli, ScriptedBasicNetTrainsAndComesBackAsModelPtAndSafetensors) {
-  if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
+  if (!testing::python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
   TempDir dir;
   testing::write_mnist_dir(dir.file("data"), 64, 32, false);
   const std::string args = "configs/torchscript_basic_net.json --model_name_or_path " +
@@ -152,7 +145,7 @@ TEST(TorchScriptCli, ScriptedBasicNetTrainsAndComesBackAsModelPtAndSafetensors) 
 }
 
 TEST(TorchScriptCli, ScriptedMlpWithBatchNormLearnsIris) {
-  if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
+  if (!testing::python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
   TempDir dir;
   // The config's model_config is mlp's: this model takes none of it.
   auto result = trainer("train configs/iris.json --model_config {} --model_name_or_path " +
@@ -176,7 +169,7 @@ TEST(TorchScriptCli, ScriptedMlpWithBatchNormLearnsIris) {
 // eval loss stays above that loss's floor, the entropy of the smoothed target (0.28 nats for 3
 // classes), where plain cross-entropy would go below 0.2.
 TEST(TorchScriptCli, AModulesOwnLossIsTheOneTrained) {
-  if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
+  if (!testing::python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
   TempDir dir;
   auto result = trainer("train configs/iris.json --model_config {} --model_name_or_path " +
                         script("own_loss") + " --disable_tqdm true --output_dir " + dir.path());
@@ -191,7 +184,7 @@ TEST(TorchScriptCli, AModulesOwnLossIsTheOneTrained) {
 // batches of 8 leave the second process's 8th batch a repeat of the first (Accelerate's
 // even_batches), where one process's 8th step has 8 rows.
 TEST(TorchScriptCli, TwoRanksTrainAsOne) {
-  if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
+  if (!testing::python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
   TempDir dir;
   const std::string args = " train configs/iris.json --model_config {} --model_name_or_path " +
                            script("mlp") +
@@ -218,7 +211,7 @@ TEST(TorchScriptCli, TwoRanksTrainAsOne) {
 // A run resumed from its checkpoint-30 ends with the weights, batch-norm statistics included, of
 // the run that was never stopped, bit for bit (dropout's random state comes back with it).
 TEST(TorchScriptCli, ResumedRunEndsAsTheUninterruptedOne) {
-  if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
+  if (!testing::python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
   TempDir dir;
   const std::string args =
       "train configs/iris.json --model_config {} --model_name_or_path " + script("mlp_bn") +
@@ -244,7 +237,7 @@ TEST(TorchScriptCli, ResumedRunEndsAsTheUninterruptedOne) {
 }
 
 TEST(TorchScriptCli, BadModulesAreOneLine) {
-  if (!python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
+  if (!testing::python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
   TempDir dir;
   std::ofstream(dir.file("text.pt")) << "not a model\n";
   const std::string base =

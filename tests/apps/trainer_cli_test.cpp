@@ -213,12 +213,6 @@ TEST_F(TrainedRun, EvaluationOnThreeProcessesGivesExactlyTheNumbersOfOne) {
   EXPECT_EQ(three.out.find("[rank2]"), std::string::npos) << three.out;
 }
 
-size_t count(const std::string& text, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
 TEST(TrainerCli, OnTwoProcessesOnlyTheMainOnePrintsAndWrites) {
   TempDir dir;
   auto result = run(testing::launch("--nproc-per-node 2 " + kTrainer + " train " + kConfigs +
@@ -236,11 +230,11 @@ TEST(TrainerCli, OnTwoProcessesOnlyTheMainOnePrintsAndWrites) {
       "[rank0]:   Total optimization steps = 16\n"
       "[rank0]:   Number of trainable parameters = 1,199,882\n";
   EXPECT_EQ(result.out.substr(0, banner.size()), banner) << result.out;
-  EXPECT_EQ(count(result.out, "***** Running training *****"), 1u);
-  EXPECT_EQ(count(result.out, "Epoch     Training Loss  Validation Loss  Accuracy"), 1u);
-  EXPECT_EQ(count(result.out, "***** train metrics *****"), 1u);
-  EXPECT_EQ(count(result.out, "***** eval metrics *****"), 1u);
-  EXPECT_EQ(count(result.out, "[rank1]"), 0u) << result.out;
+  EXPECT_EQ(testing::count(result.out, "***** Running training *****"), 1u);
+  EXPECT_EQ(testing::count(result.out, "Epoch     Training Loss  Validation Loss  Accuracy"), 1u);
+  EXPECT_EQ(testing::count(result.out, "***** train metrics *****"), 1u);
+  EXPECT_EQ(testing::count(result.out, "***** eval metrics *****"), 1u);
+  EXPECT_EQ(testing::count(result.out, "[rank1]"), 0u) << result.out;
   std::set<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
     files.insert(entry.path().filename().string());
@@ -254,16 +248,15 @@ TEST(TrainerCli, OnTwoProcessesOnlyTheMainOnePrintsAndWrites) {
 }
 
 TEST(TrainerCli, TorchrunStartsTheTrainerOnTwoProcesses) {
-  std::string python = TRAINER_PYTHON;
-  if (python.empty()) GTEST_SKIP() << "no Python with torch configured";
-  std::string torchrun = python.substr(0, python.rfind('/')) + "/torchrun";
+  const std::string torchrun = testing::torchrun_path();
+  if (torchrun.empty()) GTEST_SKIP() << "no Python with torch configured";
   TempDir dir;
   auto result = run("OMP_NUM_THREADS=1 " + torchrun + " --nproc_per_node 2 --master_port " +
                     std::to_string(testing::free_port()) + " --no-python " + kTrainer + " train " +
                     kConfigs + "/fashion_mnist.json --output_dir " + dir.path() +
                     " --max_train_samples 1000 --max_eval_samples 500");
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(count(result.out, "***** Running training *****"), 1u) << result.out;
+  EXPECT_EQ(testing::count(result.out, "***** Running training *****"), 1u) << result.out;
   EXPECT_NE(result.out.find("  Total train batch size (w. parallel, distributed & accumulation) = "
                             "128\n"),
             std::string::npos)

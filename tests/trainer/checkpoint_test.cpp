@@ -7,13 +7,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "lib/data/mnist.h"
-#include "trainer/checkpoint_manifest.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/data/mnist.h"
 #include "lib/io/safetensors.h"
 #include "tests/test_util.h"
+#include "tests/torch_test_util.h"
 #include "trainer/callbacks.h"
+#include "trainer/checkpoint_manifest.h"
 #include "trainer/trainer.h"
 
 namespace trainer {
@@ -22,31 +23,12 @@ namespace checkpoint_test {
 using json = nlohmann::ordered_json;
 
 // No dropout; the CLI tests cover BasicNet's, whose random state a checkpoint carries.
-class TinyNet : public models::Model {
- public:
-  explicit TinyNet(int64_t hidden = 16) {
-    fc1 = register_module("fc1", torch::nn::Linear(784, hidden));
-    fc2 = register_module("fc2", torch::nn::Linear(hidden, 10));
-  }
-  torch::Tensor forward(const torch::Tensor& x) override {
-    return torch::log_softmax(fc2->forward(torch::tanh(fc1->forward(x.flatten(1)))), 1);
-  }
-  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
-                     const torch::Tensor& = {}) override {
-    return torch::nll_loss(outputs, labels);
-  }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-};
+using testing::TinyNet;
 
-std::shared_ptr<TinyNet> fresh_model() {
-  torch::manual_seed(11);
-  return std::make_shared<TinyNet>();
-}
+std::shared_ptr<TinyNet> fresh_model() { return testing::fresh_tiny_net(); }
 
 std::shared_ptr<data::MnistDataset> random_dataset(int64_t n, int seed = 5) {
-  torch::manual_seed(seed);
-  return std::make_shared<data::MnistDataset>(torch::randint(0, 256, {n, 28, 28}).to(torch::kUInt8),
-                                              torch::randint(0, 10, {n}));
+  return testing::random_mnist(n, seed);
 }
 
 // Counts the examples read, one by one (a collator is given, so no batch fast path).

@@ -17,15 +17,6 @@ namespace output_dir_test {
 using testing::slurp;
 using testing::TempDir;
 
-std::vector<std::string> names_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 TEST(OutputDir, CreatesLocksListsAndCleansUp) {
   TempDir dir;
   std::string out = dir.file("run");
@@ -47,7 +38,8 @@ TEST(OutputDir, CreatesLocksListsAndCleansUp) {
     EXPECT_EQ(output.earlier_entries(),
               (std::vector<std::string>{"model.safetensors", "notes.tmp.txt"}));
   }
-  EXPECT_EQ(names_in(out), (std::vector<std::string>{"model.safetensors", "notes.tmp.txt"}));
+  EXPECT_EQ(base::list_directory(out),
+            (std::vector<std::string>{"model.safetensors", "notes.tmp.txt"}));
 }
 
 TEST(OutputDir, PathsThatCannotBeAnOutputDirAreOneLine) {

@@ -7,32 +7,16 @@
 
 #include "lib/data/mnist.h"
 #include "tests/test_util.h"
+#include "tests/torch_test_util.h"
 #include "trainer/callbacks.h"
 
 namespace trainer {
 namespace trainer_test {
 
-// A model without dropout, so two runs can be compared exactly.
-class TinyNet : public models::Model {
- public:
-  TinyNet() {
-    fc1 = register_module("fc1", torch::nn::Linear(784, 32));
-    fc2 = register_module("fc2", torch::nn::Linear(32, 10));
-  }
-  torch::Tensor forward(const torch::Tensor& x) override {
-    return torch::log_softmax(fc2->forward(torch::tanh(fc1->forward(x.flatten(1)))), 1);
-  }
-  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
-                     const torch::Tensor& = {}) override {
-    return torch::nll_loss(outputs, labels);
-  }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-};
+using testing::TinyNet;
 
 std::shared_ptr<data::MnistDataset> random_dataset(int64_t n, int seed = 5) {
-  torch::manual_seed(seed);
-  return std::make_shared<data::MnistDataset>(torch::randint(0, 256, {n, 28, 28}).to(torch::kUInt8),
-                                              torch::randint(0, 10, {n}));
+  return testing::random_mnist(n, seed);
 }
 
 TrainingArguments quiet_args(testing::TempDir& dir) {
@@ -43,10 +27,7 @@ TrainingArguments quiet_args(testing::TempDir& dir) {
       .num_train_epochs(1);
 }
 
-std::shared_ptr<TinyNet> fresh_model() {
-  torch::manual_seed(11);
-  return std::make_shared<TinyNet>();
-}
+std::shared_ptr<TinyNet> fresh_model() { return testing::fresh_tiny_net(32); }
 
 TEST(Trainer, AccumulatingTwoBatchesOf32MakesTheUpdateOfOneBatchOf64) {
   testing::TempDir dir;

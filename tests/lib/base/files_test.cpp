@@ -16,15 +16,6 @@ namespace files_test {
 using testing::slurp;
 using testing::TempDir;
 
-std::vector<std::string> names_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 TEST(Files, ABatchLandsEveryFileAtCommitAndRemovesWhatItReplaces) {
   TempDir dir;
   write_file_atomic(dir.file("a.json"), "old a");
@@ -41,7 +32,7 @@ TEST(Files, ABatchLandsEveryFileAtCommitAndRemovesWhatItReplaces) {
     batch.remove_on_commit(dir.file("a.json"));  // written in the batch: kept
     batch.commit();
   }
-  EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{"a.json", "b.json"}));
+  EXPECT_EQ(base::list_directory(dir.path()), (std::vector<std::string>{"a.json", "b.json"}));
   EXPECT_EQ(slurp(dir.file("a.json")), "new a");
   EXPECT_EQ(slurp(dir.file("b.json")), "second b");
 }
@@ -56,7 +47,7 @@ TEST(Files, ABatchThatIsNotCommittedLeavesEverythingAsItWas) {
     throw std::runtime_error("the run failed before its commit");
   } catch (const std::runtime_error&) {
   }
-  EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{"a.json"}));
+  EXPECT_EQ(base::list_directory(dir.path()), (std::vector<std::string>{"a.json"}));
   EXPECT_EQ(slurp(dir.file("a.json")), "old a");
 }
 

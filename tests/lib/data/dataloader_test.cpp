@@ -7,17 +7,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "lib/data/mnist.h"
 #include "lib/base/errors.h"
+#include "lib/data/mnist.h"
+#include "tests/torch_test_util.h"
 
 namespace trainer::data {
 namespace dataloader_test {
 
-std::shared_ptr<MnistDataset> small_dataset(int64_t n) {
-  torch::manual_seed(3);
-  return std::make_shared<MnistDataset>(torch::randint(0, 256, {n, 28, 28}).to(torch::kUInt8),
-                                        torch::randint(0, 10, {n}));
-}
+std::shared_ptr<MnistDataset> small_dataset(int64_t n) { return testing::random_mnist(n, 3); }
 
 TEST(Sampler, SequentialIsInOrder) {
   EXPECT_EQ(SequentialSampler(4).indices(3), (std::vector<int64_t>{0, 1, 2, 3}));

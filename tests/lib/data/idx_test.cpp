@@ -13,6 +13,8 @@
 namespace trainer::data {
 namespace idx_test {
 
+using testing::expect_input_error;
+
 using testing::TempDir;
 using testing::write_idx;
 
@@ -29,18 +31,6 @@ std::string gzip(const std::string& bytes) {
   out.resize(stream.total_out);
   deflateEnd(&stream);
   return out;
-}
-
-// Expects `f` to throw InputError whose message contains every one of `parts`.
-template <typename F>
-void expect_input_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    for (const auto& part : parts)
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
 }
 
 TEST(Idx, ReadsPlainAndGzipAlike) {

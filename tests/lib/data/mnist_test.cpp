@@ -10,20 +10,10 @@
 namespace trainer::data {
 namespace mnist_test {
 
+using testing::expect_input_error;
+
 using testing::TempDir;
 using testing::write_idx;
-
-// Expects `f` to throw InputError whose message contains every one of `parts`.
-template <typename F>
-void expect_input_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    for (const auto& part : parts)
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
 
 TEST(MnistDataset, LoadsBothSplitsAndNormalises) {
   TempDir dir;

@@ -19,23 +19,12 @@
 namespace trainer::data {
 namespace text_test {
 
+using testing::expect_input_error;
+
 using testing::TempDir;
 
 void write(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
-}
-
-// Expects `f` to throw InputError whose message contains every one of `parts`.
-template <typename F>
-void expect_input_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no InputError";
-  } catch (const InputError& e) {
-    for (const auto& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-    }
-  }
 }
 
 // `n` bytes of a pattern in which every position's byte is known: 'a' + i % 26.

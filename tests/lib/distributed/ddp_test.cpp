@@ -123,9 +123,8 @@ TEST(Ddp, TheTutorialsTrainDdpRunsOnTwoRanks) {
 }
 
 TEST(Ddp, TorchrunStartsItWithItsAgentStore) {
-  std::string python = TRAINER_PYTHON;
-  if (python.empty()) GTEST_SKIP() << "no Python with torch configured";
-  std::string torchrun = python.substr(0, python.rfind('/')) + "/torchrun";
+  const std::string torchrun = testing::torchrun_path();
+  if (torchrun.empty()) GTEST_SKIP() << "no Python with torch configured";
   auto result = run(torchrun + " --nproc_per_node 2 --master_port " +
                     std::to_string(testing::free_port()) + " --no-python " + kWorker + " env");
   ASSERT_EQ(result.exit_code, 0) << result.err;

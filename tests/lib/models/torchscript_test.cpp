@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "lib/data/mnist.h"
 #include "lib/base/errors.h"
+#include "lib/data/mnist.h"
 #include "lib/io/safetensors.h"
 #include "tests/test_util.h"
 #include "trainer/trainer.h"
@@ -23,15 +23,8 @@ using testing::TempDir;
 
 const Task kLogProbs{data::TaskKind::kClassification, /*log_probs=*/true};
 
-bool python_has_torch() {
-  static const bool has =
-      !std::string(TRAINER_PYTHON).empty() &&
-      run(std::string(TRAINER_PYTHON) + " -c 'import torch' 2>/dev/null").exit_code == 0;
-  return has;
-}
-
 #define SKIP_WITHOUT_TORCH()                           \
-  if (!python_has_torch())                             \
+  if (!testing::python_has_torch())                    \
   GTEST_SKIP() << "TRAINER_PYTHON (" << TRAINER_PYTHON \
                << ") cannot import torch: the TorchScript files are written by PyTorch"
 

@@ -48,12 +48,6 @@ PlotRun make_run(const std::string& label, const json& log_history) {
   return plot_run_from_log_history(label, log_history, label + "/trainer_state.json");
 }
 
-size_t count(const std::string& text, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
 // The points of the polyline of `run`'s series `key` in the panel of `quantity`, as x, y pairs.
 std::vector<std::pair<double, double>> curve(const std::string& svg, const std::string& quantity,
                                              const std::string& run, const std::string& key) {
@@ -92,11 +86,11 @@ TEST(Plot, OnePanelPerQuantityAndOneCurvePerRunAndSeries) {
   EXPECT_EQ(curve(svg, "loss", "short", "loss").size(), 4u);
   EXPECT_EQ(curve(svg, "loss", "short", "eval_loss").size(), 2u);
   EXPECT_EQ(curve(svg, "eval_accuracy", "short", "eval_accuracy").size(), 2u);
-  EXPECT_EQ(count(svg, "<polyline "), 6u);
-  EXPECT_EQ(count(svg, "class=\"series train\""), 2u);
-  EXPECT_EQ(count(svg, "class=\"series eval\""), 4u);
+  EXPECT_EQ(testing::count(svg, "<polyline "), 6u);
+  EXPECT_EQ(testing::count(svg, "class=\"series train\""), 2u);
+  EXPECT_EQ(testing::count(svg, "class=\"series eval\""), 4u);
   // A dot at each evaluation: 2 + 2 + 2 + 2, plus the eval style's sample in the legend.
-  EXPECT_EQ(count(svg, "<circle "), 9u);
+  EXPECT_EQ(testing::count(svg, "<circle "), 9u);
   // One colour per run, on its legend entry and every curve of it.
   auto strokes = testing::matches(
       svg, "data-run=\"long\" data-key=\"[^\"]*\" fill=\"none\" stroke=\"([^\"]*)\"");
@@ -109,11 +103,11 @@ TEST(Plot, OnePanelPerQuantityAndOneCurvePerRunAndSeries) {
   EXPECT_NE(others[0], strokes[0]);
   EXPECT_NE(svg.find("fill=\"" + strokes[0] + "\"/><text"), std::string::npos);
   // Axes: labels and ticks on each panel.
-  EXPECT_EQ(count(svg, "class=\"x-label\""), 2u);
-  EXPECT_EQ(count(svg, ">step</text>"), 2u);
-  EXPECT_EQ(count(svg, ">accuracy</text>"), 1u);
-  EXPECT_GE(count(svg, "text-anchor=\"end\" stroke=\"none\">"), 6u);  // y ticks' labels
-  EXPECT_EQ(count(svg, ">60</text>"), 2u);                            // the last step, on x
+  EXPECT_EQ(testing::count(svg, "class=\"x-label\""), 2u);
+  EXPECT_EQ(testing::count(svg, ">step</text>"), 2u);
+  EXPECT_EQ(testing::count(svg, ">accuracy</text>"), 1u);
+  EXPECT_GE(testing::count(svg, "text-anchor=\"end\" stroke=\"none\">"), 6u);  // y ticks' labels
+  EXPECT_EQ(testing::count(svg, ">60</text>"), 2u);  // the last step, on x
   // The steps climb from left to right.
   auto points = curve(svg, "loss", "long", "loss");
   for (size_t i = 1; i < points.size(); ++i) EXPECT_GT(points[i].first, points[i - 1].first);
@@ -153,9 +147,9 @@ TEST(Plot, NonFiniteAndNonNumericValuesAreLeftOut) {
   EXPECT_EQ(run.series[1].key, "eval_accuracy");
   std::string svg = plot_svg({run}, "t");
   EXPECT_EQ(curve(svg, "loss", "r", "loss").size(), 2u);
-  EXPECT_EQ(count(svg, "eval_runtime"), 0u);
-  EXPECT_EQ(count(svg, "nan"), 0u);
-  EXPECT_EQ(count(svg, "inf"), 0u);
+  EXPECT_EQ(testing::count(svg, "eval_runtime"), 0u);
+  EXPECT_EQ(testing::count(svg, "nan"), 0u);
+  EXPECT_EQ(testing::count(svg, "inf"), 0u);
 
   EXPECT_THROW(make_run("r", json::object()), InputError);
 }
@@ -206,10 +200,10 @@ TEST(Plot, ALonePointIsADotOnAnAxisAroundIt) {
       std::string svg = plot_svg({run}, "t");
       auto points = curve(svg, "loss", "one", "eval_loss");
       ASSERT_EQ(points.size(), 1u) << step << " " << value;
-      EXPECT_EQ(count(svg, "<g class=\"markers\""), 1u);
-      EXPECT_EQ(count(svg, "nan"), 0u) << svg;
-      EXPECT_GE(count(svg, "text-anchor=\"middle\" stroke=\"none\">"), 2u);  // x ticks
-      EXPECT_GE(count(svg, "text-anchor=\"end\" stroke=\"none\">"), 2u);     // y ticks
+      EXPECT_EQ(testing::count(svg, "<g class=\"markers\""), 1u);
+      EXPECT_EQ(testing::count(svg, "nan"), 0u) << svg;
+      EXPECT_GE(testing::count(svg, "text-anchor=\"middle\" stroke=\"none\">"), 2u);  // x ticks
+      EXPECT_GE(testing::count(svg, "text-anchor=\"end\" stroke=\"none\">"), 2u);     // y ticks
       // Inside the plot area, not on its edge.
       std::smatch area;
       ASSERT_TRUE(std::regex_search(svg, area,
@@ -222,7 +216,7 @@ TEST(Plot, ALonePointIsADotOnAnAxisAroundIt) {
   }
   // A training loss of one point is a dot too.
   std::string svg = plot_svg({make_run("one", json::array({{{"loss", 1.0}, {"step", 5}}}))}, "t");
-  EXPECT_EQ(count(svg, "<g class=\"markers\" data-run=\"one\" data-key=\"loss\""), 1u);
+  EXPECT_EQ(testing::count(svg, "<g class=\"markers\" data-run=\"one\" data-key=\"loss\""), 1u);
 }
 
 TEST(Plot, RunsOfDifferentLengthsShareTheStepAxis) {
@@ -248,8 +242,8 @@ TEST(Plot, ExtremeValuesStayOnThePicture) {
                           {{"eval_loss", 1e-300}, {"eval_tiny", 1.0}, {"step", 3}},
                           {{"eval_tiny", 1.0 + 1e-15}, {"step", 4}}});
   std::string svg = plot_svg({make_run("x", log)}, "t");
-  EXPECT_EQ(count(svg, "nan"), 0u);
-  EXPECT_EQ(count(svg, "inf"), 0u);
+  EXPECT_EQ(testing::count(svg, "nan"), 0u);
+  EXPECT_EQ(testing::count(svg, "inf"), 0u);
   int width = std::stoi(testing::matches(svg, "<svg [^>]*width=\"([0-9]+)\"")[0]);
   int height = std::stoi(testing::matches(svg, "<svg [^>]*height=\"([0-9]+)\"")[0]);
   for (const char* key : {"loss", "eval_loss"}) {
@@ -262,7 +256,7 @@ TEST(Plot, ExtremeValuesStayOnThePicture) {
   }
   EXPECT_EQ(curve(svg, "eval_tiny", "x", "eval_tiny").size(), 2u);
   // A handful of ticks per axis, never thousands.
-  EXPECT_LT(count(svg, "stroke=\"none\">"), 60u);
+  EXPECT_LT(testing::count(svg, "stroke=\"none\">"), 60u);
 }
 
 TEST(Plot, LabelsAreEscapedAndValidUtf8) {
@@ -289,8 +283,8 @@ TEST(Plot, NothingToPlotSaysSo) {
   EXPECT_FALSE(has_points(empty));
   std::string svg = plot_svg({empty}, "t");
   EXPECT_NE(svg.find("Nothing to plot"), std::string::npos);
-  EXPECT_EQ(count(svg, "<polyline"), 0u);
-  EXPECT_EQ(count(svg, "class=\"panel\""), 0u);
+  EXPECT_EQ(testing::count(svg, "<polyline"), 0u);
+  EXPECT_EQ(testing::count(svg, "class=\"panel\""), 0u);
 }
 
 TEST(Plot, ThePageShowsTheSvgAtItsSize) {

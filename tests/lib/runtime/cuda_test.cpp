@@ -8,13 +8,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "lib/data/mnist.h"
 #include "lib/accelerate/accelerator.h"
-#include "lib/runtime/cuda.h"
-#include "lib/distributed/process_group.h"
 #include "lib/base/errors.h"
+#include "lib/data/mnist.h"
+#include "lib/distributed/process_group.h"
 #include "lib/optim/adamw.h"
+#include "lib/runtime/cuda.h"
 #include "tests/test_util.h"
+#include "tests/torch_test_util.h"
 #include "trainer/trainer.h"
 
 namespace trainer {
@@ -24,9 +25,7 @@ namespace cuda_test {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
 
 std::shared_ptr<data::MnistDataset> random_images(int64_t n, int seed = 3) {
-  torch::manual_seed(seed);
-  return std::make_shared<data::MnistDataset>(torch::randint(0, 256, {n, 28, 28}).to(torch::kUInt8),
-                                              torch::randint(0, 10, {n}));
+  return testing::random_mnist(n, seed);
 }
 
 TrainingArguments args_in(const testing::TempDir& dir) {

@@ -1,0 +1,53 @@
+// JSON values as error messages show them.
+#include "lib/base/json_text.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "lib/base/errors.h"
+#include "lib/base/text.h"
+
+namespace trainer::base {
+
+using json = nlohmann::ordered_json;
+
+std::string json_text(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string shown(const json& value) {
+  if (value.is_number_float() && !std::isfinite(value.get<double>())) {
+    return python_float(value.get<double>());  // JSON has no inf or nan
+  }
+  std::string text = json_text(value);
+  return text.size() <= 60 ? text : text.substr(0, 57) + "...";
+}
+
+std::string a_type(const json& value) {
+  if (value.is_null()) return "null";
+  std::string type = value.is_number_integer() ? "integer"
+                     : value.is_number()       ? "number"
+                                               : value.type_name();
+  return (std::string("aeiou").find(type.front()) != std::string::npos ? "an " : "a ") + type;
+}
+
+std::optional<int64_t> whole_number(const json& value) {
+  if (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT64_MAX})
+    return std::nullopt;
+  if (value.is_number_integer()) return value.get<int64_t>();
+  if (value.is_number_float()) {
+    double d = value.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15)
+      return static_cast<int64_t>(d);
+  }
+  return std::nullopt;
+}
+
+const json& required_field(const json& object, const char* key, const std::string& source) {
+  auto it = object.find(key);
+  if (it == object.end()) throw InputError(fmt::format("{}: no \"{}\"", source, key));
+  return *it;
+}
+
+}  // namespace trainer::base

@@ -1,0 +1,24 @@
+// The one way to print a warning: "trainer: warning: <line>" on stderr, flushed at once. A
+// warning is something the user should know that does not stop the run; the caller decides
+// which processes print it (usually the main process only).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace trainer::base {
+
+inline void warn(const std::string& line) {
+  std::fprintf(stderr, "trainer: warning: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+template <typename... Args>
+void warn(fmt::format_string<Args...> format, Args&&... args) {
+  warn(fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace trainer::base

@@ -1,0 +1,44 @@
+// Fixtures of the LibTorch test binary (test_util.h stays torch-free): a small dropout-free model,
+// so that two runs can be compared exactly, and random MNIST-shaped data.
+#pragma once
+
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "lib/data/mnist.h"
+#include "lib/models/models.h"
+
+namespace trainer::testing {
+
+// 784 -> hidden (tanh) -> 10, log-probabilities scored with NLL.
+class TinyNet : public models::Model {
+ public:
+  explicit TinyNet(int64_t hidden = 16) {
+    fc1 = register_module("fc1", torch::nn::Linear(784, hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, 10));
+  }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    return torch::log_softmax(fc2->forward(torch::tanh(fc1->forward(x.flatten(1)))), 1);
+  }
+  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
+                     const torch::Tensor& = {}) override {
+    return torch::nll_loss(outputs, labels);
+  }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+
+// A TinyNet initialised from seed 11.
+inline std::shared_ptr<TinyNet> fresh_tiny_net(int64_t hidden = 16) {
+  torch::manual_seed(11);
+  return std::make_shared<TinyNet>(hidden);
+}
+
+// `n` random 28x28 images and labels 0..9, drawn after torch::manual_seed(seed).
+inline std::shared_ptr<data::MnistDataset> random_mnist(int64_t n, int seed) {
+  torch::manual_seed(seed);
+  return std::make_shared<data::MnistDataset>(torch::randint(0, 256, {n, 28, 28}).to(torch::kUInt8),
+                                              torch::randint(0, 10, {n}));
+}
+
+}  // namespace trainer::testing

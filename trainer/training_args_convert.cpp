@@ -1,0 +1,290 @@
+// The arguments' conversions: JSON to each field type with a type check naming the key,
+// command-line text to JSON as HfArgumentParser reads it (Python's numbers, True/False/None), and
+// the Spec of each row of training_args_table.h.
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/base/errors.h"
+#include "lib/base/json_text.h"
+#include "lib/base/text.h"
+#include "trainer/training_args_specs.h"
+
+namespace trainer::args {
+namespace {
+
+using json = nlohmann::ordered_json;
+using base::a_type;
+using base::shown;
+
+[[noreturn]] void wrong_type(const std::string& key, const json& value, const char* expected) {
+  if (value.is_null())
+    throw InputError(fmt::format("argument {}: null, expected {}", key, expected));
+  throw InputError(fmt::format("argument {}: {} is {}, expected {}", key, shown(value),
+                               a_type(value), expected));
+}
+
+// JSON -> field value, with a type check that names the key.
+template <typename T>
+struct Convert;
+
+template <>
+struct Convert<bool> {
+  static bool from(const std::string& key, const json& v) {
+    if (!v.is_boolean()) wrong_type(key, v, "true or false");
+    return v.get<bool>();
+  }
+};
+template <>
+struct Convert<int64_t> {
+  static int64_t from(const std::string& key, const json& v) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}) {
+      throw InputError(
+          fmt::format("argument {}: {} is out of range (an integer up to 2^63-1)", key, shown(v)));
+    }
+    if (std::optional<int64_t> whole = base::whole_number(v)) return *whole;
+    wrong_type(key, v, "an integer");
+  }
+};
+template <>
+struct Convert<double> {
+  static double from(const std::string& key, const json& v) {
+    if (!v.is_number()) wrong_type(key, v, "a number");
+    return v.get<double>();
+  }
+};
+template <>
+struct Convert<std::string> {
+  static std::string from(const std::string& key, const json& v) {
+    if (!v.is_string()) wrong_type(key, v, "a string");
+    // A command-line value can hold any bytes; training_args.json (JSON) only text.
+    try {
+      (void)v.dump();
+    } catch (const json::type_error&) {
+      throw InputError(fmt::format("argument {}: {} is not valid UTF-8 text", key, shown(v)));
+    }
+    return v.get<std::string>();
+  }
+};
+template <>
+struct Convert<json> {
+  static json from(const std::string& key, const json& v) {
+    if (v.is_null()) return json::object();
+    if (!v.is_object()) wrong_type(key, v, "a JSON object of options, e.g. {\"dropout\": 0.1}");
+    return v;
+  }
+};
+template <typename T>
+struct Convert<std::optional<T>> {
+  static std::optional<T> from(const std::string& key, const json& v) {
+    if (v.is_null()) return std::nullopt;
+    return Convert<T>::from(key, v);
+  }
+};
+template <>
+struct Convert<std::vector<std::string>> {
+  static std::vector<std::string> from(const std::string& key, const json& v) {
+    if (v.is_string()) return {v.get<std::string>()};
+    if (!v.is_array()) wrong_type(key, v, "a string or a list of strings");
+    std::vector<std::string> out;
+    for (const auto& item : v) out.push_back(Convert<std::string>::from(key, item));
+    return out;
+  }
+};
+
+// A number as Python's int() or float() reads it ("01", "+1e-3", ".5", "1_000", " 2 ", "inf",
+// "1e999" as inf), or nothing; an integer past int64 is an error that quotes it.
+std::optional<json> python_number(const std::string& typed) {
+  const std::string text = base::trimmed(typed, " \t\n");
+  if (text.empty()) return std::nullopt;
+  std::string digits;  // without the underscores Python allows between digits
+  for (size_t i = 0; i < text.size(); ++i) {
+    bool between_digits = i > 0 && i + 1 < text.size() &&
+                          std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
+                          std::isdigit(static_cast<unsigned char>(text[i + 1]));
+    if (text[i] == '_' && between_digits) continue;
+    digits += text[i];
+  }
+  if (digits.find_first_of("xXpP") != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  if (digits.find_first_not_of("+-0123456789") == std::string::npos) {
+    long long value = std::strtoll(digits.c_str(), &end, 10);
+    if (*end != '\0' || end == digits.c_str()) return std::nullopt;
+    if (errno == ERANGE) {
+      throw InputError(fmt::format("{} is out of range (an integer up to 2^63-1)", typed));
+    }
+    return json(static_cast<int64_t>(value));
+  }
+  double value = std::strtod(digits.c_str(), &end);
+  if (*end != '\0' || end == digits.c_str()) return std::nullopt;
+  return json(value);
+}
+
+// Command-line text -> JSON for a field of type T: strings stay text, the rest is read as JSON
+// (with Python's True/False/None accepted, as HfArgumentParser takes them).
+template <typename T>
+json text_to_json(const std::string& text) {
+  constexpr bool is_string =
+      std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>>;
+  if constexpr (is_string) {
+    if (std::is_same_v<T, std::optional<std::string>> && (text == "None" || text == "null"))
+      return nullptr;
+    return text;
+  }
+  if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    if (!text.empty() && text.front() == '[') {
+      json parsed = json::parse(text, nullptr, false);
+      if (!parsed.is_discarded()) return parsed;
+    }
+    json list = json::array();
+    size_t start = 0;
+    while (start <= text.size()) {
+      size_t comma = text.find(',', start);
+      if (comma == std::string::npos) comma = text.size();
+      if (comma > start) list.push_back(text.substr(start, comma - start));
+      start = comma + 1;
+    }
+    return list;
+  }
+  if (text == "True" || text == "true") return true;
+  if (text == "False" || text == "false") return false;
+  if (text == "None" || text == "null") return nullptr;
+  constexpr bool is_number = std::is_same_v<T, int64_t> ||
+                             std::is_same_v<T, std::optional<int64_t>> ||
+                             std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>;
+  if constexpr (is_number) {
+    if (auto number = python_number(text)) return *number;
+  }
+  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return text;  // reported as a wrong type, with the text quoted
+  return parsed;
+}
+
+// What a value of type T must be, in the words of the error messages.
+template <typename T>
+const char* kind_of() {
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::optional<bool>>) {
+    return "true or false";
+  } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, std::optional<int64_t>>) {
+    return "an integer";
+  } else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>) {
+    return "a number";
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    return "a string or a list of strings";
+  } else if constexpr (std::is_same_v<T, json>) {
+    return kJsonObjectKind;
+  } else {
+    return "a string";
+  }
+}
+
+template <typename T>
+json to_json_value(const T& v) {
+  if constexpr (std::is_same_v<T, std::optional<std::string>> ||
+                std::is_same_v<T, std::optional<int64_t>> ||
+                std::is_same_v<T, std::optional<double>> ||
+                std::is_same_v<T, std::optional<bool>>) {
+    return v ? json(*v) : json(nullptr);
+  } else {
+    return json(v);
+  }
+}
+
+// The Spec of a row of the table.
+template <typename T>
+Spec make_spec(std::string name, std::string help,
+               std::function<json(const TrainingArguments&)> get,
+               std::function<void(TrainingArguments&, const T&)> set) {
+  Spec spec;
+  spec.name = name;
+  spec.help = std::move(help);
+  spec.kind = kind_of<T>();
+  spec.get = std::move(get);
+  spec.set = [name, set](TrainingArguments& a, const json& v) {
+    set(a, Convert<T>::from(name, v));
+  };
+  spec.parse_text = [](const std::string& s) { return text_to_json<T>(s); };
+  return spec;
+}
+
+// resume_from_checkpoint reads true (or a word for it) as "the newest checkpoint", false and null
+// as none, and writes "true" back as true.
+void read_resume_from_checkpoint(Spec& spec) {
+  spec.kind = "a path, or true";
+  spec.get = [](const TrainingArguments& a) -> json {
+    const auto& v = a.resume_from_checkpoint();
+    if (!v) return nullptr;
+    return *v == "true" ? json(true) : json(*v);
+  };
+  spec.set = [](TrainingArguments& a, const json& v) {
+    std::optional<std::string> value;
+    if (v.is_boolean()) {
+      if (v.get<bool>()) value = "true";
+    } else {
+      value = Convert<std::optional<std::string>>::from("resume_from_checkpoint", v);
+      std::string word = value.value_or("");
+      std::transform(word.begin(), word.end(), word.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      if (word == "true") value = "true";
+      if (word == "false") value.reset();
+      if (value && value->empty()) {
+        throw InputError(
+            "argument resume_from_checkpoint: \"\" is not allowed (a checkpoint folder, or true "
+            "for "
+            "the newest in output_dir)");
+      }
+    }
+    a.resume_from_checkpoint(value);
+  };
+  spec.parse_text = [](const std::string& s) -> json {
+    if (s == "None" || s == "null") return nullptr;
+    return s;
+  };
+}
+
+const Spec* find_spec(const std::string& name) {
+  for (const auto& s : specs()) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const std::vector<Spec>& specs() {
+  static const std::vector<Spec> table = [] {
+    std::vector<Spec> rows = {
+#define TRAINER_ARGUMENT_SPEC(T, name, default_value, help)                               \
+  make_spec<T>(                                                                           \
+      #name, help, [](const TrainingArguments& a) { return to_json_value<T>(a.name()); }, \
+      [](TrainingArguments& a, const T& v) { a.name(v); }),
+        TRAINER_ARGUMENTS(TRAINER_ARGUMENT_SPEC)
+#undef TRAINER_ARGUMENT_SPEC
+    };
+    for (Spec& spec : rows)
+      if (spec.name == "resume_from_checkpoint") read_resume_from_checkpoint(spec);
+    return rows;
+  }();
+  return table;
+}
+
+const Spec& lookup(const std::string& key) {
+  if (key == "evaluation_strategy") return *find_spec("eval_strategy");
+  if (key.empty()) throw InputError("an empty name \"\" is not an argument");
+  if (const Spec* s = find_spec(key)) return *s;
+  TrainingArguments::reject_unsupported_key(key);
+  std::vector<std::string> names;
+  for (const auto& s : specs()) names.push_back(s.name);
+  std::string near = base::nearest(key, names);
+  throw InputError(fmt::format(
+      "unknown argument {}{}", key,
+      near.empty() ? " (see trainer train --help)" : fmt::format(" (did you mean {}?)", near)));
+}
+
+}  // namespace trainer::args

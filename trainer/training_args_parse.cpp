@@ -1,0 +1,203 @@
+// Reading TrainingArguments: a JSON config (one flat object, checked key by key as it is read) and
+// `--name value` overrides, and the keys of Transformers' TrainingArguments that are refused.
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
+#include "lib/base/json_text.h"
+#include "trainer/training_args_specs.h"
+
+namespace trainer {
+
+using json = nlohmann::ordered_json;
+using args::lookup;
+using base::a_type;
+using base::shown;
+
+// Keys of Transformers' TrainingArguments that this trainer does not implement.
+const std::vector<std::string>& TrainingArguments::unsupported_keys() {
+  static const std::vector<std::string> keys = {"accelerator_config",
+                                                "adafactor",
+                                                "auto_find_batch_size",
+                                                "average_tokens_across_devices",
+                                                "batch_eval_metrics",
+                                                "bf16_full_eval",
+                                                "dataloader_num_workers",
+                                                "dataloader_persistent_workers",
+                                                "dataloader_pin_memory",
+                                                "dataloader_prefetch_factor",
+                                                "debug",
+                                                "deepspeed",
+                                                "dispatch_batches",
+                                                "do_predict",
+                                                "eval_accumulation_steps",
+                                                "eval_delay",
+                                                "eval_do_concat_batches",
+                                                "eval_on_start",
+                                                "fp16_backend",
+                                                "fp16_full_eval",
+                                                "fp16_opt_level",
+                                                "fsdp",
+                                                "fsdp_config",
+                                                "fsdp_min_num_params",
+                                                "fsdp_transformer_layer_cls_to_wrap",
+                                                "full_determinism",
+                                                "gradient_checkpointing",
+                                                "gradient_checkpointing_kwargs",
+                                                "group_by_length",
+                                                "half_precision_backend",
+                                                "hub_model_id",
+                                                "hub_private_repo",
+                                                "hub_strategy",
+                                                "hub_token",
+                                                "include_for_metrics",
+                                                "include_inputs_for_metrics",
+                                                "include_num_input_tokens_seen",
+                                                "include_tokens_per_second",
+                                                "jit_mode_eval",
+                                                "label_names",
+                                                "label_smoothing_factor",
+                                                "length_column_name",
+                                                "local_rank",
+                                                "log_level",
+                                                "log_level_replica",
+                                                "log_on_each_node",
+                                                "logging_nan_inf_filter",
+                                                "lr_scheduler_kwargs",
+                                                "mp_parameters",
+                                                "neftune_noise_alpha",
+                                                "no_cuda",
+                                                "optim",
+                                                "optim_args",
+                                                "optim_target_modules",
+                                                "past_index",
+                                                "per_gpu_eval_batch_size",
+                                                "per_gpu_train_batch_size",
+                                                "prediction_loss_only",
+                                                "push_to_hub",
+                                                "ray_scope",
+                                                "restore_callback_states_from_checkpoint",
+                                                "save_on_each_node",
+                                                "save_safetensors",
+                                                "sharded_ddp",
+                                                "skip_memory_metrics",
+                                                "split_batches",
+                                                "torch_compile",
+                                                "torch_compile_backend",
+                                                "torch_compile_mode",
+                                                "torchdynamo",
+                                                "tpu_metrics_debug",
+                                                "tpu_num_cores",
+                                                "use_ipex",
+                                                "use_legacy_prediction_loop",
+                                                "use_liger_kernel",
+                                                "use_mps_device"};
+  return keys;
+}
+
+void TrainingArguments::reject_unsupported_key(const std::string& name) {
+  const auto& keys = unsupported_keys();
+  if (std::find(keys.begin(), keys.end(), name) == keys.end()) return;
+  throw InputError(fmt::format(
+      "argument {}: Transformers' TrainingArguments has it, but this trainer does not support it",
+      name));
+}
+
+TrainingArguments TrainingArguments::from_json_text(const std::string& json_text,
+                                                    const std::string& source) {
+  // The callback sees each top-level key as it is read. An unknown key, a key given twice or a
+  // nested object is recorded (the first one is reported, after any syntax error) and dropped,
+  // so the object never grows past the ~50 known keys and reading stays linear in the text's
+  // size whatever it holds.
+  std::map<std::string, std::string> seen;  // key -> its value, as the messages quote it
+  std::string key;
+  std::optional<std::string> error;
+  auto fail = [&](const std::string& message) {
+    if (!error) error = message;
+    return false;
+  };
+  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (error && depth >= 1) return false;  // the rest is only checked for syntax
+    if (depth > 8 &&
+        (event == json::parse_event_t::array_start || event == json::parse_event_t::object_start)) {
+      // No argument nests; a deep value would only cost stack when it is printed.
+      return fail(fmt::format("{}: values nested deeper than 8 levels (under {})", source,
+                              key.empty() ? "the top level" : key));
+    }
+    if (depth == 1 && event == json::parse_event_t::key) {
+      key = parsed.get<std::string>();
+      try {
+        lookup(key);
+      } catch (const InputError& e) {
+        return fail(e.what());
+      }
+      if (auto it = seen.find(key); it != seen.end()) {
+        return fail(
+            fmt::format("{}: {} is given twice (first {}); give it once", source, key, it->second));
+      }
+      seen[key] = "";
+    } else if (depth >= 1 && event == json::parse_event_t::object_start &&
+               std::string(lookup(key).kind) != args::kJsonObjectKind) {
+      return fail(
+          fmt::format("argument {}: an object is not allowed, expected {}", key, lookup(key).kind));
+    } else if (depth == 1 &&
+               (event == json::parse_event_t::value || event == json::parse_event_t::array_end ||
+                event == json::parse_event_t::object_end)) {
+      seen[key] = shown(parsed);
+    }
+    return true;
+  };
+  json object;
+  try {
+    object = json::parse(json_text, on_event);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
+    std::string what = e.what();
+    throw InputError(
+        fmt::format("{} is not valid JSON: {}", source, what.substr(what.find(']') + 2)));
+  }
+  if (error) throw InputError(*error);
+  if (!object.is_object()) {
+    throw InputError(fmt::format("{} must hold one flat JSON object of arguments, not {}", source,
+                                 a_type(object)));
+  }
+  if (object.contains("eval_strategy") && object.contains("evaluation_strategy") &&
+      object["eval_strategy"] != object["evaluation_strategy"]) {
+    throw InputError(fmt::format(
+        "{}: eval_strategy {} and its old name evaluation_strategy {} disagree (give one)", source,
+        shown(object["eval_strategy"]), shown(object["evaluation_strategy"])));
+  }
+  TrainingArguments args;
+  for (const auto& [name, value] : object.items()) lookup(name).set(args, value);
+  args.validate();
+  return args;
+}
+
+void TrainingArguments::set_from_text(const std::string& name, const std::string& value) {
+  const args::Spec& spec = lookup(name);
+  json parsed;
+  try {
+    parsed = spec.parse_text(value);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("argument {}: {}", name, e.what()));
+  }
+  spec.set(*this, parsed);
+}
+
+TrainingArguments TrainingArguments::parse(
+    const std::string& json_path,
+    const std::vector<std::pair<std::string, std::string>>& overrides) {
+  TrainingArguments args;
+  if (!json_path.empty()) {
+    // A configuration is a few kilobytes; 1 GiB bounds what a wrong path can make us read.
+    args = from_json_text(base::read_file(json_path, size_t{1} << 30), json_path);
+  }
+  for (const auto& [name, value] : overrides) args.set_from_text(name, value);
+  args.validate();
+  return args;
+}
+
+}  // namespace trainer

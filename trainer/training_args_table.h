@@ -1,0 +1,164 @@
+// The table of TrainingArguments: each row is one argument's C++ type, name, default and help,
+// in Transformers' order where Transformers has it. The class's fields and setters
+// (training_args.h), the JSON and `--name value` conversions, `--help`, training_args.json and
+// docs/arguments.md all come from these rows: a new argument is one row here (and its check in
+// validate()). X-macro: define X(type, name, default, help) and expand TRAINER_ARGUMENTS(X).
+#pragma once
+
+// clang-format off
+#define TRAINER_ARGUMENTS(X) \
+  X(std::string, output_dir, "trainer_output",                                                     \
+    "Where trainer_state.json, training_args.json, model.safetensors and the results go.")         \
+  X(bool, overwrite_output_dir, false,                                                             \
+    "Train into an output_dir that already holds files, replacing an earlier run's results.")      \
+  X(bool, do_train, false,                                                                         \
+    "Accepted for compatibility; `trainer train` always trains.")                                  \
+  X(bool, do_eval, false,                                                                          \
+    "Evaluate after training even when eval_strategy is \"no\".")                                  \
+  X(double, num_train_epochs, 3.0,                                                                 \
+    "Number of epochs (a fraction ends mid-epoch).")                                               \
+  X(int64_t, max_steps, -1,                                                                        \
+    "If > 0: total optimization steps, overriding num_train_epochs.")                              \
+  X(int64_t, per_device_train_batch_size, 8,                                                       \
+    "Training batch size per process.")                                                            \
+  X(int64_t, per_device_eval_batch_size, 8,                                                        \
+    "Evaluation batch size per process.")                                                          \
+  X(double, learning_rate, 5e-5,                                                                   \
+    "Initial AdamW learning rate.")                                                                \
+  X(double, weight_decay, 0.0,                                                                     \
+    "AdamW weight decay, applied to all parameters but biases and norms.")                         \
+  X(double, adam_beta1, 0.9,                                                                       \
+    "AdamW beta1.")                                                                                \
+  X(double, adam_beta2, 0.999,                                                                     \
+    "AdamW beta2.")                                                                                \
+  X(double, adam_epsilon, 1e-8,                                                                    \
+    "AdamW epsilon.")                                                                              \
+  X(double, max_grad_norm, 1.0,                                                                    \
+    "Gradient clipping norm (0 disables clipping).")                                               \
+  X(int64_t, gradient_accumulation_steps, 1,                                                       \
+    "Batches accumulated before each optimizer step.")                                             \
+  X(std::string, lr_scheduler_type, "linear",                                                      \
+    "linear, cosine, constant or constant_with_warmup.")                                           \
+  X(int64_t, warmup_steps, 0,                                                                      \
+    "Linear warmup steps (overrides warmup_ratio when > 0).")                                      \
+  X(double, warmup_ratio, 0.0,                                                                     \
+    "Fraction of the total steps used for linear warmup.")                                         \
+  X(std::string, logging_strategy, "steps",                                                        \
+    "no, steps or epoch.")                                                                         \
+  X(double, logging_steps, 500,                                                                    \
+    "Log every N steps (a value below 1 is a fraction of the total).")                             \
+  X(bool, logging_first_step, false,                                                               \
+    "Also log the first step.")                                                                    \
+  X(std::string, eval_strategy, "no",                                                              \
+    "no, steps or epoch (old name: evaluation_strategy).")                                         \
+  X(std::optional<double>, eval_steps, std::nullopt,                                               \
+    "Evaluate every N steps (default: logging_steps).")                                            \
+  X(std::string, save_strategy, "steps",                                                           \
+    "When to save a checkpoint-<step> folder: no, steps, epoch, or best (when "                    \
+    "metric_for_best_model improves).")                                                            \
+  X(double, save_steps, 500,                                                                       \
+    "Save every N steps with save_strategy steps (a value below 1 is a fraction of the "           \
+    "total).")                                                                                     \
+  X(std::optional<int64_t>, save_total_limit, std::nullopt,                                        \
+    "Keep at most N checkpoints: the newest, and the best one with load_best_model_at_end "        \
+    "(null: keep all).")                                                                           \
+  X(bool, save_only_model, false,                                                                  \
+    "Checkpoints hold the model only, no optimizer, schedule or random state (they cannot be "     \
+    "resumed).")                                                                                   \
+  X(bool, load_best_model_at_end, false,                                                           \
+    "Load the checkpoint with the best metric_for_best_model when training ends (needs "           \
+    "save_strategy to match eval_strategy).")                                                      \
+  X(std::optional<std::string>, metric_for_best_model, std::nullopt,                               \
+    "Metric that picks the best checkpoint, e.g. loss or accuracy (default with "                  \
+    "load_best_model_at_end: loss).")                                                              \
+  X(std::optional<bool>, greater_is_better, std::nullopt,                                          \
+    "Whether a greater metric_for_best_model is better (default: false for names ending in "       \
+    "loss, else true).")                                                                           \
+  X(std::optional<std::string>, resume_from_checkpoint, std::nullopt,                              \
+    "Resume training from a checkpoint folder, or true for the newest good checkpoint in "         \
+    "output_dir.")                                                                                 \
+  X(bool, ignore_data_skip, false,                                                                 \
+    "On resume, start the interrupted epoch from its beginning instead of skipping the "           \
+    "batches already trained on.")                                                                 \
+  X(int64_t, max_nonfinite_steps, 10,                                                              \
+    "Stop with an error after this many steps in a row with a non-finite loss or gradient "        \
+    "norm (each one's update is skipped); 0: never stop.")                                         \
+  X(std::optional<int64_t>, early_stopping_patience, std::nullopt,                                 \
+    "Stop training after this many evaluations without improving metric_for_best_model "           \
+    "(Transformers' EarlyStoppingCallback; null: off).")                                           \
+  X(double, early_stopping_threshold, 0.0,                                                         \
+    "How much metric_for_best_model must improve to count, with early_stopping_patience.")         \
+  X(int64_t, seed, 42,                                                                             \
+    "Seed for model initialisation, dropout and (without data_seed) shuffling.")                   \
+  X(std::optional<int64_t>, data_seed, std::nullopt,                                               \
+    "Seed for shuffling the training data (default: seed).")                                       \
+  X(bool, use_cpu, false,                                                                          \
+    "Train on the CPU even where CUDA is available.")                                              \
+  X(bool, bf16, false,                                                                             \
+    "bf16 mixed precision (autocast), on CPU and CUDA.")                                           \
+  X(bool, fp16, false,                                                                             \
+    "fp16 mixed precision with loss scaling (CUDA only).")                                         \
+  X(std::optional<bool>, tf32, std::nullopt,                                                       \
+    "TF32 tensor-core math for float32 matrix products and convolutions (CUDA only; null: "        \
+    "LibTorch's default, off).")                                                                   \
+  X(bool, cuda_graphs, false,                                                                      \
+    "Capture the whole training step (forward, backward, optimizer) as a CUDA graph after 3 "      \
+    "warm-up steps and replay it; falls back to eager steps, with a warning, where it cannot "     \
+    "(CPU, several processes, fp16, gradient accumulation, a step that syncs).")                   \
+  X(bool, data_on_device, true,                                                                    \
+    "On CUDA, keep a data set that fits on the device and sample, gather and normalise "           \
+    "batches there (false: host memory, each batch copied over).")                                 \
+  X(std::optional<std::string>, ddp_backend, std::nullopt,                                         \
+    "Process-group backend with several processes: gloo or nccl (default: nccl on CUDA, gloo "     \
+    "on CPU).")                                                                                    \
+  X(int64_t, ddp_timeout, 1800,                                                                    \
+    "Seconds the rendezvous and each collective may take before the run fails.")                   \
+  X(std::optional<int64_t>, ddp_bucket_cap_mb, std::nullopt,                                       \
+    "DDP gradient bucket size in MiB (default: 25, as PyTorch).")                                  \
+  X(std::optional<bool>, ddp_find_unused_parameters, std::nullopt,                                 \
+    "Let DDP look for parameters the forward did not use (default: false).")                       \
+  X(std::optional<bool>, ddp_broadcast_buffers, std::nullopt,                                      \
+    "Broadcast rank 0's buffers at every training forward (default: true).")                       \
+  X(bool, dataloader_drop_last, false,                                                             \
+    "Drop the last incomplete training batch.")                                                    \
+  X(bool, remove_unused_columns, true,                                                             \
+    "Accepted for compatibility; batches keep what the collator builds.")                          \
+  X(bool, disable_tqdm, false,                                                                     \
+    "No progress bar, only the log lines.")                                                        \
+  X(std::vector<std::string>, report_to, {"none"},                                                 \
+    "Integrations to report the logs to: tensorboard (event files under logging_dir), jsonl "      \
+    "(output_dir/log_history.jsonl, one line per log as it happens), all, or none.")               \
+  X(std::optional<std::string>, logging_dir, std::nullopt,                                         \
+    "Where report_to tensorboard writes (default: $TENSORBOARD_LOGGING_DIR, else "                 \
+    "output_dir/runs/<Mon DD_HH-MM-SS>_<host>).")                                                  \
+  X(std::optional<std::string>, run_name, std::nullopt,                                            \
+    "Name of the run (default: output_dir).")                                                      \
+  X(std::string, model_name, "basic_net",                                                          \
+    "Model to train, by name: basic_net (the tutorial's), mlp, resnet, or gpt (a "                 \
+    "decoder-only transformer, for dataset_name text).")                                           \
+  X(nlohmann::ordered_json, model_config, nlohmann::ordered_json::object(),                        \
+    "The model's options: mlp {hidden_sizes [128], activation relu|gelu|tanh, dropout 0}; "        \
+    "resnet {width 16, stages 3, blocks_per_stage 2}; gpt {n_layer 4, n_head 4, n_embd 128, "      \
+    "block_size (the data's context_length), dropout 0, bias true}; basic_net {fused true: "       \
+    "false runs LibTorch's plain ops, as PyTorch's BasicNet}; a TorchScript model {outputs "       \
+    "logits|log_probs}.")                                                                          \
+  X(std::optional<std::string>, model_name_or_path, std::nullopt,                                  \
+    "A TorchScript module (*.pt, saved from Python with torch.jit.script) to train instead "       \
+    "of a model_name; output_dir gets it back as model.pt with the trained weights.")              \
+  X(std::string, dataset_name, "fashion_mnist",                                                    \
+    "fashion_mnist or mnist (MNIST-format files), csv (a table with a header), or text "           \
+    "(byte-level language modeling on a UTF-8 file or folder).")                                   \
+  X(nlohmann::ordered_json, dataset_config, nlohmann::ordered_json::object(),                      \
+    "The data set's options: csv {path (required), label \"label\", features (default: all "       \
+    "other columns), task classification|regression, validation_fraction 0.2, seed 42}; text "     \
+    "{path /usr/share/games/fortunes, context_length 128, stride (context_length), "               \
+    "validation_fraction 0.1, seed 42}; none for fashion_mnist and mnist.")                        \
+  X(std::string, dataset_dir, "",                                                                  \
+    "Directory with the four IDX files (default for fashion_mnist: "                               \
+    "/usr/share/datasets/fashion-mnist); for csv, where a relative path is found; for text, "      \
+    "the corpus, instead of dataset_config's path.")                                               \
+  X(std::optional<int64_t>, max_train_samples, std::nullopt,                                       \
+    "Use only the first N training examples.")                                                     \
+  X(std::optional<int64_t>, max_eval_samples, std::nullopt,                                        \
+    "Use only the first N evaluation examples.")                                                   \
+// clang-format on

@@ -1,0 +1,194 @@
+// TrainingArguments::validate(): the one place where argument values are checked, each error
+// naming the argument, its value and what is allowed.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/base/errors.h"
+#include "lib/base/json_text.h"
+#include "lib/base/text.h"
+#include "lib/data/names.h"
+#include "lib/models/names.h"
+#include "lib/optim/schedules.h"
+#include "trainer/training_args.h"
+
+namespace trainer {
+namespace {
+
+using json = nlohmann::ordered_json;
+using base::shown;
+
+void check(bool ok, const std::string& key, const std::string& value, const std::string& allowed) {
+  if (!ok)
+    throw InputError(fmt::format("argument {}: {} is not allowed ({})", key, value, allowed));
+}
+
+void check_choice(const std::string& key, const std::string& value,
+                  const std::vector<std::string>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;
+  throw InputError(fmt::format("argument {}: \"{}\" is not allowed (allowed: {})", key, value,
+                               fmt::format("{}", fmt::join(allowed, ", "))));
+}
+
+std::string num(double v) { return base::python_float(v); }
+
+// Step counts are int64 on the way and doubles in the logs: 2^53 keeps both exact.
+constexpr int64_t kMaxSteps = int64_t{1} << 53;
+// Batch sizes and accumulation multiply into the total batch size: int32 keeps that in int64.
+constexpr int64_t kMaxCount = 2147483647;
+constexpr double kMaxFloat = 3.4028234663852886e38;  // FLT_MAX
+
+}  // namespace
+
+void TrainingArguments::validate() const {
+  check(!output_dir_.empty(), "output_dir", "\"\"", "a directory path");
+  check(std::isfinite(num_train_epochs_) && num_train_epochs_ >= 0, "num_train_epochs",
+        num(num_train_epochs_), "must be >= 0");
+  check(max_steps_ == -1 || (max_steps_ > 0 && max_steps_ <= kMaxSteps), "max_steps",
+        std::to_string(max_steps_), "-1 to train for num_train_epochs, or 1..2^53");
+  check(max_steps_ > 0 || num_train_epochs_ > 0, "num_train_epochs", num(num_train_epochs_),
+        "must be > 0 unless max_steps > 0");
+  check(per_device_train_batch_size_ >= 1 && per_device_train_batch_size_ <= kMaxCount,
+        "per_device_train_batch_size", std::to_string(per_device_train_batch_size_),
+        "must be in 1..2147483647");
+  check(per_device_eval_batch_size_ >= 1 && per_device_eval_batch_size_ <= kMaxCount,
+        "per_device_eval_batch_size", std::to_string(per_device_eval_batch_size_),
+        "must be in 1..2147483647");
+  // The optimizer computes in float32: a value past its range is inf there.
+  check(std::isfinite(learning_rate_) && learning_rate_ >= 0 && learning_rate_ <= kMaxFloat,
+        "learning_rate", num(learning_rate_), "must be in 0..3.4e38, float32's range");
+  check(std::isfinite(weight_decay_) && weight_decay_ >= 0 && weight_decay_ <= kMaxFloat,
+        "weight_decay", num(weight_decay_), "must be in 0..3.4e38, float32's range");
+  check(adam_beta1_ >= 0 && adam_beta1_ < 1, "adam_beta1", num(adam_beta1_), "must be in [0, 1)");
+  check(adam_beta2_ >= 0 && adam_beta2_ < 1, "adam_beta2", num(adam_beta2_), "must be in [0, 1)");
+  check(std::isfinite(adam_epsilon_) && adam_epsilon_ >= 0 && adam_epsilon_ <= kMaxFloat,
+        "adam_epsilon", num(adam_epsilon_), "must be in 0..3.4e38, float32's range");
+  check(std::isfinite(max_grad_norm_) && max_grad_norm_ >= 0 && max_grad_norm_ <= kMaxFloat,
+        "max_grad_norm", num(max_grad_norm_),
+        "must be in 0..3.4e38, float32's range; 0 disables clipping");
+  check(gradient_accumulation_steps_ >= 1 && gradient_accumulation_steps_ <= kMaxCount,
+        "gradient_accumulation_steps", std::to_string(gradient_accumulation_steps_),
+        "must be in 1..2147483647");
+  check_choice("lr_scheduler_type", lr_scheduler_type_, optim::lr_scheduler_types());
+  check(warmup_steps_ >= 0, "warmup_steps", std::to_string(warmup_steps_), "must be >= 0");
+  check(warmup_ratio_ >= 0 && warmup_ratio_ <= 1, "warmup_ratio", num(warmup_ratio_),
+        "must be in [0, 1]");
+  check_choice("logging_strategy", logging_strategy_, {"no", "steps", "epoch"});
+  check(std::isfinite(logging_steps_) && logging_steps_ > 0 && logging_steps_ <= kMaxSteps &&
+            (logging_steps_ < 1 || logging_steps_ == std::floor(logging_steps_)),
+        "logging_steps", num(logging_steps_),
+        "an integer in 1..2^53, or a fraction in (0, 1) of the total steps");
+  check_choice("eval_strategy", eval_strategy_, {"no", "steps", "epoch"});
+  if (eval_steps_) {
+    check(std::isfinite(*eval_steps_) && *eval_steps_ > 0 && *eval_steps_ <= kMaxSteps &&
+              (*eval_steps_ < 1 || *eval_steps_ == std::floor(*eval_steps_)),
+          "eval_steps", num(*eval_steps_),
+          "an integer in 1..2^53, or a fraction in (0, 1) of the total steps");
+  }
+  check_choice("save_strategy", save_strategy_, {"no", "steps", "epoch", "best"});
+  check(std::isfinite(save_steps_) && save_steps_ > 0 && save_steps_ <= kMaxSteps &&
+            (save_steps_ < 1 || save_steps_ == std::floor(save_steps_)),
+        "save_steps", num(save_steps_),
+        "an integer in 1..2^53, or a fraction in (0, 1) of the total steps");
+  if (save_total_limit_) {
+    check(*save_total_limit_ >= 1, "save_total_limit", std::to_string(*save_total_limit_),
+          "must be >= 1, or null to keep every checkpoint");
+  }
+  if (metric_for_best_model_) {
+    check(!metric_for_best_model_->empty(), "metric_for_best_model", "\"\"",
+          "a metric name such as loss or accuracy");
+  }
+  if (save_strategy_ == "best") {
+    check(metric_for_best_model_.has_value() || load_best_model_at_end_, "save_strategy",
+          "\"best\"", "it needs metric_for_best_model");
+    check(eval_strategy_ != "no", "save_strategy", "\"best\"",
+          "it needs evaluations: set eval_strategy to steps or epoch");
+  }
+  if (load_best_model_at_end_) {
+    check(eval_strategy_ != "no", "load_best_model_at_end", "true",
+          "it needs evaluations: set eval_strategy to steps or epoch");
+    if (save_strategy_ != "best") {
+      check(save_strategy_ == eval_strategy_, "load_best_model_at_end", "true",
+            fmt::format("it needs save_strategy to match eval_strategy, but save_strategy is "
+                        "\"{}\" and eval_strategy \"{}\"",
+                        save_strategy_, eval_strategy_));
+    }
+    // Transformers' rule: saves land on evaluations; a ratio and a step count cannot be
+    // checked against each other.
+    const double save = save_steps_, eval = effective_eval_steps();
+    if (save_strategy_ == "steps" && eval_strategy_ == "steps" && std::fmod(save, eval) != 0) {
+      if (save < 1 && eval < 1) {
+        check(std::fmod(std::round(save * 1e6), std::round(eval * 1e6)) == 0,
+              "load_best_model_at_end", "true",
+              fmt::format("it needs save_steps ({}) to be a multiple of eval_steps ({})", num(save),
+                          num(eval)));
+      } else if (save < 1 || eval < 1) {
+        check(false, "load_best_model_at_end", "true",
+              fmt::format("it needs save_steps to be a multiple of eval_steps, which cannot be "
+                          "told when one is a ratio and the other a step count (save_steps {}, "
+                          "eval_steps {})",
+                          num(save), num(eval)));
+      } else {
+        check(false, "load_best_model_at_end", "true",
+              fmt::format("it needs save_steps ({}) to be a multiple of eval_steps ({})",
+                          static_cast<int64_t>(save), static_cast<int64_t>(eval)));
+      }
+    }
+  }
+  check(max_nonfinite_steps_ >= 0 && max_nonfinite_steps_ <= kMaxSteps, "max_nonfinite_steps",
+        std::to_string(max_nonfinite_steps_), "must be in 0..2^53; 0 never stops");
+  if (early_stopping_patience_) {
+    check(*early_stopping_patience_ >= 1 && *early_stopping_patience_ <= kMaxSteps,
+          "early_stopping_patience", std::to_string(*early_stopping_patience_),
+          "must be in 1..2^53, or null for no early stopping");
+    check(!best_metric_name().empty(), "early_stopping_patience",
+          std::to_string(*early_stopping_patience_),
+          "it needs metric_for_best_model (or load_best_model_at_end)");
+    check(eval_strategy_ != "no", "early_stopping_patience",
+          std::to_string(*early_stopping_patience_),
+          "it needs evaluations: set eval_strategy to steps or epoch");
+  }
+  check(std::isfinite(early_stopping_threshold_) && early_stopping_threshold_ >= 0,
+        "early_stopping_threshold", num(early_stopping_threshold_), "must be a finite number >= 0");
+  check(seed_ >= 0, "seed", std::to_string(seed_), "must be >= 0");
+  check(!(bf16_ && fp16_), "fp16", "true", "bf16 is true too; choose one mixed precision");
+  if (ddp_backend_) check_choice("ddp_backend", *ddp_backend_, {"gloo", "nccl"});
+  // c10d's sockets take the timeout in int32 milliseconds.
+  check(ddp_timeout_ >= 1 && ddp_timeout_ <= 2147483, "ddp_timeout", std::to_string(ddp_timeout_),
+        "must be in 1..2147483 seconds, about 24 days");
+  if (ddp_bucket_cap_mb_) {
+    check(*ddp_bucket_cap_mb_ >= 1 && *ddp_bucket_cap_mb_ <= 1048576, "ddp_bucket_cap_mb",
+          std::to_string(*ddp_bucket_cap_mb_), "must be in 1..1048576");
+  }
+  if (data_seed_) check(*data_seed_ >= 0, "data_seed", std::to_string(*data_seed_), "must be >= 0");
+  std::vector<std::string> report_choices = report_integrations();
+  report_choices.insert(report_choices.begin(), {"none", "all"});
+  for (const auto& target : report_to_) {
+    check_choice("report_to", target, report_choices);
+    check(report_to_.size() == 1 || (target != "none" && target != "all"), "report_to",
+          shown(json(report_to_)), fmt::format("\"{}\" goes alone", target));
+  }
+  if (logging_dir_)
+    check(!logging_dir_->empty(), "logging_dir", "\"\"", "a directory path, or null");
+  check_choice("model_name", model_name_, models::model_names());
+  check_choice("dataset_name", dataset_name_, data::dataset_names());
+  if (model_name_or_path_) {
+    check(!model_name_or_path_->empty(), "model_name_or_path", "\"\"",
+          "a TorchScript file (*.pt), or null");
+  }
+  check(dataset_name_ != "mnist" || !dataset_dir_.empty(), "dataset_dir", "\"\"",
+        "dataset_name mnist needs dataset_dir: a directory with MNIST's four IDX files");
+  if (max_train_samples_) {
+    check(*max_train_samples_ >= 1, "max_train_samples", std::to_string(*max_train_samples_),
+          "must be >= 1");
+  }
+  if (max_eval_samples_) {
+    check(*max_eval_samples_ >= 1, "max_eval_samples", std::to_string(*max_eval_samples_),
+          "must be >= 1");
+  }
+}
+
+}  // namespace trainer
