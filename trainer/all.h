@@ -4,13 +4,13 @@
 //   find_package(Trainer REQUIRED)  and  target_link_libraries(app PRIVATE trainer::trainer)
 #pragma once
 
-#include "lib/data/dataloader.h"
-#include "lib/data/mnist.h"
 #include "lib/accelerate/accelerator.h"
 #include "lib/accelerate/launch.h"
+#include "lib/base/errors.h"
+#include "lib/data/dataloader.h"
+#include "lib/data/mnist.h"
 #include "lib/distributed/ddp.h"
 #include "lib/distributed/process_group.h"
-#include "lib/base/errors.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/models.h"
 #include "lib/optim/adamw.h"

@@ -365,7 +365,7 @@ std::string format_metrics(const std::string& split, const Metrics& metrics) {
     } else if (key.size() > 8 && base::ends_with(key, "_samples")) {
       text = std::to_string(static_cast<int64_t>(value));
     } else {
-      text = base::python_float(std::round(value * 1e4) / 1e4);
+      text = base::python_float(base::round_to(value, 4));
     }
     shown.emplace_back(key, text);
   }

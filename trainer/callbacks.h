@@ -1,6 +1,7 @@
 // The callbacks every Trainer installs: DefaultFlowCallback (when to log, evaluate and stop, as
 // Transformers decides) and ConsoleCallback (the progress line, the log lines and the
-// Epoch | Training Loss | Validation Loss | metrics table). Also the `***** split metrics *****` printer. Torch-free.
+// Epoch | Training Loss | Validation Loss | metrics table). Also the `***** split metrics *****`
+// printer. Torch-free.
 #pragma once
 
 #include <chrono>

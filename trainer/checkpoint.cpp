@@ -149,10 +149,9 @@ std::optional<Trainer::Resumable> Trainer::checkpoint_to_resume(
                                args_.output_dir(), problems.front()));
 }
 
-void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epoch) {
+void Trainer::check_resumable(const Resumable& checkpoint) const {
   const std::string& dir = checkpoint.dir;
   const Manifest& manifest = checkpoint.manifest;
-  auto source = [&](const char* file) { return base::join_path(dir, file); };
   if (manifest.save_only_model) {
     throw InputError(fmt::format(
         "checkpoint {} was saved with save_only_model (no optimizer, schedule or random state); "
@@ -172,9 +171,12 @@ void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epo
         batch_words(total_batch_size_, args_.per_device_train_batch_size(), processes,
                     args_.gradient_accumulation_steps())));
   }
+}
 
-  // The state first: its numbers must agree with the manifest and the folder's name before
-  // anything is loaded into the model or the optimizer.
+Trainer::SavedState Trainer::read_saved_state(const Resumable& checkpoint) const {
+  const std::string& dir = checkpoint.dir;
+  const Manifest& manifest = checkpoint.manifest;
+  auto source = [&](const char* file) { return base::join_path(dir, file); };
   TrainerState saved =
       TrainerState::from_json(base::read_json(source(kStateFile)), source(kStateFile));
   if (saved.global_step != manifest.global_step) {
@@ -207,7 +209,11 @@ void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epo
           kSchedulerFile));
     }
   }
+  return {std::move(saved), scheduler["last_step"].get<int64_t>(), std::move(base_lrs)};
+}
 
+void Trainer::load_weights_and_optimizer(const std::string& dir, const SavedState& saved) {
+  auto source = [&](const char* file) { return base::join_path(dir, file); };
   // The model: names and shapes must match exactly, and the weights be finite.
   {
     torch::NoGradGuard no_grad;
@@ -229,9 +235,12 @@ void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epo
                                  kOptimizerFile, base::first_line(e.what_without_backtrace())));
   }
   // The schedule continues from the saved base rates, as PyTorch's scheduler state does.
-  if (!base_lrs.empty()) lr_scheduler_->set_base_lrs(base_lrs);
-  lr_scheduler_->set_last_step(scheduler["last_step"].get<int64_t>());
+  if (!saved.base_lrs.empty()) lr_scheduler_->set_base_lrs(saved.base_lrs);
+  lr_scheduler_->set_last_step(saved.scheduler_last_step);
+}
 
+void Trainer::restore_state(const std::string& dir, const TrainerState& saved) {
+  auto source = [&](const char* file) { return base::join_path(dir, file); };
   // The state, with this run's step counts (a resumed run may train longer).
   const TrainerState current = state_;
   state_ = saved;
@@ -271,7 +280,14 @@ void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epo
         (saved.global_step < saved.max_steps || saved.global_step >= state_.max_steps);
   }
   if (state_.global_step >= state_.max_steps) control_.should_training_stop = true;
+}
 
+void Trainer::restore_rank_state(const Resumable& checkpoint, const TrainerState& saved,
+                                 int64_t steps_per_epoch) {
+  const std::string& dir = checkpoint.dir;
+  const Manifest& manifest = checkpoint.manifest;
+  auto source = [&](const char* file) { return base::join_path(dir, file); };
+  const int64_t processes = accelerator_->num_processes();
   // This process's random state and the loop's position: its own file at the same world size;
   // at another, rank 0's random state, and the process-mean of the losses since the last log.
   const int rank = accelerator_->process_index();
@@ -322,7 +338,93 @@ void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epo
     }
     tr_loss_.fill_(sum / static_cast<double>(manifest.world_size));
   }
+}
+
+void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epoch) {
+  check_resumable(checkpoint);
+  // The state first: its numbers must agree with the manifest and the folder's name before
+  // anything is loaded into the model or the optimizer.
+  const SavedState saved = read_saved_state(checkpoint);
+  load_weights_and_optimizer(checkpoint.dir, saved);
+  restore_state(checkpoint.dir, saved.state);
+  restore_rank_state(checkpoint, saved.state, steps_per_epoch);
   last_saved_step_ = state_.global_step;
+}
+
+void Trainer::write_rank_state(const std::string& staging) const {
+  Accelerator& accelerator = *accelerator_;
+  io::NamedTensors tensors;
+  {
+    at::Generator generator = default_generator(torch::kCPU);
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    tensors.emplace_back("cpu_rng_state", generator.get_state());
+  }
+  if (device().is_cuda()) {
+    at::Generator generator = default_generator(device());
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    tensors.emplace_back("cuda_rng_state", generator.get_state());
+  }
+  tensors.emplace_back("tr_loss", tr_loss_.detach().to(torch::kCPU).clone());
+  tensors.emplace_back("total_loss", torch::tensor({total_loss_scalar_}, torch::kDouble));
+  io::Metadata metadata = {{"rank", std::to_string(accelerator.process_index())},
+                           {"world_size", std::to_string(accelerator.num_processes())},
+                           {"epoch", std::to_string(position_.epoch)},
+                           {"steps_in_epoch", std::to_string(position_.steps_in_epoch)},
+                           {"inside_epoch", position_.inside_epoch ? "1" : "0"},
+                           {"last_logged_step", std::to_string(last_logged_step_)},
+                           {"nonfinite_in_a_row", std::to_string(nonfinite_in_a_row_)}};
+  io::save_safetensors(base::join_path(staging, rank_state_name(accelerator.process_index())),
+                       tensors, metadata);
+}
+
+void Trainer::write_checkpoint_files(const std::string& staging, const std::string& target) {
+  Accelerator& accelerator = *accelerator_;
+  const int64_t step = state_.global_step;
+  if (state_.best_global_step && *state_.best_global_step == step) {
+    state_.best_model_checkpoint = target;
+  }
+  json callbacks = json::object();
+  for (const auto& callback : callbacks_) {
+    std::string name = callback->state_name();
+    if (!name.empty()) callbacks[name] = callback->save_state();
+  }
+  callbacks["TrainerControl"] = {{"args",
+                                  {{"should_training_stop", control_.should_training_stop},
+                                   {"should_epoch_stop", control_.should_epoch_stop},
+                                   {"should_save", false},
+                                   {"should_evaluate", false},
+                                   {"should_log", false}}},
+                                 {"attributes", json::object()}};
+  state_.stateful_callbacks = callbacks;
+
+  Manifest manifest;
+  manifest.global_step = step;
+  manifest.model_name = args_.model_name();
+  manifest.world_size = accelerator.num_processes();
+  manifest.total_batch_size = total_batch_size_;
+  manifest.save_only_model = args_.save_only_model();
+  std::vector<std::string> files = {kModelFile, kStateFile, kArgsFile};
+  io::save_safetensors(base::join_path(staging, kModelFile), io::state_dict(*model_));
+  if (!args_.save_only_model()) {
+    torch::serialize::OutputArchive archive;
+    optimizer_->save(archive);
+    std::ostringstream bytes;
+    archive.save_to(bytes);
+    base::write_file_atomic(base::join_path(staging, kOptimizerFile), bytes.str());
+    base::write_json(base::join_path(staging, kSchedulerFile),
+                     {{"last_step", lr_scheduler_->last_step()},
+                      {"base_lrs", lr_scheduler_->base_lrs()},
+                      {"last_lr", lr_scheduler_->get_last_lr()}});
+    files.push_back(kOptimizerFile);
+    files.push_back(kSchedulerFile);
+    for (int64_t r = 0; r < manifest.world_size; ++r) files.push_back(rank_state_name(r));
+  }
+  state_.save_to_json(base::join_path(staging, kStateFile));
+  base::write_file_atomic(base::join_path(staging, kArgsFile), args_.to_json());
+  for (const std::string& name : files) manifest.files.push_back(describe_file(staging, name));
+  base::write_json(base::join_path(staging, kManifestName), manifest.to_json());
+  base::sync_path(staging);
+  base::move_into_place(staging, target);
 }
 
 std::string Trainer::save_checkpoint() {
@@ -344,31 +446,8 @@ std::string Trainer::save_checkpoint() {
   }
   accelerator.wait_for_everyone();
   try {
-    if (!args_.save_only_model()) {
-      // Each process's random state and position, written by itself into the shared folder.
-      io::NamedTensors tensors;
-      {
-        at::Generator generator = default_generator(torch::kCPU);
-        std::lock_guard<std::mutex> lock(generator.mutex());
-        tensors.emplace_back("cpu_rng_state", generator.get_state());
-      }
-      if (device().is_cuda()) {
-        at::Generator generator = default_generator(device());
-        std::lock_guard<std::mutex> lock(generator.mutex());
-        tensors.emplace_back("cuda_rng_state", generator.get_state());
-      }
-      tensors.emplace_back("tr_loss", tr_loss_.detach().to(torch::kCPU).clone());
-      tensors.emplace_back("total_loss", torch::tensor({total_loss_scalar_}, torch::kDouble));
-      io::Metadata metadata = {{"rank", std::to_string(accelerator.process_index())},
-                               {"world_size", std::to_string(accelerator.num_processes())},
-                               {"epoch", std::to_string(position_.epoch)},
-                               {"steps_in_epoch", std::to_string(position_.steps_in_epoch)},
-                               {"inside_epoch", position_.inside_epoch ? "1" : "0"},
-                               {"last_logged_step", std::to_string(last_logged_step_)},
-                               {"nonfinite_in_a_row", std::to_string(nonfinite_in_a_row_)}};
-      io::save_safetensors(base::join_path(staging, rank_state_name(accelerator.process_index())),
-                           tensors, metadata);
-    }
+    // Each process's random state and position, written by itself into the shared folder.
+    if (!args_.save_only_model()) write_rank_state(staging);
   } catch (...) {
     if (main) base::remove_tree(staging);
     rethrow_save_error(target);
@@ -376,51 +455,7 @@ std::string Trainer::save_checkpoint() {
   accelerator.wait_for_everyone();
   if (main) {
     try {
-      if (state_.best_global_step && *state_.best_global_step == step) {
-        state_.best_model_checkpoint = target;
-      }
-      json callbacks = json::object();
-      for (const auto& callback : callbacks_) {
-        std::string name = callback->state_name();
-        if (!name.empty()) callbacks[name] = callback->save_state();
-      }
-      callbacks["TrainerControl"] = {{"args",
-                                      {{"should_training_stop", control_.should_training_stop},
-                                       {"should_epoch_stop", control_.should_epoch_stop},
-                                       {"should_save", false},
-                                       {"should_evaluate", false},
-                                       {"should_log", false}}},
-                                     {"attributes", json::object()}};
-      state_.stateful_callbacks = callbacks;
-
-      Manifest manifest;
-      manifest.global_step = step;
-      manifest.model_name = args_.model_name();
-      manifest.world_size = accelerator.num_processes();
-      manifest.total_batch_size = total_batch_size_;
-      manifest.save_only_model = args_.save_only_model();
-      std::vector<std::string> files = {kModelFile, kStateFile, kArgsFile};
-      io::save_safetensors(base::join_path(staging, kModelFile), io::state_dict(*model_));
-      if (!args_.save_only_model()) {
-        torch::serialize::OutputArchive archive;
-        optimizer_->save(archive);
-        std::ostringstream bytes;
-        archive.save_to(bytes);
-        base::write_file_atomic(base::join_path(staging, kOptimizerFile), bytes.str());
-        base::write_json(base::join_path(staging, kSchedulerFile),
-                         {{"last_step", lr_scheduler_->last_step()},
-                          {"base_lrs", lr_scheduler_->base_lrs()},
-                          {"last_lr", lr_scheduler_->get_last_lr()}});
-        files.push_back(kOptimizerFile);
-        files.push_back(kSchedulerFile);
-        for (int64_t r = 0; r < manifest.world_size; ++r) files.push_back(rank_state_name(r));
-      }
-      state_.save_to_json(base::join_path(staging, kStateFile));
-      base::write_file_atomic(base::join_path(staging, kArgsFile), args_.to_json());
-      for (const std::string& name : files) manifest.files.push_back(describe_file(staging, name));
-      base::write_json(base::join_path(staging, kManifestName), manifest.to_json());
-      base::sync_path(staging);
-      base::move_into_place(staging, target);
+      write_checkpoint_files(staging, target);
     } catch (...) {
       base::remove_tree(staging);
       rethrow_save_error(target);

@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trainer/checkpoint_manifest.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "trainer/checkpoint_manifest.h"
 
 namespace trainer {
 namespace {
@@ -23,18 +23,14 @@ constexpr const char* kLockName = ".trainer.lock";
 }  // namespace
 
 const std::vector<std::string>& run_result_files() {
-  static const std::vector<std::string> names = {"model.safetensors",
-                                                 "model.pt",
-                                                 "training_args.json",
-                                                 "trainer_state.json",
-                                                 "train_results.json",
-                                                 "eval_results.json",
-                                                 "all_results.json",
-                                                 "loss.svg"};
+  static const std::vector<std::string> names = {
+      "model.safetensors",  "model.pt",          "training_args.json", "trainer_state.json",
+      "train_results.json", "eval_results.json", "all_results.json",   "loss.svg"};
   return names;
 }
 
-OutputDir::OutputDir(const std::string& dir) : dir_(dir), lock_path_(base::join_path(dir, kLockName)) {
+OutputDir::OutputDir(const std::string& dir)
+    : dir_(dir), lock_path_(base::join_path(dir, kLockName)) {
   // stat, not std::filesystem's status: LibTorch exports a copy of the latter that some builds
   // (the sanitizer's) bind to.
   struct stat info {};

@@ -14,12 +14,13 @@
 
 #include <torch/types.h>
 
+#include "lib/accelerate/accelerator.h"
 #include "lib/data/dataloader.h"
 #include "lib/data/dataset.h"
-#include "lib/accelerate/accelerator.h"
-#include "trainer/checkpoint_manifest.h"
-#include "lib/models/models.h"
+#include "lib/models/model.h"
 #include "lib/optim/lr_scheduler.h"
+#include "trainer/checkpoint_manifest.h"
+#include "trainer/metrics.h"
 #include "trainer/trainer_state.h"
 #include "trainer/training_args.h"
 
@@ -30,14 +31,6 @@ struct LossOutput {
   torch::Tensor loss;
   torch::Tensor outputs;
 };
-
-// What compute_metrics receives: every eval prediction (model outputs) and label, concatenated.
-struct EvalPrediction {
-  torch::Tensor predictions;
-  torch::Tensor label_ids;
-};
-
-using ComputeMetrics = std::function<Metrics(const EvalPrediction&)>;
 
 // prediction_step's result for one batch: the loss (when the batch has labels), and unless only
 // the loss was asked for, the model's outputs and the labels.
@@ -51,15 +44,6 @@ struct PredictionOutput {
 // DDP options and data_on_device. Accumulation stays with the Trainer, which counts micro-batches
 // itself (as Transformers does), so the Accelerator's gradient_accumulation_steps is 1.
 AcceleratorOptions accelerator_options(const TrainingArguments& args);
-
-// {"accuracy": fraction of argmax(predictions, 1) == label_ids}.
-Metrics compute_accuracy(const EvalPrediction& prediction);
-// {"rmse": root mean squared error, "mae": mean absolute error} of predictions (reshaped as the
-// labels) against label_ids.
-Metrics compute_regression_metrics(const EvalPrediction& prediction);
-// The compute_metrics of a task: accuracy for classification, rmse and mae for regression, none
-// for causal_lm (whose evaluation reports the loss and perplexity).
-ComputeMetrics metrics_for_task(data::TaskKind task);
 
 // Trainer::predict's result, as Transformers' PredictionOutput: the model's outputs for every
 // example in order, the labels when the data has them, and the metrics ("test_loss",
@@ -194,8 +178,30 @@ class Trainer {
   };
   // The checkpoint train() resumes from, verified (none: a fresh run); see train().
   std::optional<Resumable> checkpoint_to_resume(const std::optional<std::string>& requested) const;
-  // Loads a verified checkpoint into the model, optimizer, schedule, state and loop position.
+  // Loads a verified checkpoint into the model, optimizer, schedule, state and loop position, in
+  // the steps below; InputError (naming the file) for one that does not fit this run.
   void load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epoch);
+  // A checkpoint of this model and total batch size, with more than the model in it.
+  void check_resumable(const Resumable& checkpoint) const;
+  // trainer_state.json and scheduler.json, checked against the manifest and the folder's name.
+  struct SavedState {
+    TrainerState state;
+    int64_t scheduler_last_step = 0;
+    std::vector<double> base_lrs;  // empty: the optimizer's own
+  };
+  SavedState read_saved_state(const Resumable& checkpoint) const;
+  // model.safetensors (checked finite), optimizer.pt and the schedule's position.
+  void load_weights_and_optimizer(const std::string& dir, const SavedState& saved);
+  // The saved TrainerState with this run's step counts, the callbacks' states and the stop flags.
+  void restore_state(const std::string& dir, const TrainerState& saved);
+  // This process's random state, the loop's position and the losses since the last log (at
+  // another world size: rank 0's random state and the mean of every rank's losses).
+  void restore_rank_state(const Resumable& checkpoint, const TrainerState& saved,
+                          int64_t steps_per_epoch);
+  // save_checkpoint's parts: this process's rank_state_<rank>.safetensors, and (main process)
+  // everything else with the manifest, moved into place as `target`.
+  void write_rank_state(const std::string& staging) const;
+  void write_checkpoint_files(const std::string& staging, const std::string& target);
   // After an evaluation: whether `metrics` hold a new best metric_for_best_model.
   bool update_best_metric(const Metrics& metrics);
   // Removes the oldest checkpoints past save_total_limit, never the best (main process).
@@ -242,8 +248,49 @@ class Trainer {
   // one warning line, and nonfinite_in_a_row_.
   StepChecks device_checks(DeviceLoop& loop, bool now);
 
+  // train()'s steps, as Transformers' _inner_training_loop names them.
+  // What one run of the loop works with: the prepared loader and the step counts.
+  struct TrainingPlan {
+    std::shared_ptr<DataLoaderShard> loader;
+    int64_t num_batches = 0;       // this process's batches per epoch
+    int64_t accumulation = 1;      // gradient_accumulation_steps
+    int64_t steps_per_epoch = 1;   // optimization steps
+    int64_t total_batch_size = 0;  // per device x processes x accumulation
+    int64_t max_steps = 0;
+    int64_t num_epochs = 0;
+    double num_train_samples = 0;  // for train_samples_per_second
+  };
+  // The loader and step counts from the arguments (InputError for an empty data set, no batch,
+  // or counts that overflow).
+  TrainingPlan set_initial_training_values();
+  // A fresh TrainerState and loop position for `plan`.
+  void reset_training_state(const TrainingPlan& plan);
+  // create_optimizer and create_scheduler (checked to return something), prepared.
+  std::shared_ptr<AcceleratedOptimizer> create_optimizer_and_scheduler(int64_t num_training_steps);
+  // The banner, with the resumed position (main process).
+  void print_banner(const TrainingPlan& plan, const std::optional<Resumable>& checkpoint) const;
+  // One epoch from its first batch, or, with resumed_steps >= 0, from the saved position.
+  void run_epoch(const TrainingPlan& plan, int64_t epoch, int64_t resumed_steps,
+                 AcceleratedOptimizer& optimizer, DeviceLoop* device_loop);
+  // One optimization step over `window` micro-batches from batch `first`: forward, backward,
+  // clipping, the checks, the update (skipped when not finite) and the schedule's step.
+  StepChecks optimization_step(const TrainingPlan& plan, int64_t first, int64_t window,
+                               AcceleratedOptimizer& optimizer, DeviceLoop* device_loop);
+  // Throws std::runtime_error once max_nonfinite_steps steps in a row were not finite.
+  void stop_on_nonfinite_steps();
+  // A signal asked to stop: saves a checkpoint at this step boundary and throws Interrupted.
+  [[noreturn]] void stop_at_step_boundary(int signal);
+  // Transformers' _maybe_log_save_evaluate: log (the mean loss over processes since the last
+  // log), evaluate (tracking the best metric), save, as control_ says.
+  void maybe_log_save_evaluate();
+  // The final log (train_runtime, speeds, train_loss) and on_train_end.
+  TrainOutput finish_training(const TrainingPlan& plan, double runtime);
+
+  // Calls `event` on every callback, in order.
   template <typename Event>
-  void fire(Event event);
+  void fire(Event event) {
+    for (auto& callback : callbacks_) event(*callback);
+  }
 
   std::shared_ptr<models::Model> model_;
   TrainingArguments args_;
@@ -264,6 +311,7 @@ class Trainer {
   std::shared_ptr<optim::LambdaLR> lr_scheduler_;
   int64_t current_gradient_accumulation_steps_ = 1;
   torch::Tensor last_step_loss_;  // the latest optimization step's loss, on the device
+  torch::Tensor grad_norm_;       // the latest step's gradient norm, on the device
 
   // Where the loop stands, as a checkpoint records it. The next step starts at `epoch`'s
   // optimization step `steps_in_epoch` (an epoch-end save records the next epoch's step 0).

@@ -94,6 +94,16 @@ class TrainingArguments {
   bool best_metric_greater_is_better() const;
   // Accelerate's mixed_precision for bf16 / fp16: "bf16", "fp16" or "no".
   std::string mixed_precision() const { return bf16_ ? "bf16" : fp16_ ? "fp16" : "no"; }
+
+ private:
+  // validate()'s groups of checks (training_args_validate.cpp).
+  void validate_steps_and_batches() const;
+  void validate_optimizer() const;
+  void validate_logging_and_saving() const;
+  void validate_best_model() const;
+  void validate_stopping() const;
+  void validate_devices() const;
+  void validate_reporting_model_and_data() const;
 };
 
 }  // namespace trainer

@@ -44,6 +44,17 @@ constexpr double kMaxFloat = 3.4028234663852886e38;  // FLT_MAX
 }  // namespace
 
 void TrainingArguments::validate() const {
+  validate_steps_and_batches();
+  validate_optimizer();
+  validate_logging_and_saving();
+  validate_best_model();
+  validate_stopping();
+  validate_devices();
+  validate_reporting_model_and_data();
+}
+
+// The steps, epochs and batch sizes.
+void TrainingArguments::validate_steps_and_batches() const {
   check(!output_dir_.empty(), "output_dir", "\"\"", "a directory path");
   check(std::isfinite(num_train_epochs_) && num_train_epochs_ >= 0, "num_train_epochs",
         num(num_train_epochs_), "must be >= 0");
@@ -57,6 +68,10 @@ void TrainingArguments::validate() const {
   check(per_device_eval_batch_size_ >= 1 && per_device_eval_batch_size_ <= kMaxCount,
         "per_device_eval_batch_size", std::to_string(per_device_eval_batch_size_),
         "must be in 1..2147483647");
+}
+
+// The optimizer, clipping and the learning-rate schedule.
+void TrainingArguments::validate_optimizer() const {
   // The optimizer computes in float32: a value past its range is inf there.
   check(std::isfinite(learning_rate_) && learning_rate_ >= 0 && learning_rate_ <= kMaxFloat,
         "learning_rate", num(learning_rate_), "must be in 0..3.4e38, float32's range");
@@ -76,6 +91,10 @@ void TrainingArguments::validate() const {
   check(warmup_steps_ >= 0, "warmup_steps", std::to_string(warmup_steps_), "must be >= 0");
   check(warmup_ratio_ >= 0 && warmup_ratio_ <= 1, "warmup_ratio", num(warmup_ratio_),
         "must be in [0, 1]");
+}
+
+// When to log, evaluate and save; the metric that picks the best checkpoint.
+void TrainingArguments::validate_logging_and_saving() const {
   check_choice("logging_strategy", logging_strategy_, {"no", "steps", "epoch"});
   check(std::isfinite(logging_steps_) && logging_steps_ > 0 && logging_steps_ <= kMaxSteps &&
             (logging_steps_ < 1 || logging_steps_ == std::floor(logging_steps_)),
@@ -107,6 +126,10 @@ void TrainingArguments::validate() const {
     check(eval_strategy_ != "no", "save_strategy", "\"best\"",
           "it needs evaluations: set eval_strategy to steps or epoch");
   }
+}
+
+// load_best_model_at_end: saves that land on evaluations.
+void TrainingArguments::validate_best_model() const {
   if (load_best_model_at_end_) {
     check(eval_strategy_ != "no", "load_best_model_at_end", "true",
           "it needs evaluations: set eval_strategy to steps or epoch");
@@ -138,6 +161,10 @@ void TrainingArguments::validate() const {
       }
     }
   }
+}
+
+// When training stops early: non-finite steps, early stopping.
+void TrainingArguments::validate_stopping() const {
   check(max_nonfinite_steps_ >= 0 && max_nonfinite_steps_ <= kMaxSteps, "max_nonfinite_steps",
         std::to_string(max_nonfinite_steps_), "must be in 0..2^53; 0 never stops");
   if (early_stopping_patience_) {
@@ -153,6 +180,10 @@ void TrainingArguments::validate() const {
   }
   check(std::isfinite(early_stopping_threshold_) && early_stopping_threshold_ >= 0,
         "early_stopping_threshold", num(early_stopping_threshold_), "must be a finite number >= 0");
+}
+
+// Seeds, mixed precision and the process group.
+void TrainingArguments::validate_devices() const {
   check(seed_ >= 0, "seed", std::to_string(seed_), "must be >= 0");
   check(!(bf16_ && fp16_), "fp16", "true", "bf16 is true too; choose one mixed precision");
   if (ddp_backend_) check_choice("ddp_backend", *ddp_backend_, {"gloo", "nccl"});
@@ -164,6 +195,10 @@ void TrainingArguments::validate() const {
           std::to_string(*ddp_bucket_cap_mb_), "must be in 1..1048576");
   }
   if (data_seed_) check(*data_seed_ >= 0, "data_seed", std::to_string(*data_seed_), "must be >= 0");
+}
+
+// report_to, the model and the data set.
+void TrainingArguments::validate_reporting_model_and_data() const {
   std::vector<std::string> report_choices = report_integrations();
   report_choices.insert(report_choices.begin(), {"none", "all"});
   for (const auto& target : report_to_) {

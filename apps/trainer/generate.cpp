@@ -15,6 +15,7 @@
 #include "lib/data/registry.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/gpt.h"
+#include "lib/models/registry.h"
 
 namespace trainer {
 

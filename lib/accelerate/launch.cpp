@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "lib/distributed/process_group.h"
 #include "lib/base/errors.h"
-#include "lib/runtime/signals.h"
 #include "lib/base/text.h"
+#include "lib/distributed/process_group.h"
+#include "lib/runtime/signals.h"
 
 namespace trainer {
 

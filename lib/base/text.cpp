@@ -72,6 +72,11 @@ std::string python_float(double value) {
   return s;
 }
 
+double round_to(double value, int digits) {
+  double scale = std::pow(10.0, digits);
+  return std::round(value * scale) / scale;
+}
+
 bool starts_with(std::string_view text, std::string_view start) {
   return text.size() >= start.size() && text.compare(0, start.size(), start) == 0;
 }

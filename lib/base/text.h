@@ -28,6 +28,9 @@ std::string first_line(const std::string& text);
 // A double as Python's repr would print it (shortest form that reads back the same).
 std::string python_float(double value);
 
+// `value` rounded to `digits` decimals, as Transformers rounds the logged loss and speeds.
+double round_to(double value, int digits);
+
 // C++20's starts_with and ends_with, for C++17.
 bool starts_with(std::string_view text, std::string_view start);
 bool ends_with(std::string_view text, std::string_view end);

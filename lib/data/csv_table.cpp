@@ -217,13 +217,11 @@ CsvTable read_csv(const std::string& path) {
   return parse_csv(base::read_file(path, SIZE_MAX, "CSV file "), path);
 }
 
-TabularData make_tabular(const CsvTable& table, const TabularOptions& options,
-                         const std::string& name) {
-  if (!(options.validation_fraction >= 0.0 && options.validation_fraction < 1.0)) {
-    throw InputError(fmt::format("dataset_config validation_fraction is {}, not in [0, 1)",
-                                 options.validation_fraction));
-  }
-  int64_t label = column_index(table, options.label, "label", name);
+namespace {
+
+// The feature columns: options.features by name, or every column but the label.
+std::vector<int64_t> feature_columns(const CsvTable& table, const TabularOptions& options,
+                                     int64_t label, const std::string& name) {
   std::vector<int64_t> features;
   if (options.features.empty()) {
     for (int64_t i = 0; i < static_cast<int64_t>(table.header.size()); ++i) {
@@ -249,73 +247,70 @@ TabularData make_tabular(const CsvTable& table, const TabularOptions& options,
     throw InputError(fmt::format("{} has no feature column: its only column is the label '{}'",
                                  name, table.header[label]));
   }
-  const int64_t n = table.rows(), f = static_cast<int64_t>(features.size());
-  if (n == 0) throw InputError(fmt::format("{} has a header line but no rows", name));
+  return features;
+}
 
-  TabularData data;
-  for (int64_t index : features) data.features.push_back(table.header[index]);
-
-  // All values, row-major in file order, then labels.
-  std::vector<float> x(n * f);
+// Class ids of the label column, in the sorted order of its distinct values (numeric order when
+// every value is an integer); the class names go to `data.classes`.
+std::vector<int64_t> class_ids(const CsvTable& table, int64_t label, const std::string& name,
+                               TabularData& data) {
+  const int64_t n = table.rows();
+  std::vector<std::string> values(n);
+  bool all_numbers = true, all_integers = true;
+  std::string fractional;
   for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = 0; j < f; ++j) x[r * f + j] = feature_value(table, r, features[j], name);
+    values[r] = base::trimmed(table.cell(r, label));
+    if (values[r].empty()) {
+      throw InputError(fmt::format("{} line {}: label column '{}' is empty", name, table.lines[r],
+                                   table.header[label]));
+    }
+    std::optional<double> v = number(values[r]);
+    all_numbers = all_numbers && v && std::isfinite(*v);
+    if (all_numbers && std::floor(*v) != *v) {
+      all_integers = false;
+      if (fractional.empty()) fractional = values[r];
+    }
   }
-  std::vector<int64_t> classes;
-  std::vector<float> targets;
-  if (options.regression) {
-    targets.resize(n);
-    for (int64_t r = 0; r < n; ++r) targets[r] = feature_value(table, r, label, name);
+  std::vector<std::string> distinct(values);
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  if (all_numbers && !all_integers) {
+    throw InputError(fmt::format(
+        "{}: label column '{}' holds numbers with fractions ('{}'), not classes (for a numeric "
+        "target set dataset_config task to \"regression\")",
+        name, table.header[label], base::shown_text(fractional)));
+  }
+  std::map<std::string, int64_t> id;
+  if (all_numbers) {
+    // Numeric order of the distinct values; "2" and "2.0" are one class.
+    std::map<double, std::vector<std::string>> by_value;
+    for (const auto& v : distinct) by_value[*number(v)].push_back(v);
+    for (const auto& [value, spellings] : by_value) {
+      for (const auto& s : spellings) id[s] = static_cast<int64_t>(data.classes.size());
+      data.classes.push_back(spellings.front());
+    }
   } else {
-    std::vector<std::string> values(n);
-    bool all_numbers = true, all_integers = true;
-    std::string fractional;
-    for (int64_t r = 0; r < n; ++r) {
-      values[r] = base::trimmed(table.cell(r, label));
-      if (values[r].empty()) {
-        throw InputError(fmt::format("{} line {}: label column '{}' is empty", name, table.lines[r],
-                                     table.header[label]));
-      }
-      std::optional<double> v = number(values[r]);
-      all_numbers = all_numbers && v && std::isfinite(*v);
-      if (all_numbers && std::floor(*v) != *v) {
-        all_integers = false;
-        if (fractional.empty()) fractional = values[r];
-      }
+    for (const auto& v : distinct) {
+      id[v] = static_cast<int64_t>(data.classes.size());
+      data.classes.push_back(v);
     }
-    std::vector<std::string> distinct(values);
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    if (all_numbers && !all_integers) {
-      throw InputError(fmt::format(
-          "{}: label column '{}' holds numbers with fractions ('{}'), not classes (for a numeric "
-          "target set dataset_config task to \"regression\")",
-          name, table.header[label], base::shown_text(fractional)));
-    }
-    std::map<std::string, int64_t> id;
-    if (all_numbers) {
-      // Numeric order of the distinct values; "2" and "2.0" are one class.
-      std::map<double, std::vector<std::string>> by_value;
-      for (const auto& v : distinct) by_value[*number(v)].push_back(v);
-      for (const auto& [value, spellings] : by_value) {
-        for (const auto& s : spellings) id[s] = static_cast<int64_t>(data.classes.size());
-        data.classes.push_back(spellings.front());
-      }
-    } else {
-      for (const auto& v : distinct) {
-        id[v] = static_cast<int64_t>(data.classes.size());
-        data.classes.push_back(v);
-      }
-    }
-    if (data.classes.size() < 2) {
-      throw InputError(fmt::format(
-          "{}: label column '{}' holds one class only ('{}'); classification needs two or more",
-          name, table.header[label], base::shown_text(data.classes.front())));
-    }
-    classes.resize(n);
-    for (int64_t r = 0; r < n; ++r) classes[r] = id[values[r]];
   }
+  if (data.classes.size() < 2) {
+    throw InputError(fmt::format(
+        "{}: label column '{}' holds one class only ('{}'); classification needs two or more", name,
+        table.header[label], base::shown_text(data.classes.front())));
+  }
+  std::vector<int64_t> classes(n);
+  for (int64_t r = 0; r < n; ++r) classes[r] = id[values[r]];
+  return classes;
+}
 
-  // The split: a seeded shuffle, the first n_eval rows for evaluation.
+// The split: a seeded shuffle, the first round(validation_fraction x rows) rows for evaluation,
+// each split's features (row-major, `f` a row) and labels.
+void split_rows(const CsvTable& table, const TabularOptions& options, const std::string& name,
+                const std::vector<float>& x, int64_t f, const std::vector<int64_t>& classes,
+                const std::vector<float>& targets, TabularData& data) {
+  const int64_t n = table.rows();
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   SplitMix64 rng{options.seed};
@@ -343,8 +338,11 @@ TabularData make_tabular(const CsvTable& table, const TabularOptions& options,
   };
   fill(data.eval, 0, n_eval);
   fill(data.train, n_eval, n);
+}
 
-  // Standardisation on the training rows only.
+// Standardisation of each feature with the training rows' mean and population standard
+// deviation (a constant column only centred); an eval value too far for float32 is an error.
+void standardise(const std::string& name, int64_t f, TabularData& data) {
   const int64_t n_train = data.train.size;
   data.mean.assign(f, 0.0);
   data.std.assign(f, 0.0);
@@ -386,6 +384,38 @@ TabularData make_tabular(const CsvTable& table, const TabularOptions& options,
       }
     }
   }
+}
+
+}  // namespace
+
+TabularData make_tabular(const CsvTable& table, const TabularOptions& options,
+                         const std::string& name) {
+  if (!(options.validation_fraction >= 0.0 && options.validation_fraction < 1.0)) {
+    throw InputError(fmt::format("dataset_config validation_fraction is {}, not in [0, 1)",
+                                 options.validation_fraction));
+  }
+  const int64_t label = column_index(table, options.label, "label", name);
+  const std::vector<int64_t> features = feature_columns(table, options, label, name);
+  const int64_t n = table.rows(), f = static_cast<int64_t>(features.size());
+  if (n == 0) throw InputError(fmt::format("{} has a header line but no rows", name));
+
+  TabularData data;
+  for (int64_t index : features) data.features.push_back(table.header[index]);
+  // All values, row-major in file order, then labels.
+  std::vector<float> x(n * f);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < f; ++j) x[r * f + j] = feature_value(table, r, features[j], name);
+  }
+  std::vector<int64_t> classes;
+  std::vector<float> targets;
+  if (options.regression) {
+    targets.resize(n);
+    for (int64_t r = 0; r < n; ++r) targets[r] = feature_value(table, r, label, name);
+  } else {
+    classes = class_ids(table, label, name, data);
+  }
+  split_rows(table, options, name, x, f, classes, targets, data);
+  standardise(name, f, data);
   return data;
 }
 

@@ -1,8 +1,12 @@
-// The data-source registry: MNIST-format image folders (fashion_mnist, mnist), CSV tables
-// (csv, lib/data/csv.h) and byte-level text (text, lib/data/text.h).
+// The data-source registry, one factory (<name>_source) per row of names.h: MNIST-format image
+// folders (fashion_mnist, mnist), CSV tables (csv, lib/data/csv.h) and byte-level text (text,
+// lib/data/text.h).
 #include "lib/data/registry.h"
 
+#include <map>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "lib/base/config_reader.h"
 #include "lib/base/errors.h"
@@ -48,24 +52,57 @@ class MnistSource : public DataSource {
   std::shared_ptr<MnistDataset> loaded_;
 };
 
+using Factory = std::unique_ptr<DataSource> (*)(base::ConfigReader& options,
+                                                const nlohmann::ordered_json& config,
+                                                const std::string& dir, LoadContext& context);
+
+std::unique_ptr<DataSource> fashion_mnist_source(base::ConfigReader& options,
+                                                 const nlohmann::ordered_json&,
+                                                 const std::string& dir, LoadContext& context) {
+  options.finish();
+  return std::make_unique<MnistSource>(dir.empty() ? kFashionMnistDir : dir, std::move(context));
+}
+
+std::unique_ptr<DataSource> mnist_source(base::ConfigReader& options, const nlohmann::ordered_json&,
+                                         const std::string& dir, LoadContext& context) {
+  options.finish();
+  if (dir.empty()) {
+    throw InputError(
+        "dataset_name mnist needs dataset_dir: a directory with MNIST's four IDX files");
+  }
+  return std::make_unique<MnistSource>(dir, std::move(context));
+}
+
+std::unique_ptr<DataSource> csv_source(base::ConfigReader&, const nlohmann::ordered_json& config,
+                                       const std::string& dir, LoadContext&) {
+  return make_csv_source(dir, config);
+}
+
+std::unique_ptr<DataSource> text_source(base::ConfigReader& options, const nlohmann::ordered_json&,
+                                        const std::string& dir, LoadContext&) {
+  return make_text_source(read_text_options(options, dir));
+}
+
+// <name>_source for each data set of names.h.
+const std::map<std::string, Factory>& factories() {
+#define TRAINER_DATASET_FACTORY(name) {#name, &name##_source},
+  static const std::map<std::string, Factory> table = {TRAINER_DATASETS(TRAINER_DATASET_FACTORY)};
+#undef TRAINER_DATASET_FACTORY
+  return table;
+}
+
 }  // namespace
 
 std::unique_ptr<DataSource> make_data_source(const std::string& name, const std::string& dir,
                                              const nlohmann::ordered_json& config,
                                              LoadContext context) {
-  base::ConfigReader options("dataset_config", name, config);
-  if (name == "fashion_mnist" || name == "mnist") {
-    options.finish();
-    if (name == "mnist" && dir.empty()) {
-      throw InputError(
-          "dataset_name mnist needs dataset_dir: a directory with MNIST's four IDX files");
-    }
-    return std::make_unique<MnistSource>(dir.empty() ? kFashionMnistDir : dir, std::move(context));
+  auto it = factories().find(name);
+  if (it == factories().end()) {
+    throw InputError(fmt::format("dataset_name: unknown data set '{}' (allowed: {})", name,
+                                 fmt::join(dataset_names(), ", ")));
   }
-  if (name == "csv") return make_csv_source(dir, config);
-  if (name == "text") return make_text_source(read_text_options(options, dir));
-  throw InputError(fmt::format("dataset_name: unknown data set '{}' (allowed: {})", name,
-                               fmt::join(dataset_names(), ", ")));
+  base::ConfigReader options("dataset_config", name, config);
+  return it->second(options, config, dir, context);
 }
 
 }  // namespace trainer::data

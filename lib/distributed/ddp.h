@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "lib/models/models.h"
+#include "lib/models/model.h"
 
 namespace c10d {
 class Reducer;

@@ -26,11 +26,88 @@ size_t safetensors_dtype_size(const std::string& dtype) {
   return 0;
 }
 
+namespace {
+
+// "corrupt safetensors file <path>: <what>".
+struct Corrupt {
+  const std::string& path;
+  InputError operator()(const std::string& what) const {
+    return InputError(fmt::format("corrupt safetensors file {}: {}", path, what));
+  }
+};
+
+// One tensor's entry of the header, checked: a known dtype, a shape of integers whose byte size
+// does not overflow, and data_offsets within the `data_size` bytes of data that fit the shape.
+SafetensorsEntry parse_entry(const std::string& name, const nlohmann::ordered_json& info,
+                             uint64_t data_size, const Corrupt& bad) {
+  std::string dtype = info.at("dtype").get<std::string>();
+  size_t item_size = safetensors_dtype_size(dtype);
+  if (item_size == 0) throw bad(fmt::format("tensor '{}' has unknown dtype '{}'", name, dtype));
+  // Integers only: nlohmann would convert 1e300 to an integer type without a check.
+  const auto& shape_json = info.at("shape");
+  const auto& offsets_json = info.at("data_offsets");
+  if (!shape_json.is_array() || !std::all_of(shape_json.begin(), shape_json.end(),
+                                             [](const auto& d) { return d.is_number_integer(); })) {
+    throw bad(fmt::format("tensor '{}' has a shape that is not a list of integers", name));
+  }
+  if (!offsets_json.is_array() ||
+      !std::all_of(offsets_json.begin(), offsets_json.end(),
+                   [](const auto& d) { return d.is_number_unsigned(); })) {
+    throw bad(fmt::format("tensor '{}' has data_offsets that are not non-negative integers", name));
+  }
+  auto offsets = offsets_json.get<std::vector<uint64_t>>();
+  if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) {
+    throw bad(
+        fmt::format("tensor '{}' has data_offsets outside the {} bytes of data", name, data_size));
+  }
+  std::vector<int64_t> shape;
+  for (const auto& d : shape_json) {
+    if (d.is_number_unsigned() &&
+        d.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}) {
+      throw bad(fmt::format("tensor '{}' has a dimension of {}, more than 2^63 - 1", name,
+                            d.get<uint64_t>()));
+    }
+    shape.push_back(d.get<int64_t>());
+    if (shape.back() < 0) throw bad(fmt::format("tensor '{}' has a negative dimension", name));
+  }
+  // As Python's safetensors does: the running product must not overflow, even when a later
+  // dimension is 0. int64_t, since LibTorch counts elements in int64_t.
+  int64_t bytes_needed = static_cast<int64_t>(item_size);
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(bytes_needed, d, &bytes_needed)) {
+      throw bad(fmt::format("tensor '{}' has shape {} whose size overflows 64 bits", name,
+                            base::shape_text(shape)));
+    }
+  }
+  uint64_t expected = static_cast<uint64_t>(bytes_needed);
+  if (offsets[1] - offsets[0] != expected) {
+    throw bad(fmt::format("tensor '{}' has {} bytes of data, its shape needs {}", name,
+                          offsets[1] - offsets[0], expected));
+  }
+  return {name, dtype, std::move(shape), offsets[0], offsets[1]};
+}
+
+// Tensors may not share bytes: safetensors writes each one in its own range.
+void check_no_overlap(const std::vector<SafetensorsEntry>& entries, const Corrupt& bad) {
+  std::vector<const SafetensorsEntry*> by_offset;
+  for (const auto& e : entries) {
+    if (e.end > e.begin) by_offset.push_back(&e);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const auto* a, const auto* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    if (by_offset[i]->begin < by_offset[i - 1]->end) {
+      throw bad(fmt::format("tensors '{}' and '{}' overlap in the data section",
+                            by_offset[i - 1]->name, by_offset[i]->name));
+    }
+  }
+}
+
+}  // namespace
+
 SafetensorsHeader parse_safetensors_header(const char* bytes, uint64_t size,
                                            const std::string& path) {
-  auto bad = [&](const std::string& what) {
-    return InputError(fmt::format("corrupt safetensors file {}: {}", path, what));
-  };
+  const Corrupt bad{path};
   if (size < 8) throw bad(fmt::format("{} bytes, shorter than the 8-byte header length", size));
   uint64_t length = 0;
   for (int i = 0; i < 8; ++i) length |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
@@ -60,70 +137,12 @@ SafetensorsHeader parse_safetensors_header(const char* bytes, uint64_t size,
         }
         continue;
       }
-      std::string dtype = info.at("dtype").get<std::string>();
-      size_t item_size = safetensors_dtype_size(dtype);
-      if (item_size == 0) throw bad(fmt::format("tensor '{}' has unknown dtype '{}'", name, dtype));
-      // Integers only: nlohmann would convert 1e300 to an integer type without a check.
-      const auto& shape_json = info.at("shape");
-      const auto& offsets_json = info.at("data_offsets");
-      if (!shape_json.is_array() ||
-          !std::all_of(shape_json.begin(), shape_json.end(),
-                       [](const auto& d) { return d.is_number_integer(); })) {
-        throw bad(fmt::format("tensor '{}' has a shape that is not a list of integers", name));
-      }
-      if (!offsets_json.is_array() ||
-          !std::all_of(offsets_json.begin(), offsets_json.end(),
-                       [](const auto& d) { return d.is_number_unsigned(); })) {
-        throw bad(
-            fmt::format("tensor '{}' has data_offsets that are not non-negative integers", name));
-      }
-      auto offsets = offsets_json.get<std::vector<uint64_t>>();
-      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) {
-        throw bad(fmt::format("tensor '{}' has data_offsets outside the {} bytes of data", name,
-                              data_size));
-      }
-      std::vector<int64_t> shape;
-      for (const auto& d : shape_json) {
-        if (d.is_number_unsigned() &&
-            d.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}) {
-          throw bad(fmt::format("tensor '{}' has a dimension of {}, more than 2^63 - 1", name,
-                                d.get<uint64_t>()));
-        }
-        shape.push_back(d.get<int64_t>());
-        if (shape.back() < 0) throw bad(fmt::format("tensor '{}' has a negative dimension", name));
-      }
-      // As Python's safetensors does: the running product must not overflow, even when a later
-      // dimension is 0. int64_t, since LibTorch counts elements in int64_t.
-      int64_t bytes_needed = static_cast<int64_t>(item_size);
-      for (int64_t d : shape) {
-        if (__builtin_mul_overflow(bytes_needed, d, &bytes_needed)) {
-          throw bad(fmt::format("tensor '{}' has shape {} whose size overflows 64 bits", name,
-                                base::shape_text(shape)));
-        }
-      }
-      uint64_t expected = static_cast<uint64_t>(bytes_needed);
-      if (offsets[1] - offsets[0] != expected) {
-        throw bad(fmt::format("tensor '{}' has {} bytes of data, its shape needs {}", name,
-                              offsets[1] - offsets[0], expected));
-      }
-      header.entries.push_back({name, dtype, std::move(shape), offsets[0], offsets[1]});
+      header.entries.push_back(parse_entry(name, info, data_size, bad));
     }
   } catch (const nlohmann::json::exception& e) {
     throw bad(fmt::format("malformed header entry ({})", e.what()));
   }
-  // Tensors may not share bytes: safetensors writes each one in its own range.
-  std::vector<const SafetensorsEntry*> by_offset;
-  for (const auto& e : header.entries) {
-    if (e.end > e.begin) by_offset.push_back(&e);
-  }
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const auto* a, const auto* b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    if (by_offset[i]->begin < by_offset[i - 1]->end) {
-      throw bad(fmt::format("tensors '{}' and '{}' overlap in the data section",
-                            by_offset[i - 1]->name, by_offset[i]->name));
-    }
-  }
+  check_no_overlap(header.entries, bad);
   return header;
 }
 

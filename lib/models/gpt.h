@@ -15,7 +15,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "lib/base/config_reader.h"
-#include "lib/models/models.h"
+#include "lib/models/model.h"
 
 namespace trainer::models {
 

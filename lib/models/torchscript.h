@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lib/models/models.h"
+#include "lib/models/model.h"
 
 namespace torch::jit {
 struct Module;

@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "lib/optim/adamw_kernel.h"
 #include "lib/runtime/cuda.h"
 
 namespace trainer::optim {
@@ -54,28 +55,6 @@ bool fusable(const torch::Tensor& p, const torch::optim::AdamWOptions& options) 
   return !options.amsgrad() && p.device().is_cpu() && p.scalar_type() == torch::kFloat &&
          p.is_contiguous() && g.defined() && !g.is_sparse() && g.scalar_type() == torch::kFloat &&
          g.is_contiguous() && g.device().is_cpu();
-}
-
-struct Scalars {
-  float decay, one_minus_beta1, beta2, one_minus_beta2, step_size, bc2_sqrt, eps;
-};
-
-// The update of elements [begin, end): built for AVX2 and for the baseline, chosen at run time.
-__attribute__((target_clones("avx2", "default"))) void update(float* __restrict param,
-                                                              const float* __restrict grad,
-                                                              float* __restrict m,
-                                                              float* __restrict v, int64_t begin,
-                                                              int64_t end, Scalars s) {
-  for (int64_t i = begin; i < end; ++i) {
-    const float g = grad[i];
-    const float w = param[i] * s.decay;
-    // torch.lerp with weight < 0.5: start + weight * (end - start)
-    const float mi = m[i] + s.one_minus_beta1 * (g - m[i]);
-    const float vi = v[i] * s.beta2 + s.one_minus_beta2 * (g * g);
-    m[i] = mi;
-    v[i] = vi;
-    param[i] = w - s.step_size * (mi / (std::sqrt(vi) / s.bc2_sqrt + s.eps));
-  }
 }
 
 }  // namespace
@@ -199,19 +178,19 @@ torch::Tensor AdamW::step(LossClosure closure) {
       const double bias_correction2 = 1 - std::pow(beta2, state.step());
       // As PyTorch: p *= 1 - lr*wd; m = lerp(m, g, 1-b1); v = b2*v + (1-b2)*g*g;
       // p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps), each in float.
-      const Scalars scalars{static_cast<float>(1 - lr * options.weight_decay()),
-                            static_cast<float>(1 - beta1),
-                            static_cast<float>(beta2),
-                            static_cast<float>(1 - beta2),
-                            static_cast<float>(lr / bias_correction1),
-                            static_cast<float>(std::sqrt(bias_correction2)),
-                            static_cast<float>(options.eps())};
+      const AdamWScalars scalars{static_cast<float>(1 - lr * options.weight_decay()),
+                                 static_cast<float>(1 - beta1),
+                                 static_cast<float>(beta2),
+                                 static_cast<float>(1 - beta2),
+                                 static_cast<float>(lr / bias_correction1),
+                                 static_cast<float>(std::sqrt(bias_correction2)),
+                                 static_cast<float>(options.eps())};
       float* param = p.data_ptr<float>();
       const float* grad = p.grad().data_ptr<float>();
       float* m = state.exp_avg().data_ptr<float>();
       float* v = state.exp_avg_sq().data_ptr<float>();
       at::parallel_for(0, p.numel(), 16384, [&](int64_t begin, int64_t end) {
-        update(param, grad, m, v, begin, end, scalars);
+        adamw_update(param, grad, m, v, begin, end, scalars);
       });
     }
   }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "lib/models/models.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/data/mnist.h"

@@ -164,7 +164,7 @@ TEST(Tasks, GptLayerNormsAndBiasesGetNoWeightDecay) {
   for (const auto& item : model->named_parameters()) {
     const std::string& name = item.key();
     bool expected_no_decay = name.find(".ln_") != std::string::npos ||
-                             name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+                             (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0);
     EXPECT_EQ(no_decay.count(item.value().unsafeGetTensorImpl()) > 0, expected_no_decay) << name;
     decayed += expected_no_decay ? 0 : 1;
   }

@@ -33,6 +33,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include "lib/models/models.h"
 #include "lib/data/dataloader.h"
 #include "lib/data/mnist.h"
 #include "lib/accelerate/accelerator.h"

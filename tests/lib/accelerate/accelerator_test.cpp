@@ -13,11 +13,12 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
-#include "lib/data/mnist.h"
 #include "lib/accelerate/launch.h"
 #include "lib/accelerate/mixed_precision.h"
 #include "lib/base/errors.h"
+#include "lib/data/mnist.h"
 #include "lib/io/safetensors.h"
+#include "lib/models/models.h"
 #include "tests/test_util.h"
 
 namespace trainer {

@@ -13,6 +13,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/io/safetensors.h"
+#include "lib/models/models.h"
 #include "tests/test_util.h"
 
 namespace trainer::models {

@@ -12,6 +12,7 @@
 #include "lib/base/errors.h"
 #include "lib/data/mnist.h"
 #include "lib/io/safetensors.h"
+#include "lib/models/models.h"
 #include "tests/test_util.h"
 #include "trainer/trainer.h"
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "lib/models/models.h"
 #include "lib/accelerate/accelerator.h"
 #include "lib/base/errors.h"
 #include "lib/data/mnist.h"

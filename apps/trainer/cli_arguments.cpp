@@ -1,0 +1,134 @@
+// The `--name value` / `--name=value` reader of train, evaluate and predict (no CLI11 here).
+#include "apps/trainer/cli_arguments.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "lib/base/errors.h"
+#include "lib/base/text.h"
+#include "trainer/training_args.h"
+
+namespace trainer::cli {
+
+std::string bool_word(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* word : {"yes", "true", "t", "y", "1"}) {
+    if (text == word) return "true";
+  }
+  for (const char* word : {"no", "false", "f", "n", "0"}) {
+    if (text == word) return "false";
+  }
+  return "";
+}
+
+bool looks_like_option(const std::string& token) {
+  if (token.size() < 2 || token[0] != '-') return false;
+  char* end = nullptr;
+  std::strtod(token.c_str(), &end);
+  return *end != '\0';
+}
+
+namespace {
+
+// The value of `--name` at tokens[i] (`equals`: where its '=' is, or npos): after '=', the next
+// token, or "true" for a flag given alone; a flag's value as "true" or "false". Moves `i` past
+// the value it takes.
+std::string value_of(const std::string& name, const TrainingArguments::Description& d,
+                     const std::vector<std::string>& tokens, size_t& i, size_t equals) {
+  const std::string& token = tokens[i];
+  std::string value;
+  if (equals != std::string::npos) {
+    value = token.substr(equals + 1);
+  } else if (d.is_flag()) {
+    // --do_eval alone means true; a word that follows is its value, as argparse takes it
+    // (nargs="?"), and must be a boolean: never quietly the CONFIG.json.
+    value = i + 1 < tokens.size() && !looks_like_option(tokens[i + 1]) ? tokens[++i] : "true";
+  } else if (i + 1 >= tokens.size()) {
+    throw InputError(
+        fmt::format("argument --{}: no value given (expected {} after it)", name, d.kind));
+  } else if (looks_like_option(tokens[i + 1])) {
+    throw InputError(fmt::format(
+        "argument --{}: no value given (expected {}; it is followed by {}, an option; write "
+        "--{}=VALUE for a value that begins with -)",
+        name, d.kind, tokens[i + 1], name));
+  } else {
+    value = tokens[++i];
+  }
+  if (value.empty()) {
+    throw InputError(fmt::format("argument --{}: the value is empty (expected {})", name, d.kind));
+  }
+  if (d.is_flag()) {
+    std::string word = bool_word(value);
+    if (word.empty()) {
+      throw InputError(fmt::format(
+          "argument --{}: '{}' is not true or false (yes/no, true/false, t/f, y/n, 1/0; a flag "
+          "alone means true)",
+          name, value));
+    }
+    value = word;
+  }
+  return value;
+}
+
+}  // namespace
+
+void read_training_arguments(const std::vector<std::string>& tokens, Command& command) {
+  std::map<std::string, TrainingArguments::Description> known;
+  std::vector<std::string> names;
+  for (const auto& d : TrainingArguments::describe()) {
+    known[d.name] = d;
+    names.push_back(d.name);
+  }
+  known["evaluation_strategy"] = known["eval_strategy"];
+  std::map<std::string, std::string> given;  // name as typed -> value
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& token = tokens[i];
+    if (!looks_like_option(token)) {
+      if (!command.config.empty()) {
+        throw InputError(
+            fmt::format("unexpected argument '{}' (only one CONFIG.json is taken; it was '{}')",
+                        token, command.config));
+      }
+      if (token.empty()) throw InputError("CONFIG.json is \"\" (give a file, or leave it out)");
+      command.config = token;
+      continue;
+    }
+    if (token.rfind("--", 0) != 0) {
+      throw InputError(
+          fmt::format("unknown argument {} (arguments are --name value; see trainer "
+                      "{} --help)",
+                      token, command.name));
+    }
+    size_t equals = token.find('=');
+    std::string name =
+        token.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+    auto it = known.find(name);
+    if (it == known.end()) {
+      TrainingArguments::reject_unsupported_key(name);
+      std::string near = base::nearest(name, names);
+      throw InputError(fmt::format("unknown argument --{}{}", name,
+                                   near.empty() ? " (see trainer " + command.name + " --help)"
+                                                : fmt::format(" (did you mean --{}?)", near)));
+    }
+    const TrainingArguments::Description& d = it->second;
+    const std::string value = value_of(name, d, tokens, i, equals);
+    if (auto previous = given.find(name); previous != given.end()) {
+      throw InputError(fmt::format("argument --{} is given twice ({} and {}); give it once", name,
+                                   previous->second, value));
+    }
+    given[name] = value;
+    command.overrides.emplace_back(d.name, value);
+  }
+  auto eval = given.find("eval_strategy");
+  auto old = given.find("evaluation_strategy");
+  if (eval != given.end() && old != given.end() && eval->second != old->second) {
+    throw InputError(fmt::format(
+        "argument --eval_strategy {} and its old name --evaluation_strategy {} disagree (give one)",
+        eval->second, old->second));
+  }
+}
+
+}  // namespace trainer::cli

@@ -1,0 +1,32 @@
+// The `trainer` program's commands, one file each (main.cpp dispatches): train, evaluate and
+// predict on TrainingArguments, env, plot and generate (generate.h). Each returns the exit code;
+// bad input is an InputError, which main turns into one line and exit code 2.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainer/training_args.h"
+
+namespace trainer::cli {
+
+// `trainer train`: loads and checks the data and the model, trains, and writes every result into
+// output_dir together (model, state, arguments, metrics), then loss.svg and, for a language
+// model, a sample.
+int train_command(const TrainingArguments& args);
+
+// `trainer evaluate`: output_dir's model on the eval split; eval_results.json, merged into
+// all_results.json.
+int evaluate_command(const TrainingArguments& args);
+
+// `trainer predict`: Trainer.predict on the eval split; predictions.npy, label_ids.npy and
+// predict_results.json.
+int predict_command(const TrainingArguments& args);
+
+// `trainer env`: what accelerate env and transformers env print, for a C++ program.
+int env_command();
+
+// `trainer plot`: the runs' curves as an SVG and an HTML page.
+int plot_command(const std::vector<std::string>& output_dirs, const std::string& output);
+
+}  // namespace trainer::cli

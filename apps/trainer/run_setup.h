@@ -1,0 +1,60 @@
+// What `trainer train`, `evaluate` and `predict` share: the data source and the model the
+// arguments name, the checks made before anything is written (an empty split, data the model
+// cannot take), the output_dir lock, and a trained run's model and eval split.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "lib/accelerate/accelerator.h"
+#include "lib/data/registry.h"
+#include "lib/models/model.h"
+#include "trainer/output_dir.h"
+#include "trainer/trainer.h"
+#include "trainer/training_args.h"
+
+namespace trainer::cli {
+
+// The data set the arguments name; a split's caches are written by the node's first process and
+// read by the others.
+std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
+                                              const TrainingArguments& args);
+
+// Whether the run evaluates: an eval_strategy, or do_eval.
+bool wants_eval(const TrainingArguments& args);
+
+// The main process (RANK 0) locks output_dir, once the data is loaded and checked; the others
+// never write there (null).
+std::unique_ptr<OutputDir> lock_output_dir(const TrainingArguments& args);
+
+// The model the arguments name, shaped for the data: the TorchScript module of
+// model_name_or_path, else model_name.
+std::shared_ptr<models::Model> create_model(const TrainingArguments& args,
+                                            const data::DataInfo& info);
+
+// Runs the first example of `split` through the model, so that data of the wrong shape fails
+// before training, with one line, rather than inside a layer after hours. Eval mode: no dropout,
+// so no random number is drawn.
+void check_model_takes(models::Model& model, const data::Dataset& dataset,
+                       const data::DataCollator& collator, const std::string& split,
+                       const data::DataSource& source, const TrainingArguments& args);
+
+// An empty split would train or score nothing, and say nothing: InputError.
+void check_not_empty(const data::Dataset& dataset, const std::string& split,
+                     const data::DataSource& source);
+
+// The model of a trained run (output_dir/model.safetensors) and the eval split, for evaluate
+// and predict.
+struct TrainedRun {
+  std::shared_ptr<models::Model> model;
+  std::shared_ptr<const data::Dataset> eval_dataset;
+  data::DataCollator collator;
+  ComputeMetrics compute_metrics;
+};
+TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& args);
+
+// The output directory's lock, after checking that all_results.json (which the metrics are
+// merged into) can be read: a damaged one is said now, not replaced later.
+std::unique_ptr<OutputDir> lock_for_results(const TrainingArguments& args);
+
+}  // namespace trainer::cli

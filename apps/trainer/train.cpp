@@ -1,0 +1,135 @@
+// `trainer train`: the data and the model checked before output_dir is touched, the Trainer's
+// loop, and every result of the run landing together.
+#include <algorithm>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include "apps/trainer/commands.h"
+#include "apps/trainer/generate.h"
+#include "apps/trainer/run_setup.h"
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
+#include "lib/base/text.h"
+#include "lib/base/warn.h"
+#include "lib/distributed/env.h"
+#include "lib/models/gpt.h"
+#include "lib/report/plot.h"
+#include "lib/runtime/signals.h"
+#include "trainer/integrations.h"
+
+namespace trainer::cli {
+namespace {
+
+// output_dir/loss.svg, the run's curves, once its other files are in place (an earlier run's went
+// with them). A picture is no reason to fail a finished run: a failure to write it is a warning.
+void write_loss_svg(const Trainer& trainer, const TrainingArguments& args) {
+  const std::string path = base::join_path(args.output_dir(), "loss.svg");
+  try {
+    const std::string label = args.run_name().value_or(report::folder_name(args.output_dir()));
+    report::PlotRun run =
+        report::plot_run_from_log_history(label, trainer.state().log_history, path);
+    base::write_file_atomic(path, report::plot_svg({run}, "Training curves: " + label));
+  } catch (const std::exception& e) {
+    base::warn("{} not written: {} (the run's other results are saved)", path,
+               base::first_line(e.what()));
+  }
+}
+
+// A language model's run ends with a sample of what it learned: what `trainer generate
+// OUTPUT_DIR --seed <seed>` prints for the saved weights.
+void print_sample(models::Model& model, const TrainingArguments& args, const data::DataInfo& info) {
+  auto* gpt = dynamic_cast<models::Gpt*>(&model);
+  if (!gpt) return;
+  cli::GenerateOptions options;
+  options.seed = static_cast<uint64_t>(args.seed());
+  fmt::print(
+      "\nSample (trainer generate {} --seed {}):\n{}\n", args.output_dir(), options.seed,
+      sample_text(*gpt, options,
+                  info.input_shape.empty() ? gpt->config().block_size : info.input_shape.back()));
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int train_command(const TrainingArguments& args) {
+  Accelerator accelerator(accelerator_options(args));
+  auto source = data_source(accelerator, args);
+  auto train_dataset = source->split("train", args.max_train_samples());
+  auto eval_dataset = wants_eval(args) ? source->split("eval", args.max_eval_samples()) : nullptr;
+  if (eval_dataset) check_not_empty(*eval_dataset, "eval", *source);
+  const data::DataInfo info = source->info();
+  torch::manual_seed(static_cast<uint64_t>(args.seed()));
+  auto model = create_model(args, info);
+  const data::DataCollator collator = source->collator();
+  check_model_takes(*model, *train_dataset, collator, "train", *source, args);
+  if (eval_dataset) check_model_takes(*model, *eval_dataset, collator, "eval", *source, args);
+  // Only now, with the arguments valid and the data loaded and checked, is output_dir touched.
+  auto output = lock_output_dir(args);
+  // A resumed run (asked for, or restarted by the launcher) continues the run already there.
+  const bool resuming = args.resume_from_checkpoint() || dist::read_dist_env().restart_count > 0;
+  if (output && !output->earlier_entries().empty() && !args.overwrite_output_dir() && !resuming) {
+    const auto& names = output->earlier_entries();
+    throw InputError(fmt::format(
+        "output_dir {} already holds {} ({}{}); set overwrite_output_dir true to replace an "
+        "earlier run's results, or choose another output_dir",
+        args.output_dir(), names.size() == 1 ? "a file" : fmt::format("{} files", names.size()),
+        fmt::format("{}", fmt::join(names.begin(),
+                                    names.begin() + std::min<size_t>(3, names.size()), ", ")),
+        names.size() > 3 ? ", ..." : ""));
+  }
+
+  Trainer trainer(model, args, train_dataset, eval_dataset, collator,
+                  metrics_for_task(model->task().kind));
+  // From here a signal stops the loop at the next step boundary, where a checkpoint is saved (or
+  // lets the saving finish) rather than ending the process.
+  runtime::defer_interrupts();
+  TrainOutput result = trainer.train();
+  // Every file of the run lands together once training and the last evaluation are over, or
+  // none does (a full disk): an earlier run's files stay as they were until then.
+  base::WriteBatch batch;
+  trainer.save_model();
+  if (accelerator.is_main_process()) {
+    base::write_file_atomic(base::join_path(args.output_dir(), "training_args.json"),
+                            args.to_json());
+  }
+  trainer.save_state();
+  Metrics train_metrics = result.metrics;
+  train_metrics["train_samples"] = static_cast<double>(train_dataset->size());
+  accelerator.print("");
+  trainer.log_metrics("train", train_metrics);
+  trainer.save_metrics("train", train_metrics);
+  if (eval_dataset) {
+    // The evaluation at the last step already scored this model; do not run it twice.
+    Metrics eval_metrics = trainer.last_eval_step() == trainer.state().global_step
+                               ? trainer.last_eval_metrics()
+                               : trainer.evaluate();
+    eval_metrics["eval_samples"] = static_cast<double>(eval_dataset->size());
+    trainer.log_metrics("eval", eval_metrics);
+    trainer.save_metrics("eval", eval_metrics);
+  }
+  // overwrite_output_dir replaces all of an earlier run's results: what this run did not write
+  // (eval_results.json of a run that evaluated) goes.
+  if (output) {
+    for (const std::string& name : run_result_files()) {
+      batch.remove_on_commit(base::join_path(args.output_dir(), name));
+    }
+    const auto reports = args.effective_report_to();
+    if (std::find(reports.begin(), reports.end(), "jsonl") == reports.end()) {
+      batch.remove_on_commit(base::join_path(args.output_dir(), JsonlCallback::kFileName));
+    }
+  }
+  batch.commit();
+  if (accelerator.is_main_process()) write_loss_svg(trainer, args);
+  if (accelerator.is_main_process()) print_sample(*model, args, info);
+  trainer.remove_earlier_checkpoints();
+  if (int sig = runtime::interrupt_signal()) {
+    throw Interrupted(sig, fmt::format("interrupted by {} after training; its results were saved",
+                                       runtime::signal_name(sig)));
+  }
+  return 0;
+}
+
+}  // namespace trainer::cli

@@ -1,0 +1,63 @@
+// The Model interface's defaults and the tasks' losses.
+#include "lib/models/model.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "lib/base/text.h"
+
+namespace trainer::models {
+
+torch::Tensor task_loss(const Task& task, const torch::Tensor& outputs, const torch::Tensor& labels,
+                        const torch::Tensor& num_items_in_batch) {
+  const bool summed = num_items_in_batch.defined();
+  const auto reduction = summed ? torch::Reduction::Sum : torch::Reduction::Mean;
+  torch::Tensor loss;
+  switch (task.kind) {
+    case data::TaskKind::kClassification:
+      loss = task.log_probs ? torch::nll_loss(outputs, labels, {}, reduction, -100)
+                            : torch::cross_entropy_loss(outputs, labels, {}, reduction, -100, 0.0);
+      break;
+    case data::TaskKind::kRegression:
+      loss = torch::mse_loss(outputs.reshape(labels.sizes()), labels.to(outputs.scalar_type()),
+                             reduction);
+      break;
+    case data::TaskKind::kCausalLM: {
+      if (outputs.dim() != 3 || labels.dim() != 2) {
+        throw std::invalid_argument(fmt::format(
+            "causal_lm loss: outputs must be [batch, length, vocabulary] and labels [batch, "
+            "length], not {} and {}",
+            base::shape_text(outputs.sizes().vec()), base::shape_text(labels.sizes().vec())));
+      }
+      const int64_t vocab = outputs.size(2);
+      torch::Tensor logits = outputs.slice(1, 0, -1).reshape({-1, vocab});
+      torch::Tensor targets = labels.slice(1, 1).reshape({-1});
+      loss = torch::cross_entropy_loss(logits, targets, {}, reduction, -100, 0.0);
+      break;
+    }
+  }
+  return summed ? loss / num_items_in_batch.to(loss.scalar_type()) : loss;
+}
+
+ModelOutput Model::forward(const data::Batch& inputs) { return {forward(inputs.at("x")), {}}; }
+
+torch::Tensor Model::forward(const torch::Tensor& x) {
+  throw std::logic_error(
+      "this model reads several inputs: call forward with the batch of named tensors");
+}
+
+torch::Tensor Model::loss(const torch::Tensor& outputs, const torch::Tensor& labels,
+                          const torch::Tensor& num_items_in_batch) {
+  return task_loss(task(), outputs, labels, num_items_in_batch);
+}
+
+int64_t num_trainable_parameters(const torch::nn::Module& model) {
+  int64_t count = 0;
+  for (const auto& p : model.parameters()) {
+    if (p.requires_grad()) count += p.numel();
+  }
+  return count;
+}
+
+}  // namespace trainer::models

@@ -1,0 +1,56 @@
+// The Model interface every trainable model implements: forward on a batch of named tensors, the
+// task and its default loss (the tasks' losses are here too).
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include "lib/data/dataset.h"
+
+namespace trainer::models {
+
+// What a model's forward returns: its outputs and, when it scores the batch's "labels" itself (as
+// Transformers' models do when given labels), that loss.
+struct ModelOutput {
+  torch::Tensor logits;  // logits, log-probabilities or regression values, [B, ...]
+  torch::Tensor loss;    // undefined: the Trainer scores logits with Model::loss
+};
+
+// A model's task and the kind of its outputs, which pick its default loss.
+struct Task {
+  data::TaskKind kind = data::TaskKind::kClassification;
+  bool log_probs = false;  // classification outputs are log-probabilities (NLL), not logits
+};
+
+// The task's loss; labels equal to -100 are ignored (classification, causal_lm):
+// - classification: cross_entropy on logits, nll_loss on log-probabilities;
+// - regression: mse_loss of the outputs (reshaped as the labels) against the labels as float;
+// - causal_lm: cross_entropy of outputs[:, :-1] against labels[:, 1:] (the labels are the
+//   input_ids, shifted here as Transformers shifts them inside the loss).
+// With num_items_in_batch defined (a scalar): the summed loss divided by it, so that micro-batches
+// of unequal length weigh each token once; otherwise the mean.
+torch::Tensor task_loss(const Task& task, const torch::Tensor& outputs, const torch::Tensor& labels,
+                        const torch::Tensor& num_items_in_batch = {});
+
+// A trainable module: forward on a batch of named tensors, and the task's loss.
+class Model : public torch::nn::Module {
+ public:
+  // The batch's named tensors ("x", "input_ids", "attention_mask", "labels", ...). Default: the
+  // one-tensor forward on "x", no loss.
+  virtual ModelOutput forward(const data::Batch& inputs);
+  // The forward of a model with one input tensor. Default: throws std::logic_error (a model that
+  // reads several inputs overrides the batch forward only).
+  virtual torch::Tensor forward(const torch::Tensor& x);
+  // The loss the default compute_loss uses when forward returns none: task_loss(task(), ...).
+  virtual torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
+                             const torch::Tensor& num_items_in_batch = {});
+  virtual Task task() const { return task_; }
+  void set_task(Task task) { task_ = task; }
+
+ protected:
+  Task task_;
+};
+
+// Number of trainable parameters (requires_grad).
+int64_t num_trainable_parameters(const torch::nn::Module& model);
+
+}  // namespace trainer::models

@@ -1,0 +1,82 @@
+// What train() builds before its loop: the Accelerator's options from the arguments, AdamW with
+// Transformers' weight-decay grouping, and the learning-rate schedule.
+#include <set>
+
+#include <torch/torch.h>
+
+#include "lib/base/text.h"
+#include "lib/optim/adamw.h"
+#include "lib/optim/schedules.h"
+#include "trainer/trainer.h"
+
+namespace trainer {
+namespace {
+
+// Transformers' weight-decay grouping: no decay on biases (and norm layers' weights, which
+// LibTorch names *.weight under a norm module; BasicNet has none).
+std::vector<torch::optim::OptimizerParamGroup> parameter_groups(const torch::nn::Module& model,
+                                                                const TrainingArguments& args) {
+  std::vector<torch::Tensor> decay, no_decay;
+  // Transformers leaves out the parameters of layer norms (found by their type), besides biases
+  // and names that say norm.
+  std::set<const void*> layer_norm;
+  for (const auto& module : model.modules(/*include_self=*/true)) {
+    if (!module->as<torch::nn::LayerNorm>() && !module->as<torch::nn::GroupNorm>()) continue;
+    for (const auto& p : module->parameters(/*recurse=*/false))
+      layer_norm.insert(p.unsafeGetTensorImpl());
+  }
+  for (const auto& item : model.named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    const std::string& name = item.key();
+    bool is_bias = base::ends_with(name, "bias");
+    // GPT-2's names for its layer norms: ln_1, ln_2, ln_f.
+    bool is_ln = name.rfind("ln_", 0) == 0 || name.find(".ln_") != std::string::npos;
+    bool is_norm = name.find("norm") != std::string::npos || is_ln ||
+                   layer_norm.count(item.value().unsafeGetTensorImpl()) > 0;
+    (is_bias || is_norm ? no_decay : decay).push_back(item.value());
+  }
+  auto options = [&](double weight_decay) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(args.learning_rate())
+            .betas({args.adam_beta1(), args.adam_beta2()})
+            .eps(args.adam_epsilon())
+            .weight_decay(weight_decay));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  if (!decay.empty()) groups.emplace_back(decay, options(args.weight_decay()));
+  if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));
+  return groups;
+}
+
+}  // namespace
+
+AcceleratorOptions accelerator_options(const TrainingArguments& args) {
+  DistributedDataParallelKwargs ddp;
+  if (args.ddp_bucket_cap_mb()) ddp.bucket_cap_mb = static_cast<double>(*args.ddp_bucket_cap_mb());
+  ddp.find_unused_parameters = args.ddp_find_unused_parameters();
+  ddp.broadcast_buffers = args.ddp_broadcast_buffers();
+  return AcceleratorOptions()
+      .mixed_precision(args.mixed_precision())
+      .cpu(args.use_cpu())
+      .backend(args.ddp_backend().value_or(""))
+      .timeout(std::chrono::seconds(args.ddp_timeout()))
+      .ddp_kwargs(ddp)
+      .data_on_device(args.data_on_device());
+}
+
+std::shared_ptr<torch::optim::Optimizer> Trainer::create_optimizer() {
+  optimizer_ = std::make_shared<optim::AdamW>(parameter_groups(*model_, args_));
+  return optimizer_;
+}
+
+std::shared_ptr<optim::LambdaLR> Trainer::create_scheduler(int64_t num_training_steps,
+                                                           torch::optim::Optimizer& optimizer) {
+  const int64_t warmup = args_.get_warmup_steps(num_training_steps);
+  lr_scheduler_ = std::make_shared<optim::LambdaLR>(
+      optimizer, [type = args_.lr_scheduler_type(), warmup, num_training_steps](int64_t step) {
+        return optim::lr_lambda(type, step, warmup, num_training_steps);
+      });
+  return lr_scheduler_;
+}
+
+}  // namespace trainer

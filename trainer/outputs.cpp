@@ -1,0 +1,59 @@
+// What a Trainer leaves in output_dir: model.safetensors (and model.pt for a TorchScript model),
+// trainer_state.json, <split>_results.json and all_results.json, and the printed metrics.
+#include <filesystem>
+
+#include <torch/torch.h>
+
+#include "lib/base/files.h"
+#include "lib/io/safetensors.h"
+#include "lib/models/torchscript.h"
+#include "trainer/callbacks.h"
+#include "trainer/trainer.h"
+
+namespace trainer {
+
+using json = nlohmann::ordered_json;
+
+void Trainer::save_model(const std::string& dir) const {
+  if (!accelerator_->is_main_process()) return;
+  std::string target = dir.empty() ? args_.output_dir() : dir;
+  io::save_safetensors(base::join_path(target, "model.safetensors"), io::state_dict(*model_));
+  // A model from Python goes back as it came, with the trained weights: model.pt.
+  if (auto* script = dynamic_cast<const models::TorchScriptModel*>(model_.get())) {
+    script->save(base::join_path(target, "model.pt"));
+  }
+}
+
+void Trainer::remove_earlier_checkpoints() {
+  for (const std::string& earlier : earlier_checkpoints_) base::remove_tree(earlier);
+  earlier_checkpoints_.clear();
+}
+
+void Trainer::save_state() const {
+  if (!accelerator_->is_main_process()) return;
+  state_.save_to_json(base::join_path(args_.output_dir(), "trainer_state.json"));
+}
+
+void Trainer::log_metrics(const std::string& split, const Metrics& metrics) const {
+  if (!accelerator_->is_main_process()) return;
+  std::fputs(format_metrics(split, metrics).c_str(), stdout);
+  std::fflush(stdout);
+}
+
+void Trainer::save_metrics(const std::string& split, const Metrics& metrics) const {
+  if (!accelerator_->is_main_process()) return;
+  json values;
+  for (const auto& [key, value] : metrics) values[key] = value;
+  base::write_json(base::join_path(args_.output_dir(), split + "_results.json"), values);
+  std::string all_path = base::join_path(args_.output_dir(), "all_results.json");
+  if (!all_results_) {
+    all_results_ = json::object();
+    if (std::filesystem::exists(all_path)) {
+      all_results_ = base::read_json_object(all_path);  // a damaged file is not replaced
+    }
+  }
+  for (const auto& [key, value] : metrics) (*all_results_)[key] = value;
+  base::write_json(all_path, *all_results_);
+}
+
+}  // namespace trainer

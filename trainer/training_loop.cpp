@@ -1,0 +1,325 @@
+// Trainer::train: Transformers' _inner_training_loop in named steps. The plan (batches, steps,
+// epochs), a fresh state, the checkpoint to resume, the optimizer and schedule, the banner, then
+// epochs of optimization steps, each followed by _maybe_log_save_evaluate, and the speed metrics.
+#include <cmath>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "lib/base/errors.h"
+#include "lib/base/stopwatch.h"
+#include "lib/base/text.h"
+#include "lib/base/warn.h"
+#include "lib/runtime/signals.h"
+#include "trainer/trainer.h"
+
+namespace trainer {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+// logging_steps / eval_steps below 1 are fractions of the total steps, as in Transformers.
+int64_t resolve_steps(double steps, int64_t max_steps) {
+  if (steps < 1) return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(steps * max_steps)));
+  return static_cast<int64_t>(steps);
+}
+
+}  // namespace
+
+Trainer::TrainingPlan Trainer::set_initial_training_values() {
+  if (!train_dataset_ || train_dataset_->size() == 0) {
+    throw InputError("Trainer: the training dataset is empty");
+  }
+  Accelerator& accelerator = *accelerator_;
+  TrainingPlan plan;
+  const int64_t batch_size = args_.per_device_train_batch_size();
+  // Every process draws the same permutation (same seed) and runs its share of its batches.
+  plan.loader = accelerator.prepare(data::DataLoader(
+      train_dataset_,
+      std::make_shared<data::RandomSampler>(train_dataset_->size(), args_.sampler_seed()),
+      {batch_size, args_.dataloader_drop_last()}, data_collator_));
+  plan.num_batches = plan.loader->size();
+  if (plan.num_batches == 0) {
+    throw InputError(
+        fmt::format("Trainer: {} training examples make no batch of {}{} with dataloader_drop_last",
+                    train_dataset_->size(), batch_size,
+                    accelerator.num_processes() > 1
+                        ? fmt::format(" for each of {} processes", accelerator.num_processes())
+                        : ""));
+  }
+  plan.accumulation = args_.gradient_accumulation_steps();
+  plan.steps_per_epoch =
+      std::max<int64_t>(1, (plan.num_batches + plan.accumulation - 1) / plan.accumulation);
+  if (__builtin_mul_overflow(batch_size, accelerator.num_processes() * plan.accumulation,
+                             &plan.total_batch_size)) {
+    throw InputError(fmt::format(
+        "argument per_device_train_batch_size: {} x {} processes x gradient_accumulation_steps {} "
+        "overflows the total batch size",
+        batch_size, accelerator.num_processes(), plan.accumulation));
+  }
+  if (args_.max_steps() > 0) {
+    plan.max_steps = args_.max_steps();
+    plan.num_epochs = (plan.max_steps + plan.steps_per_epoch - 1) / plan.steps_per_epoch;
+    plan.num_train_samples =
+        static_cast<double>(plan.max_steps) * static_cast<double>(plan.total_batch_size);
+  } else {
+    double steps = std::ceil(args_.num_train_epochs() * static_cast<double>(plan.steps_per_epoch));
+    if (steps > 9007199254740992.0) {
+      throw InputError(fmt::format(
+          "argument num_train_epochs: {} epochs of {} steps make {:.3g} optimization steps (at "
+          "most 2^53 are allowed)",
+          base::python_float(args_.num_train_epochs()), plan.steps_per_epoch, steps));
+    }
+    plan.max_steps = static_cast<int64_t>(steps);
+    plan.num_epochs = static_cast<int64_t>(std::ceil(args_.num_train_epochs()));
+    plan.num_train_samples =
+        static_cast<double>(plan.loader->num_examples()) * args_.num_train_epochs();
+  }
+  return plan;
+}
+
+void Trainer::reset_training_state(const TrainingPlan& plan) {
+  state_ = TrainerState{};
+  control_ = TrainerControl{};
+  all_results_ = json::object();  // a new run's results replace an earlier run's
+  state_.is_world_process_zero = accelerator_->is_main_process();
+  state_.is_local_process_zero = accelerator_->is_local_main_process();
+  state_.max_steps = plan.max_steps;
+  state_.num_train_epochs = plan.num_epochs;
+  state_.logging_steps = resolve_steps(args_.logging_steps(), plan.max_steps);
+  state_.eval_steps = resolve_steps(args_.effective_eval_steps(), plan.max_steps);
+  state_.save_steps = resolve_steps(args_.save_steps(), plan.max_steps);
+  state_.train_batch_size = args_.per_device_train_batch_size();
+  last_step_loss_ = torch::Tensor();
+  state_.read_last_step_loss = [this] {
+    return last_step_loss_.defined() ? last_step_loss_.item<double>() : 0.0;
+  };
+  total_batch_size_ = plan.total_batch_size;
+  position_ = Position{};
+  // The losses stay on the device (summed in float64) until a log reads them: no host sync per
+  // step, which on a GPU costs more than a small model's step.
+  tr_loss_ = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(device()));
+  grad_norm_ = torch::Tensor();
+  total_loss_scalar_ = 0;
+  last_logged_step_ = 0;
+  nonfinite_in_a_row_ = 0;
+  last_saved_step_ = -1;
+  cuda_graph_replays_ = 0;
+  earlier_checkpoints_.clear();
+}
+
+std::shared_ptr<AcceleratedOptimizer> Trainer::create_optimizer_and_scheduler(
+    int64_t num_training_steps) {
+  // What the (possibly overridden) steps return is what trains, whether or not they set the
+  // members themselves.
+  optimizer_ = create_optimizer();
+  if (!optimizer_) throw std::logic_error("Trainer: create_optimizer returned no optimizer");
+  lr_scheduler_ = create_scheduler(num_training_steps, *optimizer_);
+  if (!lr_scheduler_) throw std::logic_error("Trainer: create_scheduler returned no scheduler");
+  return accelerator_->prepare(optimizer_);
+}
+
+void Trainer::print_banner(const TrainingPlan& plan,
+                           const std::optional<Resumable>& checkpoint) const {
+  if (!state_.is_world_process_zero) return;
+  std::string text = banner(train_dataset_->size(), plan.num_epochs);
+  if (checkpoint) {
+    text += fmt::format(
+        "  Continuing training from checkpoint {} (global step {}, epoch {}): skipping the "
+        "first {} batches of epoch {}\n",
+        checkpoint->dir, state_.global_step, position_.epoch,
+        args_.ignore_data_skip() ? 0 : position_.steps_in_epoch * plan.accumulation,
+        position_.epoch);
+  }
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpoint) {
+  const TrainingPlan plan = set_initial_training_values();
+  reset_training_state(plan);
+  const std::optional<Resumable> checkpoint = checkpoint_to_resume(resume_from_checkpoint);
+  if (!checkpoint && args_.overwrite_output_dir() && state_.is_world_process_zero) {
+    for (const auto& earlier : list_checkpoints(args_.output_dir()))
+      earlier_checkpoints_.push_back(earlier.path);
+  }
+  if (!model_wrapped_) model_wrapped_ = accelerator_->prepare(model_);
+  auto optimizer = create_optimizer_and_scheduler(plan.max_steps);
+  if (checkpoint) load_checkpoint(*checkpoint, plan.steps_per_epoch);
+  // CUDA: steps without a host read, replayed as a CUDA graph with cuda_graphs (null on CPU).
+  const std::shared_ptr<DeviceLoop> device_loop = make_device_loop();
+  print_banner(plan, checkpoint);
+
+  const base::Stopwatch stopwatch;
+  fire([&](TrainerCallback& c) { c.on_train_begin(args_, state_, control_); });
+  model_wrapped_->train();
+  model_->zero_grad();
+  in_training_loop_ = true;
+  struct LoopGuard {
+    bool& flag;
+    ~LoopGuard() { flag = false; }
+  } loop_guard{in_training_loop_};
+
+  // A checkpoint saved inside an epoch continues it (its on_epoch_begin has run); one saved at an
+  // epoch's end starts the next.
+  const Position resumed = position_;
+  for (int64_t epoch = resumed.epoch; epoch < plan.num_epochs; ++epoch) {
+    const bool continued = epoch == resumed.epoch && resumed.inside_epoch;
+    if (control_.should_training_stop && !continued) break;
+    run_epoch(plan, epoch, continued ? resumed.steps_in_epoch : -1, *optimizer, device_loop.get());
+  }
+  if (args_.load_best_model_at_end()) load_best_model();
+  return finish_training(plan, stopwatch.seconds());
+}
+
+void Trainer::run_epoch(const TrainingPlan& plan, int64_t epoch, int64_t resumed_steps,
+                        AcceleratedOptimizer& optimizer, DeviceLoop* device_loop) {
+  DataLoaderShard& loader = *plan.loader;
+  const bool continued = resumed_steps >= 0;
+  loader.set_epoch(epoch);
+  position_ = {epoch, 0, true};
+  if (!continued) fire([&](TrainerCallback& c) { c.on_epoch_begin(args_, state_, control_); });
+  // A resumed epoch starts at the saved position: the batches before it are not read.
+  const int64_t skipped = continued && !args_.ignore_data_skip() ? resumed_steps : 0;
+  const int64_t first_batch = std::min(plan.num_batches, skipped * plan.accumulation);
+  position_.steps_in_epoch = skipped;
+  for (int64_t first = first_batch; first < plan.num_batches; first += plan.accumulation) {
+    if (control_.should_training_stop || control_.should_epoch_stop) break;
+    // One optimization step: `window` micro-batches, gradients synchronised on the last.
+    const int64_t window = std::min(plan.accumulation, plan.num_batches - first);
+    current_gradient_accumulation_steps_ = window;
+    fire([&](TrainerCallback& c) { c.on_step_begin(args_, state_, control_); });
+    const StepChecks checks = optimization_step(plan, first, window, optimizer, device_loop);
+    ++state_.global_step;
+    position_.steps_in_epoch += 1;
+    state_.epoch = static_cast<double>(epoch) +
+                   static_cast<double>(first + window) / static_cast<double>(plan.num_batches);
+    stop_on_nonfinite_steps();
+    fire([&](TrainerCallback& c) { c.on_step_end(args_, state_, control_); });
+    maybe_log_save_evaluate();
+    if (checks.signal) stop_at_step_boundary(checks.signal);
+  }
+  loader.end_iteration();
+  position_ = {epoch + 1, 0, false};
+  fire([&](TrainerCallback& c) { c.on_epoch_end(args_, state_, control_); });
+  maybe_log_save_evaluate();
+  control_.should_epoch_stop = false;
+}
+
+Trainer::StepChecks Trainer::optimization_step(const TrainingPlan& plan, int64_t first,
+                                               int64_t window, AcceleratedOptimizer& optimizer,
+                                               DeviceLoop* device_loop) {
+  DataLoaderShard& loader = *plan.loader;
+  torch::Tensor step_loss;
+  StepChecks checks;
+  if (device_loop) {
+    // On CUDA the step, its non-finite skip and the loss sum stay on the device; the host looks
+    // every few steps (device_step.cpp).
+    const bool last =
+        first + window >= plan.num_batches || state_.global_step + 1 == plan.max_steps;
+    step_loss = device_step(*device_loop, loader, optimizer, first, window, grad_norm_);
+    checks = device_checks(*device_loop, last);
+  } else {
+    step_loss = forward_backward(window, [&](int64_t k) { return loader.batch(first + k); });
+    grad_norm_ = clip_gradients();
+    // One decision for every process: whether a loss or the norm is not finite, and whether a
+    // process was asked to stop (the launcher forwards SIGTERM to each, at slightly different
+    // moments).
+    checks = check_step(step_loss, grad_norm_);
+    if (checks.nonfinite) {
+      ++nonfinite_in_a_row_;
+      optimizer.zero_grad();
+      // As Transformers' logging_nan_inf_filter: the log averages the finite losses.
+      tr_loss_.add_(tr_loss_ / static_cast<double>(1 + state_.global_step - last_logged_step_));
+      if (state_.is_world_process_zero) {
+        base::warn("step {}: {} is not finite; its update was skipped ({} in a row)",
+                   state_.global_step + 1, checks.what, nonfinite_in_a_row_);
+      }
+    } else {
+      nonfinite_in_a_row_ = 0;
+      tr_loss_.add_(step_loss);
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+  // A skipped update still counts as a step for the schedule, as a scheduler sees it.
+  if (checks.nonfinite || !optimizer.step_was_skipped()) lr_scheduler_->step();
+  last_step_loss_ = step_loss;
+  return checks;
+}
+
+void Trainer::stop_on_nonfinite_steps() {
+  if (args_.max_nonfinite_steps() <= 0 || nonfinite_in_a_row_ < args_.max_nonfinite_steps()) return;
+  std::vector<CheckpointDir> saved;
+  if (state_.is_world_process_zero) saved = list_checkpoints(args_.output_dir());
+  throw std::runtime_error(fmt::format(
+      "training stopped at step {}: the loss or gradient norm was not finite for {} steps in a "
+      "row (max_nonfinite_steps); {}",
+      state_.global_step, nonfinite_in_a_row_,
+      saved.empty() ? std::string("no checkpoint was saved")
+                    : fmt::format("the last checkpoint is {}", saved.back().path)));
+}
+
+void Trainer::stop_at_step_boundary(int signal) {
+  // A preemption: save here, at the step boundary, and stop.
+  std::string saved = last_saved_step_ == state_.global_step
+                          ? checkpoint_path(args_.output_dir(), state_.global_step)
+                          : save_checkpoint();
+  throw Interrupted(signal, fmt::format("interrupted by {} at step {} of {}; saved {} (resume with "
+                                        "--resume_from_checkpoint true)",
+                                        runtime::signal_name(signal), state_.global_step,
+                                        state_.max_steps, saved));
+}
+
+void Trainer::maybe_log_save_evaluate() {
+  if (control_.should_log && state_.global_step > last_logged_step_) {
+    // Every process takes part: the logged loss is the mean over processes.
+    double tr_loss_scalar = accelerator_->reduce(tr_loss_, Reduction::kMean).item<double>();
+    tr_loss_.zero_();
+    json logs;
+    logs["loss"] = base::round_to(
+        tr_loss_scalar / static_cast<double>(state_.global_step - last_logged_step_), 4);
+    if (grad_norm_.defined() && args_.max_grad_norm() > 0) {
+      logs["grad_norm"] = grad_norm_.item<double>();
+    }
+    logs["learning_rate"] = lr_scheduler_->get_last_lr().at(0);
+    total_loss_scalar_ += tr_loss_scalar;
+    last_logged_step_ = state_.global_step;
+    log(std::move(logs));
+  }
+  control_.should_log = false;
+  if (control_.should_evaluate) {
+    Metrics metrics = evaluate();
+    model_wrapped_->train();
+    bool new_best = update_best_metric(metrics);
+    if (args_.save_strategy() == "best") control_.should_save = new_best;
+  }
+  if (control_.should_save) {
+    save_checkpoint();
+    fire([&](TrainerCallback& c) { c.on_save(args_, state_, control_); });
+  }
+  control_.should_save = false;
+}
+
+TrainOutput Trainer::finish_training(const TrainingPlan& plan, double runtime) {
+  total_loss_scalar_ += accelerator_->reduce(tr_loss_, Reduction::kMean).item<double>();
+  TrainOutput output;
+  output.global_step = state_.global_step;
+  output.training_loss =
+      total_loss_scalar_ / static_cast<double>(std::max<int64_t>(1, state_.global_step));
+  json logs;
+  logs["train_runtime"] = base::round_to(runtime, 4);
+  logs["train_samples_per_second"] = base::round_to(plan.num_train_samples / runtime, 3);
+  logs["train_steps_per_second"] = base::round_to(static_cast<double>(plan.max_steps) / runtime, 3);
+  logs["total_flos"] = state_.total_flos;
+  logs["train_loss"] = output.training_loss;
+  log(logs);
+  for (const auto& [key, value] : state_.log_history.back().items()) {
+    if (key != "step") output.metrics[key] = value.get<double>();
+  }
+  fire([&](TrainerCallback& c) { c.on_train_end(args_, state_, control_); });
+  return output;
+}
+
+}  // namespace trainer
