@@ -12,10 +12,26 @@ torch_prefix() {
   "$TORCH_VENV/bin/python" -W ignore -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null
 }
 
+# Configures the build folder once, then builds the targets named (all of them when none is).
 build_project() {
   if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     cmake -S "$REPO_ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$(torch_prefix)" -DTRAINER_PYTHON="$TORCH_VENV/bin/python" "$@"
+      -DCMAKE_PREFIX_PATH="$(torch_prefix)" -DTRAINER_PYTHON="$TORCH_VENV/bin/python"
   fi
-  cmake --build "$BUILD_DIR"
+  if [ "$#" -gt 0 ]; then
+    cmake --build "$BUILD_DIR" --target "$@"
+  else
+    cmake --build "$BUILD_DIR"
+  fi
+}
+
+# Runs a phase of a script and prints how long it took: phase NAME COMMAND [ARGS...].
+phase() {
+  local name="$1" start=$SECONDS status=0
+  shift
+  "$@" || status=$?
+  local took=$((SECONDS - start))
+  printf '%s: %s took %dm%02ds%s\n' "$(basename "$0")" "$name" $((took / 60)) $((took % 60)) \
+    "$([ "$status" -eq 0 ] || echo " and failed (exit $status)")"
+  return "$status"
 }

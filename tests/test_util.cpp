@@ -182,10 +182,14 @@ size_t count(const std::string& text, const std::string& part) {
   return n;
 }
 
+bool python_has(const std::string& module) {
+  return !std::string(TRAINER_PYTHON).empty() &&
+         run(std::string(TRAINER_PYTHON) + " -c 'import " + module + "' 2>/dev/null").exit_code ==
+             0;
+}
+
 bool python_has_torch() {
-  static const bool has =
-      !std::string(TRAINER_PYTHON).empty() &&
-      run(std::string(TRAINER_PYTHON) + " -c 'import torch' 2>/dev/null").exit_code == 0;
+  static const bool has = python_has("torch");
   return has;
 }
 

@@ -119,7 +119,10 @@ void expect_input_error(F&& f, const std::vector<std::string>& parts) {
 // How many times `part` occurs in `text` (overlapping occurrences counted).
 size_t count(const std::string& text, const std::string& part);
 
-// Whether TRAINER_PYTHON is set and imports torch (the PyTorch cross-checks skip otherwise).
+// Whether TRAINER_PYTHON is set and imports `module`.
+bool python_has(const std::string& module);
+
+// python_has("torch"), asked once (the PyTorch cross-checks skip without it).
 bool python_has_torch();
 
 // torchrun beside TRAINER_PYTHON ("" without it).

@@ -15,6 +15,7 @@
 #include <torch/types.h>
 
 #include "lib/accelerate/accelerator.h"
+#include "lib/base/stopwatch.h"
 #include "lib/data/dataloader.h"
 #include "lib/data/dataset.h"
 #include "lib/models/model.h"
@@ -279,12 +280,12 @@ class Trainer {
   // Throws std::runtime_error once max_nonfinite_steps steps in a row were not finite.
   void stop_on_nonfinite_steps();
   // A signal asked to stop: saves a checkpoint at this step boundary and throws Interrupted.
-  [[noreturn]] void stop_at_step_boundary(int signal);
+  [[noreturn]] void stop_at_step_boundary(int signal, int64_t max_steps);
   // Transformers' _maybe_log_save_evaluate: log (the mean loss over processes since the last
   // log), evaluate (tracking the best metric), save, as control_ says.
   void maybe_log_save_evaluate();
-  // The final log (train_runtime, speeds, train_loss) and on_train_end.
-  TrainOutput finish_training(const TrainingPlan& plan, double runtime);
+  // The final log (train_runtime up to now, speeds, train_loss) and on_train_end.
+  TrainOutput finish_training(const TrainingPlan& plan, const base::Stopwatch& stopwatch);
 
   // Calls `event` on every callback, in order.
   template <typename Event>

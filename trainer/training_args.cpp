@@ -32,9 +32,9 @@ std::string TrainingArguments::arguments_markdown() {
   };
   std::string out =
       "# Training arguments\n\n"
-      "Generated from the argument table in `trainer/training_args.cpp` "
+      "Generated from the argument table in `trainer/training_args_table.h` "
       "(`TrainingArguments::arguments_markdown`); the test `Docs.ArgumentsMdIsUpToDate` fails when "
-      "this file is stale, and `TRAINER_UPDATE_DOCS=1 build/bin/trainer_tests "
+      "this file is stale, and `TRAINER_UPDATE_DOCS=1 build/bin/trainer_base_tests "
       "--gtest_filter=Docs.*` rewrites it.\n\n"
       "Each is a key of the JSON config or a `--name value` option of `trainer train` and "
       "`trainer evaluate`, with Transformers' name and meaning.\n\n"

@@ -170,7 +170,7 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
     run_epoch(plan, epoch, continued ? resumed.steps_in_epoch : -1, *optimizer, device_loop.get());
   }
   if (args_.load_best_model_at_end()) load_best_model();
-  return finish_training(plan, stopwatch.seconds());
+  return finish_training(plan, stopwatch);
 }
 
 void Trainer::run_epoch(const TrainingPlan& plan, int64_t epoch, int64_t resumed_steps,
@@ -198,7 +198,7 @@ void Trainer::run_epoch(const TrainingPlan& plan, int64_t epoch, int64_t resumed
     stop_on_nonfinite_steps();
     fire([&](TrainerCallback& c) { c.on_step_end(args_, state_, control_); });
     maybe_log_save_evaluate();
-    if (checks.signal) stop_at_step_boundary(checks.signal);
+    if (checks.signal) stop_at_step_boundary(checks.signal, plan.max_steps);
   }
   loader.end_iteration();
   position_ = {epoch + 1, 0, false};
@@ -261,15 +261,15 @@ void Trainer::stop_on_nonfinite_steps() {
                     : fmt::format("the last checkpoint is {}", saved.back().path)));
 }
 
-void Trainer::stop_at_step_boundary(int signal) {
+void Trainer::stop_at_step_boundary(int signal, int64_t max_steps) {
   // A preemption: save here, at the step boundary, and stop.
   std::string saved = last_saved_step_ == state_.global_step
                           ? checkpoint_path(args_.output_dir(), state_.global_step)
                           : save_checkpoint();
-  throw Interrupted(signal, fmt::format("interrupted by {} at step {} of {}; saved {} (resume with "
-                                        "--resume_from_checkpoint true)",
-                                        runtime::signal_name(signal), state_.global_step,
-                                        state_.max_steps, saved));
+  throw Interrupted(
+      signal, fmt::format("interrupted by {} at step {} of {}; saved {} (resume with "
+                          "--resume_from_checkpoint true)",
+                          runtime::signal_name(signal), state_.global_step, max_steps, saved));
 }
 
 void Trainer::maybe_log_save_evaluate() {
@@ -302,8 +302,9 @@ void Trainer::maybe_log_save_evaluate() {
   control_.should_save = false;
 }
 
-TrainOutput Trainer::finish_training(const TrainingPlan& plan, double runtime) {
+TrainOutput Trainer::finish_training(const TrainingPlan& plan, const base::Stopwatch& stopwatch) {
   total_loss_scalar_ += accelerator_->reduce(tr_loss_, Reduction::kMean).item<double>();
+  const double runtime = stopwatch.seconds();
   TrainOutput output;
   output.global_step = state_.global_step;
   output.training_loss =

@@ -25,7 +25,6 @@ std::string shown(const json& value) {
 }
 
 std::string a_type(const json& value) {
-  if (value.is_null()) return "null";
   std::string type = value.is_number_integer() ? "integer"
                      : value.is_number()       ? "number"
                                                : value.type_name();

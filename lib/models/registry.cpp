@@ -97,12 +97,12 @@ const std::map<std::string, Factory>& factories() {
 
 std::shared_ptr<Model> make_model(const std::string& name, const nlohmann::ordered_json& config,
                                   const data::DataInfo& info) {
+  base::ConfigReader options("model_config", name, config);
   auto it = factories().find(name);
   if (it == factories().end()) {
     throw InputError(fmt::format("model_name: unknown model '{}' (allowed: {})", name,
                                  fmt::join(model_names(), ", ")));
   }
-  base::ConfigReader options("model_config", name, config);
   return it->second(options, info);
 }
 

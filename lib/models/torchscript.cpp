@@ -26,8 +26,8 @@ std::string script_error(const std::string& message) {
   std::vector<std::string> lines;
   std::istringstream in(message);
   for (std::string line; std::getline(in, line);) {
-    std::string text = base::trimmed(line);
-    if (!text.empty()) lines.push_back(text);
+    size_t begin = line.find_first_not_of(" \t");
+    if (begin != std::string::npos) lines.push_back(line.substr(begin));
   }
   if (lines.empty()) return "unknown error";
   if (lines.front().rfind("The following operation failed in the TorchScript interpreter", 0) ==

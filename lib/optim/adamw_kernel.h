@@ -1,6 +1,5 @@
 // AdamW's update of a range of float32 elements in one pass over memory (the CPU path of
-// optim::AdamW), torch-free. Compiled with -fno-math-errno, which lets the loop with its sqrt
-// vectorise (5x faster than LibTorch's step here): see CMakeLists.txt.
+// optim::AdamW), torch-free.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,5 @@
-// Process-wide allocator settings for tensor work on CPU. LibTorch's CPU tensors come from glibc's
-// malloc, which hands blocks over 128 KiB straight back to the kernel when freed (and stops
-// raising that threshold once other threads, like a process group's, exist): every training step
-// then page-faults its activations in again. Keeping blocks up to 32 MiB in the heap makes a
-// BasicNet step on one core about 15-20% faster (scripts/bench/ddp_scaling).
+// Process-wide allocator settings for tensor work on CPU: freed tensor-sized blocks stay in the
+// heap for the next step instead of going back to the kernel (why: allocator.cpp).
 #pragma once
 
 namespace trainer::runtime {

@@ -56,7 +56,7 @@ TEST(Docs, ReadmeSnippetsAreTheCompiledCode) {
     const std::string code = snippet(std::string(SOURCE_DIR) + "/" + m[1].str(), m[2].str());
     EXPECT_EQ(m[3].str(), code) << "README.md's snippet " << m[2] << " differs from " << m[1]
                                 << ": rewrite it with TRAINER_UPDATE_DOCS=1 "
-                                   "build/bin/trainer_tests --gtest_filter=Docs.*";
+                                   "build/bin/trainer_base_tests --gtest_filter=Docs.*";
     names.push_back(m[2].str());
     rewritten += readme.substr(last, m.position(0) - last);
     rewritten += "<!-- snippet: " + m[1].str() + " " + m[2].str() + " -->\n```cpp\n" + code + "```";

@@ -111,9 +111,7 @@ std::map<std::string, std::vector<std::pair<int64_t, double>>> read_scalars(cons
 
 // Whether TRAINER_PYTHON can import TensorBoard's reader (a GPU machine's Python may lack it).
 bool python_has_tensorboard() {
-  static const bool has =
-      !std::string(TRAINER_PYTHON).empty() &&
-      run(std::string(TRAINER_PYTHON) + " -c 'import tensorboard'").exit_code == 0;
+  static const bool has = testing::python_has("tensorboard");
   return has;
 }
 

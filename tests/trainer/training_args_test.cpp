@@ -320,7 +320,7 @@ TEST(Docs, ArgumentsMdIsUpToDate) {
   std::string actual((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(actual, expected) << path
                               << " is stale: rewrite it with TRAINER_UPDATE_DOCS=1 "
-                                 "build/bin/trainer_tests --gtest_filter=Docs.*";
+                                 "build/bin/trainer_base_tests --gtest_filter=Docs.*";
   // Every argument has a row, and each unsupported key a line.
   for (const auto& d : TrainingArguments::describe()) {
     EXPECT_NE(expected.find("| `" + d.name + "` |"), std::string::npos) << d.name;

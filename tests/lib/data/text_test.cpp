@@ -263,12 +263,7 @@ TEST(TextSource, DatasetNameTextIsCausalLmOverBytesWithItsOptions) {
   EXPECT_EQ(by_dir->location(), dir.path());
   EXPECT_GT(by_dir->split("train", std::nullopt)->size(), 90);
   auto message = [&](const std::string& dataset_dir, const nlohmann::ordered_json& c) {
-    try {
-      make_data_source("text", dataset_dir, c);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no InputError");
+    return testing::input_error_of([&] { make_data_source("text", dataset_dir, c); });
   };
   EXPECT_NE(message("", {{"strid", 4}})
                 .find("unknown option 'strid' for text (did you mean "

@@ -229,12 +229,7 @@ TEST(Gpt, TheRegistryShapesItForTheDataAndItScoresTheLabelsShifted) {
   EXPECT_NEAR(model->forward(batch).loss.item<double>(), sum / 50, 1e-5);
   EXPECT_FALSE(model->forward(data::Batch{{"input_ids", ids}}).loss.defined());
   auto message = [&](const nlohmann::ordered_json& config, const data::DataInfo& data) {
-    try {
-      make_model("gpt", config, data);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no InputError");
+    return testing::input_error_of([&] { make_model("gpt", config, data); });
   };
   EXPECT_NE(message({{"n_layers", 2}}, info)
                 .find("unknown option 'n_layers' for gpt (did you "
