@@ -1,9 +1,7 @@
-// The Trainer's checkpoints: saving checkpoint-<step> atomically from every process, choosing and
-// verifying the one to resume from, loading it so that the run continues bit for bit, the best
+// The Trainer's checkpoints, saved: checkpoint-<step> written atomically from every process (each
+// its own random state and position, the main process the rest and the manifest), the best
 // metric, rotation by save_total_limit, and load_best_model_at_end.
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -15,68 +13,18 @@
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
 #include "lib/io/safetensors.h"
+#include "trainer/checkpoint_layout.h"
 #include "trainer/checkpoint_manifest.h"
 #include "trainer/trainer.h"
 
 namespace trainer {
+namespace checkpoint {
 
-using json = nlohmann::ordered_json;
-
-namespace {
-
-constexpr const char* kModelFile = "model.safetensors";
-constexpr const char* kOptimizerFile = "optimizer.pt";
-constexpr const char* kSchedulerFile = "scheduler.json";
-constexpr const char* kStateFile = "trainer_state.json";
-constexpr const char* kArgsFile = "training_args.json";
-
-// The generator dropout and other random layers draw from, on `device`.
 at::Generator default_generator(const torch::Device& device) {
   if (device.is_cuda()) return at::globalContext().defaultGenerator(device);
   return at::detail::getDefaultCPUGenerator();
 }
 
-int64_t metadata_integer(const io::Metadata& metadata, const std::string& key,
-                         const std::string& source) {
-  auto it = metadata.find(key);
-  if (it != metadata.end() && !it->second.empty()) {
-    char* end = nullptr;
-    errno = 0;
-    long long value = std::strtoll(it->second.c_str(), &end, 10);
-    if (errno == 0 && *end == '\0' && value >= 0) return value;
-  }
-  throw InputError(fmt::format("{}: its metadata has no integer {}", source, key));
-}
-
-const torch::Tensor& named_tensor(const io::NamedTensors& tensors, const std::string& name,
-                                  const std::string& source) {
-  for (const auto& [key, value] : tensors) {
-    if (key == name) return value;
-  }
-  throw InputError(fmt::format("{}: it has no tensor {}", source, name));
-}
-
-// A one-element tensor's value (a loss sum), or an InputError naming the file.
-double scalar_value(const io::NamedTensors& tensors, const std::string& name,
-                    const std::string& source) {
-  const torch::Tensor& t = named_tensor(tensors, name, source);
-  if (t.numel() != 1 || !t.is_floating_point()) {
-    throw InputError(fmt::format("{}: {} is not one floating-point number", source, name));
-  }
-  return t.to(torch::kDouble).item<double>();
-}
-
-// "checkpoint-12" of "/old/place/checkpoint-12" under `output_dir`: a best checkpoint recorded by
-// a run that lived elsewhere (a copied or moved output_dir) is looked for here, never there.
-std::optional<std::string> reroot(const std::optional<std::string>& path,
-                                  const std::string& output_dir) {
-  if (!path) return std::nullopt;
-  std::optional<int64_t> step = checkpoint_step(*path);
-  if (!step) return std::nullopt;
-  return checkpoint_path(output_dir, *step);
-}
-
-// The name of a parameter that holds nan or inf, or nothing.
 std::optional<std::string> nonfinite_parameter(const torch::nn::Module& model) {
   torch::NoGradGuard no_grad;
   for (const auto& item : model.named_parameters()) {
@@ -84,6 +32,13 @@ std::optional<std::string> nonfinite_parameter(const torch::nn::Module& model) {
   }
   return std::nullopt;
 }
+
+}  // namespace checkpoint
+
+using json = nlohmann::ordered_json;
+using namespace checkpoint;
+
+namespace {
 
 // Rethrows the exception in flight from a failed save, a file's error prefixed with the
 // checkpoint it was for (InputError and anything else as they are).
@@ -97,259 +52,7 @@ std::optional<std::string> nonfinite_parameter(const torch::nn::Module& model) {
   }
 }
 
-// How a total batch size was made, for messages.
-std::string batch_words(int64_t total, int64_t per_device, int64_t processes,
-                        int64_t accumulation) {
-  return fmt::format("{} ({} per device x {} process{} x {} accumulation)", total, per_device,
-                     processes, processes == 1 ? "" : "es", accumulation);
-}
-
 }  // namespace
-
-std::optional<Trainer::Resumable> Trainer::checkpoint_to_resume(
-    const std::optional<std::string>& requested) const {
-  std::optional<std::string> wanted = requested ? requested : args_.resume_from_checkpoint();
-  // A rank restarted by the launcher (torchrun's --max-restarts) continues from the newest good
-  // checkpoint, or starts over when there is none yet.
-  const int restart_count = accelerator_->restart_count();
-  const bool restarted = restart_count > 0;
-  if (!wanted && !restarted) return std::nullopt;
-  const bool newest = !wanted || *wanted == "true";
-  if (!newest) return Resumable{*wanted, verify_checkpoint(*wanted)};
-  std::vector<CheckpointDir> found = list_checkpoints(args_.output_dir());
-  std::vector<std::string> problems;
-  for (auto it = found.rbegin(); it != found.rend(); ++it) {
-    Manifest manifest;
-    try {
-      manifest = verify_checkpoint(it->path);
-    } catch (const InputError& e) {
-      problems.push_back(e.what());
-      continue;
-    }
-    if (!problems.empty() && state_.is_world_process_zero) {
-      base::warn("{}; resuming from {} instead", problems.front(), it->path);
-    }
-    return Resumable{it->path, std::move(manifest)};
-  }
-  if (restarted && !wanted && found.empty()) {
-    if (state_.is_world_process_zero) {
-      std::fprintf(stderr, "trainer: restart %d: no checkpoint in %s yet; training from step 0\n",
-                   restart_count, args_.output_dir().c_str());
-      std::fflush(stderr);
-    }
-    return std::nullopt;
-  }
-  if (found.empty()) {
-    throw InputError(fmt::format(
-        "resume_from_checkpoint true: output_dir {} holds no checkpoint-<step> folder to resume "
-        "from",
-        args_.output_dir()));
-  }
-  throw InputError(fmt::format("resume_from_checkpoint true: no good checkpoint in {} ({})",
-                               args_.output_dir(), problems.front()));
-}
-
-void Trainer::check_resumable(const Resumable& checkpoint) const {
-  const std::string& dir = checkpoint.dir;
-  const Manifest& manifest = checkpoint.manifest;
-  if (manifest.save_only_model) {
-    throw InputError(fmt::format(
-        "checkpoint {} was saved with save_only_model (no optimizer, schedule or random state); "
-        "it cannot be resumed (load its model.safetensors instead)",
-        dir));
-  }
-  if (manifest.model_name != args_.model_name()) {
-    throw InputError(fmt::format("checkpoint {} holds a {} model; this run trains {}", dir,
-                                 manifest.model_name, args_.model_name()));
-  }
-  const int64_t processes = accelerator_->num_processes();
-  if (manifest.total_batch_size != total_batch_size_) {
-    throw InputError(fmt::format(
-        "checkpoint {} was trained with a total batch size of {} ({} process{}); this run's is {}: "
-        "resume with the same total batch size",
-        dir, manifest.total_batch_size, manifest.world_size, manifest.world_size == 1 ? "" : "es",
-        batch_words(total_batch_size_, args_.per_device_train_batch_size(), processes,
-                    args_.gradient_accumulation_steps())));
-  }
-}
-
-Trainer::SavedState Trainer::read_saved_state(const Resumable& checkpoint) const {
-  const std::string& dir = checkpoint.dir;
-  const Manifest& manifest = checkpoint.manifest;
-  auto source = [&](const char* file) { return base::join_path(dir, file); };
-  TrainerState saved =
-      TrainerState::from_json(base::read_json(source(kStateFile)), source(kStateFile));
-  if (saved.global_step != manifest.global_step) {
-    throw InputError(fmt::format("checkpoint {}: {} says global step {}, its manifest {}", dir,
-                                 kStateFile, saved.global_step, manifest.global_step));
-  }
-  if (base::starts_with(base::base_name(dir), "checkpoint-") &&
-      checkpoint_step(dir) != manifest.global_step) {
-    throw InputError(fmt::format("checkpoint {} holds global step {}, not the step its name says",
-                                 dir, manifest.global_step));
-  }
-  json scheduler = base::read_json_object(source(kSchedulerFile));
-  if (!scheduler.contains("last_step") || !scheduler["last_step"].is_number_integer() ||
-      scheduler["last_step"].get<int64_t>() < 0 ||
-      scheduler["last_step"].get<int64_t>() > saved.global_step) {
-    throw InputError(fmt::format("checkpoint {}: {} has no last_step in 0..{} (the global step)",
-                                 dir, kSchedulerFile, saved.global_step));
-  }
-  std::vector<double> base_lrs;
-  if (scheduler.contains("base_lrs")) {
-    const json& lrs = scheduler["base_lrs"];
-    bool ok = lrs.is_array() && lrs.size() == optimizer_->param_groups().size();
-    for (size_t i = 0; ok && i < lrs.size(); ++i) {
-      ok = lrs[i].is_number() && std::isfinite(lrs[i].get<double>()) && lrs[i].get<double>() >= 0;
-      if (ok) base_lrs.push_back(lrs[i].get<double>());
-    }
-    if (!ok) {
-      throw InputError(fmt::format(
-          "checkpoint {}: {} has no base_lrs, one learning rate >= 0 per parameter group", dir,
-          kSchedulerFile));
-    }
-  }
-  return {std::move(saved), scheduler["last_step"].get<int64_t>(), std::move(base_lrs)};
-}
-
-void Trainer::load_weights_and_optimizer(const std::string& dir, const SavedState& saved) {
-  auto source = [&](const char* file) { return base::join_path(dir, file); };
-  // The model: names and shapes must match exactly, and the weights be finite.
-  {
-    torch::NoGradGuard no_grad;
-    io::load_state_dict(*model_, io::map_safetensors(source(kModelFile)).tensors,
-                        source(kModelFile));
-  }
-  if (auto name = nonfinite_parameter(*model_)) {
-    throw InputError(fmt::format("checkpoint {}: {} holds weights that are not finite ({})", dir,
-                                 kModelFile, *name));
-  }
-  // The optimizer (LibTorch's archive of its state and options) and the schedule.
-  try {
-    std::string bytes = base::read_file(source(kOptimizerFile), SIZE_MAX, "", false);
-    torch::serialize::InputArchive archive;
-    archive.load_from(bytes.data(), bytes.size());
-    optimizer_->load(archive);
-  } catch (const c10::Error& e) {
-    throw InputError(fmt::format("checkpoint {}: {} does not fit this optimizer ({})", dir,
-                                 kOptimizerFile, base::first_line(e.what_without_backtrace())));
-  }
-  // The schedule continues from the saved base rates, as PyTorch's scheduler state does.
-  if (!saved.base_lrs.empty()) lr_scheduler_->set_base_lrs(saved.base_lrs);
-  lr_scheduler_->set_last_step(saved.scheduler_last_step);
-}
-
-void Trainer::restore_state(const std::string& dir, const TrainerState& saved) {
-  auto source = [&](const char* file) { return base::join_path(dir, file); };
-  // The state, with this run's step counts (a resumed run may train longer).
-  const TrainerState current = state_;
-  state_ = saved;
-  state_.max_steps = current.max_steps;
-  state_.num_train_epochs = current.num_train_epochs;
-  state_.logging_steps = current.logging_steps;
-  state_.eval_steps = current.eval_steps;
-  state_.save_steps = current.save_steps;
-  state_.train_batch_size = current.train_batch_size;
-  state_.is_world_process_zero = current.is_world_process_zero;
-  state_.is_local_process_zero = current.is_local_process_zero;
-  state_.read_last_step_loss = current.read_last_step_loss;
-  state_.best_model_checkpoint = reroot(saved.best_model_checkpoint, args_.output_dir());
-  for (auto& callback : callbacks_) {
-    std::string name = callback->state_name();
-    if (name.empty()) continue;
-    if (saved.stateful_callbacks.contains(name)) {
-      try {
-        callback->load_state(saved.stateful_callbacks[name]);
-      } catch (const InputError& e) {
-        throw InputError(fmt::format("{}: {}", source(kStateFile), e.what()));
-      }
-    }
-  }
-  // A callback's stop (early stopping) holds; a stop at the old max_steps does not when this run
-  // trains longer.
-  if (saved.stateful_callbacks.contains("TrainerControl")) {
-    const json& control = saved.stateful_callbacks["TrainerControl"];
-    const json flags = control.is_object() && control.contains("args") ? control["args"] : json();
-    auto flag = [&](const char* key) {
-      return flags.is_object() && flags.contains(key) && flags[key].is_boolean() &&
-             flags[key].get<bool>();
-    };
-    control_.should_epoch_stop = flag("should_epoch_stop");
-    control_.should_training_stop =
-        flag("should_training_stop") &&
-        (saved.global_step < saved.max_steps || saved.global_step >= state_.max_steps);
-  }
-  if (state_.global_step >= state_.max_steps) control_.should_training_stop = true;
-}
-
-void Trainer::restore_rank_state(const Resumable& checkpoint, const TrainerState& saved,
-                                 int64_t steps_per_epoch) {
-  const std::string& dir = checkpoint.dir;
-  const Manifest& manifest = checkpoint.manifest;
-  auto source = [&](const char* file) { return base::join_path(dir, file); };
-  const int64_t processes = accelerator_->num_processes();
-  // This process's random state and the loop's position: its own file at the same world size;
-  // at another, rank 0's random state, and the process-mean of the losses since the last log.
-  const int rank = accelerator_->process_index();
-  const bool same_world = manifest.world_size == processes;
-  const std::string own = source(rank_state_name(same_world ? rank : 0).c_str());
-  io::MappedSafetensors rank_state = io::map_safetensors(own);
-  const torch::Tensor& cpu_state = named_tensor(rank_state.tensors, "cpu_rng_state", own);
-  {
-    at::Generator generator = default_generator(torch::kCPU);
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    try {
-      generator.set_state(cpu_state.clone());
-    } catch (const c10::Error& e) {
-      throw InputError(fmt::format("{}: cpu_rng_state is not a generator state ({})", own,
-                                   base::first_line(e.what_without_backtrace())));
-    }
-  }
-  if (device().is_cuda()) {
-    for (const auto& [name, value] : rank_state.tensors) {
-      if (name != "cuda_rng_state") continue;
-      at::Generator generator = default_generator(device());
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      generator.set_state(value.clone());
-    }
-  }
-  // The position, within what this run's data and step count allow.
-  auto bounded = [&](const char* key, int64_t high) {
-    int64_t value = metadata_integer(rank_state.metadata, key, own);
-    if (value > high) {
-      throw InputError(fmt::format("{}: {} {} is past {} (the data or the global step {})", own,
-                                   key, value, high, saved.global_step));
-    }
-    return value;
-  };
-  position_.epoch = bounded("epoch", saved.global_step);
-  position_.steps_in_epoch = bounded("steps_in_epoch", steps_per_epoch);
-  position_.inside_epoch = bounded("inside_epoch", 1) != 0;
-  last_logged_step_ = bounded("last_logged_step", saved.global_step);
-  nonfinite_in_a_row_ = bounded("nonfinite_in_a_row", saved.global_step);
-  total_loss_scalar_ = scalar_value(rank_state.tensors, "total_loss", own);
-  if (same_world) {
-    tr_loss_.fill_(scalar_value(rank_state.tensors, "tr_loss", own));
-  } else {
-    double sum = 0;
-    for (int64_t r = 0; r < manifest.world_size; ++r) {
-      std::string path = source(rank_state_name(r).c_str());
-      sum += scalar_value(io::map_safetensors(path).tensors, "tr_loss", path);
-    }
-    tr_loss_.fill_(sum / static_cast<double>(manifest.world_size));
-  }
-}
-
-void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epoch) {
-  check_resumable(checkpoint);
-  // The state first: its numbers must agree with the manifest and the folder's name before
-  // anything is loaded into the model or the optimizer.
-  const SavedState saved = read_saved_state(checkpoint);
-  load_weights_and_optimizer(checkpoint.dir, saved);
-  restore_state(checkpoint.dir, saved.state);
-  restore_rank_state(checkpoint, saved.state, steps_per_epoch);
-  last_saved_step_ = state_.global_step;
-}
 
 void Trainer::write_rank_state(const std::string& staging) const {
   Accelerator& accelerator = *accelerator_;
