@@ -6,12 +6,12 @@
 #include <cstdlib>
 #include <string>
 
-#include "trainer/checkpoint_manifest.h"
 #include "lib/base/errors.h"
+#include "trainer/checkpoint_manifest.h"
 
 namespace {
 
-bool same(const trainer::io::Manifest& a, const trainer::io::Manifest& b) {
+bool same(const trainer::Manifest& a, const trainer::Manifest& b) {
   if (a.global_step != b.global_step || a.model_name != b.model_name ||
       a.world_size != b.world_size || a.total_batch_size != b.total_batch_size ||
       a.save_only_model != b.save_only_model || a.files.size() != b.files.size()) {
@@ -29,19 +29,19 @@ bool same(const trainer::io::Manifest& a, const trainer::io::Manifest& b) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
-  trainer::io::Manifest manifest;
+  trainer::Manifest manifest;
   try {
-    manifest = trainer::io::parse_manifest(text, "fuzz");
+    manifest = trainer::parse_manifest(text, "fuzz");
   } catch (const trainer::InputError&) {
     return 0;
   }
   // What verify_checkpoint looks up in an accepted manifest (world_size is at most 65536).
-  for (const std::string& name : trainer::io::required_checkpoint_files(manifest)) {
+  for (const std::string& name : trainer::required_checkpoint_files(manifest)) {
     manifest.find(name);
   }
   // What a checkpoint writes (base::write_json) must read back: an InputError here is a finding.
   std::string json = manifest.to_json().dump(2) + "\n";
-  trainer::io::Manifest again = trainer::io::parse_manifest(json, "fuzz round trip");
+  trainer::Manifest again = trainer::parse_manifest(json, "fuzz round trip");
   if (!same(manifest, again)) {
     std::fprintf(stderr, "manifest.json changed on a round trip:\n%s\n%s\n", json.c_str(),
                  again.to_json().dump(2).c_str());

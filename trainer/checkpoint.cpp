@@ -1,7 +1,12 @@
 // The Trainer's checkpoints, saved: checkpoint-<step> written atomically from every process (each
 // its own random state and position, the main process the rest and the manifest), the best
 // metric, rotation by save_total_limit, and load_best_model_at_end.
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include <unistd.h>
 #include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -13,6 +18,7 @@
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
 #include "lib/io/safetensors.h"
+#include "lib/report/curve.h"
 #include "trainer/checkpoint_layout.h"
 #include "trainer/checkpoint_manifest.h"
 #include "trainer/trainer.h"
@@ -124,6 +130,11 @@ void Trainer::write_checkpoint_files(const std::string& staging, const std::stri
   }
   state_.save_to_json(base::join_path(staging, kStateFile));
   base::write_file_atomic(base::join_path(staging, kArgsFile), args_.to_json());
+  // The per-step curve so far, so that a resumed run's curve is whole (listed, not required:
+  // checkpoints from before it resume too).
+  base::write_file_atomic(base::join_path(staging, report::kStepCurveFile),
+                          report::step_curve_npy(step_curve_));
+  files.push_back(report::kStepCurveFile);
   for (const std::string& name : files) manifest.files.push_back(describe_file(staging, name));
   base::write_json(base::join_path(staging, kManifestName), manifest.to_json());
   base::sync_path(staging);
@@ -131,6 +142,7 @@ void Trainer::write_checkpoint_files(const std::string& staging, const std::stri
 }
 
 std::string Trainer::save_checkpoint() {
+  flush_step_curve();  // every process: the curve's pending steps are reduced together
   Accelerator& accelerator = *accelerator_;
   const int64_t step = state_.global_step;
   const std::string output_dir = args_.output_dir();
@@ -163,11 +175,6 @@ std::string Trainer::save_checkpoint() {
       base::remove_tree(staging);
       rethrow_save_error(target);
     }
-    // An earlier run's checkpoints (overwrite_output_dir) go once this run has one of its own.
-    for (const std::string& earlier : earlier_checkpoints_) {
-      if (earlier != target) base::remove_tree(earlier);
-    }
-    earlier_checkpoints_.clear();
     rotate_checkpoints(target);
   }
   last_saved_step_ = step;
@@ -192,6 +199,76 @@ bool Trainer::update_best_metric(const Metrics& metrics) {
   state_.best_metric = value;
   state_.best_global_step = state_.global_step;
   return true;
+}
+
+namespace {
+
+// Which results an earlier-checkpoints folder belongs to: the CRC-32 of output_dir's
+// trainer_state.json ("none" without one), kept in the folder as kStampName.
+constexpr const char* kStampName = ".results";
+std::string results_stamp(const std::string& output_dir) {
+  if (!base::is_regular_file(base::join_path(output_dir, kStateFile))) return "none";
+  return fmt::format("{:08x}", describe_file(output_dir, kStateFile).crc32);
+}
+
+}  // namespace
+
+void Trainer::set_aside_earlier_checkpoints() const {
+  const std::string& output_dir = args_.output_dir();
+  const std::string aside = base::join_path(output_dir, kEarlierCheckpointsDir);
+  const std::string staging = aside + ".partial";
+  // A set-aside a crash cut short: what it had moved goes back first.
+  if (base::is_directory(staging)) {
+    for (const std::string& name : base::list_directory(staging)) {
+      const std::string back = base::join_path(output_dir, name);
+      if (checkpoint_step(name) && ::access(back.c_str(), F_OK) != 0) {
+        std::rename(base::join_path(staging, name).c_str(), back.c_str());
+      }
+    }
+    base::remove_tree(staging);
+  }
+  const std::vector<CheckpointDir> found = list_checkpoints(output_dir);
+  const std::string stamp = results_stamp(output_dir);
+  if (base::is_directory(aside)) {
+    std::string kept;
+    try {
+      kept = base::read_file(base::join_path(aside, kStampName), 64);
+    } catch (const InputError&) {
+    }
+    if (kept == stamp) {
+      // The results are still those of the set-aside checkpoints: an overwriting run before this
+      // one never finished, and its own checkpoints are replaced by this one's.
+      for (const CheckpointDir& unfinished : found) base::remove_tree(unfinished.path);
+      return;
+    }
+    // Results saved since (a run that finished, and whose clean-up did not happen): the folder
+    // belongs to no result any more.
+    base::remove_tree(aside);
+  }
+  if (found.empty()) return;
+  // Gathered in a staging folder and renamed at once: a crash midway leaves every checkpoint
+  // either where it was or in the staging folder, which the next run moves back.
+  base::make_directories(staging);
+  base::write_file_atomic(base::join_path(staging, kStampName), stamp);
+  std::vector<std::pair<std::string, std::string>> moved;
+  for (const CheckpointDir& earlier : found) {
+    const std::string to = base::join_path(staging, base::base_name(earlier.path));
+    if (std::rename(earlier.path.c_str(), to.c_str()) != 0) {
+      const int error = errno;
+      for (const auto& [from, into] : moved) std::rename(into.c_str(), from.c_str());
+      base::remove_tree(staging);
+      throw std::runtime_error(
+          fmt::format("cannot move {} into {}: {}", earlier.path, staging, std::strerror(error)));
+    }
+    moved.emplace_back(earlier.path, to);
+  }
+  base::move_into_place(staging, aside);
+  std::fprintf(stderr,
+               "trainer: overwrite_output_dir: the earlier run's %zu %s in %s until this run's "
+               "results are saved\n",
+               found.size(), found.size() == 1 ? "checkpoint waits" : "checkpoints wait",
+               aside.c_str());
+  std::fflush(stderr);
 }
 
 void Trainer::rotate_checkpoints(const std::string& just_saved) const {

@@ -1,17 +1,22 @@
 // The Trainer's checkpoints, loaded: the checkpoint to resume from (the newest good one, or the
 // one named), checked against this run, and loaded so that the run continues bit for bit.
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/json_text.h"
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
 #include "lib/io/safetensors.h"
+#include "lib/report/curve.h"
 #include "trainer/checkpoint_layout.h"
 #include "trainer/checkpoint_manifest.h"
 #include "trainer/trainer.h"
@@ -68,6 +73,22 @@ std::string batch_words(int64_t total, int64_t per_device, int64_t processes,
                         int64_t accumulation) {
   return fmt::format("{} ({} per device x {} process{} x {} accumulation)", total, per_device,
                      processes, processes == 1 ? "" : "es", accumulation);
+}
+
+// An argument with its paths resolved (realpath, where the file exists): dataset_dir,
+// model_name_or_path and dataset_config's path name the same data however they are written.
+json located(const std::string& key, json value) {
+  auto real = [](const json& path) -> json {
+    if (!path.is_string() || path.get<std::string>().empty()) return path;
+    char resolved[PATH_MAX];
+    if (::realpath(path.get<std::string>().c_str(), resolved) == nullptr) return path;
+    return std::string(resolved);
+  };
+  if (key == "dataset_dir" || key == "model_name_or_path") return real(value);
+  if (key == "dataset_config" && value.is_object() && value.contains("path")) {
+    value["path"] = real(value["path"]);
+  }
+  return value;
 }
 
 }  // namespace
@@ -127,6 +148,24 @@ void Trainer::check_resumable(const Resumable& checkpoint) const {
   if (manifest.model_name != args_.model_name()) {
     throw InputError(fmt::format("checkpoint {} holds a {} model; this run trains {}", dir,
                                  manifest.model_name, args_.model_name()));
+  }
+  // What makes the model and the data: a checkpoint of another model_config or data set whose
+  // tensors happen to have the same shapes would load, and train something else.
+  const json saved = base::read_json_object(base::join_path(dir, kArgsFile));
+  const json now = json::parse(args_.to_json());
+  for (const char* key : {"model_name", "model_name_or_path", "model_config", "dataset_name",
+                          "dataset_config", "dataset_dir", "max_train_samples"}) {
+    if (!saved.contains(key)) continue;  // a checkpoint from before the key existed
+    const json here = now.contains(key) ? now[key] : json();
+    // Compared unordered ({"a": 1, "b": 2} is {"b": 2, "a": 1}), and paths as the files they name.
+    if (nlohmann::json::parse(located(key, saved[key]).dump()) ==
+        nlohmann::json::parse(located(key, here).dump())) {
+      continue;
+    }
+    throw InputError(fmt::format(
+        "checkpoint {} was trained with {} {}; this run has {}: resume with the same {} (a run's "
+        "model and data cannot change midway), or start a new run",
+        dir, key, base::shown(saved[key]), base::shown(here), key));
   }
   const int64_t processes = accelerator_->num_processes();
   if (manifest.total_batch_size != total_batch_size_) {
@@ -197,8 +236,17 @@ void Trainer::load_weights_and_optimizer(const std::string& dir, const SavedStat
     archive.load_from(bytes.data(), bytes.size());
     optimizer_->load(archive);
   } catch (const c10::Error& e) {
+    const std::string what = base::first_line(e.what_without_backtrace());
+    // The zip reader's own words ("PytorchStreamReader failed reading zip archive: ...") mean
+    // the file is no archive at all.
+    if (what.find("PytorchStreamReader") != std::string::npos) {
+      throw InputError(fmt::format(
+          "checkpoint {}: {} is damaged (not an archive LibTorch can read); resume from another "
+          "checkpoint",
+          dir, kOptimizerFile));
+    }
     throw InputError(fmt::format("checkpoint {}: {} does not fit this optimizer ({})", dir,
-                                 kOptimizerFile, base::first_line(e.what_without_backtrace())));
+                                 kOptimizerFile, what));
   }
   // The schedule continues from the saved base rates, as PyTorch's scheduler state does.
   if (!saved.base_lrs.empty()) lr_scheduler_->set_base_lrs(saved.base_lrs);
@@ -315,6 +363,12 @@ void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epo
   restore_state(checkpoint.dir, saved.state);
   restore_rank_state(checkpoint, saved.state, steps_per_epoch);
   last_saved_step_ = state_.global_step;
+  // The per-step curve up to the checkpoint's step, where it kept one: the run's curve stays whole.
+  const std::string curve = base::join_path(checkpoint.dir, report::kStepCurveFile);
+  if (::access(curve.c_str(), F_OK) == 0) {
+    step_curve_ = report::read_step_curve(curve);
+    step_curve_.keep_until(static_cast<double>(state_.global_step));
+  }
 }
 
 }  // namespace trainer

@@ -69,6 +69,11 @@ std::vector<CheckpointDir> list_checkpoints(const std::string& output_dir);
 // no leading zeros, at most 18 digits); nothing for any other name.
 std::optional<int64_t> checkpoint_step(const std::string& path);
 
+// Where a run with overwrite_output_dir keeps the earlier run's checkpoint-* folders until its own
+// results are saved (then they go): out of the way of this run's names, its rotation and its
+// restarts, and still there when the run fails or is stopped.
+inline constexpr const char* kEarlierCheckpointsDir = "earlier-checkpoints";
+
 // "<output_dir>/checkpoint-<step>".
 std::string checkpoint_path(const std::string& output_dir, int64_t step);
 

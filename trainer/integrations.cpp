@@ -1,10 +1,16 @@
 // report_to's integrations: TensorBoardCallback and JsonlCallback.
 #include "trainer/integrations.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/base/warn.h"
 #include "lib/io/tensorboard.h"
@@ -44,6 +50,31 @@ std::string default_logging_dir(const std::string& output_dir) {
   std::strftime(stamp, sizeof stamp, "%b%d_%H-%M-%S", &local);
   return base::join_path(output_dir,
                          base::join_path("runs", std::string(stamp) + "_" + io::host_name()));
+}
+
+void check_report_destinations(const TrainingArguments& args) {
+  const std::vector<std::string> reports = args.effective_report_to();
+  if (std::find(reports.begin(), reports.end(), "jsonl") != reports.end()) {
+    // output_dir is checked with its lock; the file in it must be one a run can append to.
+    const std::string path = base::join_path(args.output_dir(), JsonlCallback::kFileName);
+    struct stat link {
+    }, target{};
+    if (::lstat(path.c_str(), &link) == 0 &&
+        (::stat(path.c_str(), &target) != 0 || !S_ISREG(target.st_mode))) {
+      throw InputError(fmt::format(
+          "argument report_to: jsonl appends to {}, which is {} (remove it, or choose another "
+          "output_dir)",
+          path,
+          S_ISLNK(link.st_mode) && ::stat(path.c_str(), &target) != 0 ? "a link to nothing"
+                                                                      : "not a regular file"));
+    }
+  }
+  if (std::find(reports.begin(), reports.end(), "tensorboard") == reports.end()) return;
+  if (args.logging_dir()) {
+    base::check_writable_dir(*args.logging_dir(), "argument logging_dir:");
+  } else if (const std::string dir = logging_dir_from_environment(); !dir.empty()) {
+    base::check_writable_dir(dir, "environment variable TENSORBOARD_LOGGING_DIR:");
+  }
 }
 
 TensorBoardCallback::TensorBoardCallback() = default;

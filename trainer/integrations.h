@@ -70,6 +70,11 @@ class JsonlCallback : public TrainerCallback {
   std::unique_ptr<base::AppendFile> file_;
 };
 
+// Where report_to's tensorboard will write, checked before training: logging_dir, else
+// $TENSORBOARD_LOGGING_DIR, must be a directory this process can write or create (the default
+// under output_dir is output_dir's). Throws InputError naming the argument or the variable.
+void check_report_destinations(const TrainingArguments& args);
+
 // The callbacks for args.effective_report_to(), in that order.
 std::vector<std::shared_ptr<TrainerCallback>> make_report_callbacks(const TrainingArguments& args);
 

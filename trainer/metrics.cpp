@@ -31,4 +31,21 @@ ComputeMetrics metrics_for_task(data::TaskKind task) {
   return nullptr;
 }
 
+std::vector<std::string> metric_names_for_task(data::TaskKind task) {
+  std::vector<std::string> names = {"loss"};
+  switch (task) {
+    case data::TaskKind::kClassification:
+      names.push_back("accuracy");
+      break;
+    case data::TaskKind::kRegression:
+      names.insert(names.end(), {"rmse", "mae"});
+      break;
+    case data::TaskKind::kCausalLM:
+      names.push_back("perplexity");
+      break;
+  }
+  names.insert(names.end(), {"runtime", "samples_per_second", "steps_per_second"});
+  return names;
+}
+
 }  // namespace trainer

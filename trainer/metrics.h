@@ -3,6 +3,8 @@
 #pragma once
 
 #include <functional>
+#include <string>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -27,5 +29,8 @@ Metrics compute_regression_metrics(const EvalPrediction& prediction);
 // The compute_metrics of a task: accuracy for classification, rmse and mae for regression, none
 // for causal_lm (whose evaluation reports the loss and perplexity).
 ComputeMetrics metrics_for_task(data::TaskKind task);
+// The names an evaluation with metrics_for_task(task) reports, without the "eval_" prefix: loss,
+// the task's metrics (perplexity for causal_lm), runtime, samples_per_second, steps_per_second.
+std::vector<std::string> metric_names_for_task(data::TaskKind task);
 
 }  // namespace trainer

@@ -24,8 +24,9 @@ constexpr const char* kLockName = ".trainer.lock";
 
 const std::vector<std::string>& run_result_files() {
   static const std::vector<std::string> names = {
-      "model.safetensors",  "model.pt",          "training_args.json", "trainer_state.json",
-      "train_results.json", "eval_results.json", "all_results.json",   "loss.svg"};
+      "model.safetensors",  "model.pt",           "training_args.json",
+      "trainer_state.json", "train_results.json", "eval_results.json",
+      "all_results.json",   "loss.svg",           "loss_curve.npy"};
   return names;
 }
 

@@ -5,9 +5,11 @@
 #include <torch/torch.h>
 
 #include "lib/base/files.h"
+#include "lib/base/warn.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/torchscript.h"
 #include "trainer/callbacks.h"
+#include "trainer/checkpoint_manifest.h"
 #include "trainer/trainer.h"
 
 namespace trainer {
@@ -24,9 +26,11 @@ void Trainer::save_model(const std::string& dir) const {
   }
 }
 
-void Trainer::remove_earlier_checkpoints() {
-  for (const std::string& earlier : earlier_checkpoints_) base::remove_tree(earlier);
-  earlier_checkpoints_.clear();
+void Trainer::remove_earlier_checkpoints() const {
+  if (!accelerator_->is_main_process()) return;
+  const std::string aside = base::join_path(args_.output_dir(), kEarlierCheckpointsDir);
+  if (!base::remove_tree(aside))
+    base::warn("could not remove {} (this run's results are saved)", aside);
 }
 
 void Trainer::save_state() const {

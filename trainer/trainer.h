@@ -20,6 +20,7 @@
 #include "lib/data/dataset.h"
 #include "lib/models/model.h"
 #include "lib/optim/lr_scheduler.h"
+#include "lib/report/curve.h"
 #include "trainer/checkpoint_manifest.h"
 #include "trainer/metrics.h"
 #include "trainer/trainer_state.h"
@@ -136,11 +137,15 @@ class Trainer {
   // a TorchScript model model.pt too (the module with the trained weights). Only the main
   // process writes; the others return at once.
   void save_model(const std::string& dir = "") const;
-  // With overwrite_output_dir, removes the checkpoints an earlier run left in output_dir that
-  // this run has not replaced yet (its first save replaces them all). Main process only.
-  void remove_earlier_checkpoints();
+  // With overwrite_output_dir, the checkpoints of the earlier run wait in
+  // output_dir/earlier-checkpoints (kEarlierCheckpointsDir) while this run trains; call this once
+  // the run's own results are saved to remove them. Main process only; others return at once.
+  void remove_earlier_checkpoints() const;
   // Writes trainer_state.json to output_dir (main process only).
   void save_state() const;
+  // Each optimization step's loss (the mean over processes), learning rate and gradient norm so
+  // far, as read back at the last log, save or the end of training (report::StepCurve).
+  const report::StepCurve& step_curve() const { return step_curve_; }
   // Prints "***** <split> metrics *****" and the metrics, as Transformers' log_metrics (main
   // process only).
   void log_metrics(const std::string& split, const Metrics& metrics) const;
@@ -205,6 +210,18 @@ class Trainer {
   void write_checkpoint_files(const std::string& staging, const std::string& target);
   // After an evaluation: whether `metrics` hold a new best metric_for_best_model.
   bool update_best_metric(const Metrics& metrics);
+  // overwrite_output_dir, at the start of a fresh run: moves the checkpoint-* folders in output_dir
+  // into kEarlierCheckpointsDir, stamped with the results they belong to (trainer_state.json's
+  // CRC). When that folder is there already with the same stamp, an earlier overwriting run never
+  // finished: the folder keeps the results' own checkpoints and the unfinished run's go; with
+  // another stamp the folder is stale and goes. A set-aside a crash cut short is undone first.
+  // Main process.
+  void set_aside_earlier_checkpoints() const;
+  // The per-step curve: record_step keeps the step's loss and gradient norm on the device;
+  // flush_step_curve (every process, at a log, a save and the end) reduces the pending losses
+  // over processes in one collective and appends them to step_curve_.
+  void record_step();
+  void flush_step_curve();
   // Removes the oldest checkpoints past save_total_limit, never the best (main process).
   void rotate_checkpoints(const std::string& just_saved) const;
   void load_best_model();
@@ -330,9 +347,11 @@ class Trainer {
   int64_t last_saved_step_ = -1;
   int64_t cuda_graph_replays_ = 0;
   bool in_training_loop_ = false;
-  // checkpoint-* folders an earlier run left in output_dir, replaced with overwrite_output_dir
-  // once this run has saved one (main process).
-  std::vector<std::string> earlier_checkpoints_;
+  // The steps since the curve was last flushed: losses and norms on the device, the learning
+  // rates and steps on the host.
+  std::vector<torch::Tensor> pending_losses_, pending_norms_;
+  std::vector<double> pending_steps_, pending_lrs_;
+  report::StepCurve step_curve_;
 };
 
 }  // namespace trainer

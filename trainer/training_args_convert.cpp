@@ -98,8 +98,9 @@ struct Convert<std::vector<std::string>> {
 };
 
 // A number as Python's int() or float() reads it ("01", "+1e-3", ".5", "1_000", " 2 ", "inf",
-// "1e999" as inf), or nothing; an integer past int64 is an error that quotes it.
-std::optional<json> python_number(const std::string& typed) {
+// "1e999" as inf), or nothing; an integer past int64 is an error that quotes it where an integer
+// is wanted, and a float where a number is.
+std::optional<json> python_number(const std::string& typed, bool integer_wanted) {
   const std::string text = base::trimmed(typed, " \t\n");
   if (text.empty()) return std::nullopt;
   std::string digits;  // without the underscores Python allows between digits
@@ -113,7 +114,8 @@ std::optional<json> python_number(const std::string& typed) {
   if (digits.find_first_of("xXpP") != std::string::npos) return std::nullopt;
   char* end = nullptr;
   errno = 0;
-  if (digits.find_first_not_of("+-0123456789") == std::string::npos) {
+  if (digits.find_first_not_of("+-0123456789") == std::string::npos &&
+      (integer_wanted || digits.size() < 19)) {
     long long value = std::strtoll(digits.c_str(), &end, 10);
     if (*end != '\0' || end == digits.c_str()) return std::nullopt;
     if (errno == ERANGE) {
@@ -159,9 +161,21 @@ json text_to_json(const std::string& text) {
                              std::is_same_v<T, std::optional<int64_t>> ||
                              std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>;
   if constexpr (is_number) {
-    if (auto number = python_number(text)) return *number;
+    constexpr bool integer_wanted =
+        std::is_same_v<T, int64_t> || std::is_same_v<T, std::optional<int64_t>>;
+    if (auto number = python_number(text, integer_wanted)) return *number;
   }
   json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Text that means to be a JSON object or list and is not one says why, not "a string".
+  const std::string start = base::trimmed(text, " \t\n");
+  if (parsed.is_discarded() && !start.empty() && (start[0] == '{' || start[0] == '[')) {
+    try {
+      (void)json::parse(text);
+    } catch (const json::exception& e) {
+      throw InputError(fmt::format("{} is not valid JSON: {}", base::shown_text(text),
+                                   base::json_error_text(e)));
+    }
+  }
   if (parsed.is_discarded()) return text;  // reported as a wrong type, with the text quoted
   return parsed;
 }

@@ -155,9 +155,7 @@ TrainingArguments TrainingArguments::from_json_text(const std::string& json_text
   try {
     object = json::parse(json_text, on_event);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
-    std::string what = e.what();
-    throw InputError(
-        fmt::format("{} is not valid JSON: {}", source, what.substr(what.find(']') + 2)));
+    throw InputError(fmt::format("{} is not valid JSON: {}", source, base::json_error_text(e)));
   }
   if (error) throw InputError(*error);
   if (!object.is_object()) {

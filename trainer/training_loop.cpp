@@ -106,7 +106,11 @@ void Trainer::reset_training_state(const TrainingPlan& plan) {
   nonfinite_in_a_row_ = 0;
   last_saved_step_ = -1;
   cuda_graph_replays_ = 0;
-  earlier_checkpoints_.clear();
+  pending_losses_.clear();
+  pending_norms_.clear();
+  pending_steps_.clear();
+  pending_lrs_.clear();
+  step_curve_ = {};
 }
 
 std::shared_ptr<AcceleratedOptimizer> Trainer::create_optimizer_and_scheduler(
@@ -140,9 +144,9 @@ TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpo
   const TrainingPlan plan = set_initial_training_values();
   reset_training_state(plan);
   const std::optional<Resumable> checkpoint = checkpoint_to_resume(resume_from_checkpoint);
-  if (!checkpoint && args_.overwrite_output_dir() && state_.is_world_process_zero) {
-    for (const auto& earlier : list_checkpoints(args_.output_dir()))
-      earlier_checkpoints_.push_back(earlier.path);
+  if (!checkpoint && args_.overwrite_output_dir() && accelerator_->restart_count() == 0 &&
+      state_.is_world_process_zero) {
+    set_aside_earlier_checkpoints();
   }
   if (!model_wrapped_) model_wrapped_ = accelerator_->prepare(model_);
   auto optimizer = create_optimizer_and_scheduler(plan.max_steps);
@@ -192,6 +196,7 @@ void Trainer::run_epoch(const TrainingPlan& plan, int64_t epoch, int64_t resumed
     fire([&](TrainerCallback& c) { c.on_step_begin(args_, state_, control_); });
     const StepChecks checks = optimization_step(plan, first, window, optimizer, device_loop);
     ++state_.global_step;
+    record_step();
     position_.steps_in_epoch += 1;
     state_.epoch = static_cast<double>(epoch) +
                    static_cast<double>(first + window) / static_cast<double>(plan.num_batches);
@@ -276,6 +281,7 @@ void Trainer::maybe_log_save_evaluate() {
   if (control_.should_log && state_.global_step > last_logged_step_) {
     // Every process takes part: the logged loss is the mean over processes.
     double tr_loss_scalar = accelerator_->reduce(tr_loss_, Reduction::kMean).item<double>();
+    flush_step_curve();
     tr_loss_.zero_();
     json logs;
     logs["loss"] = base::round_to(
@@ -302,8 +308,42 @@ void Trainer::maybe_log_save_evaluate() {
   control_.should_save = false;
 }
 
+void Trainer::record_step() {
+  // A copy: on CUDA the step's loss and norm may live in buffers the next step reuses.
+  pending_losses_.push_back(last_step_loss_.detach().reshape({}).clone());
+  pending_norms_.push_back(grad_norm_.defined() ? grad_norm_.detach().reshape({}).clone()
+                                                : torch::Tensor());
+  pending_steps_.push_back(static_cast<double>(state_.global_step));
+  pending_lrs_.push_back(lr_scheduler_->get_last_lr().at(0));
+}
+
+void Trainer::flush_step_curve() {
+  if (pending_steps_.empty()) return;
+  // One small collective for the window's losses: each step's mean over processes.
+  const torch::Tensor losses =
+      accelerator_->reduce(torch::stack(pending_losses_).to(torch::kDouble), Reduction::kMean)
+          .to(torch::kCPU)
+          .contiguous();
+  const double* loss = losses.data_ptr<double>();
+  // The norms are the same on every process (of the synchronised gradients): read, not reduced.
+  bool norms_defined = true;
+  for (const torch::Tensor& norm : pending_norms_) norms_defined = norms_defined && norm.defined();
+  const torch::Tensor norms =
+      norms_defined ? torch::stack(pending_norms_).to(torch::kDouble).to(torch::kCPU).contiguous()
+                    : torch::Tensor();
+  for (size_t i = 0; i < pending_steps_.size(); ++i) {
+    step_curve_.append(pending_steps_[i], loss[i], pending_lrs_[i],
+                       norms_defined ? norms.data_ptr<double>()[i] : std::nan(""));
+  }
+  pending_losses_.clear();
+  pending_norms_.clear();
+  pending_steps_.clear();
+  pending_lrs_.clear();
+}
+
 TrainOutput Trainer::finish_training(const TrainingPlan& plan, const base::Stopwatch& stopwatch) {
   total_loss_scalar_ += accelerator_->reduce(tr_loss_, Reduction::kMean).item<double>();
+  flush_step_curve();
   const double runtime = stopwatch.seconds();
   TrainOutput output;
   output.global_step = state_.global_step;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,6 +17,7 @@
 #include "apps/trainer/cli_arguments.h"
 #include "lib/base/errors.h"
 #include "lib/base/text.h"
+#include "lib/report/plot.h"
 #include "trainer/training_args.h"
 
 namespace trainer::cli {
@@ -109,26 +111,82 @@ void add_training_commands(CLI::App& app, Command& command) {
   }
 }
 
-CLI::App* add_plot(CLI::App& app, Command& command) {
+CLI::App* add_plot(CLI::App& app, Command& command, OptionText& text) {
   CLI::App* plot = app.add_subcommand("plot", help_of("plot"));
+  plot->allow_extras();
   plot->add_option("output_dirs", command.plot_dirs, "Output folders of training runs")
       ->type_name("OUTPUT_DIR");
   plot->add_option("-o,--output", command.plot_output,
                    "Where to write: FILE.svg and FILE.html beside it (or into a folder); "
                    "default plot.svg and plot.html here")
       ->type_name("FILE");
+  text = {{"--smoothing", base::python_float(report::kDefaultSmoothing)}};
+  plot->add_option("--smoothing", text["--smoothing"],
+                   "Weight of the per-step loss's smoothing, as TensorBoard's slider (0: none)")
+      ->capture_default_str()
+      ->type_name("W");
   return plot;
 }
 
-void finish_plot(Command& command) {
+// CLI11's "At Most 1 required but received 2" or "1 required TEXT missing" in our words: the
+// option given twice, or the one without its value. For launch, the scan stops at PROGRAM.
+std::string mismatch_text(const std::vector<std::string>& args, const std::string& what) {
+  const std::string command =
+      !args.empty() && (args[0] == "plot" || args[0] == "generate") ? args[0] : "launch";
+  std::set<std::string> seen;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& word = args[i];
+    if (word == "--") break;
+    if (!base::starts_with(word, "-")) {
+      if (command == "launch") break;  // PROGRAM: what follows is its own
+      continue;
+    }
+    const std::string name = word.substr(0, word.find('='));
+    if (name == "--help" || name == "-h" || name == "--rank0-only") continue;
+    if (!seen.insert(name).second) {
+      return fmt::format("trainer {}: option {} is given twice (each option is given once)",
+                         command, base::shown_text(name));
+    }
+    const bool inline_value = word.find('=') != std::string::npos;
+    if (!inline_value && (i + 1 == args.size() || base::starts_with(args[i + 1], "--"))) {
+      return fmt::format("trainer {}: option {} needs a value", command, base::shown_text(name));
+    }
+    if (!inline_value) ++i;  // its value
+  }
+  return fmt::format("trainer {}: {} (each option is given once, with one value)", command, what);
+}
+
+// A subcommand's arguments CLI11 could not place (allow_extras keeps them for this): our one
+// line, not CLI11's "The following arguments were not expected: 0.9 --top_p".
+void refuse_extras(const CLI::App& sub) {
+  const std::vector<std::string> extra = sub.remaining();
+  if (extra.empty()) return;
+  const std::string& first = extra.front();
+  if (!base::starts_with(first, "-")) {
+    throw InputError(fmt::format("trainer {}: unexpected argument {} (see trainer {} --help)",
+                                 sub.get_name(), base::shown_text(first), sub.get_name()));
+  }
+  std::vector<std::string> known;
+  for (const CLI::Option* option : sub.get_options()) {
+    if (!option->get_lnames().empty()) known.push_back("--" + option->get_lnames().front());
+  }
+  throw InputError(fmt::format("trainer {}: unknown option {} (known: {})", sub.get_name(),
+                               base::shown_text(first.substr(0, first.find('='))),
+                               fmt::join(known, ", ")));
+}
+
+void finish_plot(Command& command, OptionText& text) {
   if (command.plot_dirs.empty()) {
     throw InputError("trainer plot needs OUTPUT_DIR [OUTPUT_DIR ...] (see trainer plot --help)");
   }
+  command.plot_smoothing = number_option("--smoothing", text["--smoothing"], 0, 0.999, false,
+                                         "a number from 0 (no smoothing) to 0.999");
   command.name = "plot";
 }
 
 CLI::App* add_generate(CLI::App& app, Command& command, OptionText& text) {
   CLI::App* generate = app.add_subcommand("generate", help_of("generate"));
+  generate->allow_extras();
   GenerateOptions& go = command.generate;
   text = {{"--max_new_tokens", std::to_string(go.max_new_tokens)},
           {"--temperature", base::python_float(go.temperature)},
@@ -161,11 +219,11 @@ void finish_generate(Command& command, OptionText& text) {
   go.max_new_tokens = static_cast<int64_t>(number_option(
       "--max_new_tokens", text["--max_new_tokens"], 0, 1e6, true, "an integer in 0..1000000"));
   go.temperature = number_option("--temperature", text["--temperature"], 1e-6, 1e6, false,
-                                 "a number > 0, up to 1e6");
+                                 "a number from 1e-6 to 1e6");
   go.top_k = static_cast<int64_t>(
       number_option("--top_k", text["--top_k"], 0, 256, true, "an integer in 0..256; 0: all"));
-  go.seed = static_cast<uint64_t>(
-      number_option("--seed", text["--seed"], 0, 9007199254740992.0, true, "an integer >= 0"));
+  go.seed = static_cast<uint64_t>(number_option("--seed", text["--seed"], 0, 9007199254740992.0,
+                                                true, "an integer in 0..9007199254740992 (2^53)"));
   command.name = "generate";
 }
 
@@ -270,10 +328,11 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   CLI::App app{kUsage, "trainer"};
   app.require_subcommand(1);
   add_training_commands(app, command);
-  CLI::App* plot = add_plot(app, command);
-  OptionText generate_text, launch_text;
+  OptionText plot_text, generate_text, launch_text;
+  CLI::App* plot = add_plot(app, command, plot_text);
   CLI::App* generate = add_generate(app, command, generate_text);
   CLI::App* env = app.add_subcommand("env", help_of("env"));
+  env->allow_extras();
   CLI::App* launch = add_launch(app, command, launch_text);
   try {
     app.parse(argc, argv);
@@ -288,19 +347,20 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
         "a command is required: trainer train|evaluate|predict|plot|generate|env|launch ... (see "
         "trainer --help)");
   } catch (const CLI::ArgumentMismatch& e) {
-    throw InputError(fmt::format(
-        "{} (each {} option is given once, with one value)", e.what(),
-        !args.empty() && (args[0] == "plot" || args[0] == "generate") ? args[0] : "launcher"));
+    throw InputError(mismatch_text(args, e.what()));
   } catch (const CLI::ParseError& e) {
     throw InputError(e.what());
   }
   if (training) return std::nullopt;  // its help, printed by CLI11
   if (env->parsed()) {
+    refuse_extras(*env);
     command.name = "env";
   } else if (generate->parsed()) {
+    refuse_extras(*generate);
     finish_generate(command, generate_text);
   } else if (plot->parsed()) {
-    finish_plot(command);
+    refuse_extras(*plot);
+    finish_plot(command, plot_text);
   } else {
     finish_launch(command, launch_text, launch->remaining(), argc, argv);
   }

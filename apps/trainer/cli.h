@@ -30,6 +30,7 @@ struct Command {
   dist::LaunchOptions launch;          // for "launch"
   std::vector<std::string> plot_dirs;  // for "plot": the runs' output_dirs
   std::string plot_output;             // for "plot": -o FILE, or ""
+  double plot_smoothing = 0.6;         // for "plot": --smoothing of the per-step loss
   GenerateOptions generate;            // for "generate"
 };
 

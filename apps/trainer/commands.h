@@ -27,6 +27,7 @@ int predict_command(const TrainingArguments& args);
 int env_command();
 
 // `trainer plot`: the runs' curves as an SVG and an HTML page.
-int plot_command(const std::vector<std::string>& output_dirs, const std::string& output);
+int plot_command(const std::vector<std::string>& output_dirs, const std::string& output,
+                 double smoothing);
 
 }  // namespace trainer::cli

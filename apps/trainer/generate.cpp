@@ -4,7 +4,9 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -53,11 +55,18 @@ int generate_text(const cli::GenerateOptions& options) {
   const std::string args_path = base::join_path(dir, "training_args.json");
   const std::string weights = base::join_path(dir, "model.safetensors");
   for (const std::string& path : {args_path, weights}) {
-    if (!base::is_regular_file(path)) {
+    struct stat info {};
+    const bool found = ::stat(path.c_str(), &info) == 0;
+    if (!found || !S_ISREG(info.st_mode)) {
+      // A symlink loop or a folder in the file's place is not a missing file: say which.
+      const std::string why = found ? std::string("is not a file")
+                              : errno == ENOENT
+                                  ? std::string("does not exist")
+                                  : fmt::format("cannot be read: {}", std::strerror(errno));
       throw InputError(fmt::format(
-          "trainer generate: {} does not exist (OUTPUT_DIR must hold a finished trainer train run "
-          "of model_name gpt)",
-          path));
+          "trainer generate: {} {} (OUTPUT_DIR must hold a finished trainer train run of "
+          "model_name gpt)",
+          path, why));
     }
   }
   nlohmann::ordered_json args = base::read_json_object(args_path);

@@ -21,8 +21,9 @@
 
 namespace trainer::cli {
 
-int plot_command(const std::vector<std::string>& output_dirs, const std::string& output) {
-  auto [svg, html] = report::write_plot(output_dirs, output);
+int plot_command(const std::vector<std::string>& output_dirs, const std::string& output,
+                 double smoothing) {
+  auto [svg, html] = report::write_plot(output_dirs, output, smoothing);
   fmt::print("Wrote {} and {}\n", svg, html);
   return 0;
 }
@@ -52,7 +53,9 @@ int main(int argc, char** argv) {
     }
     if (command->name == "env") return env_command();
     if (command->name == "generate") return generate_text(command->generate);
-    if (command->name == "plot") return plot_command(command->plot_dirs, command->plot_output);
+    if (command->name == "plot") {
+      return plot_command(command->plot_dirs, command->plot_output, command->plot_smoothing);
+    }
     TrainingArguments args = TrainingArguments::parse(command->config, command->overrides);
     if (command->name == "predict") return predict_command(args);
     return command->name == "train" ? train_command(args) : evaluate_command(args);

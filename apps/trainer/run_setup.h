@@ -32,12 +32,14 @@ std::unique_ptr<OutputDir> lock_output_dir(const TrainingArguments& args);
 std::shared_ptr<models::Model> create_model(const TrainingArguments& args,
                                             const data::DataInfo& info);
 
-// Runs the first example of `split` through the model, so that data of the wrong shape fails
-// before training, with one line, rather than inside a layer after hours. Eval mode: no dropout,
-// so no random number is drawn.
+// Runs the first two examples of `split` through the model and checks that its outputs fit the
+// task (dtype, rank, one row per example, the number of classes or the vocabulary), so that data
+// or a model of the wrong shape fails before training, with one line saying what was expected and
+// what came, rather than inside a layer after hours or never. Eval mode: no dropout, so no random
+// number is drawn.
 void check_model_takes(models::Model& model, const data::Dataset& dataset,
                        const data::DataCollator& collator, const std::string& split,
-                       const data::DataSource& source, const TrainingArguments& args);
+                       data::DataSource& source, const TrainingArguments& args);
 
 // An empty split would train or score nothing, and say nothing: InputError.
 void check_not_empty(const data::Dataset& dataset, const std::string& split,

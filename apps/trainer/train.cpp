@@ -16,6 +16,7 @@
 #include "lib/base/warn.h"
 #include "lib/distributed/env.h"
 #include "lib/models/gpt.h"
+#include "lib/report/curve.h"
 #include "lib/report/plot.h"
 #include "lib/runtime/signals.h"
 #include "trainer/integrations.h"
@@ -23,18 +24,37 @@
 namespace trainer::cli {
 namespace {
 
+// metric_for_best_model names a metric this task's evaluation reports: known before training, so
+// that a typo does not end a run at its first evaluation.
+void check_best_metric(const TrainingArguments& args, data::TaskKind task) {
+  const std::string name = args.best_metric_name();
+  if (name.empty()) return;
+  const std::vector<std::string> names = metric_names_for_task(task);
+  const std::string bare = base::starts_with(name, "eval_") ? name.substr(5) : name;
+  if (std::find(names.begin(), names.end(), bare) != names.end()) return;
+  throw InputError(fmt::format(
+      "argument metric_for_best_model: {} is not a metric of a {} evaluation (one of {}, with or "
+      "without eval_)",
+      base::shown_text(name), data::task_name(task), fmt::join(names, ", ")));
+}
+
 // output_dir/loss.svg, the run's curves, once its other files are in place (an earlier run's went
 // with them). A picture is no reason to fail a finished run: a failure to write it is a warning.
-void write_loss_svg(const Trainer& trainer, const TrainingArguments& args) {
+// Drawn from the per-step curve (the evaluations from log_history). Returns its path, or "" when
+// it could not be written.
+std::string write_loss_svg(const Trainer& trainer, const TrainingArguments& args) {
   const std::string path = base::join_path(args.output_dir(), "loss.svg");
   try {
     const std::string label = args.run_name().value_or(report::folder_name(args.output_dir()));
     report::PlotRun run =
         report::plot_run_from_log_history(label, trainer.state().log_history, path);
+    report::add_step_curve(run, trainer.step_curve(), report::kDefaultSmoothing);
     base::write_file_atomic(path, report::plot_svg({run}, "Training curves: " + label));
+    return path;
   } catch (const std::exception& e) {
     base::warn("{} not written: {} (the run's other results are saved)", path,
                base::first_line(e.what()));
+    return "";
   }
 }
 
@@ -64,6 +84,9 @@ int train_command(const TrainingArguments& args) {
   torch::manual_seed(static_cast<uint64_t>(args.seed()));
   auto model = create_model(args, info);
   const data::DataCollator collator = source->collator();
+  check_best_metric(args, model->task().kind);
+  // Where the main process will write: checked there (a node's own folders may differ).
+  if (dist::read_dist_env().rank == 0) check_report_destinations(args);
   check_model_takes(*model, *train_dataset, collator, "train", *source, args);
   if (eval_dataset) check_model_takes(*model, *eval_dataset, collator, "eval", *source, args);
   // Only now, with the arguments valid and the data loaded and checked, is output_dir touched.
@@ -94,6 +117,8 @@ int train_command(const TrainingArguments& args) {
   if (accelerator.is_main_process()) {
     base::write_file_atomic(base::join_path(args.output_dir(), "training_args.json"),
                             args.to_json());
+    base::write_file_atomic(base::join_path(args.output_dir(), report::kStepCurveFile),
+                            report::step_curve_npy(trainer.step_curve()));
   }
   trainer.save_state();
   Metrics train_metrics = result.metrics;
@@ -122,9 +147,14 @@ int train_command(const TrainingArguments& args) {
     }
   }
   batch.commit();
-  if (accelerator.is_main_process()) write_loss_svg(trainer, args);
-  if (accelerator.is_main_process()) print_sample(*model, args, info);
+  // The results are in place: the earlier run's checkpoints may go (first, before anything that
+  // could still fail or be interrupted).
   trainer.remove_earlier_checkpoints();
+  std::string picture;
+  if (accelerator.is_main_process()) picture = write_loss_svg(trainer, args);
+  if (accelerator.is_main_process()) print_sample(*model, args, info);
+  // The last line of a finished run: where its picture is.
+  if (!picture.empty()) accelerator.print(fmt::format("Training curves: {}", picture));
   if (int sig = runtime::interrupt_signal()) {
     throw Interrupted(sig, fmt::format("interrupted by {} after training; its results were saved",
                                        runtime::signal_name(sig)));

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "lib/base/errors.h"
+#include "lib/base/json_text.h"
 
 namespace trainer::base {
 
@@ -61,12 +62,25 @@ std::string read_file(const std::string& path, size_t max_bytes, const std::stri
   std::string content;
   if (S_ISREG(info.st_mode)) content.reserve(std::min<size_t>(info.st_size, max_bytes));
   char buffer[1 << 16];
+  // A FIFO in a folder may have no writer at all; a pipe from the shell (/dev/stdin, a symlink to
+  // pipe:[...]) has one, however slow.
+  struct stat node {};
+  const bool named_fifo = ::lstat(path.c_str(), &node) == 0 && S_ISFIFO(node.st_mode);
   while (true) {
     // Opened without waiting for a writer, a pipe reads as empty until one comes: poll first
-    // (it waits for data, or for a writer that came and went).
+    // (it waits for data, or for a writer that came and went); a named FIFO no longer than
+    // kPipeWaitSeconds without data: one nobody writes is an error, not a hang.
     if (S_ISFIFO(info.st_mode)) {
       pollfd ready{fd, POLLIN, 0};
-      if (::poll(&ready, 1, -1) < 0 && errno == EINTR) continue;
+      const int polled = ::poll(&ready, 1, named_fifo ? kPipeWaitSeconds * 1000 : -1);
+      if (polled < 0 && errno == EINTR) continue;
+      if (polled == 0) {
+        ::close(fd);
+        throw InputError(
+            fmt::format("cannot read {}{}: it is a FIFO that sent no data for {} "
+                        "seconds (nothing writes it?)",
+                        label, path, kPipeWaitSeconds));
+      }
     }
     ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
@@ -314,11 +328,11 @@ void write_json(const std::string& path, const nlohmann::ordered_json& value) {
 }
 
 nlohmann::ordered_json read_json(const std::string& path) {
-  std::string text = read_file(path);
+  std::string text = read_file(path, SIZE_MAX, "", /*allow_pipes=*/false);
   try {
     return nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fmt::format("{} is not valid JSON: {}", path, e.what()));
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
+    throw InputError(fmt::format("{} is not valid JSON: {}", path, json_error_text(e)));
   }
 }
 
@@ -355,6 +369,32 @@ std::string cache_dir() {
   if (std::string dir = get("XDG_CACHE_HOME"); !dir.empty()) return join_path(dir, "trainer");
   if (std::string dir = get("HOME"); !dir.empty()) return join_path(dir, ".cache/trainer");
   return "";
+}
+
+void check_writable_dir(const std::string& dir, const std::string& label) {
+  std::string existing = dir.empty() ? "." : dir;
+  struct stat info {};
+  while (::stat(existing.c_str(), &info) != 0) {
+    // Missing, or under a file (ENOTDIR): the nearest existing part of the path says which.
+    if (errno != ENOENT && errno != ENOTDIR) {
+      throw InputError(fmt::format("{} {}: {}", label, dir, std::strerror(errno)));
+    }
+    const std::string parent = parent_dir(existing);
+    if (parent == existing) break;
+    existing = parent;
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    throw InputError(existing == dir ? fmt::format("{} {} is a file, not a directory", label, dir)
+                                     : fmt::format("{} {}: {} is a file, not a directory", label,
+                                                   dir, existing));
+  }
+  std::string probe = join_path(existing, ".trainer-probe-XXXXXX");
+  if (::mkdtemp(probe.data()) == nullptr) {
+    const int error = errno;
+    throw InputError(fmt::format("{} {} cannot be written: {}{}", label, dir, std::strerror(error),
+                                 existing == dir ? "" : fmt::format(" (in {})", existing)));
+  }
+  ::rmdir(probe.c_str());
 }
 
 std::string parent_dir(const std::string& path) {

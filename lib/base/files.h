@@ -21,9 +21,14 @@ int open_for_reading(const std::string& path, const std::string& label = "",
 bool is_directory(const std::string& path);
 bool is_regular_file(const std::string& path);
 
+// How long read_file waits on a named FIFO (one in a folder) that sends nothing before it gives
+// up; a pipe from the shell (/dev/stdin) is waited for without end, as cat would.
+inline constexpr int kPipeWaitSeconds = 10;
+
 // Reads a whole file (or pipe, unless `allow_pipes` is false). Throws InputError naming the path
 // (after `label`, e.g. "IDX file ") when it cannot be opened or read, is a directory or a device
-// (or a pipe, when refused), or holds more than max_bytes.
+// (or a pipe, when refused), holds more than max_bytes, or is a named FIFO that sends nothing for
+// kPipeWaitSeconds.
 std::string read_file(const std::string& path, size_t max_bytes = SIZE_MAX,
                       const std::string& label = "", bool allow_pipes = true);
 
@@ -115,6 +120,14 @@ void open_standard_streams();
 // The trainer's per-user cache directory: $TRAINER_CACHE, else $XDG_CACHE_HOME/trainer, else
 // $HOME/.cache/trainer; "" when none of them is set. Not created here.
 std::string cache_dir();
+
+// Checks, before anything is written, that `dir` is a directory this process can write, or one it
+// could create: the nearest existing folder on its path is a directory in which a folder can be
+// made (a probe, made and removed: access() says yes to root on a read-only mount). Creates
+// nothing that stays. Throws InputError naming `label` and `dir`: "argument logging_dir: /x/f/logs:
+// /x/f is a file, not a directory", "argument logging_dir: /proc/1/logs cannot be written: No such
+// file or directory (in /proc/1)".
+void check_writable_dir(const std::string& dir, const std::string& label);
 
 // Flushes a file or a directory to the disk (fsync). Throws std::runtime_error naming it.
 void sync_path(const std::string& path);

@@ -16,6 +16,15 @@ std::string json_text(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::string json_error_text(const nlohmann::json::exception& error) {
+  std::string what = error.what();
+  if (starts_with(what, "[json.exception.")) {
+    const size_t end = what.find("] ");
+    if (end != std::string::npos) what.erase(0, end + 2);
+  }
+  return what;
+}
+
 std::string shown(const json& value) {
   if (value.is_number_float() && !std::isfinite(value.get<double>())) {
     return python_float(value.get<double>());  // JSON has no inf or nan

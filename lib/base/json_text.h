@@ -13,6 +13,10 @@ namespace trainer::base {
 // A value's whole JSON text, invalid UTF-8 replaced (U+FFFD) rather than thrown on.
 std::string json_text(const nlohmann::ordered_json& value);
 
+// What nlohmann's exception says, without its "[json.exception.parse_error.101] " tag: "parse
+// error at line 1, column 2: syntax error while parsing value - invalid literal; last read: '{b'".
+std::string json_error_text(const nlohmann::json::exception& error);
+
 // A value's JSON text as a message quotes it, cut to 57 characters and "..." past 60; inf and
 // nan (which JSON cannot hold) as Python prints them; invalid UTF-8 replaced.
 std::string shown(const nlohmann::ordered_json& value);

@@ -3,8 +3,9 @@
 
 #include <algorithm>
 
-#include "lib/base/files.h"
 #include "lib/base/config_reader.h"
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
 
 namespace trainer::data {
 
@@ -74,6 +75,12 @@ std::unique_ptr<DataSource> make_csv_source(const std::string& dir,
   options.path = reader.string("path", "");
   options.label = reader.string("label", options.label);
   options.features = reader.strings("features", {});
+  // Left out, the features are every column but the label; an empty list is a mistake.
+  if (options.features.empty() && reader.has("features")) {
+    throw InputError(
+        "dataset_config: option features of csv is []; name at least one column (or leave "
+        "features out for every column but the label)");
+  }
   options.regression =
       reader.choice("task", "classification", {"classification", "regression"}) == "regression";
   options.validation_fraction = reader.number("validation_fraction", options.validation_fraction,

@@ -5,16 +5,20 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 #include <optional>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/base/text.h"
+#include "lib/base/warn.h"
+#include "lib/data/text_files.h"
 
 namespace trainer::data {
 namespace {
@@ -214,7 +218,19 @@ CsvTable parse_csv(const std::string& text, const std::string& name) {
 }
 
 CsvTable read_csv(const std::string& path) {
-  return parse_csv(base::read_file(path, SIZE_MAX, "CSV file "), path);
+  const std::string text = base::read_file(path, SIZE_MAX, "CSV file ", /*allow_pipes=*/false);
+  // Text in another encoding, or a binary file, is named as such rather than misread as rows (a
+  // NUL byte in a label would make a class of its own).
+  if (const char* encoding = wide_encoding(text)) {
+    throw InputError(fmt::format(
+        "CSV file {} is {} text; save it as UTF-8 (iconv -f {} -t UTF-8 '{}' > '{}.utf8')", path,
+        encoding, encoding, path, path));
+  }
+  if (!is_utf8_text(text)) {
+    throw InputError(fmt::format(
+        "CSV file {} is not UTF-8 text (invalid UTF-8 or a NUL byte); save it as UTF-8", path));
+  }
+  return parse_csv(text, path);
 }
 
 namespace {
@@ -338,6 +354,33 @@ void split_rows(const CsvTable& table, const TabularOptions& options, const std:
   };
   fill(data.eval, 0, n_eval);
   fill(data.train, n_eval, n);
+  if (options.regression) return;
+  // A class the training rows never show is still a class (the model scores it, accuracy counts
+  // it), but the model cannot learn it: say so, and go on (a small file's split may do this).
+  std::vector<bool> trained(data.classes.size(), false);
+  for (int64_t id : data.train.classes) trained[id] = true;
+  std::vector<std::string> unseen;
+  for (int64_t id : data.eval.classes) {
+    if (trained[id]) continue;
+    trained[id] = true;  // named once
+    unseen.push_back(base::shown_text(data.classes[id]));
+  }
+  const size_t named = std::min<size_t>(unseen.size(), 10);
+  if (unseen.size() > named) {
+    const size_t more = unseen.size() - named;
+    unseen.resize(named);
+    unseen.push_back(fmt::format("and {} more", more));
+  }
+  // Every process reads the table; the first says it (lib/data sees RANK as torchrun sets it).
+  const char* rank = std::getenv("RANK");
+  if (!unseen.empty() && (rank == nullptr || std::string(rank) == "0")) {
+    base::warn(
+        "{}: class{} {} of label column '{}' appear{} only in the validation split; the "
+        "model never trains on {}",
+        name, unseen.size() == 1 ? "" : "es", fmt::join(unseen, ", "),
+        table.header[column_index(table, options.label, "label", name)],
+        unseen.size() == 1 ? "s" : "", unseen.size() == 1 ? "it" : "them");
+  }
 }
 
 // Standardisation of each feature with the training rows' mean and population standard

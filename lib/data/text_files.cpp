@@ -41,6 +41,36 @@ void walk(const std::string& dir, std::set<Inode>& folders,
 
 }  // namespace
 
+const char* wide_encoding(std::string_view bytes) {
+  auto starts = [&](std::string_view mark) { return bytes.substr(0, mark.size()) == mark; };
+  using namespace std::string_view_literals;
+  // A byte-order mark and at least one character after it (a lone FF FE is just bytes).
+  if (bytes.size() >= 8 && (starts("\xFF\xFE\0\0"sv) || starts("\0\0\xFE\xFF"sv))) {
+    return "UTF-32";
+  }
+  if (bytes.size() >= 4 && (starts("\xFF\xFE"sv) || starts("\xFE\xFF"sv))) return "UTF-16";
+  // Without a byte-order mark: ASCII text in UTF-16 or UTF-32 has NUL bytes in fixed lanes (the
+  // high bytes of each code unit) and none in the others. Strict, so that binary files (a
+  // fortune .dat index of offsets) stay binary.
+  const size_t n = std::min<size_t>(bytes.size(), 4096) / 4 * 4;
+  if (n < 8) return nullptr;
+  size_t zeros[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < n; ++i) zeros[i % 4] += bytes[i] == '\0';
+  const size_t lane = n / 4;
+  auto pattern = [&](const char* lanes) {  // "z" a lane of zeros, "t" a lane of text
+    for (int k = 0; k < 4; ++k) {
+      if (lanes[k] == 'z' ? zeros[k] < lane * 95 / 100 : zeros[k] != 0) return false;
+    }
+    return true;
+  };
+  // Named with their byte order: iconv reads a BOM-less "UTF-16" as big-endian.
+  if (pattern("tzzz")) return "UTF-32LE";
+  if (pattern("zzzt")) return "UTF-32BE";
+  if (pattern("tztz")) return "UTF-16LE";
+  if (pattern("ztzt")) return "UTF-16BE";
+  return nullptr;
+}
+
 bool is_utf8_text(std::string_view bytes) {
   for (size_t i = 0; i < bytes.size();) {
     if (bytes[i] == '\0') return false;
@@ -54,12 +84,21 @@ bool is_utf8_text(std::string_view bytes) {
 TextCorpus read_text_corpus(const std::string& path, const std::string& option) {
   struct stat st {};
   if (path.empty() || ::stat(path.c_str(), &st) != 0) {
+    // A symlink loop or a forbidden folder is not a missing file: say which.
     throw InputError(fmt::format(
-        "{} '{}' does not exist (give a UTF-8 text file or a folder of them)", option, path));
+        "{} '{}' {} (give a UTF-8 text file or a folder of them)", option, path,
+        path.empty() || errno == ENOENT ? std::string("does not exist")
+                                        : fmt::format("cannot be read: {}", std::strerror(errno))));
   }
   TextCorpus corpus;
   auto add = [&](const std::string& file) {
-    std::string bytes = base::read_file(file, SIZE_MAX, option + " ");
+    std::string bytes = base::read_file(file, SIZE_MAX, option + " ", /*allow_pipes=*/false);
+    if (const char* encoding = wide_encoding(bytes)) {
+      throw InputError(
+          fmt::format("{} '{}' is {} text; save it as UTF-8 (iconv -f {} -t UTF-8 '{}' > "
+                      "'{}.utf8')",
+                      option, file, encoding, encoding, file, file));
+    }
     if (!is_utf8_text(bytes)) {
       corpus.binary_files.push_back(file);
       return;

@@ -22,6 +22,11 @@ struct TextCorpus {
 // indexes, images, archives) fail one or the other.
 bool is_utf8_text(std::string_view bytes);
 
+// "UTF-16" or "UTF-32" for text in those encodings with a byte-order mark, "UTF-16LE",
+// "UTF-16BE", "UTF-32LE" or "UTF-32BE" for ASCII text without one (NUL bytes in fixed lanes beside
+// each letter), else nullptr.
+const char* wide_encoding(std::string_view bytes);
+
 // Reads `path`: a file (which must be UTF-8 text), or a folder, whose regular files are all read,
 // recursively, in the byte order of their paths. In a folder, symbolic links are followed, a
 // file reached twice (fortunes' *.u8 links beside the files they name) is read once, under its

@@ -97,7 +97,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 }
 
 NamedTensors load_safetensors(const std::string& path) {
-  std::string bytes = base::read_file(path);
+  std::string bytes = base::read_file(path, SIZE_MAX, "", /*allow_pipes=*/false);
   SafetensorsHeader header = parse_safetensors_header(bytes.data(), bytes.size(), path);
   NamedTensors result;
   for (const SafetensorsEntry& e : header.entries) {

@@ -118,7 +118,7 @@ SafetensorsHeader parse_safetensors_header(const char* bytes, uint64_t size,
   try {
     json = nlohmann::ordered_json::parse(bytes + 8, bytes + 8 + length);
   } catch (const nlohmann::json::exception& e) {
-    throw bad(fmt::format("header is not valid JSON ({})", e.what()));
+    throw bad(fmt::format("header is not valid JSON ({})", base::json_error_text(e)));
   }
   if (!json.is_object()) throw bad("header is not a JSON object");
   SafetensorsHeader header;
@@ -140,7 +140,7 @@ SafetensorsHeader parse_safetensors_header(const char* bytes, uint64_t size,
       header.entries.push_back(parse_entry(name, info, data_size, bad));
     }
   } catch (const nlohmann::json::exception& e) {
-    throw bad(fmt::format("malformed header entry ({})", e.what()));
+    throw bad(fmt::format("malformed header entry ({})", base::json_error_text(e)));
   }
   check_no_overlap(header.entries, bad);
   return header;

@@ -60,4 +60,37 @@ int64_t num_trainable_parameters(const torch::nn::Module& model) {
   return count;
 }
 
+std::string tensor_text(const torch::Tensor& x) {
+  std::string dtype = c10::toString(x.scalar_type());
+  switch (x.scalar_type()) {
+    case torch::kFloat:
+      dtype = "float32";
+      break;
+    case torch::kDouble:
+      dtype = "float64";
+      break;
+    case torch::kHalf:
+      dtype = "float16";
+      break;
+    case torch::kBFloat16:
+      dtype = "bfloat16";
+      break;
+    case torch::kLong:
+      dtype = "int64";
+      break;
+    case torch::kInt:
+      dtype = "int32";
+      break;
+    case torch::kByte:
+      dtype = "uint8";
+      break;
+    case torch::kBool:
+      dtype = "bool";
+      break;
+    default:
+      break;
+  }
+  return fmt::format("{} {}", dtype, base::shape_text(x.sizes().vec()));
+}
+
 }  // namespace trainer::models

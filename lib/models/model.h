@@ -50,6 +50,9 @@ class Model : public torch::nn::Module {
   Task task_;
 };
 
+// "float32 [64, 4]": a tensor's dtype as PyTorch names it, and its shape.
+std::string tensor_text(const torch::Tensor& x);
+
 // Number of trainable parameters (requires_grad).
 int64_t num_trainable_parameters(const torch::nn::Module& model);
 

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <torch/script.h>
@@ -35,40 +36,6 @@ std::string script_error(const std::string& message) {
     return lines.back();
   }
   return lines.front();  // an error of the operator itself, its backtrace after the first line
-}
-
-// "float32 [64, 4]": a tensor's dtype as PyTorch names it, and its shape.
-std::string shape_of(const torch::Tensor& x) {
-  std::string dtype = c10::toString(x.scalar_type());
-  switch (x.scalar_type()) {
-    case torch::kFloat:
-      dtype = "float32";
-      break;
-    case torch::kDouble:
-      dtype = "float64";
-      break;
-    case torch::kHalf:
-      dtype = "float16";
-      break;
-    case torch::kBFloat16:
-      dtype = "bfloat16";
-      break;
-    case torch::kLong:
-      dtype = "int64";
-      break;
-    case torch::kInt:
-      dtype = "int32";
-      break;
-    case torch::kByte:
-      dtype = "uint8";
-      break;
-    case torch::kBool:
-      dtype = "bool";
-      break;
-    default:
-      break;
-  }
-  return fmt::format("{} {}", dtype, base::shape_text(x.sizes().vec()));
 }
 
 // The child module `prefix` ("body.0") of `root`, created with its parents on first use.
@@ -101,6 +68,22 @@ std::vector<std::string> split_name(const std::string& name) {
   }
 }
 
+// Why a file torch::jit::load refused is no TorchScript archive, in our words rather than the
+// zip reader's ("failed finding central directory"): not a zip at all, or a torch.save file (a
+// zip with data.pkl but no TorchScript code). "" for a TorchScript-shaped archive.
+std::string archive_problem(const std::string& path) {
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    if (!reader.hasRecord("constants.pkl") && reader.hasRecord("data.pkl")) {
+      return "it is a torch.save file (a state_dict or a pickled module), which only Python can "
+             "load";
+    }
+    return "";
+  } catch (const std::exception&) {
+    return "it is not an archive as torch.jit.save writes";
+  }
+}
+
 }  // namespace
 
 TorchScriptModel::TorchScriptModel(const std::string& path, Task task) : path_(path) {
@@ -118,16 +101,15 @@ TorchScriptModel::TorchScriptModel(const std::string& path, Task task) : path_(p
   }
   try {
     module_ = std::make_unique<torch::jit::Module>(torch::jit::load(path, torch::kCPU));
-  } catch (const c10::Error& e) {
-    throw InputError(
-        fmt::format("model_name_or_path {} is not a TorchScript archive (write one with "
-                    "torch.jit.script(model).save(path)): {}",
-                    path, base::first_line(e.what_without_backtrace())));
-  } catch (const std::exception& e) {  // the unpickler's own errors
-    throw InputError(
-        fmt::format("model_name_or_path {} is not a TorchScript archive (write one with "
-                    "torch.jit.script(model).save(path)): {}",
-                    path, base::first_line(e.what())));
+  } catch (const std::exception& e) {  // c10::Error, or the unpickler's own errors
+    const c10::Error* error = dynamic_cast<const c10::Error*>(&e);
+    const std::string what = archive_problem(path);
+    throw InputError(fmt::format(
+        "model_name_or_path {} is not a TorchScript archive: {}; write one with "
+        "torch.jit.script(model).save(path)",
+        path,
+        !what.empty() ? what
+                      : base::first_line(error ? error->what_without_backtrace() : e.what())));
   }
   if (!module_->find_method("forward")) {
     throw InputError(
@@ -178,7 +160,7 @@ c10::IValue TorchScriptModel::call(std::vector<c10::IValue> args,
 }
 
 torch::Tensor TorchScriptModel::forward(const torch::Tensor& x) {
-  c10::IValue output = call({x}, {}, "x " + shape_of(x));
+  c10::IValue output = call({x}, {}, "x " + tensor_text(x));
   if (!output.isTensor()) {
     throw InputError(
         fmt::format("{}: forward returned a {}, not a tensor", path_, output.tagKind()));
@@ -208,7 +190,7 @@ ModelOutput TorchScriptModel::forward(const data::Batch& inputs) {
     const std::string& name = parameters[i].name();
     if (inputs.contains(name)) {
       kwargs[name] = inputs.at(name);
-      what += fmt::format("{}{} {}", what.empty() ? "" : ", ", name, shape_of(inputs.at(name)));
+      what += fmt::format("{}{} {}", what.empty() ? "" : ", ", name, tensor_text(inputs.at(name)));
     } else if (name == "num_items_in_batch" && inputs.num_items_in_batch.defined()) {
       kwargs[name] = inputs.num_items_in_batch;
     } else if (!parameters[i].default_value()) {

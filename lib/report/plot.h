@@ -1,6 +1,7 @@
 // Pictures of a run: the curves of trainer_state.json's log_history (training loss, evaluation
-// loss and each evaluation metric against the global step) drawn as a hand-written SVG, one panel
-// per quantity with several runs overlaid, and a small HTML page around it. Torch-free and
+// loss and each evaluation metric against the global step), or of the per-step loss curve where a
+// run kept one (curve.h), drawn as a hand-written SVG, one panel per quantity with several runs
+// overlaid, and a small HTML page around it. Torch-free and
 // deterministic: the same runs give the same bytes.
 #pragma once
 
@@ -14,8 +15,9 @@ namespace trainer::report {
 
 // One quantity of one run: (global step, value) pairs with finite values, ordered by step.
 struct PlotSeries {
-  std::string key;  // "loss" (training), "eval_loss", "eval_accuracy", ...
+  std::string key;  // "loss" (training), "eval_loss", "eval_accuracy", "learning_rate", ...
   std::vector<std::pair<double, double>> points;
+  bool raw = false;  // the per-step values under their smoothed curve: drawn faint and thin
 };
 
 // A run's curves, under its name in the legend.
@@ -45,11 +47,15 @@ std::string folder_name(const std::string& dir);
 PlotRun plot_run_from_state(const std::string& text, const std::string& path,
                             const std::string& label);
 
+// TensorBoard's default smoothing weight, for the per-step loss curve.
+inline constexpr double kDefaultSmoothing = 0.6;
+
 // Reads output_dir/trainer_state.json (plot_run_from_state), named in the legend by
-// training_args.json's run_name when set, else by the folder's name. Throws InputError, one line
-// naming the folder or the file: missing, not a folder, no trainer_state.json, or as
-// plot_run_from_state.
-PlotRun read_plot_run(const std::string& output_dir);
+// training_args.json's run_name when set, else by the folder's name, and output_dir's
+// loss_curve.npy where there is one (its per-step loss smoothed with `smoothing`, see curve.h).
+// Throws InputError, one line naming the folder or the file: missing, not a folder, no
+// trainer_state.json, a damaged loss_curve.npy, or as plot_run_from_state.
+PlotRun read_plot_run(const std::string& output_dir, double smoothing = kDefaultSmoothing);
 
 // The SVG: a title, a legend naming each run (by its colour) and the line styles (training solid,
 // evaluation dashed with a dot at each point), then one panel per quantity: "loss" (training and
@@ -68,6 +74,7 @@ std::string plot_html(const std::string& svg_file, const std::vector<PlotRun>& r
 // ending in .svg or .html for that file and the other beside it with the other ending; any other
 // path gets both endings added. Returns the paths written, SVG first.
 std::pair<std::string, std::string> write_plot(const std::vector<std::string>& output_dirs,
-                                               const std::string& output);
+                                               const std::string& output,
+                                               double smoothing = kDefaultSmoothing);
 
 }  // namespace trainer::report

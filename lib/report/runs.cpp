@@ -14,7 +14,9 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/json_text.h"
 #include "lib/base/text.h"
+#include "lib/report/curve.h"
 #include "lib/report/plot.h"
 
 namespace trainer::report {
@@ -81,7 +83,7 @@ json parse_state(const std::string& text, const std::string& path) {
     try {
       return parse(python_constants_as_null(text));
     } catch (const json::exception&) {
-      throw InputError(fmt::format("{} is not valid JSON: {}", path, e.what()));
+      throw InputError(fmt::format("{} is not valid JSON: {}", path, base::json_error_text(e)));
     }
   }
 }
@@ -172,7 +174,7 @@ PlotRun plot_run_from_state(const std::string& text, const std::string& path,
   return run;
 }
 
-PlotRun read_plot_run(const std::string& output_dir) {
+PlotRun read_plot_run(const std::string& output_dir, double smoothing) {
   struct stat info {};
   if (::stat(output_dir.c_str(), &info) != 0) {
     throw InputError(fmt::format("{}: {} (give the output_dir of a training run)",
@@ -187,6 +189,9 @@ PlotRun read_plot_run(const std::string& output_dir) {
   }
   const std::string path = base::join_path(output_dir, "trainer_state.json");
   if (::access(path.c_str(), F_OK) != 0) {
+    if (errno != ENOENT) {  // a symlink loop, a forbidden folder: not a missing file
+      throw InputError(fmt::format("{} cannot be read: {}", path, std::strerror(errno)));
+    }
     throw InputError(
         fmt::format("{} does not exist (no training run has finished in {}; trainer plot reads it)",
                     path, output_dir));
@@ -194,16 +199,43 @@ PlotRun read_plot_run(const std::string& output_dir) {
   PlotRun run = plot_run_from_state(base::read_file(path, SIZE_MAX, "", /*allow_pipes=*/false),
                                     path, run_label(output_dir));
   run.source = output_dir;
+  // The per-step curve where the run kept one (runs from before it are drawn from log_history).
+  const std::string curve = base::join_path(output_dir, kStepCurveFile);
+  if (::access(curve.c_str(), F_OK) == 0) add_step_curve(run, read_step_curve(curve), smoothing);
   return run;
 }
 
 std::pair<std::string, std::string> write_plot(const std::vector<std::string>& output_dirs,
-                                               const std::string& output) {
+                                               const std::string& output, double smoothing) {
   if (output_dirs.empty()) throw InputError("trainer plot needs at least one OUTPUT_DIR");
+  std::string svg_path = "plot.svg", html_path = "plot.html";
+  struct stat info {};
+  // An existing folder, or a path ending in '/' (a folder to make), gets plot.svg and plot.html.
+  if (!output.empty() &&
+      (output.back() == '/' || (::stat(output.c_str(), &info) == 0 && S_ISDIR(info.st_mode)))) {
+    svg_path = base::join_path(output, svg_path);
+    html_path = base::join_path(output, html_path);
+  } else if (base::ends_with(output, ".svg")) {
+    svg_path = output;
+    html_path = output.substr(0, output.size() - 4) + ".html";
+  } else if (base::ends_with(output, ".html")) {
+    svg_path = output.substr(0, output.size() - 5) + ".svg";
+    html_path = output;
+  } else if (!output.empty()) {
+    svg_path = output + ".svg";
+    html_path = output + ".html";
+  }
+  // An unusable destination is the user's to fix, found before any run is read.
+  base::check_writable_dir(base::parent_dir(svg_path), fmt::format("plot output -o {}:", svg_path));
+  for (const std::string& path : {svg_path, html_path}) {
+    if (base::is_directory(path)) {
+      throw InputError(fmt::format("plot output -o: {} is a directory, not a file", path));
+    }
+  }
   std::vector<PlotRun> runs;
   std::vector<std::string> real;
   for (const std::string& dir : output_dirs) {
-    runs.push_back(read_plot_run(dir));
+    runs.push_back(read_plot_run(dir, smoothing));
     real.push_back(resolved(dir));
     for (size_t i = 0; i + 1 < real.size(); ++i) {
       if (real[i] == real.back()) {
@@ -219,21 +251,6 @@ std::pair<std::string, std::string> write_plot(const std::vector<std::string>& o
     if (uses[run.label] > 1) run.label = run.source;
   }
 
-  std::string svg_path = "plot.svg", html_path = "plot.html";
-  struct stat info {};
-  if (!output.empty() && ::stat(output.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
-    svg_path = base::join_path(output, svg_path);
-    html_path = base::join_path(output, html_path);
-  } else if (base::ends_with(output, ".svg")) {
-    svg_path = output;
-    html_path = output.substr(0, output.size() - 4) + ".html";
-  } else if (base::ends_with(output, ".html")) {
-    svg_path = output.substr(0, output.size() - 5) + ".svg";
-    html_path = output;
-  } else if (!output.empty()) {
-    svg_path = output + ".svg";
-    html_path = output + ".html";
-  }
   std::vector<std::string> labels;
   for (const PlotRun& run : runs) labels.push_back(run.label);
   const std::string title = fmt::format("Training curves: {}", fmt::join(labels, ", "));

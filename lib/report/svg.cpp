@@ -40,6 +40,9 @@ constexpr const char* kLossPanel = "loss";
 // The panel a series is drawn in: training and evaluation loss together, each metric alone.
 std::string panel_of(const std::string& key) { return key == "eval_loss" ? kLossPanel : key; }
 
+// Evaluation series are dashed; the training loss and the learning rate solid.
+bool is_eval(const std::string& key) { return base::starts_with(key, "eval_"); }
+
 // `text` as valid UTF-8 without the control characters XML forbids: each byte that does not
 // start a well-formed sequence, and each such character, becomes U+FFFD.
 std::string valid_text(const std::string& text) {
@@ -130,7 +133,9 @@ struct Axis {
 
   std::string label(long double value) const {
     if (value == 0) value = 0;  // no "-0"
-    if (decimals <= 6 && std::fabs(value) < 1e7L) {
+    // Up to 4 decimals as they are ("0.0025"); smaller steps as "5e-05", which fits beside the
+    // axis.
+    if (decimals <= 4 && std::fabs(value) < 1e7L) {
       return fmt::format("{:.{}f}", static_cast<double>(value), decimals);
     }
     return fmt::format("{:.3g}", value);  // long double: a tick past DBL_MAX is no "inf"
@@ -211,7 +216,7 @@ Layout lay_out(const std::vector<PlotRun>& runs) {
         layout.panels.push_back(Panel{quantity, {}});
       }
       layout.panels[panel_index[quantity]].series.emplace_back(index, &series);
-      (series.key == "loss" ? any_train : any_eval) = true;
+      (is_eval(series.key) ? any_eval : any_train) = true;
     }
   }
   const int columns = layout.panels.size() > 1 ? 2 : 1;
@@ -321,7 +326,10 @@ void draw_panel(Out out, const Layout& layout, const Panel& panel) {
     for (const auto& [run, series] : panel.series) (series->key == "loss" ? train : eval) = true;
     title = train && eval ? "train and eval loss" : train ? "train loss" : "eval loss";
   }
-  const std::string y_name = panel.quantity == kLossPanel ? "loss" : panel.quantity.substr(5);
+  if (panel.quantity == "learning_rate") title = "learning rate";
+  const std::string y_name = panel.quantity == kLossPanel        ? std::string("loss")
+                             : panel.quantity == "learning_rate" ? std::string("learning rate")
+                                                                 : panel.quantity.substr(5);
   fmt::format_to(out, "<g class=\"panel\" data-quantity=\"{}\">\n", escape(panel.quantity));
   fmt::format_to(out,
                  "<text class=\"panel-title\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"13\" "
@@ -355,13 +363,15 @@ void draw_panel(Out out, const Layout& layout, const Panel& panel) {
                  "fill=\"none\" stroke=\"#444444\"/>\n",
                  x0, y0, w, h);
   // The curves: training solid, evaluation dashed with a dot at each point; a lone point is a dot.
+  // A per-step loss is faint and thin under its smoothed curve.
   for (const auto& [run, series] : panel.series) {
-    const bool eval = series->key != "loss";
+    const bool eval = is_eval(series->key);
     const std::string& label = layout.runs[static_cast<size_t>(run)]->label;
     fmt::format_to(out,
-                   "<polyline class=\"series {}\" data-run=\"{}\" data-key=\"{}\" fill=\"none\" "
-                   "stroke=\"{}\" stroke-width=\"2\" stroke-linejoin=\"round\"{} points=\"",
-                   eval ? "eval" : "train", escape(label), escape(series->key), colour(run),
+                   "<polyline class=\"series {}{}\" data-run=\"{}\" data-key=\"{}\" fill=\"none\" "
+                   "stroke=\"{}\" stroke-width=\"{}\" stroke-linejoin=\"round\"{} points=\"",
+                   eval ? "eval" : "train", series->raw ? " raw" : "", escape(label),
+                   escape(series->key), colour(run), series->raw ? "1\" stroke-opacity=\"0.3" : "2",
                    eval ? " stroke-dasharray=\"6 4\"" : "");
     for (size_t i = 0; i < series->points.size(); ++i) {
       fmt::format_to(out, "{}{:.1f},{:.1f}", i ? " " : "", px(series->points[i].first),

@@ -65,6 +65,15 @@ class BadInput : public ::testing::Test {
     ::mkfifo(tmp_->file("pipe/train-labels-idx1-ubyte").c_str(), 0644);
     std::ofstream(tmp_->file("file")) << "not a directory";
     std::filesystem::create_symlink("loop", tmp_->file("loop"));
+    // A FIFO nobody writes, where a config, a CSV or a text file should be.
+    ::mkfifo(tmp_->file("fifo").c_str(), 0644);
+    std::filesystem::create_directory(tmp_->file("page.html"));
+    std::ofstream(tmp_->file("small.csv")) << "a,b,y\n1,2,x\n3,4,z\n5,6,x\n7,8,z\n";
+    // "hi\n" in UTF-16 with its byte-order mark, and in UTF-32 without one.
+    std::ofstream(tmp_->file("utf16.txt"), std::ios::binary)
+        << std::string("\xFF\xFEh\0i\0\n\0", 8);
+    std::ofstream(tmp_->file("utf32.txt"), std::ios::binary)
+        << std::string("h\0\0\0i\0\0\0\n\0\0\0", 12);
   }
   static void TearDownTestSuite() { delete tmp_; }
 
@@ -373,6 +382,154 @@ TEST_F(BadInput, BadFilesAndPlacesAreOneLine) {
   for (const Row& row : rows) check(row);
 }
 
+// The classes of the third sweep (CSV, text, TorchScript, generate, plot, reporting): each is one
+// line and exit 2 before anything is written, and none waits without end.
+TEST_F(BadInput, TheThirdSweepsClassesAreOneLineBeforeTraining) {
+  const std::string csv =
+      R"( --model_name mlp --dataset_name csv --dataset_config '{"label": "y", )";
+  const std::vector<Row> rows = {
+      // 1. An argument that would fail at the first evaluation is checked before training.
+      {"a metric no evaluation of the task reports",
+       "{trainer} train --output_dir {out} --dataset_dir {data} --eval_strategy steps --eval_steps "
+       "1 --max_steps 2 --metric_for_best_model accuracyy",
+       2,
+       {"argument metric_for_best_model: accuracyy is not a metric of a classification "
+        "evaluation (one of loss, accuracy, runtime, samples_per_second, steps_per_second, with "
+        "or without eval_)"}},
+      {"a regression metric for a classification",
+       "{trainer} train --output_dir {out} --dataset_dir {data} --eval_strategy steps --eval_steps "
+       "1 --max_steps 2 --metric_for_best_model eval_rmse",
+       2,
+       {"argument metric_for_best_model: eval_rmse is not a metric of a classification"}},
+      // 2. A FIFO with no writer: a config waits 10 seconds at most, a data file is refused.
+      {"a FIFO as the config",
+       "{trainer} train {tmp}/fifo",
+       2,
+       {"fifo: it is a FIFO that sent no data for 10 seconds (nothing writes it?)"}},
+      {"a slow pipe from the shell is waited for",
+       "(sleep 11; echo '{\"max_steps\": \"3\"}') | {trainer} train /dev/stdin",
+       2,
+       {"argument max_steps: \"3\" is a string, expected an integer"}},
+      {"a FIFO as the CSV file",
+       "{trainer} train --output_dir {out}" + csv + R"("path": "{tmp}/fifo"}')",
+       2,
+       {"cannot read CSV file", "fifo: it is a device, pipe or socket, not a file"}},
+      {"a FIFO as the text file",
+       R"({trainer} train --output_dir {out} --model_name gpt --dataset_name text --dataset_config '{"path": "{tmp}/fifo"}')",
+       2,
+       {"fifo: it is a device, pipe or socket, not a file"}},
+      // 3. What would train something silently wrong.
+      {"an explicit empty feature list",
+       "{trainer} train --output_dir {out}" + csv +
+           R"("path": "{tmp}/small.csv", "features": []}')",
+       2,
+       {"dataset_config: option features of csv is []; name at least one column (or leave "
+        "features out for every column but the label)"}},
+      {"a NUL byte in a CSV file",
+       "printf 'a,y\\n1,x\\n2,z\\0\\n' > {tmp}/nul.csv && {trainer} train --output_dir {out}" +
+           csv + R"("path": "{tmp}/nul.csv"}')",
+       2,
+       {"CSV file ", "nul.csv is not UTF-8 text (invalid UTF-8 or a NUL byte); save it as UTF-8"}},
+      {"a UTF-16 CSV file",
+       "{trainer} train --output_dir {out}" + csv + R"("path": "{tmp}/utf16.txt"}')",
+       2,
+       {"utf16.txt is UTF-16 text; save it as UTF-8 (iconv -f UTF-16 -t UTF-8 '"}},
+      {"a model_config that is not JSON",
+       R"({trainer} train --output_dir {out} --dataset_dir {data} --model_name mlp --model_config '{"dropout": 1e400}')",
+       2,
+       {"argument model_config: {\"dropout\": 1e400} is not valid JSON: ", "number overflow"}},
+      // 4. Library text: the allocator's, CLI11's.
+      {"a model too large for the machine",
+       R"({trainer} train --output_dir {out} --dataset_dir {data} --model_name mlp --model_config '{"hidden_sizes": [4000000000]}')",
+       2,
+       {"model mlp with model_config {\"hidden_sizes\":[4000000000]} is too large for this "
+        "machine: it needs 12544000000000 bytes (12544.0 GB) for one of its tensors, and the "
+        "machine has ",
+        "of memory in all; choose a smaller model or model_config"}},
+      {"an option generate does not have",
+       "{trainer} generate {tmp} --top_p 0.9",
+       2,
+       {"trainer generate: unknown option --top_p (known: --help, --prompt, --max_new_tokens, "
+        "--temperature, --top_k, --seed)"}},
+      {"an option plot does not have",
+       "{trainer} plot {tmp} --width 3",
+       2,
+       {"trainer plot: unknown option --width (known: --help, --output, --smoothing)"}},
+      {"a smoothing of 1",
+       "{trainer} plot {tmp} --smoothing 1",
+       2,
+       {"--smoothing 1 is not allowed (a number from 0 (no smoothing) to 0.999)"}},
+      {"a generate option given twice",
+       "{trainer} generate {tmp} --max_new_tokens 5 --max_new_tokens 6",
+       2,
+       {"trainer generate: option --max_new_tokens is given twice (each option is given once)"}},
+      {"a generate option without its value",
+       "{trainer} generate {tmp} --prompt",
+       2,
+       {"trainer generate: option --prompt needs a value"}},
+      {"a launcher option given twice",
+       "{trainer} launch --nproc-per-node 2 --nproc-per-node 3 true",
+       2,
+       {"trainer launch: option --nproc-per-node is given twice"}},
+      {"a second OUTPUT_DIR for generate",
+       "{trainer} generate {tmp} {tmp}",
+       2,
+       {"trainer generate: unexpected argument"}},
+      // 5. A destination the user named that cannot be written: exit 2 before training.
+      {"logging_dir is a file",
+       "{trainer} train --output_dir {out} --dataset_dir {data} --report_to tensorboard "
+       "--logging_dir {tmp}/file",
+       2,
+       {"argument logging_dir: ", "/file is a file, not a directory"}},
+      {"logging_dir under a file",
+       "{trainer} train --output_dir {out} --dataset_dir {data} --report_to tensorboard "
+       "--logging_dir {tmp}/file/logs",
+       2,
+       {"argument logging_dir: ", "/file/logs: ", "/file is a file, not a directory"}},
+      {"logging_dir that cannot be written",
+       "{trainer} train --output_dir {out} --dataset_dir {data} --report_to tensorboard "
+       "--logging_dir /proc/1/logs",
+       2,
+       {"argument logging_dir: /proc/1/logs cannot be written: "}},
+      {"TENSORBOARD_LOGGING_DIR is a file",
+       "TENSORBOARD_LOGGING_DIR={tmp}/file {trainer} train --output_dir {out} --dataset_dir {data} "
+       "--report_to tensorboard",
+       2,
+       {"environment variable TENSORBOARD_LOGGING_DIR: ", "/file is a file, not a directory"}},
+      {"plot -o where nothing can be written",
+       "{trainer} plot {tmp} -o /proc/1/plot.svg",
+       2,
+       {"plot output -o /proc/1/plot.svg: /proc/1 cannot be written: "}},
+      {"plot -o whose page would replace a directory",
+       "{trainer} plot {tmp} -o {tmp}/page.svg",
+       2,
+       {"plot output -o: ", "/page.html is a directory, not a file"}},
+      // 6. Messages that say what is allowed.
+      {"a temperature under the floor",
+       "{trainer} generate {tmp} --temperature 1e-7",
+       2,
+       {"--temperature 1e-7 is not allowed", "a number from 1e-6 to 1e6"}},
+      {"a seed past 2^53",
+       "{trainer} generate {tmp} --seed 18446744073709551615",
+       2,
+       {"--seed 18446744073709551615 is not allowed", "an integer in 0..9007199254740992 (2^53)"}},
+      // Decided: UTF-16/32 text is named, a symlink loop is not "missing".
+      {"a UTF-16 text file",
+       R"({trainer} train --output_dir {out} --model_name gpt --dataset_name text --dataset_config '{"path": "{tmp}/utf16.txt"}')",
+       2,
+       {"utf16.txt' is UTF-16 text; save it as UTF-8 (iconv -f UTF-16 -t UTF-8 '"}},
+      {"a UTF-32 text file without a byte-order mark",
+       R"({trainer} train --output_dir {out} --model_name gpt --dataset_name text --dataset_config '{"path": "{tmp}/utf32.txt"}')",
+       2,
+       {"utf32.txt' is UTF-32LE text; save it as UTF-8 (iconv -f UTF-32LE -t UTF-8 '"}},
+      {"a text path in a symlink loop",
+       R"({trainer} train --output_dir {out} --model_name gpt --dataset_name text --dataset_config '{"path": "{tmp}/loop"}')",
+       2,
+       {"loop' cannot be read: Too many levels of symbolic links"}},
+  };
+  for (const Row& row : rows) check(row);
+}
+
 // A short run's arguments on the small data set, into `out`.
 std::string short_run(const std::string& data, const std::string& out) {
   return testing::kTrainerBin + " train --dataset_dir " + data + " --output_dir " + out +
@@ -394,12 +551,13 @@ TEST_F(BadInput, AnEarlierRunStaysUntilOverwriteReplacesAllOfIt) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   auto before = contents(out);
   ASSERT_TRUE(before.count("eval_results.json"));
+  const auto earlier_checkpoint = contents(out + "/checkpoint-2");
 
   // Without overwrite_output_dir: exit 2, naming the directory; nothing changes.
   auto again = run(short_run(tmp_->file("data"), out) + " --max_steps 2");
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_EQ(again.err, "trainer: error: output_dir " + out +
-                           " already holds 8 files (all_results.json, checkpoint-2, "
+                           " already holds 9 files (all_results.json, checkpoint-2, "
                            "eval_results.json, ...); set overwrite_output_dir true to replace an "
                            "earlier run's results, or choose another output_dir\n");
   EXPECT_EQ(contents(out), before);
@@ -410,6 +568,27 @@ TEST_F(BadInput, AnEarlierRunStaysUntilOverwriteReplacesAllOfIt) {
   EXPECT_EQ(failed.exit_code, 2) << failed.err;
   EXPECT_EQ(contents(out), before);
 
+  // With it, failing after a checkpoint of its own (at learning_rate 1e30 the second step's loss
+  // overflows): the earlier run's checkpoint waits, as it was, in earlier-checkpoints; its other
+  // files are untouched; the error names this run's checkpoint.
+  auto overflowed = run(short_run(tmp_->file("data"), out) +
+                        " --max_steps 4 --save_steps 1 --learning_rate 1e30 --max_nonfinite_steps "
+                        "1 --overwrite_output_dir true");
+  EXPECT_EQ(overflowed.exit_code, 1) << overflowed.err;
+  EXPECT_NE(overflowed.err.find("overwrite_output_dir: the earlier run's 1 checkpoint waits in " +
+                                out + "/earlier-checkpoints until this run's results are saved"),
+            std::string::npos)
+      << overflowed.err;
+  EXPECT_NE(overflowed.err.find("(max_nonfinite_steps); the last checkpoint is " + out +
+                                "/checkpoint-1\n"),
+            std::string::npos)
+      << overflowed.err;
+  EXPECT_EQ(contents(out + "/earlier-checkpoints/checkpoint-2"), earlier_checkpoint);
+  for (const char* name : {"all_results.json", "eval_results.json", "model.safetensors",
+                           "trainer_state.json", "training_args.json"}) {
+    EXPECT_EQ(slurp(out + "/" + name), before[name]) << name;
+  }
+
   // A temporary file a killed write left is removed by the next run.
   std::ofstream(out + "/model.safetensors.tmp.12345.0123456789abcdef") << "half a model";
   // With it, and succeeding without evaluation: the earlier eval_results.json and checkpoint-2
@@ -419,9 +598,10 @@ TEST_F(BadInput, AnEarlierRunStaysUntilOverwriteReplacesAllOfIt) {
   auto after = contents(out);
   std::set<std::string> names;
   for (const auto& [name, text] : after) names.insert(name);
-  EXPECT_EQ(names, (std::set<std::string>{"all_results.json", "checkpoint-3", "loss.svg",
-                                          "model.safetensors", "train_results.json",
-                                          "trainer_state.json", "training_args.json"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{"all_results.json", "checkpoint-3", "loss.svg", "loss_curve.npy",
+                                   "model.safetensors", "train_results.json", "trainer_state.json",
+                                   "training_args.json"}));
   auto all = nlohmann::json::parse(after["all_results.json"]);
   EXPECT_FALSE(all.contains("eval_loss")) << all.dump();
   EXPECT_EQ(nlohmann::json::parse(after["trainer_state.json"])["global_step"], 3);
@@ -437,19 +617,50 @@ TEST_F(BadInput, AnEarlierRunStaysUntilOverwriteReplacesAllOfIt) {
   EXPECT_EQ(contents(out), damaged);
 }
 
+// report_to jsonl appends to output_dir/log_history.jsonl: a folder or a dangling link there is
+// exit 2 before training, and the earlier files stay.
+TEST_F(BadInput, AJsonlLogThatCannotBeAppendedToIsRefusedBeforeTraining) {
+  const std::string out = tmp_->file("jsonl_dir");
+  std::filesystem::create_directories(out + "/log_history.jsonl");
+  auto folder = run(short_run(tmp_->file("data"), out) +
+                    " --max_steps 2 --report_to jsonl --overwrite_output_dir true");
+  EXPECT_EQ(folder.exit_code, 2);
+  EXPECT_EQ(folder.err, "trainer: error: argument report_to: jsonl appends to " + out +
+                            "/log_history.jsonl, which is not a regular file (remove it, or "
+                            "choose another output_dir)\n");
+  std::filesystem::remove(out + "/log_history.jsonl");
+  std::filesystem::create_symlink("nowhere", out + "/log_history.jsonl");
+  auto dangling = run(short_run(tmp_->file("data"), out) +
+                      " --max_steps 2 --report_to jsonl --overwrite_output_dir true");
+  EXPECT_EQ(dangling.exit_code, 2);
+  EXPECT_NE(dangling.err.find("which is a link to nothing"), std::string::npos) << dangling.err;
+  EXPECT_FALSE(std::filesystem::exists(out + "/trainer_state.json"));
+}
+
 TEST_F(BadInput, AFullDiskIsOneLineAndKeepsTheEarlierFiles) {
   std::string out = tmp_->file("full");
   ASSERT_EQ(run(short_run(tmp_->file("data"), out) + " --max_steps 1").exit_code, 0);
   auto before = contents(out);
+  const auto earlier_checkpoint = contents(out + "/checkpoint-1");
   // A file size limit of 1 MiB makes writing the 4.8 MB model fail as a full disk would
   // (EFBIG instead of ENOSPC); SIGXFSZ is ignored so that the write returns the error.
   auto result = run("trap '' XFSZ; ulimit -f 1024; " + short_run(tmp_->file("data"), out) +
                     " --max_steps 2 --overwrite_output_dir true --save_strategy no");
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_EQ(result.err, "trainer: error: cannot write " + out +
+  EXPECT_EQ(result.err, "trainer: overwrite_output_dir: the earlier run's 1 checkpoint waits in " +
+                            out +
+                            "/earlier-checkpoints until this run's results are saved\n"
+                            "trainer: error: cannot write " +
+                            out +
                             "/model.safetensors: File too large (the file that was there is "
                             "kept)\n");
-  EXPECT_EQ(contents(out), before);  // no temporary file left, nothing replaced
+  // No temporary file left, nothing replaced; the earlier checkpoint waits, as it was.
+  auto after = contents(out);
+  for (const auto& [name, text] : before) {
+    if (name != "checkpoint-1") EXPECT_EQ(after[name], text) << name;
+  }
+  EXPECT_EQ(after.size(), before.size());
+  EXPECT_EQ(contents(out + "/earlier-checkpoints/checkpoint-1"), earlier_checkpoint);
   // The same while saving a checkpoint: no staging folder left, the earlier checkpoint kept.
   result = run("trap '' XFSZ; ulimit -f 1024; " + short_run(tmp_->file("data"), out) +
                " --max_steps 2 --overwrite_output_dir true");
@@ -457,7 +668,7 @@ TEST_F(BadInput, AFullDiskIsOneLineAndKeepsTheEarlierFiles) {
   EXPECT_EQ(result.err, "trainer: error: cannot save checkpoint " + out +
                             "/checkpoint-2: cannot write " + out +
                             "/.tmp-checkpoint-2/model.safetensors: File too large\n");
-  EXPECT_EQ(contents(out), before);
+  EXPECT_EQ(contents(out), after);
 }
 
 TEST_F(BadInput, OneRunAtATimePerOutputDir) {

@@ -14,9 +14,9 @@
 
 #include <gtest/gtest.h>
 
-#include "trainer/checkpoint_manifest.h"
 #include "lib/base/files.h"
 #include "tests/test_util.h"
+#include "trainer/checkpoint_manifest.h"
 
 namespace trainer {
 namespace resume_test {
@@ -234,6 +234,26 @@ TEST_F(Resume, ADamagedNewestCheckpointFallsBackWithOneWarningAndAnExplicitOneIs
                 "trainer: error: resume_from_checkpoint true: no good checkpoint in " + none, 0),
             0u)
       << result.err;
+  // Another model_config whose tensors have the same shapes (basic_net unfused), or other data:
+  // refused, naming the key, and nothing changes.
+  const auto before = slurp(base + "/model.safetensors");
+  const std::vector<std::pair<std::string, std::string>> changes = {
+      {R"( --model_config '{"fused": false}')",
+       "was trained with model_config {}; this run has {\"fused\":false}: resume with the same "
+       "model_config (a run's model and data cannot change midway), or start a new run\n"},
+      {" --max_train_samples 150",
+       "was trained with max_train_samples null; this run has 150: resume with the same "
+       "max_train_samples"},
+  };
+  for (const auto& [change, detail] : changes) {
+    auto changed = run(train_command(base, "--max_steps 4 --resume_from_checkpoint true" + change));
+    EXPECT_EQ(changed.exit_code, 2) << changed.err;
+    EXPECT_EQ(
+        changed.err.rfind("trainer: error: checkpoint " + base + "/checkpoint-4 " + detail, 0), 0u)
+        << changed.err;
+    EXPECT_EQ(std::count(changed.err.begin(), changed.err.end(), '\n'), 1) << changed.err;
+  }
+  EXPECT_TRUE(slurp(base + "/model.safetensors") == before);
 }
 
 TEST_F(Resume, ARankKilledUnderLaunchWithMaxRestartsIsRestartedAndTheRunEndsAsIfNothingFailed) {

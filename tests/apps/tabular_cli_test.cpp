@@ -36,12 +36,28 @@ void expect_input_error(const std::string& args, const std::string& message) {
 }
 
 // scripts/reference/script_basicnet.py OUT ARGS, run once per file for the suite.
-std::string script(const std::string& model) {
+// `config` without model_name and model_config: a TorchScript run's arguments (the file gives
+// the model; a config's model_name beside it would be a warning).
+std::string scripted(const std::string& config) {
   static TempDir dir;
-  std::string out = dir.file(model + ".pt");
+  std::string out = dir.file(std::filesystem::path(config).filename().string());
+  if (!std::ifstream(out).good()) {
+    json args = read_json(kSource + "/" + config);
+    args.erase("model_name");
+    args.erase("model_config");
+    std::ofstream(out) << args.dump();
+  }
+  return out;
+}
+
+std::string script(const std::string& model, int classes = 3, int features = 4) {
+  static TempDir dir;
+  std::string out = dir.file(model + (classes == 3 ? "" : std::to_string(classes)) +
+                             (features == 4 ? "" : "f" + std::to_string(features)) + ".pt");
   if (!std::ifstream(out).good()) {
     auto result = run("cd " + kSource + "/scripts/reference && " + TRAINER_PYTHON +
-                      " script_basicnet.py " + out + " --model " + model);
+                      " script_basicnet.py " + out + " --model " + model + " --classes " +
+                      std::to_string(classes) + " --features " + std::to_string(features));
     EXPECT_EQ(result.exit_code, 0) << result.err;
   }
   return out;
@@ -148,7 +164,7 @@ TEST(TorchScriptCli, ScriptedMlpWithBatchNormLearnsIris) {
   if (!testing::python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
   TempDir dir;
   // The config's model_config is mlp's: this model takes none of it.
-  auto result = trainer("train configs/iris.json --model_config {} --model_name_or_path " +
+  auto result = trainer("train " + scripted("configs/iris.json") + " --model_name_or_path " +
                         script("mlp_bn") + " --disable_tqdm true --output_dir " + dir.path());
   ASSERT_EQ(result.exit_code, 0) << result.err;
   json eval = read_json(dir.file("eval_results.json"));
@@ -165,13 +181,35 @@ TEST(TorchScriptCli, ScriptedMlpWithBatchNormLearnsIris) {
   EXPECT_TRUE(found);
 }
 
+// Outputs that do not fit the task are refused before training, saying what was expected and
+// what came: 5 scores for iris's 3 classes would train, and predict classes that do not exist.
+TEST(TorchScriptCli, OutputsThatDoNotFitTheTaskAreRefusedBeforeTraining) {
+  if (!testing::python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
+  TempDir dir;
+  const std::string five = script("mlp", 5);
+  expect_input_error("train " + scripted("configs/iris.json") + " --output_dir " + dir.file("a") +
+                         " --model_name_or_path " + five,
+                     "model " + five +
+                         " gives outputs float32 [2, 5] for a batch of 2 examples; a "
+                         "classification model must give floating-point outputs of shape [2, 3] (a "
+                         "score for each of the data set's 3 classes)");
+  const std::string three = script("mlp", 3, 3);  // iris_regression: 3 features
+  expect_input_error("train " + scripted("configs/iris_regression.json") + " --output_dir " +
+                         dir.file("b") + " --model_name_or_path " + three,
+                     "model " + three +
+                         " gives outputs float32 [2, 3] for a batch of 2 examples; a regression "
+                         "model must give floating-point outputs of shape [2] or [2, 1] (one value "
+                         "per example)");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("a")));
+}
+
 // A module with its own loss (label-smoothed cross-entropy, 0.1): the Trainer uses it, so the
 // eval loss stays above that loss's floor, the entropy of the smoothed target (0.28 nats for 3
 // classes), where plain cross-entropy would go below 0.2.
 TEST(TorchScriptCli, AModulesOwnLossIsTheOneTrained) {
   if (!testing::python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
   TempDir dir;
-  auto result = trainer("train configs/iris.json --model_config {} --model_name_or_path " +
+  auto result = trainer("train " + scripted("configs/iris.json") + " --model_name_or_path " +
                         script("own_loss") + " --disable_tqdm true --output_dir " + dir.path());
   ASSERT_EQ(result.exit_code, 0) << result.err;
   json eval = read_json(dir.file("eval_results.json"));
@@ -186,7 +224,7 @@ TEST(TorchScriptCli, AModulesOwnLossIsTheOneTrained) {
 TEST(TorchScriptCli, TwoRanksTrainAsOne) {
   if (!testing::python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
   TempDir dir;
-  const std::string args = " train configs/iris.json --model_config {} --model_name_or_path " +
+  const std::string args = " train " + scripted("configs/iris.json") + " --model_name_or_path " +
                            script("mlp") +
                            " --disable_tqdm true --num_train_epochs 5 --max_train_samples 112";
   auto one = trainer(args + " --per_device_train_batch_size 16 --output_dir " + dir.file("one"));
@@ -214,7 +252,7 @@ TEST(TorchScriptCli, ResumedRunEndsAsTheUninterruptedOne) {
   if (!testing::python_has_torch()) GTEST_SKIP() << "TRAINER_PYTHON cannot import torch";
   TempDir dir;
   const std::string args =
-      "train configs/iris.json --model_config {} --model_name_or_path " + script("mlp_bn") +
+      "train " + scripted("configs/iris.json") + " --model_name_or_path " + script("mlp_bn") +
       " --disable_tqdm true --max_steps 60 --save_strategy steps --save_steps 30 "
       "--eval_strategy no";
   auto full = trainer(args + " --output_dir " + dir.file("full"));
@@ -241,7 +279,7 @@ TEST(TorchScriptCli, BadModulesAreOneLine) {
   TempDir dir;
   std::ofstream(dir.file("text.pt")) << "not a model\n";
   const std::string base =
-      "train configs/iris.json --model_config {} --output_dir " + dir.file("out");
+      "train " + scripted("configs/iris.json") + " --output_dir " + dir.file("out");
   expect_input_error(base + " --model_name_or_path " + dir.file("missing.pt"),
                      "model_name_or_path " + dir.file("missing.pt") +
                          ": No such file or directory (a TorchScript file written by "
@@ -258,17 +296,26 @@ TEST(TorchScriptCli, BadModulesAreOneLine) {
   auto shape = trainer(base + " --model_name_or_path " + script("basic_net"));
   EXPECT_EQ(shape.exit_code, 2);
   EXPECT_EQ(shape.err.rfind("trainer: error: " + script("basic_net") +
-                                ": forward failed on x float32 [1, 4]: RuntimeError: ",
+                                ": forward failed on x float32 [2, 4]: RuntimeError: ",
                             0),
             0u)
       << shape.err;
   EXPECT_EQ(std::count(shape.err.begin(), shape.err.end(), '\n'), 1);
-  expect_input_error("train configs/iris.json --output_dir " + dir.file("out") +
-                         " --model_name_or_path " + script("mlp_bn") +
+  expect_input_error(base + " --model_name_or_path " + script("mlp_bn") +
                          " --model_config '{\"output\": \"logits\"}'",
                      "model_config: unknown option 'output' for a TorchScript model (did you mean "
                      "'outputs'? known: outputs)");
   EXPECT_FALSE(std::ifstream(dir.file("out/training_args.json")).good());
+  // A config's model_name beside model_name_or_path is not silently ignored: a warning says the
+  // file gives the model (here before the error of its 5 outputs).
+  auto both = trainer("train configs/iris.json --model_config {} --output_dir " + dir.file("out") +
+                      " --model_name_or_path " + script("mlp", 5));
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_EQ(both.err.rfind("trainer: warning: model_name mlp is not used: model_name_or_path " +
+                               script("mlp", 5) + " gives the model\ntrainer: error: model ",
+                           0),
+            0u)
+      << both.err;
 }
 
 }  // namespace tabular_cli_test

@@ -239,8 +239,9 @@ TEST(TrainerCli, OnTwoProcessesOnlyTheMainOnePrintsAndWrites) {
   for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
     files.insert(entry.path().filename().string());
   EXPECT_EQ(files, (std::set<std::string>{"all_results.json", "checkpoint-16", "eval_results.json",
-                                          "loss.svg", "model.safetensors", "train_results.json",
-                                          "trainer_state.json", "training_args.json"}));
+                                          "loss.svg", "loss_curve.npy", "model.safetensors",
+                                          "train_results.json", "trainer_state.json",
+                                          "training_args.json"}));
   json state = json::parse(slurp(dir.file("trainer_state.json")));
   EXPECT_EQ(state["global_step"], 16);
   EXPECT_EQ(state["train_batch_size"], 64);

@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <zlib.h>
 #include <nlohmann/json.hpp>
 
+#include "lib/report/curve.h"
 #include "tests/test_util.h"
 
 namespace trainer {
@@ -56,13 +58,14 @@ TEST(TrainerPlot, WritesTheSvgAndThePageWhereAsked) {
             (std::vector<std::string>{"loss", "eval_accuracy"}));
   EXPECT_NE(slurp(dir.file("plot.html")).find("<img src=\"plot.svg\""), std::string::npos);
 
-  // -o: FILE.svg, FILE.html, a FILE without either ending, a folder.
+  // -o: FILE.svg, FILE.html, a FILE without either ending, a folder, a new folder.
   std::filesystem::create_directories(dir.file("pictures"));
   const std::pair<std::string, std::vector<std::string>> outputs[] = {
       {"out/x.svg", {"out/x.svg", "out/x.html"}},
       {"page.html", {"page.svg", "page.html"}},
       {"curves", {"curves.svg", "curves.html"}},
-      {"pictures", {"pictures/plot.svg", "pictures/plot.html"}}};
+      {"pictures", {"pictures/plot.svg", "pictures/plot.html"}},
+      {"new/", {"new/plot.svg", "new/plot.html"}}};  // a folder to make
   for (const auto& [output, files] : outputs) {
     result = run("cd " + dir.path() + " && " + kTrainer + " plot a b -o " + output);
     ASSERT_EQ(result.exit_code, 0) << output << ": " << result.err;
@@ -115,7 +118,8 @@ TEST(TrainerPlot, BadInputIsOneLineNamingTheFileAndExitTwo) {
       {dir.file("good") + " " + dir.file("good/"),
        {d + "/good/ is given twice (as " + d + "/good); give each run once"}},
       {"", {"trainer plot needs OUTPUT_DIR"}},
-      {dir.file("good") + " -o", {"-o", "each plot option is given once, with one value"}},
+      {dir.file("good") + " -o", {"trainer plot: option -o needs a value"}},
+      {dir.file("good") + " -o a -o b", {"trainer plot: option -o is given twice"}},
       {dir.file("good") + " --colour red", {"--colour"}},
   };
   for (const Row& row : rows) {
@@ -274,8 +278,18 @@ TEST(TrainerPlot, ChromiumShowsEveryCurveWithNoConsoleMessage) {
   write_run(dir.file("a"), 20, 1.0);
   write_run(dir.file("b"), 12, 0.6);
   write_run(dir.file("c"), 30, 1.5);
+  // A run with a per-step curve (300 noisy steps) and no evaluation: its colour appears in the
+  // loss panel only through its curves, the smoothed one drawn at full colour.
+  report::StepCurve curve;
+  for (int step = 1; step <= 300; ++step) {
+    curve.append(step, 1.2 / (1 + step / 50.0) + 0.3 * ((step * 7919) % 13 - 6) / 6.0, 1e-3, 1.0);
+  }
+  std::filesystem::create_directories(dir.file("d"));
+  std::ofstream(dir.file("d/trainer_state.json"))
+      << R"({"global_step": 300, "log_history": [{"loss": 1.0, "step": 100}]})";
+  std::ofstream(dir.file("d/loss_curve.npy"), std::ios::binary) << report::step_curve_npy(curve);
   auto result = run(kTrainer + " plot " + dir.file("a") + " " + dir.file("b") + " " +
-                    dir.file("c") + " -o " + dir.file("page/plot"));
+                    dir.file("c") + " " + dir.file("d") + " -o " + dir.file("page/plot"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   std::string svg = slurp(dir.file("page/plot.svg"));
   int width = std::stoi(testing::matches(svg, "<svg [^>]*width=\"([0-9]+)\"")[0]);
@@ -333,8 +347,50 @@ TEST(TrainerPlot, ChromiumShowsEveryCurveWithNoConsoleMessage) {
       EXPECT_GE(near, 30) << panel.substr(0, 60) << ": too few pixels of #" << hex;
     }
   }
-  EXPECT_EQ(panels, 2);
+  EXPECT_EQ(panels, 3);  // loss, eval_accuracy, learning_rate
   EXPECT_LT(seconds, 30);
+
+  // The smoothed curve of run d shows along the whole step axis: in each tenth of the loss panel's
+  // width its steps cover, pixels of its colour.
+  const size_t loss_panel = svg.find("<g class=\"panel\" data-quantity=\"loss\"");
+  ASSERT_NE(loss_panel, std::string::npos);
+  const std::string panel = svg.substr(loss_panel, svg.find("</g>\n</g>", loss_panel) - loss_panel);
+  std::smatch smoothed;
+  ASSERT_TRUE(std::regex_search(
+      panel, smoothed,
+      std::regex("<polyline class=\"series train\" data-run=\"d\" data-key=\"loss\" "
+                 "[^>]*stroke=\"#([0-9a-f]{6})\" stroke-width=\"2\"[^>]* points=\"([^\"]*)\"")));
+  EXPECT_NE(panel.find("class=\"series train raw\" data-run=\"d\""), std::string::npos);
+  const std::string hex = smoothed[1];
+  const int want[3] = {std::stoi(hex.substr(0, 2), nullptr, 16),
+                       std::stoi(hex.substr(2, 2), nullptr, 16),
+                       std::stoi(hex.substr(4, 2), nullptr, 16)};
+  std::vector<std::pair<double, double>> points;
+  std::istringstream pairs(smoothed[2].str());
+  for (std::string pair; pairs >> pair;) {
+    points.emplace_back(std::stod(pair.substr(0, pair.find(','))),
+                        std::stod(pair.substr(pair.find(',') + 1)));
+  }
+  ASSERT_EQ(points.size(), 300u);
+  std::smatch loss_area;
+  ASSERT_TRUE(std::regex_search(panel, loss_area, area_re));
+  const int top = static_cast<int>(std::stod(loss_area[2]));
+  const int bottom = top + static_cast<int>(std::stod(loss_area[4]));
+  const double left = points.front().first, right = points.back().first;
+  for (int tenth = 0; tenth < 10; ++tenth) {
+    const int x_begin = static_cast<int>(left + (right - left) * tenth / 10);
+    const int x_end = static_cast<int>(left + (right - left) * (tenth + 1) / 10);
+    int near = 0;
+    for (int x = x_begin; x < x_end; ++x) {
+      for (int y = top + 1; y < bottom; ++y) {
+        const uint8_t* p = shot.at(x, y);
+        bool close = true;
+        for (int k = 0; k < 3; ++k) close = close && std::abs(p[k] - want[k]) <= 24;
+        near += close;
+      }
+    }
+    EXPECT_GE(near, 5) << "tenth " << tenth << " of the step axis lacks the smoothed curve";
+  }
 }
 
 }  // namespace trainer_plot_test

@@ -7,11 +7,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "lib/models/models.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/data/mnist.h"
 #include "lib/io/safetensors.h"
+#include "lib/models/models.h"
 #include "tests/test_util.h"
 #include "tests/torch_test_util.h"
 #include "trainer/callbacks.h"
@@ -155,7 +155,7 @@ TEST(Checkpoint, ACheckpointHoldsItsFilesUnderAManifestThatFindsDamage) {
   for (const auto& f : m.files) names.push_back(f.name);
   EXPECT_EQ(names, (std::vector<std::string>{"model.safetensors", "trainer_state.json",
                                              "training_args.json", "optimizer.pt", "scheduler.json",
-                                             "rank_state_0.safetensors"}));
+                                             "rank_state_0.safetensors", "loss_curve.npy"}));
   json state = base::read_json(ckpt + "/trainer_state.json");
   EXPECT_EQ(state["global_step"], 5);
   EXPECT_TRUE(state.contains("best_metric"));
@@ -400,7 +400,8 @@ TEST(Checkpoint, ResumeRefusesAnotherBatchSizeOrAModelOnlyCheckpoint) {
                      random_dataset(64));
   model_only.train();
   EXPECT_EQ(testing::run("ls " + only.file("checkpoint-2")).out,
-            "manifest.json\nmodel.safetensors\ntrainer_state.json\ntraining_args.json\n");
+            "loss_curve.npy\nmanifest.json\nmodel.safetensors\ntrainer_state.json\n"
+            "training_args.json\n");
   Trainer resumed(fresh_model(), args_in(only.path()).max_steps(4).resume_from_checkpoint("true"),
                   random_dataset(64));
   EXPECT_THROW(resumed.train(), InputError);

@@ -217,5 +217,34 @@ TEST(CsvIris, SplitIsSeededDisjointAndStandardisedOnTrainOnly) {
   }
 }
 
+// A class only the validation rows hold is a warning naming it (the model scores it but never
+// learns it); with every class in the training rows there is none.
+TEST(CsvTabular, AClassOnlyInTheValidationSplitIsAWarning) {
+  const std::string text = "a,y\n1,x\n2,x\n3,x\n4,w\n5,w\n6,w\n7,z\n";
+  TabularOptions options;
+  options.label = "y";
+  options.validation_fraction = 0.15;  // one row of seven
+  int warned = 0, quiet = 0;
+  for (uint64_t seed = 0; seed < 30; ++seed) {
+    options.seed = seed;
+    ::testing::internal::CaptureStderr();
+    TabularData data = tabular(text, options);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    ASSERT_EQ(data.eval.size, 1);
+    const bool z_held_out = data.classes[data.eval.classes[0]] == "z";
+    if (z_held_out) {
+      ++warned;
+      EXPECT_EQ(err,
+                "trainer: warning: t.csv: class z of label column 'y' appears only in the "
+                "validation split; the model never trains on it\n");
+    } else {
+      ++quiet;
+      EXPECT_EQ(err, "") << seed;
+    }
+  }
+  EXPECT_GT(warned, 0);
+  EXPECT_GT(quiet, 0);
+}
+
 }  // namespace csv_table_test
 }  // namespace trainer::data

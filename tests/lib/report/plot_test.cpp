@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/base/errors.h"
+#include "lib/report/curve.h"
 #include "lib/report/plot.h"
 #include "tests/test_util.h"
 
@@ -297,6 +298,77 @@ TEST(Plot, ThePageShowsTheSvgAtItsSize) {
             std::string::npos)
       << html;
   EXPECT_NE(html.find("<li>a: a/trainer_state.json, up to step 5</li>"), std::string::npos) << html;
+}
+
+// TensorBoard's smoothing (tf-backend's smoothing in its scalar card): an EMA divided by
+// 1 - w^n; non-finite values pass through; a constant series stays.
+TEST(StepCurve, SmoothingIsTensorBoardsDebiasedMovingAverage) {
+  const std::vector<double> values = {1.0, 3.0, NAN, 2.0};
+  const std::vector<double> got = report::smooth(values, 0.6);
+  // last: 0.4, then 0.6*0.4 + 0.4*3 = 1.44, then 0.6*1.44 + 0.4*2 = 1.664.
+  EXPECT_DOUBLE_EQ(got[0], 0.4 / (1 - 0.6));
+  EXPECT_DOUBLE_EQ(got[1], 1.44 / (1 - 0.6 * 0.6));
+  EXPECT_TRUE(std::isnan(got[2]));
+  EXPECT_DOUBLE_EQ(got[3], 1.664 / (1 - 0.6 * 0.6 * 0.6));
+  EXPECT_EQ(report::smooth({2.0, 2.0, 2.0}, 0.9), (std::vector<double>{2.0, 2.0, 2.0}));
+  EXPECT_EQ(report::smooth({1.0, 5.0}, 0.0), (std::vector<double>{1.0, 5.0}));
+}
+
+TEST(StepCurve, NpyRoundTripsAndDamageIsOneLine) {
+  testing::TempDir dir;
+  report::StepCurve curve;
+  curve.append(1, 2.5, 1e-3, NAN);
+  curve.append(2, 2.25, 9e-4, 0.75);
+  curve.append(3, INFINITY, 8e-4, 0.5);
+  const std::string bytes = report::step_curve_npy(curve);
+  // NumPy's header for a [3, 4] float64 array, padded to a multiple of 64 bytes.
+  EXPECT_EQ(bytes.substr(10, 59), "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }");
+  EXPECT_EQ(bytes.size(), 128u + 3 * 4 * 8);
+  std::ofstream(dir.file("c.npy"), std::ios::binary) << bytes;
+  report::StepCurve back = report::read_step_curve(dir.file("c.npy"));
+  EXPECT_EQ(back.step, curve.step);
+  EXPECT_EQ(back.loss, curve.loss);
+  EXPECT_EQ(back.learning_rate, curve.learning_rate);
+  EXPECT_TRUE(std::isnan(back.grad_norm[0]));
+  EXPECT_EQ(back.grad_norm[2], 0.5);
+  back.keep_until(2);
+  EXPECT_EQ(back.step, (std::vector<double>{1, 2}));
+  std::ofstream(dir.file("short.npy"), std::ios::binary) << bytes.substr(0, bytes.size() - 8);
+  EXPECT_EQ(testing::input_error_of([&] { report::read_step_curve(dir.file("short.npy")); }),
+            dir.file("short.npy") +
+                " is not a float64 .npy array of 4 columns: 88 bytes of data for 3 rows");
+  std::ofstream(dir.file("text.npy")) << "step,loss\n";
+  EXPECT_EQ(testing::input_error_of([&] { report::read_step_curve(dir.file("text.npy")); }),
+            dir.file("text.npy") +
+                " is not a float64 .npy array of 4 columns: no .npy version 1.0 header");
+}
+
+// With a per-step curve the loss panel holds the raw loss (faint) and the smoothed one, the eval
+// loss stays, and the learning rate gets a panel of its own.
+TEST(StepCurve, ThePlotDrawsRawAndSmoothedLossAndTheLearningRate) {
+  report::PlotRun run = report::plot_run_from_log_history(
+      "r",
+      nlohmann::ordered_json::parse(R"([{"loss": 2.0, "step": 2}, {"eval_loss": 1.5, "step": 4}])"),
+      "state");
+  report::StepCurve curve;
+  for (int step = 1; step <= 4; ++step) curve.append(step, 3.0 - step * 0.5, 0.1 * step, 1.0);
+  report::add_step_curve(run, curve, 0.6);
+  ASSERT_EQ(run.series.size(), 4u);
+  EXPECT_EQ(run.series[0].key, "loss");
+  EXPECT_TRUE(run.series[0].raw);
+  EXPECT_EQ(run.series[0].points.size(), 4u);
+  EXPECT_EQ(run.series[1].key, "loss");
+  EXPECT_FALSE(run.series[1].raw);
+  EXPECT_DOUBLE_EQ(run.series[1].points[1].second, report::smooth(curve.loss, 0.6)[1]);
+  EXPECT_EQ(run.series[2].key, "eval_loss");
+  EXPECT_EQ(run.series[3].key, "learning_rate");
+  const std::string svg = report::plot_svg({run}, "t");
+  EXPECT_NE(svg.find("<polyline class=\"series train raw\" data-run=\"r\" data-key=\"loss\" "
+                     "fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1\" stroke-opacity=\"0.3\""),
+            std::string::npos)
+      << svg;
+  EXPECT_NE(svg.find("<g class=\"panel\" data-quantity=\"learning_rate\">"), std::string::npos);
+  EXPECT_NE(svg.find(">learning rate</text>"), std::string::npos);
 }
 
 }  // namespace plot_test
