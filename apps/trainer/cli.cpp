@@ -360,6 +360,9 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
     finish_generate(command, generate_text);
   } else if (plot->parsed()) {
     refuse_extras(*plot);
+    if (plot->get_option("--output")->count() > 0 && command.plot_output.empty()) {
+      throw InputError("trainer plot: option -o: the value is empty (give a FILE or a folder)");
+    }
     finish_plot(command, plot_text);
   } else {
     finish_launch(command, launch_text, launch->remaining(), argc, argv);

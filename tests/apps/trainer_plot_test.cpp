@@ -120,6 +120,7 @@ TEST(TrainerPlot, BadInputIsOneLineNamingTheFileAndExitTwo) {
       {"", {"trainer plot needs OUTPUT_DIR"}},
       {dir.file("good") + " -o", {"trainer plot: option -o needs a value"}},
       {dir.file("good") + " -o a -o b", {"trainer plot: option -o is given twice"}},
+      {dir.file("good") + " -o ''", {"trainer plot: option -o: the value is empty"}},
       {dir.file("good") + " --colour red", {"--colour"}},
   };
   for (const Row& row : rows) {
