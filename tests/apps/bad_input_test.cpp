@@ -3,6 +3,7 @@
 // the run's output_dir was not even created. Then the cases that need a process to live a while:
 // the output_dir lock, an earlier run left untouched, a full disk, signals, a closed stdout, and
 // a launcher killed with SIGKILL.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -527,7 +528,12 @@ TEST_F(BadInput, TheThirdSweepsClassesAreOneLineBeforeTraining) {
        2,
        {"loop' cannot be read: Too many levels of symbolic links"}},
   };
-  for (const Row& row : rows) check(row);
+  for (const Row& row : rows) {
+    // Under AddressSanitizer a 12 TB request aborts in its allocator before LibTorch can throw
+    // (scripts/sanitize sets ASAN_OPTIONS); the plain build checks that row.
+    if (std::getenv("ASAN_OPTIONS") && row.name == "a model too large for the machine") continue;
+    check(row);
+  }
 }
 
 // A short run's arguments on the small data set, into `out`.
