@@ -221,11 +221,7 @@ CsvTable read_csv(const std::string& path) {
   const std::string text = base::read_file(path, SIZE_MAX, "CSV file ", /*allow_pipes=*/false);
   // Text in another encoding, or a binary file, is named as such rather than misread as rows (a
   // NUL byte in a label would make a class of its own).
-  if (const char* encoding = wide_encoding(text)) {
-    throw InputError(fmt::format(
-        "CSV file {} is {} text; save it as UTF-8 (iconv -f {} -t UTF-8 '{}' > '{}.utf8')", path,
-        encoding, encoding, path, path));
-  }
+  refuse_wide_text(text, "CSV file " + path, path);
   if (!is_utf8_text(text)) {
     throw InputError(fmt::format(
         "CSV file {} is not UTF-8 text (invalid UTF-8 or a NUL byte); save it as UTF-8", path));

@@ -71,6 +71,14 @@ const char* wide_encoding(std::string_view bytes) {
   return nullptr;
 }
 
+void refuse_wide_text(std::string_view bytes, const std::string& named, const std::string& path) {
+  const char* encoding = wide_encoding(bytes);
+  if (!encoding) return;
+  throw InputError(
+      fmt::format("{} is {} text; save it as UTF-8 (iconv -f {} -t UTF-8 '{}' > '{}.utf8')", named,
+                  encoding, encoding, path, path));
+}
+
 bool is_utf8_text(std::string_view bytes) {
   for (size_t i = 0; i < bytes.size();) {
     if (bytes[i] == '\0') return false;
@@ -93,12 +101,7 @@ TextCorpus read_text_corpus(const std::string& path, const std::string& option) 
   TextCorpus corpus;
   auto add = [&](const std::string& file) {
     std::string bytes = base::read_file(file, SIZE_MAX, option + " ", /*allow_pipes=*/false);
-    if (const char* encoding = wide_encoding(bytes)) {
-      throw InputError(
-          fmt::format("{} '{}' is {} text; save it as UTF-8 (iconv -f {} -t UTF-8 '{}' > "
-                      "'{}.utf8')",
-                      option, file, encoding, encoding, file, file));
-    }
+    refuse_wide_text(bytes, fmt::format("{} '{}'", option, file), file);
     if (!is_utf8_text(bytes)) {
       corpus.binary_files.push_back(file);
       return;

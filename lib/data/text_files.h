@@ -27,6 +27,10 @@ bool is_utf8_text(std::string_view bytes);
 // each letter), else nullptr.
 const char* wide_encoding(std::string_view bytes);
 
+// Throws InputError "<named> is <encoding> text; save it as UTF-8 (iconv ... '<path>' > ...)" when
+// wide_encoding(bytes) names one; `named` is how the message starts ("CSV file /x").
+void refuse_wide_text(std::string_view bytes, const std::string& named, const std::string& path);
+
 // Reads `path`: a file (which must be UTF-8 text), or a folder, whose regular files are all read,
 // recursively, in the byte order of their paths. In a folder, symbolic links are followed, a
 // file reached twice (fortunes' *.u8 links beside the files they name) is read once, under its

@@ -105,11 +105,17 @@ TEST_F(LossCurve, AResumedRunsCurveIsWhole) {
 
 TEST_F(LossCurve, TwoProcessesKeepTheMeanOverRanks) {
   const std::string every = tmp_->file("two_every"), window = tmp_->file("two_window");
-  const std::string args = " --max_steps 12 --per_device_train_batch_size 4 --disable_tqdm true";
-  auto a = run("OMP_NUM_THREADS=1 " + testing::launch("--nproc-per-node 2 " +
-                                                      testing::command_line(testing::train_argv(
-                                                          tmp_->file("data"), every, {})) +
-                                                      args + " --logging_steps 1"));
+  // 12 steps on two processes into `out`, logging every `logging_steps`.
+  auto two_processes = [&](const std::string& out, const std::string& logging_steps) {
+    return run(
+        "OMP_NUM_THREADS=1 " +
+        testing::launch("--nproc-per-node 2 " +
+                        testing::command_line(testing::train_argv(tmp_->file("data"), out, {})) +
+                        " --max_steps 12 --per_device_train_batch_size 4 --disable_tqdm "
+                        "true --logging_steps " +
+                        logging_steps));
+  };
+  auto a = two_processes(every, "1");
   ASSERT_EQ(a.exit_code, 0) << a.err;
   const report::StepCurve curve = curve_of(every);
   ASSERT_EQ(curve.size(), 12u);
@@ -123,10 +129,7 @@ TEST_F(LossCurve, TwoProcessesKeepTheMeanOverRanks) {
   }
   EXPECT_EQ(compared, 12);
   // Read back in windows of 5 steps (two collectives and the end), the same values.
-  auto b = run("OMP_NUM_THREADS=1 " + testing::launch("--nproc-per-node 2 " +
-                                                      testing::command_line(testing::train_argv(
-                                                          tmp_->file("data"), window, {})) +
-                                                      args + " --logging_steps 5"));
+  auto b = two_processes(window, "5");
   ASSERT_EQ(b.exit_code, 0) << b.err;
   const report::StepCurve windowed = curve_of(window);
   ASSERT_EQ(windowed.size(), 12u);
