@@ -3,6 +3,9 @@
 TORCH_VERSION="${TORCH_VERSION:-2.11.0}"
 # TensorBoard's own reader (EventAccumulator) checks the event files of report_to tensorboard.
 TENSORBOARD_VERSION="2.21.0"
+# What the Hugging Face checks compare with (scripts/reference/hf_fixtures.py builds their fixtures).
+TRANSFORMERS_VERSION="5.24.0"
+TOKENIZERS_VERSION="0.23.3"
 TRAINER_CACHE="${TRAINER_CACHE:-$HOME/.cache/trainer}"
 TORCH_VENV="${TORCH_VENV:-$TRAINER_CACHE/venv-torch-$TORCH_VERSION}"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

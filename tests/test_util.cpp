@@ -199,4 +199,23 @@ std::string torchrun_path() {
   return python.substr(0, python.rfind('/')) + "/torchrun";
 }
 
+std::string hf_fixtures_dir() {
+  static const std::string dir = [] {
+    const std::string out = std::string(BINARY_DIR) + "/hf_fixtures";
+    if (std::filesystem::exists(out + "/done")) return out;
+    if (!python_has("transformers")) return std::string();
+    // flock serialises the test processes that ask at once; the script writes `done` last.
+    const std::string script = std::string(SOURCE_DIR) + "/scripts/reference/hf_fixtures.py";
+    const auto result =
+        run("flock " + out + ".lock sh -c '[ -f " + out + "/done ] || " +
+            std::string(TRAINER_PYTHON) + " " + script + " " + out + " >/dev/null 2>&1'");
+    if (result.exit_code != 0 || !std::filesystem::exists(out + "/done")) {
+      ADD_FAILURE() << "scripts/reference/hf_fixtures.py failed: " << result.err;
+      return std::string();
+    }
+    return out;
+  }();
+  return dir;
+}
+
 }  // namespace trainer::testing

@@ -128,4 +128,11 @@ bool python_has_torch();
 // torchrun beside TRAINER_PYTHON ("" without it).
 std::string torchrun_path();
 
+// The Hugging Face fixtures that scripts/reference/hf_fixtures.py builds with Transformers and
+// `tokenizers` (tiny GPT-2 and Llama folders, the fortunes BPE in GPT-2's and Llama-3's layouts,
+// reference logits), built once per build folder (BINARY_DIR/hf_fixtures) under a lock, so that
+// tests running side by side share them. "" when TRAINER_PYTHON lacks transformers (the caller
+// skips, saying why).
+std::string hf_fixtures_dir();
+
 }  // namespace trainer::testing

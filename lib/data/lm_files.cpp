@@ -1,0 +1,2 @@
+// (stub: being written)
+#include "lib/data/lm_files.h"

@@ -1,0 +1,2 @@
+// (stub: being written)
+#pragma once
