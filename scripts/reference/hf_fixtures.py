@@ -8,6 +8,7 @@ usage: hf_fixtures.py OUT_DIR [FORTUNES_DIR]
 Writes OUT_DIR/<name>/ folders and OUT_DIR/reference.safetensors, then OUT_DIR/done last (a
 test that finds `done` reuses the folder).
 """
+import copy
 import glob
 import json
 import os
@@ -100,10 +101,9 @@ def main():
     save(llama, llama_tok, os.path.join(out, "llama"))
     save(gpt2, gpt2_tok, os.path.join(out, "gpt2_sharded"), max_shard_size="100KB")
     save(llama, llama_tok, os.path.join(out, "llama_sharded"), max_shard_size="100KB")
-    save(gpt2.to(torch.bfloat16), gpt2_tok, os.path.join(out, "gpt2_bf16"))
-    save(llama.to(torch.bfloat16), llama_tok, os.path.join(out, "llama_bf16"))
-    gpt2 = gpt2.float()
-    llama = llama.float()
+    # Module.to converts in place: the bf16 copies are deep copies.
+    save(copy.deepcopy(gpt2).to(torch.bfloat16), gpt2_tok, os.path.join(out, "gpt2_bf16"))
+    save(copy.deepcopy(llama).to(torch.bfloat16), llama_tok, os.path.join(out, "llama_bf16"))
     # A tied Llama (the lm_head is the embedding: absent from the file).
     torch.manual_seed(1)
     tied = LlamaForCausalLM(LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=128,

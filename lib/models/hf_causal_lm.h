@@ -1,0 +1,63 @@
+// Hugging Face causal language models on LibTorch, computed as Transformers 5.x computes them and
+// holding their parameters under Transformers' own names, so that a model.safetensors of
+// save_pretrained loads as it is and ours loads in Transformers: GPT-2 (GPT2LMHeadModel: Conv1D
+// weights stored [in, out], pre-LayerNorm, gelu_new, learned positions) and Llama
+// (LlamaForCausalLM: RMSNorm in float32, SwiGLU, grouped-query attention, rotary embeddings with
+// rotate_half). Both with a KV cache for generation.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+
+#include "lib/models/hf_config.h"
+#include "lib/models/model.h"
+
+namespace trainer::models {
+
+// Keys and values of every layer for the tokens seen so far ([B, kv_heads, T, head_dim] each).
+struct KVCache {
+  std::vector<torch::Tensor> keys, values;
+  int64_t length = 0;  // tokens held
+};
+
+class HfCausalLM : public Model {
+ public:
+  explicit HfCausalLM(HfConfig config);
+
+  // "input_ids" (and "attention_mask") -> logits; with "labels", Transformers' ForCausalLMLoss:
+  // task_loss (shifted cross-entropy in float32, -100 ignored, summed over num_items_in_batch
+  // when the Trainer set it).
+  ModelOutput forward(const data::Batch& inputs) override;
+  torch::Tensor forward(const torch::Tensor& x) override { return logits(x); }
+
+  // Logits [B, T, vocab_size] for input_ids int64 [B, T]. attention_mask ([B, T], 1 on real
+  // tokens): queries attend to earlier real tokens and themselves (a real token's logits equal
+  // Transformers'; a padding query's are not used). Positions are 0..T-1 as in Transformers'
+  // forward without position_ids. With a cache: input_ids are the tokens after cache->length
+  // (no attention_mask), positions continue from there, and the cache grows by T. Throws
+  // c10::Error past max_position_embeddings.
+  virtual torch::Tensor logits(const torch::Tensor& input_ids,
+                               const torch::Tensor& attention_mask = {},
+                               KVCache* cache = nullptr) = 0;
+
+  const HfConfig& config() const { return config_; }
+  // The floating-point type of the parameters.
+  torch::Dtype dtype() const;
+
+ protected:
+  // Transformers' _init_weights: Linear, Conv1D and Embedding weights normal(0,
+  // initializer_range), biases 0, norms 1 (and 0); GPT-2's c_proj weights normal(0,
+  // initializer_range / sqrt(2 n_layer)).
+  void init_weights();
+
+  HfConfig config_;
+};
+
+// A freshly initialised model of the config (random weights as Transformers draws them in
+// distribution, from LibTorch's default generator), in float32.
+std::shared_ptr<HfCausalLM> make_hf_causal_lm(const HfConfig& config);
+
+}  // namespace trainer::models

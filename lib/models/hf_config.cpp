@@ -1,0 +1,254 @@
+// config.json of GPT-2 and Llama: fields, Transformers' defaults, and what is refused.
+#include "lib/models/hf_config.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
+#include "lib/base/json_text.h"
+
+namespace trainer::models {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// Reads config.json's fields one by one, naming the file and the field in every error.
+class Fields {
+ public:
+  Fields(const json& j, std::string source) : j_(j), source_(std::move(source)) {}
+
+  bool has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+  [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
+    throw InputError(fmt::format("{}: {} {}", source_, key, problem));
+  }
+
+  int64_t positive(const std::string& key, int64_t fallback) const {
+    if (!has(key)) {
+      if (fallback > 0) return fallback;
+      fail(key, "is missing (a positive integer)");
+    }
+    const json& v = j_.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < 1) {
+      fail(key, fmt::format("{} is not allowed (a positive integer)", base::shown(v)));
+    }
+    return v.get<int64_t>();
+  }
+  double number(const std::string& key, double fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_number()) fail(key, fmt::format("{} is not a number", base::shown(v)));
+    return v.get<double>();
+  }
+  bool boolean(const std::string& key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_boolean()) fail(key, fmt::format("{} is not true or false", base::shown(v)));
+    return v.get<bool>();
+  }
+  std::string string(const std::string& key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_string()) fail(key, fmt::format("{} is not a string", base::shown(v)));
+    return v.get<std::string>();
+  }
+  // One id or a list of ids ([] when absent).
+  std::vector<int64_t> ids(const std::string& key) const {
+    if (!has(key)) return {};
+    const json& v = j_.at(key);
+    std::vector<int64_t> out;
+    if (v.is_number_integer()) return {v.get<int64_t>()};
+    if (v.is_array()) {
+      for (const auto& e : v) {
+        if (!e.is_number_integer()) break;
+        out.push_back(e.get<int64_t>());
+      }
+      if (out.size() == v.size()) return out;
+    }
+    fail(key, fmt::format("{} is not a token id or a list of them", base::shown(v)));
+  }
+
+ private:
+  const json& j_;
+  std::string source_;
+};
+
+void refuse_if(bool condition, const Fields& f, const std::string& key, const std::string& why) {
+  if (condition) f.fail(key, why);
+}
+
+}  // namespace
+
+HfConfig parse_hf_config(const json& j, const std::string& source) {
+  if (!j.is_object()) {
+    throw InputError(fmt::format("{}: not a JSON object (a Hugging Face config.json)", source));
+  }
+  Fields f(j, source);
+  HfConfig c;
+  c.json = j;
+  c.model_type = f.string("model_type", "");
+  if (c.model_type.empty()) {
+    f.fail("model_type", "is missing (supported: gpt2, llama)");
+  }
+  if (c.model_type != "gpt2" && c.model_type != "llama") {
+    f.fail("model_type", fmt::format("\"{}\" is not supported (supported: gpt2, llama)", c.model_type));
+  }
+  c.dtype = f.string("dtype", f.string("torch_dtype", ""));
+  if (!c.dtype.empty() && c.dtype != "float32" && c.dtype != "bfloat16" && c.dtype != "float16") {
+    f.fail(f.has("dtype") ? "dtype" : "torch_dtype",
+           fmt::format("\"{}\" is not supported (float32, bfloat16 or float16)", c.dtype));
+  }
+  c.vocab_size = f.positive("vocab_size", 0);
+  c.initializer_range = f.number("initializer_range", 0.02);
+  c.eos_token_ids = f.ids("eos_token_id");
+  const auto bos = f.ids("bos_token_id");
+  c.bos_token_id = bos.empty() ? -1 : bos.front();
+  refuse_if(f.boolean("add_cross_attention", false), f, "add_cross_attention",
+            "true is not supported (a decoder-only model has no cross-attention)");
+  refuse_if(f.boolean("is_encoder_decoder", false), f, "is_encoder_decoder",
+            "true is not supported (decoder-only causal language models only)");
+  if (c.model_type == "gpt2") {
+    c.hidden_size = f.positive("n_embd", 768);
+    c.num_hidden_layers = f.positive("n_layer", 12);
+    c.num_attention_heads = f.positive("n_head", 12);
+    c.num_key_value_heads = c.num_attention_heads;
+    c.max_position_embeddings = f.positive("n_positions", 1024);
+    c.intermediate_size = f.positive("n_inner", 4 * c.hidden_size);
+    c.norm_eps = f.number("layer_norm_epsilon", 1e-5);
+    c.activation = f.string("activation_function", "gelu_new");
+    c.scale_attn_weights = f.boolean("scale_attn_weights", true);
+    c.scale_attn_by_inverse_layer_idx = f.boolean("scale_attn_by_inverse_layer_idx", false);
+    c.resid_pdrop = f.number("resid_pdrop", 0.1);
+    c.embd_pdrop = f.number("embd_pdrop", 0.1);
+    c.attn_pdrop = f.number("attn_pdrop", 0.1);
+    c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);
+    if (c.hidden_size % c.num_attention_heads != 0) {
+      f.fail("n_embd", fmt::format("{} is not a multiple of n_head {}", c.hidden_size,
+                                   c.num_attention_heads));
+    }
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+    for (const char* p : {"resid_pdrop", "embd_pdrop", "attn_pdrop"}) {
+      const double v = f.number(p, 0.0);
+      refuse_if(!(v >= 0 && v < 1), f, p, fmt::format("{} is not in [0, 1)", v));
+    }
+  } else {
+    c.hidden_size = f.positive("hidden_size", 4096);
+    c.num_hidden_layers = f.positive("num_hidden_layers", 32);
+    c.num_attention_heads = f.positive("num_attention_heads", 32);
+    c.num_key_value_heads = f.positive("num_key_value_heads", c.num_attention_heads);
+    if (!f.has("head_dim") && c.hidden_size % c.num_attention_heads != 0) {
+      f.fail("hidden_size", fmt::format("{} is not a multiple of num_attention_heads {} (give "
+                                        "head_dim)",
+                                        c.hidden_size, c.num_attention_heads));
+    }
+    c.head_dim = f.positive("head_dim", c.hidden_size / c.num_attention_heads);
+    if (c.head_dim % 2 != 0) f.fail("head_dim", fmt::format("{} is odd (rotary needs pairs)", c.head_dim));
+    if (c.num_attention_heads % c.num_key_value_heads != 0) {
+      f.fail("num_key_value_heads",
+             fmt::format("{} does not divide num_attention_heads {}", c.num_key_value_heads,
+                         c.num_attention_heads));
+    }
+    c.intermediate_size = f.positive("intermediate_size", 11008);
+    c.max_position_embeddings = f.positive("max_position_embeddings", 2048);
+    c.norm_eps = f.number("rms_norm_eps", 1e-6);
+    c.activation = f.string("hidden_act", "silu");
+    c.attention_bias = f.boolean("attention_bias", false);
+    c.mlp_bias = f.boolean("mlp_bias", false);
+    c.attention_dropout = f.number("attention_dropout", 0.0);
+    refuse_if(!(c.attention_dropout >= 0 && c.attention_dropout < 1), f, "attention_dropout",
+              fmt::format("{} is not in [0, 1)", c.attention_dropout));
+    c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
+    c.rope_theta = f.number("rope_theta", 10000.0);
+    if (f.has("rope_scaling")) {
+      const json& s = j.at("rope_scaling");
+      const bool plain = s.is_object() && s.value("rope_type", s.value("type", "")) == "default";
+      refuse_if(!plain, f, "rope_scaling",
+                fmt::format("{} is not supported (only the default rotary embedding)",
+                            base::shown(s)));
+    }
+    if (f.has("rope_parameters")) {
+      const json& r = j.at("rope_parameters");
+      if (!r.is_object()) f.fail("rope_parameters", "is not an object");
+      Fields rf(r, source + ": rope_parameters");
+      const std::string type = rf.string("rope_type", "default");
+      refuse_if(type != "default", f, "rope_parameters",
+                fmt::format("rope_type \"{}\" is not supported (only \"default\")", type));
+      c.rope_theta = rf.number("rope_theta", c.rope_theta);
+      for (const auto& item : r.items()) {
+        if (item.key() != "rope_type" && item.key() != "rope_theta") {
+          f.fail("rope_parameters", fmt::format("key \"{}\" is not supported (only rope_type "
+                                                "\"default\" and rope_theta)",
+                                                item.key()));
+        }
+      }
+    }
+    refuse_if(!(c.rope_theta > 0), f, "rope_theta", fmt::format("{} is not > 0", c.rope_theta));
+  }
+  if (c.activation != "gelu_new" && c.activation != "gelu" && c.activation != "relu" &&
+      c.activation != "silu" && c.activation != "gelu_pytorch_tanh") {
+    f.fail(c.model_type == "gpt2" ? "activation_function" : "hidden_act",
+           fmt::format("\"{}\" is not supported (gelu_new, gelu_pytorch_tanh, gelu, relu, silu)",
+                       c.activation));
+  }
+  refuse_if(!(c.norm_eps > 0), f, c.model_type == "gpt2" ? "layer_norm_epsilon" : "rms_norm_eps",
+            fmt::format("{} is not > 0", c.norm_eps));
+  return c;
+}
+
+HfConfig read_hf_config(const std::string& dir) {
+  const std::string path = base::join_path(dir, "config.json");
+  return parse_hf_config(base::read_json_object(path), path);
+}
+
+HfConfig hf_config_from_defaults(const std::string& model_type, const json& overrides,
+                                 int64_t vocab_size) {
+  json j;
+  if (model_type == "gpt2") {
+    j = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},
+         {"activation_function", "gelu_new"}, {"attn_pdrop", 0.1}, {"bos_token_id", 50256},
+         {"embd_pdrop", 0.1}, {"eos_token_id", 50256}, {"initializer_range", 0.02},
+         {"layer_norm_epsilon", 1e-5}, {"n_embd", 768}, {"n_head", 12}, {"n_inner", nullptr},
+         {"n_layer", 12}, {"n_positions", 1024}, {"resid_pdrop", 0.1},
+         {"scale_attn_by_inverse_layer_idx", false}, {"scale_attn_weights", true},
+         {"tie_word_embeddings", true}, {"vocab_size", 50257}};
+  } else if (model_type == "llama") {
+    j = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
+         {"attention_bias", false}, {"attention_dropout", 0.0}, {"bos_token_id", 1},
+         {"eos_token_id", 2}, {"hidden_act", "silu"}, {"hidden_size", 4096},
+         {"initializer_range", 0.02}, {"intermediate_size", 11008},
+         {"max_position_embeddings", 2048}, {"mlp_bias", false}, {"num_attention_heads", 32},
+         {"num_hidden_layers", 32}, {"num_key_value_heads", nullptr}, {"rms_norm_eps", 1e-6},
+         {"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "default"}}},
+         {"tie_word_embeddings", false}, {"vocab_size", 32000}};
+  } else {
+    throw InputError(fmt::format("model_type \"{}\" is not supported (gpt2, llama)", model_type));
+  }
+  if (vocab_size > 0) j["vocab_size"] = vocab_size;
+  if (!overrides.is_null() && !overrides.is_object()) {
+    throw InputError(fmt::format("model_config: {} is not a JSON object of config.json keys",
+                                 base::shown(overrides)));
+  }
+  if (overrides.is_object()) {
+    for (const auto& item : overrides.items()) j[item.key()] = item.value();
+  }
+  j["dtype"] = "float32";
+  return parse_hf_config(j, "model_config");
+}
+
+bool is_hf_model_dir(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::is_directory(dir, ec) &&
+         std::filesystem::exists(base::join_path(dir, "config.json"), ec);
+}
+
+json hf_generation_config(const HfConfig& c) {
+  json g = json::object();
+  if (c.bos_token_id >= 0) g["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) g["eos_token_id"] = c.eos_token_ids.front();
+  if (c.eos_token_ids.size() > 1) g["eos_token_id"] = c.eos_token_ids;
+  return g;
+}
+
+}  // namespace trainer::models

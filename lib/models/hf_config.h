@@ -1,0 +1,68 @@
+// A Hugging Face model's config.json, read and checked without LibTorch: the fields of GPT-2
+// (GPT2LMHeadModel) and Llama (LlamaForCausalLM) that decide the computation, each with
+// Transformers 5.x's default, and every field that would make a different model refused by name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace trainer::models {
+
+struct HfConfig {
+  std::string model_type;  // "gpt2" or "llama"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;  // llama (grouped-query attention); gpt2: num_attention_heads
+  int64_t head_dim = 0;             // hidden_size / num_attention_heads unless given (llama)
+  int64_t intermediate_size = 0;    // gpt2: n_inner, 4 * hidden_size when null
+  int64_t max_position_embeddings = 0;
+  double norm_eps = 1e-5;  // gpt2 layer_norm_epsilon, llama rms_norm_eps
+  double initializer_range = 0.02;
+  std::string activation;  // gpt2 activation_function, llama hidden_act
+  bool tie_word_embeddings = true;
+  // gpt2
+  bool scale_attn_weights = true;
+  bool scale_attn_by_inverse_layer_idx = false;
+  double resid_pdrop = 0.0, embd_pdrop = 0.0, attn_pdrop = 0.0;
+  // llama
+  double rope_theta = 10000.0;
+  bool attention_bias = false;
+  bool mlp_bias = false;
+  double attention_dropout = 0.0;
+  // "float32", "bfloat16", "float16" (config's dtype or torch_dtype), "" when absent.
+  std::string dtype;
+  std::vector<int64_t> eos_token_ids;  // config's eos_token_id (one or a list)
+  int64_t bos_token_id = -1;
+  // config.json as read (or as built from defaults), written back by save_pretrained.
+  nlohmann::ordered_json json;
+};
+
+// Parses a config.json object. `source` names it in messages. Throws InputError, one line naming
+// the field and what is supported, for: a model_type other than gpt2 and llama, a missing or
+// non-positive size, a hidden size that the heads do not divide, rope_type other than "default",
+// rope_scaling, cross-attention, an activation other than gelu_new / gelu / relu / silu, a dtype
+// other than float32 / bfloat16 / float16, num_attention_heads not a multiple of
+// num_key_value_heads.
+HfConfig parse_hf_config(const nlohmann::ordered_json& json, const std::string& source);
+
+// DIR/config.json, parsed (InputError for a missing or invalid file, as above).
+HfConfig read_hf_config(const std::string& dir);
+
+// A fresh model's config: Transformers' defaults of `model_type` (GPT2Config(), LlamaConfig())
+// overlaid with `overrides` (config.json keys: n_layer, hidden_size, ...); vocab_size defaults
+// to `vocab_size` when positive. The result's json is what config.json will hold.
+HfConfig hf_config_from_defaults(const std::string& model_type,
+                                 const nlohmann::ordered_json& overrides, int64_t vocab_size);
+
+// Whether `dir` is a Hugging Face model folder (it holds config.json).
+bool is_hf_model_dir(const std::string& dir);
+
+// The generation_config.json save_pretrained writes for a model of this config (bos/eos ids).
+nlohmann::ordered_json hf_generation_config(const HfConfig& config);
+
+}  // namespace trainer::models
