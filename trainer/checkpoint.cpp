@@ -114,6 +114,11 @@ void Trainer::write_checkpoint_files(const std::string& staging, const std::stri
   manifest.save_only_model = args_.save_only_model();
   std::vector<std::string> files = {kModelFile, kStateFile, kArgsFile};
   io::save_safetensors(base::join_path(staging, kModelFile), io::state_dict(*model_));
+  // A Hugging Face model's config and tokenizer: the checkpoint is itself a model folder.
+  for (const auto& [name, contents] : model_->pretrained_files) {
+    base::write_file_atomic(base::join_path(staging, name), contents);
+    files.push_back(name);
+  }
   if (!args_.save_only_model()) {
     torch::serialize::OutputArchive archive;
     optimizer_->save(archive);

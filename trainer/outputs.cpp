@@ -20,6 +20,9 @@ void Trainer::save_model(const std::string& dir) const {
   if (!accelerator_->is_main_process()) return;
   std::string target = dir.empty() ? args_.output_dir() : dir;
   io::save_safetensors(base::join_path(target, "model.safetensors"), io::state_dict(*model_));
+  for (const auto& [name, contents] : model_->pretrained_files) {
+    base::write_file_atomic(base::join_path(target, name), contents);
+  }
   // A model from Python goes back as it came, with the trained weights: model.pt.
   if (auto* script = dynamic_cast<const models::TorchScriptModel*>(model_.get())) {
     script->save(base::join_path(target, "model.pt"));

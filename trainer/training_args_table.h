@@ -143,8 +143,9 @@
     "false runs LibTorch's plain ops, as PyTorch's BasicNet}; a TorchScript model {outputs "       \
     "logits|log_probs}.")                                                                          \
   X(std::optional<std::string>, model_name_or_path, std::nullopt,                                  \
-    "A TorchScript module (*.pt, saved from Python with torch.jit.script) to train instead "       \
-    "of a model_name; output_dir gets it back as model.pt with the trained weights.")              \
+    "A Hugging Face model folder (config.json, model.safetensors: gpt2 or llama), or a "           \
+    "TorchScript module (*.pt, saved from Python with torch.jit.script) to train instead of a "    \
+    "model_name; output_dir gets it back in the same form with the trained weights.")              \
   X(std::string, dataset_name, "fashion_mnist",                                                    \
     "fashion_mnist or mnist (MNIST-format files), csv (a table with a header), or text "           \
     "(byte-level language modeling on a UTF-8 file or folder).")                                   \
@@ -161,4 +162,32 @@
     "Use only the first N training examples.")                                                     \
   X(std::optional<int64_t>, max_eval_samples, std::nullopt,                                        \
     "Use only the first N evaluation examples.")                                                   \
+  X(std::optional<std::string>, train_file, std::nullopt,                                          \
+    "run_clm's training text: .txt (one example a line), .json or .jsonl (JSON Lines with a "      \
+    "text column); tokenized and cut into block_size blocks for causal language modeling.")        \
+  X(std::optional<std::string>, validation_file, std::nullopt,                                     \
+    "run_clm's evaluation text, as train_file (default: validation_split_percentage of it).")      \
+  X(double, validation_split_percentage, 5,                                                        \
+    "Percent of train_file's examples held out for evaluation when there is no "                   \
+    "validation_file (the first ones, as datasets' train[:p%]).")                                  \
+  X(std::optional<int64_t>, block_size, std::nullopt,                                              \
+    "Tokens per training block (default: min(1024, the model's positions)).")                      \
+  X(bool, keep_linebreaks, true,                                                                   \
+    "Keep each .txt line's line break in its text.")                                               \
+  X(std::string, text_column_name, "text",                                                         \
+    "The column of a .json/.jsonl data file that holds the text.")                                 \
+  X(std::optional<std::string>, tokenizer_name, std::nullopt,                                      \
+    "A folder (or file) holding tokenizer.json (default: model_name_or_path or config_name).")     \
+  X(std::optional<std::string>, config_name, std::nullopt,                                         \
+    "A Hugging Face config.json (or its folder) of a fresh, randomly initialised model.")          \
+  X(std::optional<std::string>, model_type, std::nullopt,                                          \
+    "gpt2 or llama: a fresh model from Transformers' defaults overlaid with model_config's "       \
+    "config.json keys (for pretraining from scratch).")                                            \
+  X(std::string, torch_dtype, "auto",                                                              \
+    "The weights' type of a Hugging Face model: auto (config.json's dtype), float32, "             \
+    "bfloat16 or float16.")                                                                        \
+  X(std::optional<int64_t>, preprocessing_num_workers, std::nullopt,                               \
+    "Accepted for compatibility with run_clm.py; tokenization runs in one process per node.")      \
+  X(bool, overwrite_cache, false,                                                                  \
+    "Tokenize the data files again rather than reading the node's cache.")                         \
 // clang-format on

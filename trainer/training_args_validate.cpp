@@ -212,7 +212,7 @@ void TrainingArguments::validate_reporting_model_and_data() const {
   check_choice("dataset_name", dataset_name_, data::dataset_names());
   if (model_name_or_path_) {
     check(!model_name_or_path_->empty(), "model_name_or_path", "\"\"",
-          "a TorchScript file (*.pt), or null");
+          "a Hugging Face model folder, a TorchScript file (*.pt), or null");
   }
   check(dataset_name_ != "mnist" || !dataset_dir_.empty(), "dataset_dir", "\"\"",
         "dataset_name mnist needs dataset_dir: a directory with MNIST's four IDX files");
@@ -224,6 +224,21 @@ void TrainingArguments::validate_reporting_model_and_data() const {
     check(*max_eval_samples_ >= 1, "max_eval_samples", std::to_string(*max_eval_samples_),
           "must be >= 1");
   }
+  for (const auto& [key, value] : {std::pair{"train_file", &train_file_},
+                                   std::pair{"validation_file", &validation_file_},
+                                   std::pair{"tokenizer_name", &tokenizer_name_},
+                                   std::pair{"config_name", &config_name_}}) {
+    if (*value) check(!(*value)->empty(), key, "\"\"", "a path, or null");
+  }
+  check(validation_split_percentage_ >= 0 && validation_split_percentage_ <= 100,
+        "validation_split_percentage", fmt::format("{}", validation_split_percentage_),
+        "must be between 0 and 100");
+  if (block_size_) {
+    check(*block_size_ >= 1, "block_size", std::to_string(*block_size_), "must be >= 1");
+  }
+  if (model_type_) check_choice("model_type", *model_type_, {"gpt2", "llama"});
+  check_choice("torch_dtype", torch_dtype_, {"auto", "float32", "bfloat16", "float16"});
+  check(text_column_name_ != "", "text_column_name", "\"\"", "a column name");
 }
 
 }  // namespace trainer

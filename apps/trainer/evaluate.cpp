@@ -14,6 +14,7 @@ int evaluate_command(const TrainingArguments& args) {
   runtime::defer_interrupts();
   Metrics metrics = trainer.evaluate();
   metrics["eval_samples"] = static_cast<double>(run.eval_dataset->size());
+  add_perplexity(metrics, run.model->task().kind);
   base::WriteBatch batch;
   trainer.log_metrics("eval", metrics);
   trainer.save_metrics("eval", metrics);

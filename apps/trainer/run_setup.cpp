@@ -1,6 +1,7 @@
 // What train, evaluate and predict share before they run.
 #include "apps/trainer/run_setup.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <new>
@@ -17,10 +18,48 @@
 #include "lib/base/warn.h"
 #include "lib/distributed/env.h"
 #include "lib/io/safetensors.h"
+#include "lib/data/clm.h"
+#include "lib/models/hf_pretrained.h"
 #include "lib/models/registry.h"
 #include "lib/models/torchscript.h"
 
 namespace trainer::cli {
+
+std::optional<models::HfConfig> hf_config(const TrainingArguments& args, int64_t vocab_size) {
+  if (args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path())) {
+    return models::read_hf_config(*args.model_name_or_path());
+  }
+  if (args.config_name()) {
+    const std::string& name = *args.config_name();
+    const std::string path =
+        std::filesystem::is_directory(name) ? base::join_path(name, "config.json") : name;
+    models::HfConfig config = models::parse_hf_config(base::read_json_object(path), path);
+    config.dtype = "float32";
+    config.json["dtype"] = "float32";
+    return config;
+  }
+  if (args.model_type()) {
+    return models::hf_config_from_defaults(*args.model_type(), args.model_config(), vocab_size);
+  }
+  return std::nullopt;
+}
+
+bool uses_text_files(const TrainingArguments& args) {
+  return args.train_file() || args.validation_file();
+}
+
+std::string tokenizer_path(const TrainingArguments& args) {
+  if (args.tokenizer_name()) return *args.tokenizer_name();
+  if (args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path())) {
+    return *args.model_name_or_path();
+  }
+  if (args.config_name() && std::filesystem::is_directory(*args.config_name())) {
+    return *args.config_name();
+  }
+  throw InputError(
+      "train_file and validation_file need a tokenizer: give tokenizer_name (a folder holding "
+      "tokenizer.json), or a model_name_or_path folder that holds one");
+}
 
 std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
                                               const TrainingArguments& args) {
@@ -30,6 +69,30 @@ std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
   };
   context.local_main = accelerator.is_local_main_process();
   context.cache_dir = base::cache_dir();
+  if (uses_text_files(args)) {
+    data::ClmOptions options;
+    options.train_file = args.train_file().value_or("");
+    options.validation_file = args.validation_file().value_or("");
+    options.validation_split_percentage = args.validation_split_percentage();
+    options.keep_linebreaks = args.keep_linebreaks();
+    options.text_column_name = args.text_column_name();
+    options.tokenizer_path = tokenizer_path(args);
+    const auto config = hf_config(args, 0);
+    if (!config && !args.block_size()) {
+      throw InputError(
+          "train_file needs a Hugging Face model (model_name_or_path, config_name or model_type) "
+          "or a block_size");
+    }
+    options.block_size = args.block_size().value_or(
+        std::min<int64_t>(1024, config ? config->max_position_embeddings : 1024));
+    if (config && options.block_size > config->max_position_embeddings) {
+      throw InputError(fmt::format(
+          "block_size {} is longer than the model's {} positions (max_position_embeddings)",
+          options.block_size, config->max_position_embeddings));
+    }
+    if (args.overwrite_cache()) context.cache_dir.clear();
+    return data::make_clm_source(options, std::move(context));
+  }
   return data::make_data_source(args.dataset_name(), args.dataset_dir(), args.dataset_config(),
                                 std::move(context));
 }
@@ -74,6 +137,65 @@ std::string gigabytes(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e
 
 }  // namespace
 
+namespace {
+
+// The files of the tokenizer folder that save_pretrained writes back (tokenizer.json and those
+// beside it that exist), name -> contents.
+std::map<std::string, std::string> tokenizer_files(const std::string& path) {
+  const std::string dir = std::filesystem::is_directory(path) ? path : base::parent_dir(path);
+  std::map<std::string, std::string> files;
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                           "chat_template.jinja"}) {
+    const std::string file = base::join_path(dir, name);
+    if (std::filesystem::is_regular_file(file)) files[name] = base::read_file(file);
+  }
+  return files;
+}
+
+// A Hugging Face model: model_name_or_path's folder, or a fresh one of config_name / model_type;
+// with what save_pretrained writes beside its weights (config, generation config, tokenizer).
+std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
+                                               const models::HfConfig& config,
+                                               const data::DataInfo& info) {
+  if (info.task != data::TaskKind::kCausalLM) {
+    throw InputError(fmt::format(
+        "a {} model learns causal language modeling; the data set's task is {} (give train_file)",
+        config.model_type, data::task_name(info.task)));
+  }
+  const bool pretrained = args.model_name_or_path().has_value();
+  if (pretrained && !args.model_config().empty()) {
+    throw InputError(fmt::format(
+        "model_config {} is not used with a pretrained folder: its config.json gives the model",
+        base::shown(args.model_config())));
+  }
+  if (config.vocab_size < info.num_labels) {
+    throw InputError(fmt::format(
+        "the tokenizer has {} tokens, more than the model's vocab_size {}", info.num_labels,
+        config.vocab_size));
+  }
+  std::shared_ptr<models::HfCausalLM> model;
+  std::string source;
+  if (pretrained) {
+    source = *args.model_name_or_path();
+    model = models::load_hf_model(source, args.torch_dtype());
+  } else {
+    model = models::make_hf_causal_lm(config);
+    if (args.torch_dtype() != "auto") model->to(models::hf_dtype(args.torch_dtype(), "torch_dtype"));
+    if (args.config_name() && std::filesystem::is_directory(*args.config_name())) {
+      source = *args.config_name();
+    }
+  }
+  model->pretrained_files = models::hf_pretrained_files(*model, source);
+  if (uses_text_files(args) || args.tokenizer_name()) {
+    for (auto& [name, contents] : tokenizer_files(tokenizer_path(args))) {
+      model->pretrained_files[name] = contents;
+    }
+  }
+  return model;
+}
+
+}  // namespace
+
 std::shared_ptr<models::Model> create_model(const TrainingArguments& args,
                                             const data::DataInfo& info) {
   // Both named (a config's model_name, a --model_name_or_path on the command line): the file
@@ -84,6 +206,7 @@ std::shared_ptr<models::Model> create_model(const TrainingArguments& args,
                args.model_name(), *args.model_name_or_path());
   }
   try {
+    if (auto config = hf_config(args, info.num_labels)) return create_hf_model(args, *config, info);
     if (args.model_name_or_path()) {
       return models::load_torchscript(*args.model_name_or_path(), args.model_config(), info);
     }
@@ -189,6 +312,18 @@ void check_not_empty(const data::Dataset& dataset, const std::string& split,
 }
 
 TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& args) {
+  // run_clm's --do_eval without --do_train: a Hugging Face folder is evaluated as it is.
+  if (args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path())) {
+    TrainedRun run;
+    auto source = data_source(accelerator, args);
+    run.eval_dataset = source->split("eval", args.max_eval_samples());
+    check_not_empty(*run.eval_dataset, "eval", *source);
+    run.collator = source->collator();
+    run.model = create_model(args, source->info());
+    run.compute_metrics = metrics_for_task(run.model->task().kind);
+    check_model_takes(*run.model, *run.eval_dataset, run.collator, "eval", *source, args);
+    return run;
+  }
   std::string weights = base::join_path(args.output_dir(), "model.safetensors");
   if (!std::filesystem::exists(weights)) {
     throw InputError(fmt::format(
@@ -205,6 +340,13 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
   io::load_state_dict(*run.model, io::map_safetensors(weights).tensors, weights);
   check_model_takes(*run.model, *run.eval_dataset, run.collator, "eval", *source, args);
   return run;
+}
+
+void add_perplexity(Metrics& metrics, data::TaskKind task) {
+  auto loss = metrics.find("eval_loss");
+  if (task == data::TaskKind::kCausalLM && loss != metrics.end()) {
+    metrics["perplexity"] = std::exp(loss->second);
+  }
 }
 
 std::unique_ptr<OutputDir> lock_for_results(const TrainingArguments& args) {

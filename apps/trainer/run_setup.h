@@ -8,6 +8,7 @@
 
 #include "lib/accelerate/accelerator.h"
 #include "lib/data/registry.h"
+#include "lib/models/hf_config.h"
 #include "lib/models/model.h"
 #include "trainer/output_dir.h"
 #include "trainer/trainer.h"
@@ -15,7 +16,17 @@
 
 namespace trainer::cli {
 
-// The data set the arguments name; a split's caches are written by the node's first process and
+// The Hugging Face config the arguments name, if any: model_name_or_path's folder, config_name,
+// or model_type's defaults with model_config (vocab_size, when > 0, for a fresh model's default).
+std::optional<models::HfConfig> hf_config(const TrainingArguments& args, int64_t vocab_size);
+
+// Whether the data are run_clm's text files (train_file / validation_file).
+bool uses_text_files(const TrainingArguments& args);
+
+// The folder (or file) of tokenizer.json: tokenizer_name, else the model's folder.
+std::string tokenizer_path(const TrainingArguments& args);
+
+// The data set the arguments name (train_file / validation_file, or dataset_name); a split's caches are written by the node's first process and
 // read by the others.
 std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
                                               const TrainingArguments& args);
@@ -54,6 +65,10 @@ struct TrainedRun {
   ComputeMetrics compute_metrics;
 };
 TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& args);
+
+// run_clm's last line of evaluation: metrics["perplexity"] = exp(eval_loss) (inf past float's
+// range), for a language model.
+void add_perplexity(Metrics& metrics, data::TaskKind task);
 
 // The output directory's lock, after checking that all_results.json (which the metrics are
 // merged into) can be read: a damaged one is said now, not replaced later.

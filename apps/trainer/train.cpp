@@ -132,6 +132,7 @@ int train_command(const TrainingArguments& args) {
                                ? trainer.last_eval_metrics()
                                : trainer.evaluate();
     eval_metrics["eval_samples"] = static_cast<double>(eval_dataset->size());
+    add_perplexity(eval_metrics, model->task().kind);
     trainer.log_metrics("eval", eval_metrics);
     trainer.save_metrics("eval", eval_metrics);
   }

@@ -2,6 +2,9 @@
 // task and its default loss (the tasks' losses are here too).
 #pragma once
 
+#include <map>
+#include <string>
+
 #include <torch/nn/module.h>
 
 #include "lib/data/dataset.h"
@@ -45,6 +48,11 @@ class Model : public torch::nn::Module {
                              const torch::Tensor& num_items_in_batch = {});
   virtual Task task() const { return task_; }
   void set_task(Task task) { task_ = task; }
+
+  // What save_pretrained writes beside model.safetensors, name -> contents (a Hugging Face
+  // model's config.json and generation_config.json, its tokenizer's files): the Trainer writes
+  // them into output_dir and every checkpoint, so that each is itself a model folder.
+  std::map<std::string, std::string> pretrained_files;
 
  protected:
   Task task_;
