@@ -8,6 +8,8 @@ TRANSFORMERS_VERSION="5.24.0"
 TOKENIZERS_VERSION="0.23.3"
 # Hugging Face datasets reads run_clm's data files in scripts/reference/lm_files_reference.py.
 DATASETS_VERSION="5.2.0"
+# Transformers' Trainer needs accelerate (the reference runs of the fine-tuning checks).
+ACCELERATE_VERSION="1.15.0"
 TRAINER_CACHE="${TRAINER_CACHE:-$HOME/.cache/trainer}"
 TORCH_VENV="${TORCH_VENV:-$TRAINER_CACHE/venv-torch-$TORCH_VERSION}"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -1,5 +1,6 @@
 // `trainer generate OUTPUT_DIR`: the run's gpt rebuilt from its training_args.json, its weights
-// loaded, and bytes sampled after the prompt with a seeded CPU generator.
+// loaded, and bytes sampled after the prompt with a seeded CPU generator; or a Hugging Face
+// folder's model and tokenizer, greedy or sampled, with a KV cache.
 #include "apps/trainer/generate.h"
 
 #include <sys/stat.h>
@@ -7,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -16,7 +18,9 @@
 #include "lib/base/files.h"
 #include "lib/data/registry.h"
 #include "lib/io/safetensors.h"
+#include "lib/data/tokenizer.h"
 #include "lib/models/gpt.h"
+#include "lib/models/hf_pretrained.h"
 #include "lib/models/registry.h"
 
 namespace trainer {
@@ -44,8 +48,105 @@ std::string sample_text(models::Gpt& model, const cli::GenerateOptions& options,
   return text;
 }
 
+namespace {
+
+// generation_config.json's value of `key` (the config's when the file lacks it).
+nlohmann::ordered_json generation_value(const std::string& dir, const std::string& key) {
+  const std::string path = base::join_path(dir, "generation_config.json");
+  if (std::filesystem::exists(path)) {
+    auto j = base::read_json_object(path);
+    if (j.contains(key)) return j[key];
+  }
+  return nlohmann::ordered_json();
+}
+
+// The ids generation stops at: generation_config.json's eos_token_id (one or a list), else the
+// config's.
+std::vector<int64_t> eos_ids(const std::string& dir, const models::HfConfig& config) {
+  auto value = generation_value(dir, "eos_token_id");
+  std::vector<int64_t> ids;
+  if (value.is_number_integer()) ids.push_back(value.get<int64_t>());
+  if (value.is_array()) {
+    for (const auto& v : value) {
+      if (v.is_number_integer()) ids.push_back(v.get<int64_t>());
+    }
+  }
+  return value.is_null() ? config.eos_token_ids : ids;
+}
+
+// One next token from the last position's logits: the argmax (greedy), or drawn after
+// Transformers' processors in their order: temperature, top_k, top_p.
+int64_t next_token(torch::Tensor logits, const cli::GenerateOptions& options, bool sample,
+                   at::Generator& generator) {
+  if (!sample) return logits.argmax(-1).item<int64_t>();
+  logits = logits / options.temperature;
+  const int64_t vocab = logits.size(-1);
+  if (options.top_k > 0 && options.top_k < vocab) {
+    torch::Tensor kth = std::get<0>(logits.topk(options.top_k)).select(0, options.top_k - 1);
+    logits = logits.masked_fill(logits < kth, -INFINITY);
+  }
+  if (options.top_p < 1.0) {
+    auto [sorted, order] = logits.sort(/*dim=*/-1, /*descending=*/false);
+    torch::Tensor cumulative = sorted.softmax(-1).cumsum(-1);
+    torch::Tensor remove = cumulative <= (1 - options.top_p);
+    remove.index_put_({-1}, false);  // keep at least one token
+    logits = logits.scatter(0, order, sorted.masked_fill(remove, -INFINITY));
+  }
+  return torch::multinomial(logits.softmax(-1), 1, false, generator).item<int64_t>();
+}
+
+// `trainer generate` on a Hugging Face folder: its tokenizer encodes the prompt, tokens follow
+// greedily or sampled, until an EOS token of generation_config.json or max_new_tokens.
+int generate_hf(const cli::GenerateOptions& options) {
+  const std::string& dir = options.output_dir;
+  auto model = models::load_hf_model(dir, "auto");
+  if (model->dtype() != torch::kFloat) model->to(torch::kFloat);
+  model->eval();
+  data::Tokenizer tokenizer = data::Tokenizer::load(dir);
+  std::vector<int32_t> prompt = tokenizer.encode(options.prompt);
+  if (prompt.empty()) {
+    if (model->config().bos_token_id < 0) {
+      throw InputError("trainer generate: the prompt gives no tokens and the model has no "
+                       "bos_token_id to start from (give --prompt TEXT)");
+    }
+    prompt.push_back(static_cast<int32_t>(model->config().bos_token_id));
+  }
+  const auto sample_value = generation_value(dir, "do_sample");
+  const bool sample =
+      options.do_sample.value_or(sample_value.is_boolean() && sample_value.get<bool>());
+  const std::vector<int64_t> eos = eos_ids(dir, model->config());
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+  std::vector<int64_t> ids(prompt.begin(), prompt.end());
+  const int64_t limit = model->config().max_position_embeddings;
+  torch::NoGradGuard no_grad;
+  models::KVCache cache;
+  torch::Tensor input = torch::tensor(ids, torch::kLong).unsqueeze(0);
+  for (int64_t step = 0; step < options.max_new_tokens; ++step) {
+    if (static_cast<int64_t>(ids.size()) >= limit) break;
+    torch::Tensor logits = options.use_cache ? model->logits(input, {}, &cache)
+                                             : model->logits(torch::tensor(ids, torch::kLong).unsqueeze(0));
+    const int64_t token = next_token(logits[0][-1].to(torch::kFloat), options, sample, generator);
+    ids.push_back(token);
+    if (std::find(eos.begin(), eos.end(), token) != eos.end()) break;
+    input = torch::full({1, 1}, token, torch::kLong);
+  }
+  std::string out;
+  if (options.output_ids) {
+    for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
+  } else {
+    out = tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end()), /*skip_special_tokens=*/true);
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  if (out.empty() || out.back() != '\n') std::fputc('\n', stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
 int generate_text(const cli::GenerateOptions& options) {
   const std::string& dir = options.output_dir;
+  if (models::is_hf_model_dir(dir)) return generate_hf(options);
   if (!base::is_directory(dir)) {
     throw InputError(fmt::format(
         "trainer generate: OUTPUT_DIR '{}' is not a folder (give the output_dir of a trained gpt "

@@ -1,0 +1,121 @@
+"""The Transformers side of the fine-tuning parity checks: run_clm.py's data preparation (the
+`datasets` text/json loader, the percent split, tokenize, group_texts) and Transformers' Trainer,
+with the training order of trainer's RandomSampler (torch.randperm seeded by seed + epoch), so that
+both see the same blocks in the same order.
+
+With --steps 0, only evaluates MODEL_DIR (the round trip of a folder trainer saved) and reports
+the keys from_pretrained found missing or unexpected.
+
+usage: hf_finetune.py MODEL_DIR TRAIN_FILE OUT_JSON [--block_size N] [--batch N] [--steps N]
+                      [--lr X] [--seed N] [--validation_split_percentage P] [--grad_accum N]
+Writes {"train_blocks", "eval_blocks", "losses": [per-step loss], "grad_norms": [...],
+"eval_loss": eval loss of the trained model, "first_block": ids of train block 0}.
+"""
+import argparse
+import json
+import os
+import tempfile
+from itertools import chain
+
+import torch
+from datasets import load_dataset
+from transformers import (AutoModelForCausalLM, AutoTokenizer, Trainer, TrainerCallback,
+                          TrainingArguments, default_data_collator)
+
+
+class TrainerOrder(torch.utils.data.Sampler):
+    """trainer's RandomSampler: epoch e is torch.randperm(n) from a generator seeded seed + e."""
+
+    def __init__(self, n, seed):
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(self.seed + self.epoch)
+        return iter(torch.randperm(self.n, generator=g).tolist())
+
+
+class OrderedTrainer(Trainer):
+    def _get_train_sampler(self, *args, **kwargs):
+        return TrainerOrder(len(self.train_dataset), self.args.seed)
+
+
+class Record(TrainerCallback):
+    def __init__(self):
+        self.losses, self.norms = [], []
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "loss" in logs:
+            self.losses.append(logs["loss"])
+            self.norms.append(logs.get("grad_norm"))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("model_dir")
+    p.add_argument("train_file")
+    p.add_argument("out")
+    p.add_argument("--block_size", type=int, default=64)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--grad_accum", type=int, default=1)
+    p.add_argument("--validation_split_percentage", type=int, default=5)
+    a = p.parse_args()
+
+    torch.set_num_threads(1)
+    tokenizer = AutoTokenizer.from_pretrained(a.model_dir)
+    ext = a.train_file.rsplit(".", 1)[-1]
+    ext = "text" if ext == "txt" else "json"
+    kwargs = {"keep_linebreaks": True} if ext == "text" else {}
+    files = {"train": a.train_file}
+    pct = a.validation_split_percentage
+    raw_eval = load_dataset(ext, data_files=files, split=f"train[:{pct}%]", **kwargs)
+    raw_train = load_dataset(ext, data_files=files, split=f"train[{pct}%:]", **kwargs)
+
+    def tokenize(examples):
+        return tokenizer(examples["text"])
+
+    def group_texts(examples):
+        concatenated = {k: list(chain(*examples[k])) for k in examples.keys()}
+        total = (len(concatenated[list(examples.keys())[0]]) // a.block_size) * a.block_size
+        result = {k: [t[i:i + a.block_size] for i in range(0, total, a.block_size)]
+                  for k, t in concatenated.items()}
+        result["labels"] = result["input_ids"].copy()
+        return result
+
+    def prepare(ds):
+        ds = ds.map(tokenize, batched=True, remove_columns=ds.column_names)
+        return ds.map(group_texts, batched=True)
+
+    train, evaluation = prepare(raw_train), prepare(raw_eval)
+    model, info = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32,
+                                                       output_loading_info=True)
+    record = Record()
+    with tempfile.TemporaryDirectory() as out:
+        args = TrainingArguments(output_dir=out, max_steps=a.steps, per_device_train_batch_size=a.batch,
+                                 per_device_eval_batch_size=a.batch, learning_rate=a.lr, seed=a.seed,
+                                 logging_steps=1, save_strategy="no", report_to=[],
+                                 gradient_accumulation_steps=a.grad_accum, disable_tqdm=True,
+                                 dataloader_drop_last=False, use_cpu=True)
+        trainer = OrderedTrainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation,
+                                 data_collator=default_data_collator, callbacks=[record])
+        if a.steps > 0:
+            trainer.train()
+        eval_loss = trainer.evaluate()["eval_loss"]
+    with open(a.out, "w") as f:
+        json.dump({"train_blocks": len(train), "eval_blocks": len(evaluation), "losses": record.losses,
+                   "grad_norms": record.norms, "eval_loss": eval_loss,
+                   "first_block": train[0]["input_ids"],
+                   "missing_keys": sorted(info["missing_keys"]),
+                   "unexpected_keys": sorted(info["unexpected_keys"])}, f)
+
+
+if __name__ == "__main__":
+    main()

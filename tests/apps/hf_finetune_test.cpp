@@ -1,0 +1,217 @@
+// Fine-tuning Hugging Face folders as run_clm.py does, against Transformers itself
+// (scripts/reference/hf_finetune.py: `datasets`, group_texts, Transformers' Trainer in our
+// sampler's order): the same blocks, per-step losses equal (relative 1e-4) on 1 and 2 processes,
+// the saved folder loaded by Transformers gives our eval loss, a folder trained with learning
+// rate 0 is saved with the same tensors, and bad folders and files are one line, exit 2.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+
+namespace trainer::hf_finetune_test {
+namespace {
+
+using json = nlohmann::json;
+using testing::run;
+
+#define NEED_FIXTURES()                                                                      \
+  const std::string fixtures = testing::hf_fixtures_dir();                                   \
+  if (fixtures.empty() || !testing::python_has("datasets") || !testing::python_has("accelerate")) \
+  GTEST_SKIP() << "TRAINER_PYTHON lacks transformers, datasets or accelerate (scripts/setup installs them)"
+
+const std::string kCorpus = "/usr/share/games/fortunes/fortunes";
+constexpr int kSteps = 30;
+
+std::string python() { return std::string(TRAINER_PYTHON); }
+
+// The reference run's JSON for `model` (a fixture name), computed once per model.
+json reference(const std::string& fixtures, const std::string& model) {
+  static std::map<std::string, json> done;
+  if (done.count(model)) return done[model];
+  const std::string out = std::string(BINARY_DIR) + "/hf_finetune_" + model + ".json";
+  auto r = run("HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + std::string(BINARY_DIR) +
+               "/hf_datasets_cache " + python() + " " + SOURCE_DIR +
+               "/scripts/reference/hf_finetune.py " + fixtures + "/" + model + " " + kCorpus + " " +
+               out + " --steps " + std::to_string(kSteps) + " 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream in(out);
+  return done[model] = json::parse(in);
+}
+
+// Our run's trainer_state.json after `trainer train` (or `launch`) with run_clm's arguments.
+json ours(const std::string& fixtures, const std::string& model, const std::string& out,
+          int processes = 1, const std::string& extra = "") {
+  const std::string per_device = std::to_string(4 / processes);
+  const std::string arguments =
+      "--model_name_or_path " + fixtures + "/" + model + " --train_file " + kCorpus +
+      " --block_size 64 --per_device_train_batch_size " + per_device +
+      " --per_device_eval_batch_size 4 --learning_rate 1e-3 --logging_steps 1 --max_steps " +
+      std::to_string(kSteps) + " --save_strategy no --disable_tqdm true --do_eval true " +
+      "--output_dir " + out + " " + extra;
+  const std::string command =
+      processes == 1 ? "OMP_NUM_THREADS=1 " + testing::kTrainerBin + " train " + arguments
+                     : testing::launch("--nproc-per-node " + std::to_string(processes) + " " +
+                                       testing::kTrainerBin + " train " + arguments);
+  auto r = run(command + " 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream in(out + "/trainer_state.json");
+  return json::parse(in);
+}
+
+void expect_same_losses(const json& state, const json& ref) {
+  std::vector<double> losses;
+  for (const auto& e : state["log_history"]) {
+    if (e.contains("loss")) losses.push_back(e["loss"].get<double>());
+  }
+  ASSERT_EQ(losses.size(), ref["losses"].size());
+  for (size_t i = 0; i < losses.size(); ++i) {
+    const double theirs = ref["losses"][i].get<double>();
+    EXPECT_NEAR(losses[i], theirs, 1e-4 * std::abs(theirs)) << "step " << i + 1;
+  }
+}
+
+class HfFineTune : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfFineTune, LossesEqualTransformersTrainerOnOneAndTwoProcesses) {
+  NEED_FIXTURES();
+  const std::string model = GetParam();
+  json ref = reference(fixtures, model);
+  testing::TempDir tmp;
+  json state = ours(fixtures, model, tmp.file("one"));
+  expect_same_losses(state, ref);
+  // The same blocks: run_clm's counts.
+  std::ifstream results(tmp.file("one") + "/all_results.json");
+  json all = json::parse(results);
+  EXPECT_EQ(all["eval_samples"].get<int64_t>(), ref["eval_blocks"].get<int64_t>());
+  EXPECT_EQ(all["train_samples"].get<int64_t>(), ref["train_blocks"].get<int64_t>());
+  EXPECT_NEAR(all["perplexity"].get<double>(), std::exp(all["eval_loss"].get<double>()), 1e-9);
+  EXPECT_NEAR(all["eval_loss"].get<double>(), ref["eval_loss"].get<double>(),
+              1e-4 * ref["eval_loss"].get<double>());
+  // Two processes of 2 take the same 4 blocks a step.
+  expect_same_losses(ours(fixtures, model, tmp.file("two"), 2), ref);
+
+  // The folder goes back to Transformers: it loads with its tokenizer, without missing or
+  // unexpected keys, and scores our eval loss on the validation blocks.
+  const std::string check =
+      "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + std::string(BINARY_DIR) + "/hf_datasets_cache " +
+      python() + " " + SOURCE_DIR + "/scripts/reference/hf_finetune.py " + tmp.file("one") + " " +
+      kCorpus + " " + tmp.file("check.json") + " --steps 0 2>&1";
+  auto r = run(check);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream in(tmp.file("check.json"));
+  json back = json::parse(in);
+  EXPECT_TRUE(back["missing_keys"].empty()) << back["missing_keys"];
+  EXPECT_TRUE(back["unexpected_keys"].empty()) << back["unexpected_keys"];
+  EXPECT_NEAR(back["eval_loss"].get<double>(), all["eval_loss"].get<double>(),
+              1e-5 * all["eval_loss"].get<double>());
+  for (const char* name : {"config.json", "generation_config.json", "tokenizer.json",
+                           "tokenizer_config.json", "model.safetensors"}) {
+    EXPECT_TRUE(std::filesystem::exists(tmp.file("one") + "/" + name)) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HfFineTune, ::testing::Values("gpt2", "llama"));
+
+// A folder Transformers wrote, trained here with learning rate 0 and saved: the same tensors
+// (and a checkpoint folder is a model folder too).
+TEST(HfFineTuneFolders, LearningRateZeroSavesTheSameTensors) {
+  NEED_FIXTURES();
+  testing::TempDir tmp;
+  for (const std::string model : {"gpt2", "llama_tied"}) {
+    const std::string out = tmp.file(model);
+    auto r = run(testing::kTrainerBin + " train --model_name_or_path " + fixtures + "/" + model +
+                 " --train_file " + kCorpus + " --block_size 32 --max_steps 2 --save_steps 2 " +
+                 "--learning_rate 0 --output_dir " + out + " --disable_tqdm true 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const std::string compare =
+        python() + " -c \"import sys, torch; from safetensors.torch import load_file as l; "
+                   "a, b, c = (l(p) for p in sys.argv[1:]); "
+                   "assert a.keys() == b.keys() == c.keys(), (a.keys() ^ b.keys(), a.keys() ^ c.keys()); "
+                   "assert all(torch.equal(a[k], b[k]) and torch.equal(a[k], c[k]) for k in a)\" " +
+        fixtures + "/" + model + "/model.safetensors " + out + "/model.safetensors " + out +
+        "/checkpoint-2/model.safetensors 2>&1";
+    auto c = run(compare);
+    EXPECT_EQ(c.exit_code, 0) << model << ": " << c.out;
+  }
+}
+
+TEST(HfFineTuneFolders, BadFoldersAndFilesAreOneLineAndWriteNothing) {
+  NEED_FIXTURES();
+  testing::TempDir tmp;
+  std::ofstream(tmp.file("bad.csv")) << "text\nx\n";
+  std::ofstream(tmp.file("config.json")) << R"({"model_type": "bert", "vocab_size": 10})";
+  std::ofstream(tmp.file("notes.txt")) << "hello\n";
+  const std::string train = testing::kTrainerBin + " train --output_dir " + tmp.file("out") + " ";
+  const std::string llama = " --model_name_or_path " + fixtures + "/llama";
+  struct Case {
+    std::string arguments;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {llama + " --train_file " + tmp.file("bad.csv"), {"bad.csv", ".txt"}},
+      {llama + " --train_file " + tmp.file("missing.txt"), {"missing.txt"}},
+      {llama + " --train_file " + kCorpus + " --block_size 4096", {"block_size 4096", "128 positions"}},
+      {" --model_name_or_path " + tmp.path() + " --train_file " + tmp.file("notes.txt"),
+       {"model_type", "bert", "gpt2, llama"}},
+      {" --model_type llama --train_file " + tmp.file("notes.txt"), {"tokenizer_name"}},
+      {" --model_type mistral --tokenizer_name " + fixtures + "/llama --train_file " +
+           tmp.file("notes.txt"),
+       {"model_type", "mistral"}},
+      {llama + " --train_file " + kCorpus + " --torch_dtype float64", {"torch_dtype", "float64"}},
+      {llama + " --train_file " + kCorpus + " --validation_split_percentage 101",
+       {"validation_split_percentage", "101"}},
+      {" --model_type llama --model_config '{\"vocab_size\": 100, \"hidden_size\": 32, "
+       "\"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"intermediate_size\": 64}' "
+       "--tokenizer_name " + fixtures + "/llama --train_file " + tmp.file("notes.txt") + " --block_size 8",
+       {"512 tokens", "vocab_size 100"}},
+  };
+  for (const auto& c : cases) {
+    auto r = run(train + c.arguments);
+    EXPECT_EQ(r.exit_code, 2) << c.arguments << "\n" << r.err;
+    EXPECT_EQ(testing::count(r.err, "\n"), 1u) << r.err;
+    for (const auto& part : c.parts) EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(tmp.file("out"))) << c.arguments;
+  }
+}
+
+}  // namespace
+}  // namespace trainer::hf_finetune_test
+
+namespace trainer::hf_finetune_test {
+namespace {
+
+// Greedy generation equals Transformers' model.generate(do_sample=False) token for token, with
+// and without the KV cache; sampling is seeded.
+TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
+  NEED_FIXTURES();
+  for (const std::string model : {"gpt2", "llama"}) {
+    const std::string dir = fixtures + "/" + model;
+    const std::string prompt = "The meaning of life";
+    auto theirs = run(python() +
+                      " -c \"import sys; from transformers import AutoModelForCausalLM as M, "
+                      "AutoTokenizer as T; m = M.from_pretrained(sys.argv[1]); t = "
+                      "T.from_pretrained(sys.argv[1]); ids = t(sys.argv[2], return_tensors='pt')"
+                      ".input_ids; print(' '.join(map(str, m.generate(ids, do_sample=False, "
+                      "max_new_tokens=24)[0].tolist())))\" " +
+                      dir + " '" + prompt + "' 2>/dev/null");
+    ASSERT_EQ(theirs.exit_code, 0);
+    for (const std::string cache : {"true", "false"}) {
+      auto ours = run(testing::kTrainerBin + " generate " + dir + " --prompt '" + prompt +
+                      "' --max_new_tokens 24 --output_ids true --use_cache " + cache);
+      ASSERT_EQ(ours.exit_code, 0) << ours.err;
+      EXPECT_EQ(ours.out, theirs.out) << model << " use_cache " << cache;
+    }
+  }
+  auto a = run(testing::kTrainerBin + " generate " + fixtures +
+               "/llama --prompt Hello --do_sample true --seed 3 --max_new_tokens 16 --output_ids true");
+  auto b = run(testing::kTrainerBin + " generate " + fixtures +
+               "/llama --prompt Hello --do_sample true --seed 3 --max_new_tokens 16 --output_ids true");
+  EXPECT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+}
+
+}  // namespace
+}  // namespace trainer::hf_finetune_test
