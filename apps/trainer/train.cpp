@@ -2,6 +2,7 @@
 // loop, and every result of the run landing together.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,6 +17,7 @@
 #include "lib/base/warn.h"
 #include "lib/distributed/env.h"
 #include "lib/models/gpt.h"
+#include "lib/models/hf_causal_lm.h"
 #include "lib/report/curve.h"
 #include "lib/report/plot.h"
 #include "lib/runtime/signals.h"
@@ -61,6 +63,20 @@ std::string write_loss_svg(const Trainer& trainer, const TrainingArguments& args
 // A language model's run ends with a sample of what it learned: what `trainer generate
 // OUTPUT_DIR --seed <seed>` prints for the saved weights.
 void print_sample(models::Model& model, const TrainingArguments& args, const data::DataInfo& info) {
+  // A Hugging Face model: output_dir is its folder now, model and tokenizer.
+  if (dynamic_cast<models::HfCausalLM*>(&model) && models::is_hf_model_dir(args.output_dir()) &&
+      std::filesystem::exists(base::join_path(args.output_dir(), "tokenizer.json"))) {
+    cli::GenerateOptions options;
+    options.output_dir = args.output_dir();
+    options.seed = static_cast<uint64_t>(args.seed());
+    options.do_sample = true;
+    options.max_new_tokens = 64;
+    fmt::print("\nSample (trainer generate {} --do_sample true --max_new_tokens 64 --seed {}):\n",
+               args.output_dir(), options.seed);
+    std::fflush(stdout);
+    generate_text(options);
+    return;
+  }
   auto* gpt = dynamic_cast<models::Gpt*>(&model);
   if (!gpt) return;
   cli::GenerateOptions options;

@@ -210,15 +210,16 @@ std::vector<std::string> read_lm_file(const std::string& path, const std::string
   const std::string name = base::base_name(path);
   const size_t dot = name.rfind('.');
   const std::string extension = dot == std::string::npos ? "" : name.substr(dot + 1);
-  if (extension != "txt" && extension != "json" && extension != "jsonl") {
+  // A file without an extension (fortunes' files, a README) is read as text: run_clm would
+  // refuse it, but nothing else could be meant.
+  if (dot != std::string::npos && extension != "txt" && extension != "json" &&
+      extension != "jsonl") {
     throw InputError(fmt::format(
-        "data file '{}' {}; use .txt (an example a line), .json or .jsonl (JSON Lines with a text "
-        "column)",
-        path,
-        dot == std::string::npos ? std::string("has no extension")
-                                 : fmt::format("has the extension '.{}'", extension)));
+        "data file '{}' has the extension '.{}'; use .txt (an example a line, as a file without "
+        "an extension), .json or .jsonl (JSON Lines with a text column)",
+        path, extension));
   }
-  const bool text = extension == "txt";
+  const bool text = extension == "txt" || dot == std::string::npos;
   const std::string kind = text ? "text file" : "JSON file";
   const std::string bytes = base::read_file(path, SIZE_MAX, kind + " ", /*allow_pipes=*/false);
   const std::string named = fmt::format("{} '{}'", kind, path);

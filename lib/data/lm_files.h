@@ -11,12 +11,13 @@ namespace trainer::data {
 // The examples (texts) of one run_clm data file, in file order, chosen by the extension (after the
 // last '.', case-sensitive, as run_clm's split(".")[-1]):
 //
-// ".txt": the lines of `datasets`' text loader: the file decoded as UTF-8 (a leading BOM stays, as
-// U+FEFF at the start of the first line), "\r\n" and a lone "\r" read as "\n" (universal
-// newlines), then cut after each "\n" only: since datasets 2.1 (huggingface/datasets#3910) U+0085,
-// U+2028, U+2029, \v, \f and \x1c-\x1e stay inside their line. Each line keeps its "\n" where
-// `keep_linebreaks` (run_clm's default), else loses it; an empty line is an example ("\n" or "");
-// a last line without a break is one too; a NUL byte is text.
+// ".txt" (and a name without an extension, such as fortunes' files: run_clm would refuse it): the
+// lines of `datasets`' text loader: the file decoded as UTF-8 (a leading BOM stays, as U+FEFF at
+// the start of the first line), "\r\n" and a lone "\r" read as "\n" (universal newlines), then cut
+// after each "\n" only: since datasets 2.1 (huggingface/datasets#3910) U+0085, U+2028, U+2029, \v,
+// \f and \x1c-\x1e stay inside their line. Each line keeps its "\n" where `keep_linebreaks`
+// (run_clm's default), else loses it; an empty line is an example ("\n" or ""); a last line without
+// a break is one too; a NUL byte is text.
 //
 // ".json", ".jsonl": the `text_column` strings of the records of `datasets`' JSON loader: JSON
 // objects one after another, separated by JSON whitespace or nothing (pyarrow's reader: blank

@@ -71,8 +71,9 @@ def main():
 
     torch.set_num_threads(1)
     tokenizer = AutoTokenizer.from_pretrained(a.model_dir)
-    ext = a.train_file.rsplit(".", 1)[-1]
-    ext = "text" if ext == "txt" else "json"
+    # A name without an extension (fortunes' files) is text, as trainer reads it.
+    ext = os.path.splitext(os.path.basename(a.train_file))[1]
+    ext = "text" if ext in ("", ".txt") else "json"
     kwargs = {"keep_linebreaks": True} if ext == "text" else {}
     files = {"train": a.train_file}
     pct = a.validation_split_percentage

@@ -34,8 +34,8 @@ def fortune_files(folder):
     return files
 
 
-def train_tokenizer(files, llama3):
-    """A byte-level BPE of 512 ids trained on `files`: GPT-2's layout, or Llama-3's (a Split
+def train_tokenizer(files, llama3, vocab_size=512):
+    """A byte-level BPE of vocab_size ids trained on `files`: GPT-2's layout, or Llama-3's (a Split
     pre-tokenizer then a byte-level step without its regex, ignore_merges, BOS by a template)."""
     tok = Tokenizer(models.BPE(ignore_merges=llama3))
     if llama3:
@@ -47,7 +47,7 @@ def train_tokenizer(files, llama3):
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     special = ["<|begin_of_text|>", "<|end_of_text|>"] if llama3 else ["<|endoftext|>"]
-    trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=special,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tok.train(files, trainer)

@@ -110,12 +110,12 @@ TEST(LmFiles, BadFilesSayWhatAndWhere) {
   const std::string d = dir.path();
   EXPECT_EQ(error("a.csv", "text\na\n"),
             fmt::format("data file '{}/a.csv' has the extension '.csv'; use .txt (an example a "
-                        "line), .json or .jsonl (JSON Lines with a text column)",
+                        "line, as a file without an extension), .json or .jsonl (JSON Lines with "
+                        "a text column)",
                         d));
-  EXPECT_EQ(error("TXT", "a\n"),
-            fmt::format("data file '{}/TXT' has no extension; use .txt (an example a line), .json "
-                        "or .jsonl (JSON Lines with a text column)",
-                        d));
+  // A file without an extension is text (fortunes' files).
+  write(dir.file("TXT"), "a\r\nb");
+  EXPECT_EQ(read_lm_file(dir.file("TXT")), (std::vector<std::string>{"a\n", "b"}));
   EXPECT_EQ(testing::input_error_of([&] { read_lm_file(d + "/missing.txt"); }),
             fmt::format("cannot open text file {}/missing.txt: No such file or directory", d));
   ::mkdir((d + "/folder.jsonl").c_str(), 0755);
