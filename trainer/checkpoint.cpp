@@ -112,8 +112,12 @@ void Trainer::write_checkpoint_files(const std::string& staging, const std::stri
   manifest.world_size = accelerator.num_processes();
   manifest.total_batch_size = total_batch_size_;
   manifest.save_only_model = args_.save_only_model();
-  std::vector<std::string> files = {kModelFile, kStateFile, kArgsFile};
-  io::save_safetensors(base::join_path(staging, kModelFile), io::state_dict(*model_));
+  std::vector<std::string> files = io::save_model_weights(
+      staging, io::state_dict(*model_),
+      io::parse_file_size(args_.save_safetensors_max_shard_size(),
+                          "argument save_safetensors_max_shard_size:"));
+  files.push_back(kStateFile);
+  files.push_back(kArgsFile);
   // A Hugging Face model's config and tokenizer: the checkpoint is itself a model folder.
   for (const auto& [name, contents] : model_->pretrained_files) {
     base::write_file_atomic(base::join_path(staging, name), contents);
@@ -319,7 +323,7 @@ void Trainer::load_best_model() {
   const std::string path = base::join_path(dir, kModelFile);
   {
     torch::NoGradGuard no_grad;
-    io::load_state_dict(*model_, io::map_safetensors(path).tensors, path);
+    io::load_state_dict(*model_, io::map_model_weights(dir), path);
   }
   if (state_.is_world_process_zero) {
     std::printf("Loading best model from %s (score: %s).\n", dir.c_str(),

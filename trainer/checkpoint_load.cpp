@@ -76,7 +76,8 @@ std::string batch_words(int64_t total, int64_t per_device, int64_t processes,
 }
 
 // An argument with its paths resolved (realpath, where the file exists): dataset_dir,
-// model_name_or_path and dataset_config's path name the same data however they are written.
+// model_name_or_path, the data files, the tokenizer and dataset_config's path name the same data
+// however they are written.
 json located(const std::string& key, json value) {
   auto real = [](const json& path) -> json {
     if (!path.is_string() || path.get<std::string>().empty()) return path;
@@ -84,7 +85,10 @@ json located(const std::string& key, json value) {
     if (::realpath(path.get<std::string>().c_str(), resolved) == nullptr) return path;
     return std::string(resolved);
   };
-  if (key == "dataset_dir" || key == "model_name_or_path") return real(value);
+  for (const char* path_key : {"dataset_dir", "model_name_or_path", "train_file", "validation_file",
+                               "tokenizer_name", "config_name"}) {
+    if (key == path_key) return real(value);
+  }
   if (key == "dataset_config" && value.is_object() && value.contains("path")) {
     value["path"] = real(value["path"]);
   }
@@ -154,7 +158,10 @@ void Trainer::check_resumable(const Resumable& checkpoint) const {
   const json saved = base::read_json_object(base::join_path(dir, kArgsFile));
   const json now = json::parse(args_.to_json());
   for (const char* key : {"model_name", "model_name_or_path", "model_config", "dataset_name",
-                          "dataset_config", "dataset_dir", "max_train_samples"}) {
+                          "dataset_config", "dataset_dir", "max_train_samples", "train_file",
+                          "validation_file", "validation_split_percentage", "block_size",
+                          "keep_linebreaks", "text_column_name", "tokenizer_name", "config_name",
+                          "model_type", "torch_dtype"}) {
     if (!saved.contains(key)) continue;  // a checkpoint from before the key existed
     const json here = now.contains(key) ? now[key] : json();
     // Compared unordered ({"a": 1, "b": 2} is {"b": 2, "a": 1}), and paths as the files they name.
@@ -222,8 +229,7 @@ void Trainer::load_weights_and_optimizer(const std::string& dir, const SavedStat
   // The model: names and shapes must match exactly, and the weights be finite.
   {
     torch::NoGradGuard no_grad;
-    io::load_state_dict(*model_, io::map_safetensors(source(kModelFile)).tensors,
-                        source(kModelFile));
+    io::load_state_dict(*model_, io::map_model_weights(dir), source(kModelFile));
   }
   if (auto name = nonfinite_parameter(*model_)) {
     throw InputError(fmt::format("checkpoint {}: {} holds weights that are not finite ({})", dir,

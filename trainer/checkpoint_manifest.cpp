@@ -160,8 +160,8 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
 std::string rank_state_name(int64_t rank) { return fmt::format("rank_state_{}.safetensors", rank); }
 
 std::vector<std::string> required_checkpoint_files(const Manifest& manifest) {
-  std::vector<std::string> names = {"model.safetensors", "trainer_state.json",
-                                    "training_args.json"};
+  // The weights: model.safetensors, or an index with its shards (checked in verify_checkpoint).
+  std::vector<std::string> names = {"trainer_state.json", "training_args.json"};
   if (!manifest.save_only_model) {
     names.push_back("optimizer.pt");
     names.push_back("scheduler.json");
@@ -193,6 +193,9 @@ Manifest verify_checkpoint(const std::string& dir) {
     if (!manifest.find(name)) {
       throw InputError(fmt::format("{}: its manifest does not list {}", prefix, name));
     }
+  }
+  if (!manifest.find("model.safetensors") && !manifest.find("model.safetensors.index.json")) {
+    throw InputError(fmt::format("{}: its manifest does not list model.safetensors", prefix));
   }
   for (const ManifestFile& expected : manifest.files) {
     std::string path = base::join_path(dir, expected.name);

@@ -190,4 +190,7 @@
     "Accepted for compatibility with run_clm.py; tokenization runs in one process per node.")      \
   X(bool, overwrite_cache, false,                                                                  \
     "Tokenize the data files again rather than reading the node's cache.")                         \
+  X(std::string, save_safetensors_max_shard_size, "50GB",                                         \
+    "Above this size model.safetensors is written as shards with an index, as save_pretrained "    \
+    "does (50GB, 500MB, 5GiB, or bytes).")                                                         \
 // clang-format on

@@ -11,6 +11,7 @@
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
 #include "lib/data/names.h"
+#include "lib/io/safetensors_header.h"
 #include "lib/models/names.h"
 #include "lib/optim/schedules.h"
 #include "trainer/training_args.h"
@@ -239,6 +240,7 @@ void TrainingArguments::validate_reporting_model_and_data() const {
   if (model_type_) check_choice("model_type", *model_type_, {"gpt2", "llama"});
   check_choice("torch_dtype", torch_dtype_, {"auto", "float32", "bfloat16", "float16"});
   check(text_column_name_ != "", "text_column_name", "\"\"", "a column name");
+  io::parse_file_size(save_safetensors_max_shard_size_, "argument save_safetensors_max_shard_size:");
 }
 
 }  // namespace trainer

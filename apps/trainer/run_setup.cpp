@@ -325,7 +325,8 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
     return run;
   }
   std::string weights = base::join_path(args.output_dir(), "model.safetensors");
-  if (!std::filesystem::exists(weights)) {
+  if (!std::filesystem::exists(weights) &&
+      !std::filesystem::exists(base::join_path(args.output_dir(), "model.safetensors.index.json"))) {
     throw InputError(fmt::format(
         "{} does not exist (train first, or set output_dir to a trained run)", weights));
   }
@@ -337,7 +338,7 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
   run.model = create_model(args, source->info());
   run.compute_metrics = metrics_for_task(run.model->task().kind);
   // Mapped, not read: a damaged or huge file fails on its header before any of it is read.
-  io::load_state_dict(*run.model, io::map_safetensors(weights).tensors, weights);
+  io::load_state_dict(*run.model, io::map_model_weights(args.output_dir()), weights);
   check_model_takes(*run.model, *run.eval_dataset, run.collator, "eval", *source, args);
   return run;
 }

@@ -16,6 +16,7 @@
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
 #include "lib/distributed/env.h"
+#include "lib/io/safetensors_header.h"
 #include "lib/models/gpt.h"
 #include "lib/models/hf_causal_lm.h"
 #include "lib/report/curve.h"
@@ -157,6 +158,16 @@ int train_command(const TrainingArguments& args) {
   if (output) {
     for (const std::string& name : run_result_files()) {
       batch.remove_on_commit(base::join_path(args.output_dir(), name));
+    }
+    // An earlier run's weights in the other layout (shards or one file), and its model folder's
+    // files (config, tokenizer) where this run's model has none: a loader must not find them.
+    for (const auto& entry : output->earlier_entries()) {
+      if (io::is_model_weights_file(entry) || model->pretrained_files.count(entry) == 0 &&
+          (entry == "config.json" || entry == "generation_config.json" ||
+           base::starts_with(entry, "tokenizer") || entry == "special_tokens_map.json" ||
+           entry == "chat_template.jinja")) {
+        batch.remove_on_commit(base::join_path(args.output_dir(), entry));
+      }
     }
     const auto reports = args.effective_report_to();
     if (std::find(reports.begin(), reports.end(), "jsonl") == reports.end()) {

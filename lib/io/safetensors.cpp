@@ -1,7 +1,9 @@
 // safetensors reader and writer, and state-dict helpers on top of them.
 #include "lib/io/safetensors.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -16,6 +18,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/json_text.h"
 #include "lib/base/text.h"
 
 namespace trainer::io {
@@ -151,6 +154,67 @@ uint32_t data_crc32(const NamedTensors& tensors) {
     crc = crc32_of(crc, static_cast<const char*>(t.data_ptr()), t.numel() * t.element_size());
   }
   return crc;
+}
+
+std::vector<std::string> save_model_weights(const std::string& dir, const NamedTensors& tensors,
+                                            uint64_t max_shard_bytes) {
+  uint64_t total = 0;
+  std::vector<NamedTensors> shards(1);
+  uint64_t in_shard = 0;
+  for (const auto& item : tensors) {
+    const uint64_t bytes = item.second.numel() * item.second.element_size();
+    if (!shards.back().empty() && in_shard + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(item);
+    in_shard += bytes;
+    total += bytes;
+  }
+  if (total <= max_shard_bytes || shards.size() == 1) {
+    save_safetensors(base::join_path(dir, "model.safetensors"), tensors);
+    return {"model.safetensors"};
+  }
+  std::vector<std::string> names;
+  nlohmann::ordered_json map = nlohmann::ordered_json::object();
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+    save_safetensors(base::join_path(dir, name), shards[i]);
+    for (const auto& [key, t] : shards[i]) map[key] = name;
+    names.push_back(name);
+  }
+  nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
+  base::write_file_atomic(base::join_path(dir, "model.safetensors.index.json"), index.dump(2) + "\n");
+  names.push_back("model.safetensors.index.json");
+  return names;
+}
+
+NamedTensors map_model_weights(const std::string& dir) {
+  const std::string single = base::join_path(dir, "model.safetensors");
+  const std::string index_path = base::join_path(dir, "model.safetensors.index.json");
+  struct stat info {};
+  if (::stat(single.c_str(), &info) == 0 || ::stat(index_path.c_str(), &info) != 0) {
+    return map_safetensors(single).tensors;
+  }
+  auto index = base::read_json_object(index_path);
+  if (!index.contains("weight_map") || !index["weight_map"].is_object()) {
+    throw InputError(fmt::format("{}: weight_map is missing (an object of tensor name -> file)", index_path));
+  }
+  std::vector<std::string> files;
+  for (const auto& item : index["weight_map"].items()) {
+    if (!item.value().is_string() || item.value().get<std::string>().find('/') != std::string::npos ||
+        !is_model_weights_file(item.value().get<std::string>())) {
+      throw InputError(fmt::format("{}: weight_map[\"{}\"] is {}, not a shard of the folder",
+                                   index_path, item.key(), base::shown(item.value())));
+    }
+    const std::string file = item.value().get<std::string>();
+    if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
+  }
+  NamedTensors out;
+  for (const auto& file : files) {
+    for (auto& item : map_safetensors(base::join_path(dir, file)).tensors) out.push_back(std::move(item));
+  }
+  return out;
 }
 
 NamedTensors state_dict(const torch::nn::Module& module) {

@@ -45,6 +45,18 @@ MappedSafetensors map_safetensors(const std::string& path, bool checksum = false
 // CRC-32 (zlib's) of the bytes the tensors hold, in order, as save_safetensors lays them out.
 uint32_t data_crc32(const NamedTensors& tensors);
 
+// save_pretrained's weights in `dir`: model.safetensors, or, when the tensors hold more than
+// `max_shard_bytes`, shards model-00001-of-0000N.safetensors (each at most max_shard_bytes unless
+// one tensor alone is larger, in order) and model.safetensors.index.json ({"metadata":
+// {"total_size"}, "weight_map"}), as Transformers writes them. Returns the file names written.
+std::vector<std::string> save_model_weights(const std::string& dir, const NamedTensors& tensors,
+                                            uint64_t max_shard_bytes);
+
+// The weights save_model_weights wrote in `dir` (model.safetensors, else the index's shards),
+// mapped. Throws InputError naming the file for a missing file, a bad index (a shard outside the
+// folder, a missing shard), or a damaged shard.
+NamedTensors map_model_weights(const std::string& dir);
+
 // A module's parameters and buffers under PyTorch's names (conv1.weight, ...).
 NamedTensors state_dict(const torch::nn::Module& module);
 

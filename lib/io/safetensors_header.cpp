@@ -1,6 +1,8 @@
 // safetensors header parsing and validation, torch-free: lib/io/safetensors.cpp maps the dtype
 // names to LibTorch's types; fuzz/safetensors_fuzz.cpp feeds it arbitrary bytes.
 #include "lib/io/safetensors_header.h"
+#include <map>
+#include <cstdio>
 
 #include <algorithm>
 #include <limits>
@@ -144,6 +146,36 @@ SafetensorsHeader parse_safetensors_header(const char* bytes, uint64_t size,
   }
   check_no_overlap(header.entries, bad);
   return header;
+}
+
+bool is_model_weights_file(const std::string& name) {
+  if (name == "model.safetensors" || name == "model.safetensors.index.json") return true;
+  unsigned a = 0, b = 0;
+  char tail[32] = {0};
+  return name.size() == 32 && std::sscanf(name.c_str(), "model-%5u-of-%5u.%12s", &a, &b, tail) == 3 &&
+         std::string(tail) == "safetensors";
+}
+
+uint64_t parse_file_size(const std::string& text, const std::string& what) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  const std::map<std::string, double> units = {{"", 1},       {"B", 1},      {"KB", 1e3},
+                                               {"MB", 1e6},   {"GB", 1e9},   {"TB", 1e12},
+                                               {"KiB", 1024.0}, {"MiB", 1048576.0},
+                                               {"GiB", 1073741824.0}};
+  auto it = units.find(unit);
+  if (used == 0 || it == units.end() || !(value > 0) || value * it->second > 1.8e19) {
+    throw InputError(fmt::format(
+        "{} {} is not allowed (a size such as 50GB, 500MB, 100KB, 5GiB, or a number of bytes)",
+        what, base::shown_text(text)));
+  }
+  return static_cast<uint64_t>(value * it->second);
 }
 
 }  // namespace trainer::io

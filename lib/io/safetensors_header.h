@@ -41,4 +41,11 @@ size_t safetensors_dtype_size(const std::string& dtype);
 SafetensorsHeader parse_safetensors_header(const char* bytes, uint64_t size,
                                            const std::string& path);
 
+// Whether `name` is a file name save_model_weights writes (model.safetensors, the index, a shard).
+bool is_model_weights_file(const std::string& name);
+
+// "50GB", "100KB", "5GiB", "1000" (bytes), as Transformers' convert_file_size_to_int reads them
+// (KB, MB, GB: powers of 1000; KiB, MiB, GiB: of 1024). Throws InputError naming `what`.
+uint64_t parse_file_size(const std::string& text, const std::string& what);
+
 }  // namespace trainer::io

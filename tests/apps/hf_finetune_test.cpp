@@ -215,3 +215,45 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
 
 }  // namespace
 }  // namespace trainer::hf_finetune_test
+
+namespace trainer::hf_finetune_test {
+namespace {
+
+// Above save_safetensors_max_shard_size the weights are shards with an index, in output_dir and
+// in checkpoints, as save_pretrained writes them: Transformers loads them, a run resumes from
+// them, and a later run saving one file removes the earlier shards.
+TEST(HfFineTuneFolders, ShardedWeightsLoadInTransformersAndResume) {
+  NEED_FIXTURES();
+  testing::TempDir tmp;
+  const std::string out = tmp.file("run");
+  const std::string base = testing::kTrainerBin + " train --model_name_or_path " + fixtures +
+                           "/llama --train_file " + kCorpus +
+                           " --block_size 32 --per_device_train_batch_size 2 --save_steps 2 "
+                           "--disable_tqdm true --output_dir " + out + " ";
+  auto r = run(base + "--max_steps 4 --save_safetensors_max_shard_size 100KB 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const std::string dir : {out, out + "/checkpoint-4"}) {
+    EXPECT_FALSE(std::filesystem::exists(dir + "/model.safetensors")) << dir;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors.index.json")) << dir;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/model-00006-of-00006.safetensors")) << dir;
+  }
+  auto loaded = run(python() +
+                    " -c \"import sys; from transformers import AutoModelForCausalLM as M; m, i = "
+                    "M.from_pretrained(sys.argv[1], output_loading_info=True); assert not "
+                    "i['missing_keys'] and not i['unexpected_keys'], i\" " + out + " 2>&1");
+  EXPECT_EQ(loaded.exit_code, 0) << loaded.out;
+  r = run(base + "--max_steps 6 --save_safetensors_max_shard_size 100KB --resume_from_checkpoint true 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("Continuing training from checkpoint " + out + "/checkpoint-4"), std::string::npos) << r.out;
+  r = run(base + "--max_steps 2 --save_strategy no --overwrite_output_dir true 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(out + "/model.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors.index.json"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/model-00001-of-00006.safetensors"));
+  r = run(base + "--max_steps 2 --save_safetensors_max_shard_size 12XB");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("save_safetensors_max_shard_size \"12XB\" is not allowed"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace trainer::hf_finetune_test
