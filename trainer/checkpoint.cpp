@@ -112,10 +112,10 @@ void Trainer::write_checkpoint_files(const std::string& staging, const std::stri
   manifest.world_size = accelerator.num_processes();
   manifest.total_batch_size = total_batch_size_;
   manifest.save_only_model = args_.save_only_model();
-  std::vector<std::string> files = io::save_model_weights(
-      staging, io::state_dict(*model_),
-      io::parse_file_size(args_.save_safetensors_max_shard_size(),
-                          "argument save_safetensors_max_shard_size:"));
+  std::vector<std::string> files =
+      io::save_model_weights(staging, io::state_dict(*model_),
+                             io::parse_file_size(args_.save_safetensors_max_shard_size(),
+                                                 "argument save_safetensors_max_shard_size:"));
   files.push_back(kStateFile);
   files.push_back(kArgsFile);
   // A Hugging Face model's config and tokenizer: the checkpoint is itself a model folder.

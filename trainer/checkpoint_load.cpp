@@ -157,11 +157,11 @@ void Trainer::check_resumable(const Resumable& checkpoint) const {
   // tensors happen to have the same shapes would load, and train something else.
   const json saved = base::read_json_object(base::join_path(dir, kArgsFile));
   const json now = json::parse(args_.to_json());
-  for (const char* key : {"model_name", "model_name_or_path", "model_config", "dataset_name",
-                          "dataset_config", "dataset_dir", "max_train_samples", "train_file",
-                          "validation_file", "validation_split_percentage", "block_size",
-                          "keep_linebreaks", "text_column_name", "tokenizer_name", "config_name",
-                          "model_type", "torch_dtype"}) {
+  for (const char* key :
+       {"model_name", "model_name_or_path", "model_config", "dataset_name", "dataset_config",
+        "dataset_dir", "max_train_samples", "train_file", "validation_file",
+        "validation_split_percentage", "block_size", "keep_linebreaks", "text_column_name",
+        "tokenizer_name", "config_name", "model_type", "torch_dtype"}) {
     if (!saved.contains(key)) continue;  // a checkpoint from before the key existed
     const json here = now.contains(key) ? now[key] : json();
     // Compared unordered ({"a": 1, "b": 2} is {"b": 2, "a": 1}), and paths as the files they name.

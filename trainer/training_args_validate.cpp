@@ -225,10 +225,9 @@ void TrainingArguments::validate_reporting_model_and_data() const {
     check(*max_eval_samples_ >= 1, "max_eval_samples", std::to_string(*max_eval_samples_),
           "must be >= 1");
   }
-  for (const auto& [key, value] : {std::pair{"train_file", &train_file_},
-                                   std::pair{"validation_file", &validation_file_},
-                                   std::pair{"tokenizer_name", &tokenizer_name_},
-                                   std::pair{"config_name", &config_name_}}) {
+  for (const auto& [key, value] :
+       {std::pair{"train_file", &train_file_}, std::pair{"validation_file", &validation_file_},
+        std::pair{"tokenizer_name", &tokenizer_name_}, std::pair{"config_name", &config_name_}}) {
     if (*value) check(!(*value)->empty(), key, "\"\"", "a path, or null");
   }
   check(validation_split_percentage_ >= 0 && validation_split_percentage_ <= 100,
@@ -240,7 +239,8 @@ void TrainingArguments::validate_reporting_model_and_data() const {
   if (model_type_) check_choice("model_type", *model_type_, {"gpt2", "llama"});
   check_choice("torch_dtype", torch_dtype_, {"auto", "float32", "bfloat16", "float16"});
   check(text_column_name_ != "", "text_column_name", "\"\"", "a column name");
-  io::parse_file_size(save_safetensors_max_shard_size_, "argument save_safetensors_max_shard_size:");
+  io::parse_file_size(save_safetensors_max_shard_size_,
+                      "argument save_safetensors_max_shard_size:");
 }
 
 }  // namespace trainer

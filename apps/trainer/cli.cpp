@@ -1,6 +1,6 @@
 // Command line of the `trainer` program: CLI11 for the subcommands' help and for the options of
-// plot, generate, env and launch (one function per command below); train, evaluate and predict
-// read their `--name value` pairs themselves (cli_arguments.cpp).
+// plot, generate, tokenize, env and launch (one function per command below); train, evaluate and
+// predict read their `--name value` pairs themselves (cli_arguments.cpp).
 #include "apps/trainer/cli.h"
 
 #include <algorithm>
@@ -40,7 +40,10 @@ const std::vector<std::pair<std::string, std::string>> kCommands = {
      "WORLD_SIZE, ...)."},
     {"generate",
      "Sample text from a trained gpt run (OUTPUT_DIR's training_args.json and "
-     "model.safetensors), seeded: prints the prompt and its continuation."}};
+     "model.safetensors), seeded: prints the prompt and its continuation."},
+    {"tokenize",
+     "Print the ids a Hugging Face tokenizer.json gives each line of FILE (or standard input), "
+     "as space-separated numbers; --decode reads such lines and prints their text."}};
 
 const char* kUsage =
     "trainer: train and evaluate models on LibTorch, as Transformers' Trainer does.\n"
@@ -50,6 +53,7 @@ const char* kUsage =
     "  trainer plot OUTPUT_DIR [OUTPUT_DIR ...] [-o FILE]\n"
     "  trainer generate OUTPUT_DIR [--prompt TEXT] [--max_new_tokens N] [--temperature T] "
     "[--top_k K] [--seed S]\n"
+    "  trainer tokenize --tokenizer_name DIR [FILE] [--decode] [--no_special_tokens]\n"
     "  trainer env\n"
     "  trainer launch [--nproc-per-node N ...] PROGRAM [ARGS...]";
 
@@ -132,7 +136,9 @@ CLI::App* add_plot(CLI::App& app, Command& command, OptionText& text) {
 // option given twice, or the one without its value. For launch, the scan stops at PROGRAM.
 std::string mismatch_text(const std::vector<std::string>& args, const std::string& what) {
   const std::string command =
-      !args.empty() && (args[0] == "plot" || args[0] == "generate") ? args[0] : "launch";
+      !args.empty() && (args[0] == "plot" || args[0] == "generate" || args[0] == "tokenize")
+          ? args[0]
+          : "launch";
   std::set<std::string> seen;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& word = args[i];
@@ -143,6 +149,7 @@ std::string mismatch_text(const std::vector<std::string>& args, const std::strin
     }
     const std::string name = word.substr(0, word.find('='));
     if (name == "--help" || name == "-h" || name == "--rank0-only") continue;
+    if (command == "tokenize" && (name == "--decode" || name == "--no_special_tokens")) continue;
     if (!seen.insert(name).second) {
       return fmt::format("trainer {}: option {} is given twice (each option is given once)",
                          command, base::shown_text(name));
@@ -191,7 +198,10 @@ CLI::App* add_generate(CLI::App& app, Command& command, OptionText& text) {
   text = {{"--max_new_tokens", std::to_string(go.max_new_tokens)},
           {"--temperature", base::python_float(go.temperature)},
           {"--top_k", std::to_string(go.top_k)},
-          {"--seed", std::to_string(go.seed)}};
+          {"--seed", std::to_string(go.seed)},
+          {"--top_p", "1.0"},
+          {"--use_cache", "true"},
+          {"--output_ids", "false"}};
   generate->add_option("output_dir", go.output_dir, "Output folder of a trained gpt run")
       ->type_name("OUTPUT_DIR");
   generate
@@ -208,6 +218,16 @@ CLI::App* add_generate(CLI::App& app, Command& command, OptionText& text) {
          "T");
   option("--top_k,--top-k", "--top_k", "Sample among the K likeliest bytes only (0: all 256)", "K");
   option("--seed", "--seed", "Seed of the sampling: the same seed, the same text", "S");
+  option("--do_sample,--do-sample", "--do_sample",
+         "A Hugging Face folder: true samples, false is greedy (default: its "
+         "generation_config.json's, else greedy)",
+         "BOOL");
+  option("--top_p,--top-p", "--top_p",
+         "Sample among the likeliest tokens of this total probability", "P");
+  option("--use_cache,--use-cache", "--use_cache",
+         "Keep each layer's keys and values (the KV cache)", "BOOL");
+  option("--output_ids,--output-ids", "--output_ids",
+         "Print the token ids (prompt and generated), not the text", "BOOL");
   return generate;
 }
 
@@ -220,11 +240,55 @@ void finish_generate(Command& command, OptionText& text) {
       "--max_new_tokens", text["--max_new_tokens"], 0, 1e6, true, "an integer in 0..1000000"));
   go.temperature = number_option("--temperature", text["--temperature"], 1e-6, 1e6, false,
                                  "a number from 1e-6 to 1e6");
-  go.top_k = static_cast<int64_t>(
-      number_option("--top_k", text["--top_k"], 0, 256, true, "an integer in 0..256; 0: all"));
+  go.top_k =
+      static_cast<int64_t>(number_option("--top_k", text["--top_k"], 0, 1e9, true,
+                                         "an integer >= 0 (at most the vocabulary); 0: all"));
+  go.top_p = number_option("--top_p", text["--top_p"], 1e-9, 1.0, false, "a number in (0, 1]");
+  auto flag = [&](const std::string& key) -> std::optional<bool> {
+    const std::string& v = text[key];
+    if (v.empty()) return std::nullopt;
+    if (v == "true" || v == "True" || v == "1") return true;
+    if (v == "false" || v == "False" || v == "0") return false;
+    throw InputError(fmt::format("trainer generate: {} {} is not allowed (true or false)", key,
+                                 base::shown_text(v)));
+  };
+  go.do_sample = flag("--do_sample");
+  go.use_cache = flag("--use_cache").value_or(true);
+  go.output_ids = flag("--output_ids").value_or(false);
   go.seed = static_cast<uint64_t>(number_option("--seed", text["--seed"], 0, 9007199254740992.0,
                                                 true, "an integer in 0..9007199254740992 (2^53)"));
   command.name = "generate";
+}
+
+CLI::App* add_tokenize(CLI::App& app, Command& command) {
+  CLI::App* tokenize = app.add_subcommand("tokenize", help_of("tokenize"));
+  tokenize->allow_extras();
+  TokenizeOptions& to = command.tokenize;
+  tokenize
+      ->add_option("--tokenizer_name,--tokenizer-name", to.tokenizer_name,
+                   "Folder with tokenizer.json (and tokenizer_config.json), or the file")
+      ->type_name("DIR");
+  tokenize->add_option("file", to.file, "Text to read a line at a time; default standard input")
+      ->type_name("FILE");
+  tokenize->add_flag("--decode", to.decode,
+                     "Read lines of space-separated ids and print each as text");
+  tokenize->add_flag("--no_special_tokens,--no-special-tokens",
+                     "Encode without the post-processor's special tokens (BOS); decode leaves "
+                     "special tokens out");
+  return tokenize;
+}
+
+void finish_tokenize(CLI::App& tokenize, Command& command) {
+  TokenizeOptions& to = command.tokenize;
+  if (to.tokenizer_name.empty()) {
+    throw InputError(
+        "trainer tokenize needs --tokenizer_name DIR (a folder with tokenizer.json, or the file)");
+  }
+  if (tokenize.get_option("file")->count() > 0 && to.file.empty()) {
+    throw InputError("trainer tokenize: FILE is empty (give a file, or none for standard input)");
+  }
+  to.special_tokens = tokenize.get_option("--no_special_tokens")->count() == 0;
+  command.name = "tokenize";
 }
 
 CLI::App* add_launch(CLI::App& app, Command& command, OptionText& text) {
@@ -331,6 +395,7 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   OptionText plot_text, generate_text, launch_text;
   CLI::App* plot = add_plot(app, command, plot_text);
   CLI::App* generate = add_generate(app, command, generate_text);
+  CLI::App* tokenize = add_tokenize(app, command);
   CLI::App* env = app.add_subcommand("env", help_of("env"));
   env->allow_extras();
   CLI::App* launch = add_launch(app, command, launch_text);
@@ -344,8 +409,8 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
     return std::nullopt;
   } catch (const CLI::RequiredError& e) {
     throw InputError(
-        "a command is required: trainer train|evaluate|predict|plot|generate|env|launch ... (see "
-        "trainer --help)");
+        "a command is required: trainer train|evaluate|predict|plot|generate|tokenize|env|launch "
+        "... (see trainer --help)");
   } catch (const CLI::ArgumentMismatch& e) {
     throw InputError(mismatch_text(args, e.what()));
   } catch (const CLI::ParseError& e) {
@@ -355,6 +420,9 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   if (env->parsed()) {
     refuse_extras(*env);
     command.name = "env";
+  } else if (tokenize->parsed()) {
+    refuse_extras(*tokenize);
+    finish_tokenize(*tokenize, command);
   } else if (generate->parsed()) {
     refuse_extras(*generate);
     finish_generate(command, generate_text);

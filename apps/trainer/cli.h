@@ -19,12 +19,28 @@ struct GenerateOptions {
   std::string prompt;  // "": the samples start after a newline, which is not printed
   int64_t max_new_tokens = 200;
   double temperature = 0.8;  // > 0; nanoGPT's sample.py's default (sharper than the model's)
-  int64_t top_k = 50;        // 0: every byte; else 1..256
+  int64_t top_k = 50;        // 0: every byte; else 1..256 (a Hugging Face model: its vocabulary)
   uint64_t seed = 42;
+  // A Hugging Face folder: sample (true) or greedy (false); unset: generation_config.json's
+  // do_sample (Transformers' default: greedy).
+  std::optional<bool> do_sample;
+  double top_p = 1.0;       // nucleus sampling: the smallest set of tokens of this probability
+  bool use_cache = true;    // the KV cache (false: every step runs the whole sequence)
+  bool output_ids = false;  // print the ids (prompt and generated), not the text
+};
+
+// `trainer tokenize --tokenizer_name DIR [FILE]`: each line's ids (or, --decode, each line of
+// ids as text).
+struct TokenizeOptions {
+  std::string tokenizer_name;  // a folder with tokenizer.json, or the file
+  std::string file;            // "": standard input
+  bool decode = false;
+  bool special_tokens = true;  // false: --no_special_tokens (no template tokens; decode skips them)
 };
 
 struct Command {
-  std::string name;    // "train", "evaluate", "predict", "plot", "env", "generate" or "launch"
+  std::string name;    // "train", "evaluate", "predict", "plot", "env", "generate", "tokenize" or
+                       // "launch"
   std::string config;  // JSON file, or "" for defaults
   std::vector<std::pair<std::string, std::string>> overrides;
   dist::LaunchOptions launch;          // for "launch"
@@ -32,6 +48,7 @@ struct Command {
   std::string plot_output;             // for "plot": -o FILE, or ""
   double plot_smoothing = 0.6;         // for "plot": --smoothing of the per-step loss
   GenerateOptions generate;            // for "generate"
+  TokenizeOptions tokenize;            // for "tokenize"
 };
 
 // Parses argv. Returns std::nullopt after printing help (exit 0). Throws InputError for unknown

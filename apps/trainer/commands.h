@@ -1,11 +1,12 @@
 // The `trainer` program's commands, one file each (main.cpp dispatches): train, evaluate and
-// predict on TrainingArguments, env, plot and generate (generate.h). Each returns the exit code;
-// bad input is an InputError, which main turns into one line and exit code 2.
+// predict on TrainingArguments, env, plot, generate (generate.h) and tokenize. Each returns the
+// exit code; bad input is an InputError, which main turns into one line and exit code 2.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "apps/trainer/cli.h"
 #include "trainer/training_args.h"
 
 namespace trainer::cli {
@@ -29,5 +30,9 @@ int env_command();
 // `trainer plot`: the runs' curves as an SVG and an HTML page.
 int plot_command(const std::vector<std::string>& output_dirs, const std::string& output,
                  double smoothing);
+
+// `trainer tokenize`: each input line's ids under a tokenizer.json, or (--decode) each line of ids
+// as text (apps/trainer/tokenize.cpp).
+int tokenize_command(const TokenizeOptions& options);
 
 }  // namespace trainer::cli

@@ -16,9 +16,10 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/warn.h"
 #include "lib/data/registry.h"
-#include "lib/io/safetensors.h"
 #include "lib/data/tokenizer.h"
+#include "lib/io/safetensors.h"
 #include "lib/models/gpt.h"
 #include "lib/models/hf_pretrained.h"
 #include "lib/models/registry.h"
@@ -105,11 +106,24 @@ int generate_hf(const cli::GenerateOptions& options) {
   data::Tokenizer tokenizer = data::Tokenizer::load(dir);
   std::vector<int32_t> prompt = tokenizer.encode(options.prompt);
   if (prompt.empty()) {
-    if (model->config().bos_token_id < 0) {
-      throw InputError("trainer generate: the prompt gives no tokens and the model has no "
-                       "bos_token_id to start from (give --prompt TEXT)");
+    const auto bos = generation_value(dir, "bos_token_id");
+    if (bos.is_number_integer() && bos.get<int64_t>() >= 0 &&
+        bos.get<int64_t>() < model->config().vocab_size) {
+      prompt.push_back(bos.get<int32_t>());
+    } else if (model->config().bos_token_id < 0) {
+      throw InputError(
+          "trainer generate: the prompt gives no tokens and the model has no "
+          "bos_token_id to start from (give --prompt TEXT)");
+    } else {
+      prompt.push_back(static_cast<int32_t>(model->config().bos_token_id));
     }
-    prompt.push_back(static_cast<int32_t>(model->config().bos_token_id));
+  }
+  const int64_t positions = model->config().max_position_embeddings;
+  if (static_cast<int64_t>(prompt.size()) >= positions) {
+    throw InputError(fmt::format(
+        "trainer generate: the prompt is {} tokens; the model reads at most {} positions "
+        "(max_position_embeddings) and must have room for one more",
+        prompt.size(), positions));
   }
   const auto sample_value = generation_value(dir, "do_sample");
   const bool sample =
@@ -122,9 +136,14 @@ int generate_hf(const cli::GenerateOptions& options) {
   models::KVCache cache;
   torch::Tensor input = torch::tensor(ids, torch::kLong).unsqueeze(0);
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
-    if (static_cast<int64_t>(ids.size()) >= limit) break;
-    torch::Tensor logits = options.use_cache ? model->logits(input, {}, &cache)
-                                             : model->logits(torch::tensor(ids, torch::kLong).unsqueeze(0));
+    if (static_cast<int64_t>(ids.size()) >= limit) {
+      base::warn("generation stopped after {} new tokens: the model reads at most {} positions",
+                 step, limit);
+      break;
+    }
+    torch::Tensor logits = options.use_cache
+                               ? model->logits(input, {}, &cache)
+                               : model->logits(torch::tensor(ids, torch::kLong).unsqueeze(0));
     const int64_t token = next_token(logits[0][-1].to(torch::kFloat), options, sample, generator);
     ids.push_back(token);
     if (std::find(eos.begin(), eos.end(), token) != eos.end()) break;
@@ -134,7 +153,8 @@ int generate_hf(const cli::GenerateOptions& options) {
   if (options.output_ids) {
     for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
   } else {
-    out = tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end()), /*skip_special_tokens=*/true);
+    out = tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end()),
+                           /*skip_special_tokens=*/true);
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (out.empty() || out.back() != '\n') std::fputc('\n', stdout);

@@ -1,8 +1,9 @@
 // The `trainer` program: `trainer train`, `evaluate` and `predict` on any registered data set, with
 // Transformers' arguments, outputs and printed metrics, on one process or on every process a
 // launcher started (only the main one prints and writes); `trainer launch` starts them; `trainer
-// plot` draws runs' curves; `trainer generate` samples from a trained gpt; `trainer env` prints the
-// versions a bug report needs. Bad input exits 2 with one line. Each command is a file of its own.
+// plot` draws runs' curves; `trainer generate` samples from a trained gpt; `trainer tokenize` shows
+// a tokenizer.json's ids; `trainer env` prints the versions a bug report needs. Bad input exits 2
+// with one line. Each command is a file of its own.
 #include <csignal>
 #include <cstdlib>
 
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
     }
     if (command->name == "env") return env_command();
     if (command->name == "generate") return generate_text(command->generate);
+    if (command->name == "tokenize") return tokenize_command(command->tokenize);
     if (command->name == "plot") {
       return plot_command(command->plot_dirs, command->plot_output, command->plot_smoothing);
     }

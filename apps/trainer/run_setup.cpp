@@ -16,9 +16,10 @@
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
+#include "lib/data/clm.h"
+#include "lib/data/tokenizer.h"
 #include "lib/distributed/env.h"
 #include "lib/io/safetensors.h"
-#include "lib/data/clm.h"
 #include "lib/models/hf_pretrained.h"
 #include "lib/models/registry.h"
 #include "lib/models/torchscript.h"
@@ -26,8 +27,20 @@
 namespace trainer::cli {
 
 std::optional<models::HfConfig> hf_config(const TrainingArguments& args, int64_t vocab_size) {
-  if (args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path())) {
-    return models::read_hf_config(*args.model_name_or_path());
+  if (args.model_name_or_path()) {
+    const std::string& path = *args.model_name_or_path();
+    if (models::is_hf_model_dir(path)) return models::read_hf_config(path);
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      throw InputError(fmt::format(
+          "model_name_or_path {} does not exist (a Hugging Face model folder, or a TorchScript "
+          "file; nothing is downloaded)",
+          path));
+    }
+    if (std::filesystem::is_directory(path, ec)) {
+      throw InputError(fmt::format(
+          "model_name_or_path {} holds no config.json (not a Hugging Face model folder)", path));
+    }
   }
   if (args.config_name()) {
     const std::string& name = *args.config_name();
@@ -39,7 +52,15 @@ std::optional<models::HfConfig> hf_config(const TrainingArguments& args, int64_t
     return config;
   }
   if (args.model_type()) {
-    return models::hf_config_from_defaults(*args.model_type(), args.model_config(), vocab_size);
+    // The tokenizer's BOS and EOS, where there is one, rather than Transformers' defaults.
+    int64_t bos = -1, eos = -1;
+    if (uses_text_files(args) || args.tokenizer_name()) {
+      const auto tokenizer = data::Tokenizer::load(tokenizer_path(args));
+      bos = tokenizer.bos_token_id().value_or(-1);
+      eos = tokenizer.eos_token_id().value_or(-1);
+    }
+    return models::hf_config_from_defaults(*args.model_type(), args.model_config(), vocab_size, bos,
+                                           eos);
   }
   return std::nullopt;
 }
@@ -76,8 +97,8 @@ std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
     options.validation_split_percentage = args.validation_split_percentage();
     options.keep_linebreaks = args.keep_linebreaks();
     options.text_column_name = args.text_column_name();
+    const auto config = hf_config(args, 0);  // first: a missing model folder is said as such
     options.tokenizer_path = tokenizer_path(args);
-    const auto config = hf_config(args, 0);
     if (!config && !args.block_size()) {
       throw InputError(
           "train_file needs a Hugging Face model (model_name_or_path, config_name or model_type) "
@@ -131,8 +152,9 @@ std::string gigabytes(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e
   throw InputError(fmt::format(
       "model {} with model_config {} is too large for this machine: it needs {}, and the machine "
       "has {} bytes ({}) of memory in all; choose a smaller model or model_config",
-      args.model_name_or_path().value_or(args.model_name()), base::shown(args.model_config()),
-      needed, total, gigabytes(static_cast<double>(total))));
+      args.model_name_or_path().value_or(
+          args.config_name().value_or(args.model_type().value_or(args.model_name()))),
+      base::shown(args.model_config()), needed, total, gigabytes(static_cast<double>(total))));
 }
 
 }  // namespace
@@ -169,9 +191,8 @@ std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
         base::shown(args.model_config())));
   }
   if (config.vocab_size < info.num_labels) {
-    throw InputError(fmt::format(
-        "the tokenizer has {} tokens, more than the model's vocab_size {}", info.num_labels,
-        config.vocab_size));
+    throw InputError(fmt::format("the tokenizer has {} tokens, more than the model's vocab_size {}",
+                                 info.num_labels, config.vocab_size));
   }
   std::shared_ptr<models::HfCausalLM> model;
   std::string source;
@@ -179,8 +200,18 @@ std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
     source = *args.model_name_or_path();
     model = models::load_hf_model(source, args.torch_dtype());
   } else {
+    // A fresh model is allocated in full: one larger than the machine is said before.
+    const double bytes = 4.0 * static_cast<double>(models::hf_num_parameters(config));
+    if (bytes > static_cast<double>(memory_bytes())) {
+      throw InputError(fmt::format(
+          "a {} model of {} parameters needs {} for its float32 weights alone; the machine has {} "
+          "of memory (choose a smaller model_config)",
+          config.model_type, base::thousands(models::hf_num_parameters(config)), gigabytes(bytes),
+          gigabytes(static_cast<double>(memory_bytes()))));
+    }
     model = models::make_hf_causal_lm(config);
-    if (args.torch_dtype() != "auto") model->to(models::hf_dtype(args.torch_dtype(), "torch_dtype"));
+    if (args.torch_dtype() != "auto")
+      model->to(models::hf_dtype(args.torch_dtype(), "torch_dtype"));
     if (args.config_name() && std::filesystem::is_directory(*args.config_name())) {
       source = *args.config_name();
     }
@@ -326,7 +357,8 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
   }
   std::string weights = base::join_path(args.output_dir(), "model.safetensors");
   if (!std::filesystem::exists(weights) &&
-      !std::filesystem::exists(base::join_path(args.output_dir(), "model.safetensors.index.json"))) {
+      !std::filesystem::exists(
+          base::join_path(args.output_dir(), "model.safetensors.index.json"))) {
     throw InputError(fmt::format(
         "{} does not exist (train first, or set output_dir to a trained run)", weights));
   }

@@ -26,8 +26,8 @@ bool uses_text_files(const TrainingArguments& args);
 // The folder (or file) of tokenizer.json: tokenizer_name, else the model's folder.
 std::string tokenizer_path(const TrainingArguments& args);
 
-// The data set the arguments name (train_file / validation_file, or dataset_name); a split's caches are written by the node's first process and
-// read by the others.
+// The data set the arguments name (train_file / validation_file, or dataset_name); a split's caches
+// are written by the node's first process and read by the others.
 std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
                                               const TrainingArguments& args);
 

@@ -75,7 +75,12 @@ void print_sample(models::Model& model, const TrainingArguments& args, const dat
     fmt::print("\nSample (trainer generate {} --do_sample true --max_new_tokens 64 --seed {}):\n",
                args.output_dir(), options.seed);
     std::fflush(stdout);
-    generate_text(options);
+    try {
+      generate_text(options);
+    } catch (const std::exception& e) {
+      // The run's results are saved: a sample that cannot be drawn is no reason to fail it.
+      base::warn("no sample: {}", base::first_line(e.what()));
+    }
     return;
   }
   auto* gpt = dynamic_cast<models::Gpt*>(&model);
@@ -162,10 +167,11 @@ int train_command(const TrainingArguments& args) {
     // An earlier run's weights in the other layout (shards or one file), and its model folder's
     // files (config, tokenizer) where this run's model has none: a loader must not find them.
     for (const auto& entry : output->earlier_entries()) {
-      if (io::is_model_weights_file(entry) || model->pretrained_files.count(entry) == 0 &&
-          (entry == "config.json" || entry == "generation_config.json" ||
-           base::starts_with(entry, "tokenizer") || entry == "special_tokens_map.json" ||
-           entry == "chat_template.jinja")) {
+      if (io::is_model_weights_file(entry) ||
+          model->pretrained_files.count(entry) == 0 &&
+              (entry == "config.json" || entry == "generation_config.json" ||
+               base::starts_with(entry, "tokenizer") || entry == "special_tokens_map.json" ||
+               entry == "chat_template.jinja")) {
         batch.remove_on_commit(base::join_path(args.output_dir(), entry));
       }
     }

@@ -20,7 +20,8 @@ BlockDataset::BlockDataset(torch::Tensor tokens, int64_t block_size)
     : tokens_(std::move(tokens)), block_size_(block_size), size_(tokens_.numel() / block_size) {}
 
 Example BlockDataset::get(int64_t index) const {
-  torch::Tensor block = tokens_.slice(0, index * block_size_, (index + 1) * block_size_).to(torch::kLong);
+  torch::Tensor block =
+      tokens_.slice(0, index * block_size_, (index + 1) * block_size_).to(torch::kLong);
   return {block, block};
 }
 
@@ -49,14 +50,17 @@ constexpr char kCacheMagic[8] = {'T', 'R', 'C', 'L', 'M', '1', 0, 0};
 // What decides the cached ids: the files (path, size, modification time), the tokenizer, the
 // options; a hex key.
 std::string cache_key(const ClmOptions& o, const Tokenizer& tokenizer) {
-  std::string text = fmt::format("v1|{}|{}|{}|{}|{}|", tokenizer.fingerprint(), o.block_size,
-                                 o.keep_linebreaks, o.text_column_name, o.validation_split_percentage);
+  std::string text =
+      fmt::format("v1|{}|{}|{}|{}|{}|", tokenizer.fingerprint(), o.block_size, o.keep_linebreaks,
+                  o.text_column_name, o.validation_split_percentage);
   for (const std::string& file : {o.train_file, o.validation_file}) {
     struct stat info {};
     std::error_code ec;
-    const std::string real = file.empty() ? "" : std::filesystem::weakly_canonical(file, ec).string();
+    const std::string real =
+        file.empty() ? "" : std::filesystem::weakly_canonical(file, ec).string();
     if (!file.empty() && ::stat(file.c_str(), &info) == 0) {
-      text += fmt::format("{}:{}:{}.{}|", real, info.st_size, info.st_mtim.tv_sec, info.st_mtim.tv_nsec);
+      text += fmt::format("{}:{}:{}.{}|", real, info.st_size, info.st_mtim.tv_sec,
+                          info.st_mtim.tv_nsec);
     } else {
       text += "-|";
     }
@@ -84,8 +88,8 @@ Tokenized tokenize(const ClmOptions& o, const Tokenizer& tokenizer) {
     auto texts = read_lm_file(o.train_file, o.text_column_name, o.keep_linebreaks);
     size_t split = 0;
     if (o.validation_file.empty()) {
-      split = static_cast<size_t>(
-          validation_split_boundary(static_cast<int64_t>(texts.size()), o.validation_split_percentage));
+      split = static_cast<size_t>(validation_split_boundary(static_cast<int64_t>(texts.size()),
+                                                            o.validation_split_percentage));
       out.validation = group_texts(encode_all(tokenizer, texts, 0, split), o.block_size);
     }
     out.train = group_texts(encode_all(tokenizer, texts, split, texts.size()), o.block_size);
@@ -167,11 +171,10 @@ class ClmSource : public DataSource {
 
  private:
   void load() {
-    const std::string cache =
-        context_.cache_dir.empty()
-            ? ""
-            : base::join_path(base::join_path(context_.cache_dir, "clm"),
-                              cache_key(options_, *tokenizer_) + ".bin");
+    const std::string cache = context_.cache_dir.empty()
+                                  ? ""
+                                  : base::join_path(base::join_path(context_.cache_dir, "clm"),
+                                                    cache_key(options_, *tokenizer_) + ".bin");
     if (!cache.empty()) {
       if (auto hit = read_cache(cache)) {
         loaded_ = std::move(*hit);
@@ -199,7 +202,8 @@ class ClmSource : public DataSource {
 
 std::unique_ptr<DataSource> make_clm_source(const ClmOptions& options, LoadContext context) {
   if (options.block_size < 1) {
-    throw InputError(fmt::format("block_size {} is not allowed (a positive integer)", options.block_size));
+    throw InputError(
+        fmt::format("block_size {} is not allowed (a positive integer)", options.block_size));
   }
   if (options.train_file.empty() && options.validation_file.empty()) {
     throw InputError("train_file or validation_file is needed for language modeling on text files");

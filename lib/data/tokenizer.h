@@ -1,2 +1,87 @@
-// (stub: being written)
+// Hugging Face tokenizers from their tokenizer.json, torch-free: byte-level BPE as GPT-2 and
+// Llama-3 save it, with the ids the `tokenizers` library (Rust) gives, on ICU's Unicode classes.
+//
+// Supported (anything else is an InputError naming the file and the component):
+//   normalizer      null
+//   pre_tokenizer   null, ByteLevel (add_prefix_space, use_regex: GPT-2's split pattern),
+//                   Split (a Regex or String pattern, behavior Isolated or Removed, invert false),
+//                   Sequence of those (ByteLevel last)
+//   model           BPE (merges as "a b" strings or ["a", "b"] pairs, ignore_merges, unk_token,
+//                   fuse_unk); no dropout, byte_fallback, continuing_subword_prefix or
+//                   end_of_word_suffix
+//   added_tokens    matched in the raw text before anything else (leftmost, longest first; the
+//                   normalized: false ones before the others), without lstrip, rstrip, single_word
+//   post_processor  null, ByteLevel (no effect on ids), TemplateProcessing (its `single`),
+//                   Sequence of those
+//   decoder         null, ByteLevel
+//   truncation, padding: null
+// Patterns are Oniguruma's (what `tokenizers` compiles); they run under ICU's regular expressions
+// with `\s` and `\S` rewritten as \p{White_Space} and \P{White_Space} (Oniguruma's `\s` is exactly
+// the White_Space property, U+0085 and U+000B included, which ICU's `\s` lacks). GPT-2's and
+// Llama-3's patterns run as hand-written scanners over the same ICU classes (the same splits,
+// several times faster); `Options::fast_split = false` runs them under ICU's regex instead.
+// ICU 72 has Unicode 15.0, the `tokenizers` wheel's Oniguruma Unicode 16.0: only code points first
+// assigned in Unicode 16 (4924 letters, 80 digits) are classed differently.
+//
+// Text that is not valid UTF-8 is read as Python's bytes.decode("utf-8", errors="replace") reads
+// it (what open(path, errors="replace") hands `tokenizers`): each maximal subpart of an ill-formed
+// sequence (Unicode's recommended practice) becomes one U+FFFD.
 #pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trainer::data {
+
+class Tokenizer {
+ public:
+  struct Options {
+    bool fast_split = true;  // GPT-2's and Llama-3's patterns as scanners (false: ICU regex)
+  };
+
+  // Reads DIR/tokenizer.json (or a path to a tokenizer.json file) and, when present beside it,
+  // tokenizer_config.json (bos_token, eos_token, pad_token, unk_token as strings or
+  // {"content": ...}). Throws InputError with one line naming the file and the field/component
+  // for anything unsupported or corrupt.
+  static Tokenizer load(const std::string& path);
+  static Tokenizer load(const std::string& path, const Options& options);
+
+  // The ids `tokenizers` gives for `text` (tokenizer(text)["input_ids"] in Transformers: with the
+  // post-processor's special tokens when add_special_tokens). Thread-safe.
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
+  // The text of `ids` as `tokenizers` decodes it (ids without a token are left out, as there;
+  // skip_special_tokens leaves out the added tokens marked special).
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
+
+  int64_t vocab_size() const;  // len(tokenizer): the highest id + 1, added tokens included
+  std::optional<int32_t> token_to_id(const std::string& token) const;
+  std::optional<std::string> id_to_token(int32_t id) const;
+  std::optional<int32_t> bos_token_id() const;
+  std::optional<int32_t> eos_token_id() const;
+  std::optional<int32_t> pad_token_id() const;
+  std::optional<int32_t> unk_token_id() const;
+  // The SHA-256 of tokenizer.json's bytes followed by tokenizer_config.json's (when read), in hex:
+  // a cache key.
+  const std::string& fingerprint() const;
+  // The tokenizer.json read (its path as given or found).
+  const std::string& path() const;
+
+  // Writes tokenizer.json and tokenizer_config.json (as read, byte for byte; the config only when
+  // one was read) into `dir`, created when missing, as save_pretrained would hand them back.
+  void save(const std::string& dir) const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+// A copy of `text` in which each ill-formed UTF-8 subpart (maximal, as Unicode recommends and
+// Python's errors="replace" does) is U+FFFD; `text` itself when it is valid.
+std::string replace_invalid_utf8(std::string_view text);
+
+}  // namespace trainer::data

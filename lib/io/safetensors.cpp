@@ -178,13 +178,15 @@ std::vector<std::string> save_model_weights(const std::string& dir, const NamedT
   std::vector<std::string> names;
   nlohmann::ordered_json map = nlohmann::ordered_json::object();
   for (size_t i = 0; i < shards.size(); ++i) {
-    const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+    const std::string name =
+        fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
     save_safetensors(base::join_path(dir, name), shards[i]);
     for (const auto& [key, t] : shards[i]) map[key] = name;
     names.push_back(name);
   }
   nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
-  base::write_file_atomic(base::join_path(dir, "model.safetensors.index.json"), index.dump(2) + "\n");
+  base::write_file_atomic(base::join_path(dir, "model.safetensors.index.json"),
+                          index.dump(2) + "\n");
   names.push_back("model.safetensors.index.json");
   return names;
 }
@@ -198,11 +200,13 @@ NamedTensors map_model_weights(const std::string& dir) {
   }
   auto index = base::read_json_object(index_path);
   if (!index.contains("weight_map") || !index["weight_map"].is_object()) {
-    throw InputError(fmt::format("{}: weight_map is missing (an object of tensor name -> file)", index_path));
+    throw InputError(
+        fmt::format("{}: weight_map is missing (an object of tensor name -> file)", index_path));
   }
   std::vector<std::string> files;
   for (const auto& item : index["weight_map"].items()) {
-    if (!item.value().is_string() || item.value().get<std::string>().find('/') != std::string::npos ||
+    if (!item.value().is_string() ||
+        item.value().get<std::string>().find('/') != std::string::npos ||
         !is_model_weights_file(item.value().get<std::string>())) {
       throw InputError(fmt::format("{}: weight_map[\"{}\"] is {}, not a shard of the folder",
                                    index_path, item.key(), base::shown(item.value())));
@@ -212,7 +216,8 @@ NamedTensors map_model_weights(const std::string& dir) {
   }
   NamedTensors out;
   for (const auto& file : files) {
-    for (auto& item : map_safetensors(base::join_path(dir, file)).tensors) out.push_back(std::move(item));
+    for (auto& item : map_safetensors(base::join_path(dir, file)).tensors)
+      out.push_back(std::move(item));
   }
   return out;
 }

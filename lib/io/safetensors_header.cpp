@@ -1,8 +1,8 @@
 // safetensors header parsing and validation, torch-free: lib/io/safetensors.cpp maps the dtype
 // names to LibTorch's types; fuzz/safetensors_fuzz.cpp feeds it arbitrary bytes.
 #include "lib/io/safetensors_header.h"
-#include <map>
 #include <cstdio>
+#include <map>
 
 #include <algorithm>
 #include <limits>
@@ -152,7 +152,8 @@ bool is_model_weights_file(const std::string& name) {
   if (name == "model.safetensors" || name == "model.safetensors.index.json") return true;
   unsigned a = 0, b = 0;
   char tail[32] = {0};
-  return name.size() == 32 && std::sscanf(name.c_str(), "model-%5u-of-%5u.%12s", &a, &b, tail) == 3 &&
+  return name.size() == 32 &&
+         std::sscanf(name.c_str(), "model-%5u-of-%5u.%12s", &a, &b, tail) == 3 &&
          std::string(tail) == "safetensors";
 }
 
@@ -165,10 +166,9 @@ uint64_t parse_file_size(const std::string& text, const std::string& what) {
     used = 0;
   }
   const std::string unit = text.substr(used);
-  const std::map<std::string, double> units = {{"", 1},       {"B", 1},      {"KB", 1e3},
-                                               {"MB", 1e6},   {"GB", 1e9},   {"TB", 1e12},
-                                               {"KiB", 1024.0}, {"MiB", 1048576.0},
-                                               {"GiB", 1073741824.0}};
+  const std::map<std::string, double> units = {
+      {"", 1},      {"B", 1},        {"KB", 1e3},        {"MB", 1e6},          {"GB", 1e9},
+      {"TB", 1e12}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
   auto it = units.find(unit);
   if (used == 0 || it == units.end() || !(value > 0) || value * it->second > 1.8e19) {
     throw InputError(fmt::format(

@@ -28,7 +28,9 @@ struct Weights : torch::nn::Module {
 // Linear as nn.Linear stores it: weight [out, in].
 struct Linear : Weights {
   Linear(int64_t in, int64_t out, bool with_bias) : Weights({out, in}, with_bias ? out : 0) {}
-  Tensor operator()(const Tensor& x) const { return torch::nn::functional::linear(x, weight, bias); }
+  Tensor operator()(const Tensor& x) const {
+    return torch::nn::functional::linear(x, weight, bias);
+  }
 };
 
 // GPT-2's Conv1D: weight [in, out], x @ weight + bias.
@@ -73,8 +75,10 @@ Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& m
   if (mask.defined()) {
     return torch::scaled_dot_product_attention(q, keys, values, mask, dropout, false, scale);
   }
-  if (past == 0) return torch::scaled_dot_product_attention(q, keys, values, {}, dropout, true, scale);
-  if (T == 1) return torch::scaled_dot_product_attention(q, keys, values, {}, dropout, false, scale);
+  if (past == 0)
+    return torch::scaled_dot_product_attention(q, keys, values, {}, dropout, true, scale);
+  if (T == 1)
+    return torch::scaled_dot_product_attention(q, keys, values, {}, dropout, false, scale);
   auto opts = torch::TensorOptions(torch::kBool).device(q.device());
   Tensor causal = torch::ones({T, past + T}, opts).tril(past);
   return torch::scaled_dot_product_attention(q, keys, values, causal, dropout, false, scale);
@@ -106,7 +110,9 @@ void check_ids(const Tensor& input_ids, int64_t past, int64_t max_positions, con
 
 struct LayerNorm : Weights {
   LayerNorm(int64_t n, double eps) : Weights({n}, n), eps(eps) {}
-  Tensor operator()(const Tensor& x) const { return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps); }
+  Tensor operator()(const Tensor& x) const {
+    return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
+  }
   double eps;
 };
 
@@ -120,7 +126,9 @@ struct Gpt2Attention : torch::nn::Module {
   Tensor forward(const Tensor& x, const Tensor& mask, KVCache* cache, size_t layer, int64_t past) {
     const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
     auto qkv = (*c_attn)(x).split(C, 2);
-    auto heads = [&](const Tensor& t) { return t.view({B, T, c.num_attention_heads, c.head_dim}).transpose(1, 2); };
+    auto heads = [&](const Tensor& t) {
+      return t.view({B, T, c.num_attention_heads, c.head_dim}).transpose(1, 2);
+    };
     auto [k, v] = cached(cache, layer, heads(qkv[1]), heads(qkv[2]));
     const double p = is_training() ? c.attn_pdrop : 0.0;
     Tensor y = attend(heads(qkv[0]), k, v, mask, past, p, scale);
@@ -136,7 +144,8 @@ struct Gpt2Attention : torch::nn::Module {
 struct Gpt2Mlp : torch::nn::Module {
   explicit Gpt2Mlp(const HfConfig& c) : c(c) {
     c_fc = register_module("c_fc", std::make_shared<Conv1D>(c.hidden_size, c.intermediate_size));
-    c_proj = register_module("c_proj", std::make_shared<Conv1D>(c.intermediate_size, c.hidden_size));
+    c_proj =
+        register_module("c_proj", std::make_shared<Conv1D>(c.intermediate_size, c.hidden_size));
   }
   Tensor forward(const Tensor& x) {
     Tensor y = (*c_proj)(activation(c.activation, (*c_fc)(x)));
@@ -160,8 +169,11 @@ struct Gpt2Block : torch::nn::Module {
 
 struct Gpt2Body : torch::nn::Module {
   explicit Gpt2Body(const HfConfig& c) {
-    wte = register_module("wte", std::make_shared<Weights>(std::vector<int64_t>{c.vocab_size, c.hidden_size}, 0));
-    wpe = register_module("wpe", std::make_shared<Weights>(std::vector<int64_t>{c.max_position_embeddings, c.hidden_size}, 0));
+    wte = register_module(
+        "wte", std::make_shared<Weights>(std::vector<int64_t>{c.vocab_size, c.hidden_size}, 0));
+    wpe = register_module("wpe",
+                          std::make_shared<Weights>(
+                              std::vector<int64_t>{c.max_position_embeddings, c.hidden_size}, 0));
     h = register_module("h", torch::nn::ModuleList());
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       auto block = std::make_shared<Gpt2Block>(c, i);
@@ -181,7 +193,9 @@ class Gpt2 : public HfCausalLM {
   explicit Gpt2(const HfConfig& config) : HfCausalLM(config) {
     transformer = register_module("transformer", std::make_shared<Gpt2Body>(config_));
     if (!config_.tie_word_embeddings) {
-      lm_head = register_module("lm_head", std::make_shared<Weights>(std::vector<int64_t>{config_.vocab_size, config_.hidden_size}, 0));
+      lm_head = register_module(
+          "lm_head", std::make_shared<Weights>(
+                         std::vector<int64_t>{config_.vocab_size, config_.hidden_size}, 0));
     }
     init_weights();
   }
@@ -230,15 +244,21 @@ Tensor rotate_half(const Tensor& x) {
 struct LlamaAttention : torch::nn::Module {
   explicit LlamaAttention(const HfConfig& c) : c(c) {
     const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
-    q_proj = register_module("q_proj", std::make_shared<Linear>(c.hidden_size, q, c.attention_bias));
-    k_proj = register_module("k_proj", std::make_shared<Linear>(c.hidden_size, kv, c.attention_bias));
-    v_proj = register_module("v_proj", std::make_shared<Linear>(c.hidden_size, kv, c.attention_bias));
-    o_proj = register_module("o_proj", std::make_shared<Linear>(q, c.hidden_size, c.attention_bias));
+    q_proj =
+        register_module("q_proj", std::make_shared<Linear>(c.hidden_size, q, c.attention_bias));
+    k_proj =
+        register_module("k_proj", std::make_shared<Linear>(c.hidden_size, kv, c.attention_bias));
+    v_proj =
+        register_module("v_proj", std::make_shared<Linear>(c.hidden_size, kv, c.attention_bias));
+    o_proj =
+        register_module("o_proj", std::make_shared<Linear>(q, c.hidden_size, c.attention_bias));
   }
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask,
                  KVCache* cache, size_t layer, int64_t past) {
     const int64_t B = x.size(0), T = x.size(1);
-    auto heads = [&](const Tensor& t, int64_t n) { return t.view({B, T, n, c.head_dim}).transpose(1, 2); };
+    auto heads = [&](const Tensor& t, int64_t n) {
+      return t.view({B, T, n, c.head_dim}).transpose(1, 2);
+    };
     Tensor q = heads((*q_proj)(x), c.num_attention_heads);
     Tensor k = heads((*k_proj)(x), c.num_key_value_heads);
     Tensor v = heads((*v_proj)(x), c.num_key_value_heads);
@@ -246,7 +266,8 @@ struct LlamaAttention : torch::nn::Module {
     k = k * cos + rotate_half(k) * sin;
     auto [keys, values] = cached(cache, layer, k, v);
     const double p = is_training() ? c.attention_dropout : 0.0;
-    Tensor y = attend(q, keys, values, mask, past, p, 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+    Tensor y =
+        attend(q, keys, values, mask, past, p, 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
     return (*o_proj)(y.transpose(1, 2).reshape({B, T, -1}));
   }
   const HfConfig& c;
@@ -255,11 +276,16 @@ struct LlamaAttention : torch::nn::Module {
 
 struct LlamaMlp : torch::nn::Module {
   explicit LlamaMlp(const HfConfig& c) : c(c) {
-    gate_proj = register_module("gate_proj", std::make_shared<Linear>(c.hidden_size, c.intermediate_size, c.mlp_bias));
-    up_proj = register_module("up_proj", std::make_shared<Linear>(c.hidden_size, c.intermediate_size, c.mlp_bias));
-    down_proj = register_module("down_proj", std::make_shared<Linear>(c.intermediate_size, c.hidden_size, c.mlp_bias));
+    gate_proj = register_module(
+        "gate_proj", std::make_shared<Linear>(c.hidden_size, c.intermediate_size, c.mlp_bias));
+    up_proj = register_module(
+        "up_proj", std::make_shared<Linear>(c.hidden_size, c.intermediate_size, c.mlp_bias));
+    down_proj = register_module(
+        "down_proj", std::make_shared<Linear>(c.intermediate_size, c.hidden_size, c.mlp_bias));
   }
-  Tensor forward(const Tensor& x) { return (*down_proj)(activation(c.activation, (*gate_proj)(x)) * (*up_proj)(x)); }
+  Tensor forward(const Tensor& x) {
+    return (*down_proj)(activation(c.activation, (*gate_proj)(x)) * (*up_proj)(x));
+  }
   const HfConfig& c;
   std::shared_ptr<Linear> gate_proj, up_proj, down_proj;
 };
@@ -268,8 +294,10 @@ struct LlamaLayer : torch::nn::Module {
   explicit LlamaLayer(const HfConfig& c) {
     self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c));
     mlp = register_module("mlp", std::make_shared<LlamaMlp>(c));
-    input_layernorm = register_module("input_layernorm", std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps));
-    post_attention_layernorm = register_module("post_attention_layernorm", std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps));
+    input_layernorm =
+        register_module("input_layernorm", std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps));
+    post_attention_layernorm = register_module(
+        "post_attention_layernorm", std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps));
   }
   std::shared_ptr<LlamaAttention> self_attn;
   std::shared_ptr<LlamaMlp> mlp;
@@ -278,7 +306,9 @@ struct LlamaLayer : torch::nn::Module {
 
 struct LlamaBody : torch::nn::Module {
   explicit LlamaBody(const HfConfig& c) {
-    embed_tokens = register_module("embed_tokens", std::make_shared<Weights>(std::vector<int64_t>{c.vocab_size, c.hidden_size}, 0));
+    embed_tokens = register_module(
+        "embed_tokens",
+        std::make_shared<Weights>(std::vector<int64_t>{c.vocab_size, c.hidden_size}, 0));
     layers_list = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       auto layer = std::make_shared<LlamaLayer>(c);
@@ -298,13 +328,16 @@ class Llama : public HfCausalLM {
   explicit Llama(const HfConfig& config) : HfCausalLM(config) {
     model = register_module("model", std::make_shared<LlamaBody>(config_));
     if (!config_.tie_word_embeddings) {
-      lm_head = register_module("lm_head", std::make_shared<Weights>(std::vector<int64_t>{config_.vocab_size, config_.hidden_size}, 0));
+      lm_head = register_module(
+          "lm_head", std::make_shared<Weights>(
+                         std::vector<int64_t>{config_.vocab_size, config_.hidden_size}, 0));
     }
     // inv_freq as LlamaRotaryEmbedding computes it (float32), not a parameter or buffer of the
     // state dict (Transformers does not save it).
-    inv_freq_ = 1.0 / torch::pow(config_.rope_theta,
-                                 torch::arange(0, config_.head_dim, 2, torch::kLong).to(torch::kFloat) /
-                                     static_cast<double>(config_.head_dim));
+    inv_freq_ =
+        1.0 / torch::pow(config_.rope_theta,
+                         torch::arange(0, config_.head_dim, 2, torch::kLong).to(torch::kFloat) /
+                             static_cast<double>(config_.head_dim));
     init_weights();
   }
 
@@ -314,7 +347,8 @@ class Llama : public HfCausalLM {
     const int64_t T = input_ids.size(1);
     Tensor x = torch::embedding(model->embed_tokens->weight, input_ids);
     // cos and sin in float32, then in the activations' type: [1, 1, T, head_dim].
-    Tensor positions = torch::arange(past, past + T, torch::TensorOptions(torch::kFloat).device(x.device()));
+    Tensor positions =
+        torch::arange(past, past + T, torch::TensorOptions(torch::kFloat).device(x.device()));
     Tensor freqs = positions.unsqueeze(1) * inv_freq_.to(x.device()).unsqueeze(0);
     Tensor emb = torch::cat({freqs, freqs}, -1);
     Tensor cos = emb.cos().to(x.scalar_type()).view({1, 1, T, -1});
@@ -327,7 +361,8 @@ class Llama : public HfCausalLM {
     }
     if (cache) cache->length = past + T;
     x = (*model->norm)(x);
-    return torch::nn::functional::linear(x, lm_head ? lm_head->weight : model->embed_tokens->weight);
+    return torch::nn::functional::linear(x,
+                                         lm_head ? lm_head->weight : model->embed_tokens->weight);
   }
 
   std::shared_ptr<LlamaBody> model;
@@ -345,8 +380,9 @@ HfCausalLM::HfCausalLM(HfConfig config) : config_(std::move(config)) {
 
 ModelOutput HfCausalLM::forward(const data::Batch& inputs) {
   ModelOutput out;
-  out.logits = logits(inputs.at("input_ids"),
-                      inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor());
+  out.logits =
+      logits(inputs.at("input_ids"),
+             inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor());
   if (inputs.contains("labels")) {
     out.loss = task_loss(task(), out.logits.to(torch::kFloat), inputs.at("labels"),
                          inputs.num_items_in_batch);
@@ -366,7 +402,8 @@ void HfCausalLM::init_weights() {
   for (auto& item : named_parameters()) {
     const std::string& name = item.key();
     torch::Tensor& p = item.value();
-    const bool is_norm = name.find("ln_") != std::string::npos || name.find("norm") != std::string::npos;
+    const bool is_norm =
+        name.find("ln_") != std::string::npos || name.find("norm") != std::string::npos;
     if (is_norm) {
       base::ends_with(name, ".bias") ? p.zero_() : p.fill_(1.0);
     } else if (base::ends_with(name, ".bias")) {
@@ -382,7 +419,8 @@ void HfCausalLM::init_weights() {
 std::shared_ptr<HfCausalLM> make_hf_causal_lm(const HfConfig& config) {
   if (config.model_type == "gpt2") return std::make_shared<hf::Gpt2>(config);
   if (config.model_type == "llama") return std::make_shared<hf::Llama>(config);
-  throw InputError(fmt::format("model_type \"{}\" is not supported (gpt2, llama)", config.model_type));
+  throw InputError(
+      fmt::format("model_type \"{}\" is not supported (gpt2, llama)", config.model_type));
 }
 
 }  // namespace trainer::models

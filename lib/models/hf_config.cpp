@@ -1,6 +1,7 @@
 // config.json of GPT-2 and Llama: fields, Transformers' defaults, and what is refused.
 #include "lib/models/hf_config.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/base/json_text.h"
+#include "lib/base/text.h"
 
 namespace trainer::models {
 namespace {
@@ -93,7 +95,8 @@ HfConfig parse_hf_config(const json& j, const std::string& source) {
     f.fail("model_type", "is missing (supported: gpt2, llama)");
   }
   if (c.model_type != "gpt2" && c.model_type != "llama") {
-    f.fail("model_type", fmt::format("\"{}\" is not supported (supported: gpt2, llama)", c.model_type));
+    f.fail("model_type",
+           fmt::format("\"{}\" is not supported (supported: gpt2, llama)", c.model_type));
   }
   c.dtype = f.string("dtype", f.string("torch_dtype", ""));
   if (!c.dtype.empty() && c.dtype != "float32" && c.dtype != "bfloat16" && c.dtype != "float16") {
@@ -144,11 +147,11 @@ HfConfig parse_hf_config(const json& j, const std::string& source) {
                                         c.hidden_size, c.num_attention_heads));
     }
     c.head_dim = f.positive("head_dim", c.hidden_size / c.num_attention_heads);
-    if (c.head_dim % 2 != 0) f.fail("head_dim", fmt::format("{} is odd (rotary needs pairs)", c.head_dim));
+    if (c.head_dim % 2 != 0)
+      f.fail("head_dim", fmt::format("{} is odd (rotary needs pairs)", c.head_dim));
     if (c.num_attention_heads % c.num_key_value_heads != 0) {
-      f.fail("num_key_value_heads",
-             fmt::format("{} does not divide num_attention_heads {}", c.num_key_value_heads,
-                         c.num_attention_heads));
+      f.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}",
+                                                c.num_key_value_heads, c.num_attention_heads));
     }
     c.intermediate_size = f.positive("intermediate_size", 11008);
     c.max_position_embeddings = f.positive("max_position_embeddings", 2048);
@@ -164,9 +167,9 @@ HfConfig parse_hf_config(const json& j, const std::string& source) {
     if (f.has("rope_scaling")) {
       const json& s = j.at("rope_scaling");
       const bool plain = s.is_object() && s.value("rope_type", s.value("type", "")) == "default";
-      refuse_if(!plain, f, "rope_scaling",
-                fmt::format("{} is not supported (only the default rotary embedding)",
-                            base::shown(s)));
+      refuse_if(
+          !plain, f, "rope_scaling",
+          fmt::format("{} is not supported (only the default rotary embedding)", base::shown(s)));
     }
     if (f.has("rope_parameters")) {
       const json& r = j.at("rope_parameters");
@@ -194,7 +197,29 @@ HfConfig parse_hf_config(const json& j, const std::string& source) {
   }
   refuse_if(!(c.norm_eps > 0), f, c.model_type == "gpt2" ? "layer_norm_epsilon" : "rms_norm_eps",
             fmt::format("{} is not > 0", c.norm_eps));
+  for (int64_t id : c.eos_token_ids) {
+    refuse_if(id < 0 || id >= c.vocab_size, f, "eos_token_id",
+              fmt::format("{} is outside the vocabulary (0..{})", id, c.vocab_size - 1));
+  }
+  refuse_if(f.has("bos_token_id") && (c.bos_token_id < 0 || c.bos_token_id >= c.vocab_size), f,
+            "bos_token_id",
+            fmt::format("{} is outside the vocabulary (0..{})", c.bos_token_id, c.vocab_size - 1));
   return c;
+}
+
+int64_t hf_num_parameters(const HfConfig& c) {
+  const int64_t E = c.hidden_size, V = c.vocab_size, I = c.intermediate_size,
+                L = c.num_hidden_layers;
+  const int64_t head = c.tie_word_embeddings ? 0 : V * E;
+  if (c.model_type == "gpt2") {
+    const int64_t block =
+        2 * E + (E * 3 * E + 3 * E) + (E * E + E) + 2 * E + (E * I + I) + (I * E + E);
+    return V * E + c.max_position_embeddings * E + L * block + 2 * E + head;
+  }
+  const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  const int64_t attention = E * q + 2 * E * kv + q * E + (c.attention_bias ? q + 2 * kv + E : 0);
+  const int64_t mlp = 3 * E * I + (c.mlp_bias ? 2 * I + E : 0);
+  return V * E + L * (2 * E + attention + mlp) + E + head;
 }
 
 HfConfig read_hf_config(const std::string& dir) {
@@ -203,35 +228,84 @@ HfConfig read_hf_config(const std::string& dir) {
 }
 
 HfConfig hf_config_from_defaults(const std::string& model_type, const json& overrides,
-                                 int64_t vocab_size) {
+                                 int64_t vocab_size, int64_t bos_id, int64_t eos_id) {
   json j;
   if (model_type == "gpt2") {
-    j = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},
-         {"activation_function", "gelu_new"}, {"attn_pdrop", 0.1}, {"bos_token_id", 50256},
-         {"embd_pdrop", 0.1}, {"eos_token_id", 50256}, {"initializer_range", 0.02},
-         {"layer_norm_epsilon", 1e-5}, {"n_embd", 768}, {"n_head", 12}, {"n_inner", nullptr},
-         {"n_layer", 12}, {"n_positions", 1024}, {"resid_pdrop", 0.1},
-         {"scale_attn_by_inverse_layer_idx", false}, {"scale_attn_weights", true},
-         {"tie_word_embeddings", true}, {"vocab_size", 50257}};
+    j = {{"architectures", {"GPT2LMHeadModel"}},
+         {"model_type", "gpt2"},
+         {"activation_function", "gelu_new"},
+         {"attn_pdrop", 0.1},
+         {"bos_token_id", 50256},
+         {"embd_pdrop", 0.1},
+         {"eos_token_id", 50256},
+         {"initializer_range", 0.02},
+         {"layer_norm_epsilon", 1e-5},
+         {"n_embd", 768},
+         {"n_head", 12},
+         {"n_inner", nullptr},
+         {"n_layer", 12},
+         {"n_positions", 1024},
+         {"resid_pdrop", 0.1},
+         {"scale_attn_by_inverse_layer_idx", false},
+         {"scale_attn_weights", true},
+         {"tie_word_embeddings", true},
+         {"vocab_size", 50257}};
   } else if (model_type == "llama") {
-    j = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
-         {"attention_bias", false}, {"attention_dropout", 0.0}, {"bos_token_id", 1},
-         {"eos_token_id", 2}, {"hidden_act", "silu"}, {"hidden_size", 4096},
-         {"initializer_range", 0.02}, {"intermediate_size", 11008},
-         {"max_position_embeddings", 2048}, {"mlp_bias", false}, {"num_attention_heads", 32},
-         {"num_hidden_layers", 32}, {"num_key_value_heads", nullptr}, {"rms_norm_eps", 1e-6},
+    j = {{"architectures", {"LlamaForCausalLM"}},
+         {"model_type", "llama"},
+         {"attention_bias", false},
+         {"attention_dropout", 0.0},
+         {"bos_token_id", 1},
+         {"eos_token_id", 2},
+         {"hidden_act", "silu"},
+         {"hidden_size", 4096},
+         {"initializer_range", 0.02},
+         {"intermediate_size", 11008},
+         {"max_position_embeddings", 2048},
+         {"mlp_bias", false},
+         {"num_attention_heads", 32},
+         {"num_hidden_layers", 32},
+         {"num_key_value_heads", nullptr},
+         {"rms_norm_eps", 1e-6},
          {"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "default"}}},
-         {"tie_word_embeddings", false}, {"vocab_size", 32000}};
+         {"tie_word_embeddings", false},
+         {"vocab_size", 32000}};
   } else {
     throw InputError(fmt::format("model_type \"{}\" is not supported (gpt2, llama)", model_type));
   }
   if (vocab_size > 0) j["vocab_size"] = vocab_size;
+  // The tokenizer's special tokens, not Transformers' defaults (50256 or 1 and 2), which may lie
+  // outside a smaller vocabulary.
+  j["bos_token_id"] = bos_id >= 0 ? json(bos_id) : json();
+  j["eos_token_id"] = eos_id >= 0 ? json(eos_id) : json();
   if (!overrides.is_null() && !overrides.is_object()) {
     throw InputError(fmt::format("model_config: {} is not a JSON object of config.json keys",
                                  base::shown(overrides)));
   }
+  // Keys the config has without a default above (None in Transformers' config classes).
+  const std::vector<std::string> optional = {"head_dim",
+                                             "rope_theta",
+                                             "rope_scaling",
+                                             "pad_token_id",
+                                             "dtype",
+                                             "torch_dtype",
+                                             "add_cross_attention",
+                                             "pretraining_tp",
+                                             "reorder_and_upcast_attn",
+                                             "use_cache"};
   if (overrides.is_object()) {
-    for (const auto& item : overrides.items()) j[item.key()] = item.value();
+    std::vector<std::string> known;
+    for (const auto& item : j.items()) known.push_back(item.key());
+    known.insert(known.end(), optional.begin(), optional.end());
+    for (const auto& item : overrides.items()) {
+      if (std::find(known.begin(), known.end(), item.key()) == known.end()) {
+        const std::string near = base::nearest(item.key(), known);
+        throw InputError(fmt::format(
+            "model_config: key \"{}\" is not a key of {}'s config.json{}", item.key(), model_type,
+            near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
+      }
+      j[item.key()] = item.value();
+    }
   }
   j["dtype"] = "float32";
   return parse_hf_config(j, "model_config");

@@ -47,17 +47,24 @@ struct HfConfig {
 // non-positive size, a hidden size that the heads do not divide, rope_type other than "default",
 // rope_scaling, cross-attention, an activation other than gelu_new / gelu / relu / silu, a dtype
 // other than float32 / bfloat16 / float16, num_attention_heads not a multiple of
-// num_key_value_heads.
+// num_key_value_heads, a bos or eos token id outside the vocabulary.
 HfConfig parse_hf_config(const nlohmann::ordered_json& json, const std::string& source);
+
+// The number of parameters a model of this config holds (the tied lm_head counted once), from
+// the config alone: what a folder's weights must add up to, and what a fresh model will allocate.
+int64_t hf_num_parameters(const HfConfig& config);
 
 // DIR/config.json, parsed (InputError for a missing or invalid file, as above).
 HfConfig read_hf_config(const std::string& dir);
 
 // A fresh model's config: Transformers' defaults of `model_type` (GPT2Config(), LlamaConfig())
-// overlaid with `overrides` (config.json keys: n_layer, hidden_size, ...); vocab_size defaults
-// to `vocab_size` when positive. The result's json is what config.json will hold.
+// overlaid with `overrides` (config.json keys: n_layer, hidden_size, ...: a key the model's
+// config does not have is refused, as run_clm's config_overrides refuses it); vocab_size defaults
+// to `vocab_size` when positive, bos_token_id and eos_token_id to `bos_id` and `eos_id` (the
+// tokenizer's; -1: none). The result's json is what config.json will hold.
 HfConfig hf_config_from_defaults(const std::string& model_type,
-                                 const nlohmann::ordered_json& overrides, int64_t vocab_size);
+                                 const nlohmann::ordered_json& overrides, int64_t vocab_size,
+                                 int64_t bos_id = -1, int64_t eos_id = -1);
 
 // Whether `dir` is a Hugging Face model folder (it holds config.json).
 bool is_hf_model_dir(const std::string& dir);

@@ -40,7 +40,8 @@ torch::Dtype hf_dtype(const std::string& name, const std::string& what) {
   if (name == "float32") return torch::kFloat;
   if (name == "bfloat16") return torch::kBFloat16;
   if (name == "float16") return torch::kHalf;
-  throw InputError(fmt::format("{} \"{}\" is not allowed (auto, float32, bfloat16, float16)", what, name));
+  throw InputError(
+      fmt::format("{} \"{}\" is not allowed (auto, float32, bfloat16, float16)", what, name));
 }
 
 io::NamedTensors read_hf_weights(const std::string& dir, const HfConfig& config) {
@@ -52,7 +53,8 @@ io::NamedTensors read_hf_weights(const std::string& dir, const HfConfig& config)
   } else if (fs::exists(index)) {
     auto j = base::read_json_object(index);
     if (!j.contains("weight_map") || !j["weight_map"].is_object()) {
-      throw InputError(fmt::format("{}: weight_map is missing (an object of tensor name -> file)", index));
+      throw InputError(
+          fmt::format("{}: weight_map is missing (an object of tensor name -> file)", index));
     }
     std::set<std::string> seen;
     for (const auto& item : j["weight_map"].items()) {
@@ -62,12 +64,14 @@ io::NamedTensors read_hf_weights(const std::string& dir, const HfConfig& config)
       }
       const std::string file = item.value().get<std::string>();
       if (file.find('/') != std::string::npos || file == "..") {
-        throw InputError(fmt::format("{}: weight_map names \"{}\", not a file of the folder", index, file));
+        throw InputError(
+            fmt::format("{}: weight_map names \"{}\", not a file of the folder", index, file));
       }
       if (seen.insert(file).second) {
         const std::string path = base::join_path(dir, file);
         if (!fs::exists(path)) {
-          throw InputError(fmt::format("{}: shard {} (of tensor {}) does not exist", index, path, item.key()));
+          throw InputError(
+              fmt::format("{}: shard {} (of tensor {}) does not exist", index, path, item.key()));
         }
         files.push_back(path);
       }
@@ -108,7 +112,8 @@ io::NamedTensors read_hf_weights(const std::string& dir, const HfConfig& config)
     const std::string embedding =
         config.model_type == "gpt2" ? "transformer.wte.weight" : "model.embed_tokens.weight";
     for (const auto& [name, tensor] : out) {
-      if (name == embedding && !(tensor.sizes() == tied_head.sizes() && torch::equal(tensor, tied_head))) {
+      if (name == embedding &&
+          !(tensor.sizes() == tied_head.sizes() && torch::equal(tensor, tied_head))) {
         throw InputError(fmt::format(
             "{}: config.json says tie_word_embeddings true, but the file's lm_head.weight differs "
             "from {} (set tie_word_embeddings false to keep it)",
@@ -121,11 +126,28 @@ io::NamedTensors read_hf_weights(const std::string& dir, const HfConfig& config)
 
 std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir, const std::string& dtype) {
   HfConfig config = read_hf_config(dir);
-  const std::string chosen = dtype == "auto" ? (config.dtype.empty() ? "float32" : config.dtype) : dtype;
+  const std::string chosen =
+      dtype == "auto" ? (config.dtype.empty() ? "float32" : config.dtype) : dtype;
   const torch::Dtype type = hf_dtype(chosen, dtype == "auto" ? "config.json dtype" : "torch_dtype");
   io::NamedTensors weights = read_hf_weights(dir, config);
-  // Built without drawing random numbers would be better; the draw costs little at these sizes
-  // and keeps one constructor.
+  // The config must describe the weights before a model of its size is allocated: a config of
+  // another model (or 10^9 layers) beside small weights says so here, not by running out of
+  // memory.
+  int64_t in_file = 0;
+  for (const auto& [name, tensor] : weights) in_file += tensor.numel();
+  const int64_t expected = hf_num_parameters(config);
+  if (in_file != expected) {
+    throw InputError(
+        fmt::format("{}/config.json describes a {} model of {} parameters; its weights hold {}: "
+                    "the config does "
+                    "not belong to these weights",
+                    dir, config.model_type, base::thousands(expected), base::thousands(in_file)));
+  }
+  for (const auto& [name, tensor] : weights) {
+    if (!torch::isfinite(tensor).all().item<bool>()) {
+      throw InputError(fmt::format("{}: tensor '{}' holds NaN or infinite values", dir, name));
+    }
+  }
   torch::NoGradGuard no_grad;
   auto model = make_hf_causal_lm(config);
   model->to(type);
@@ -136,13 +158,17 @@ std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir, const std::str
 std::map<std::string, std::string> hf_pretrained_files(const HfCausalLM& model,
                                                        const std::string& source_dir) {
   nlohmann::ordered_json config = model.config().json;
-  config["architectures"] = {model.config().model_type == "gpt2" ? "GPT2LMHeadModel" : "LlamaForCausalLM"};
+  config["architectures"] = {model.config().model_type == "gpt2" ? "GPT2LMHeadModel"
+                                                                 : "LlamaForCausalLM"};
   const auto type = model.dtype();
-  config["dtype"] = type == torch::kBFloat16 ? "bfloat16" : type == torch::kHalf ? "float16" : "float32";
+  config["dtype"] = type == torch::kBFloat16 ? "bfloat16"
+                    : type == torch::kHalf   ? "float16"
+                                             : "float32";
   config.erase("torch_dtype");
   std::map<std::string, std::string> files;
   files["config.json"] = config.dump(2) + "\n";
-  const std::string generation = source_dir.empty() ? "" : base::join_path(source_dir, "generation_config.json");
+  const std::string generation =
+      source_dir.empty() ? "" : base::join_path(source_dir, "generation_config.json");
   if (!generation.empty() && fs::exists(generation)) {
     files["generation_config.json"] = base::read_file(generation);
   } else {

@@ -17,7 +17,8 @@ namespace trainer::models {
 // config.json or weights file (a pytorch_model.bin alone is named as not read), an unsupported
 // config (parse_hf_config), a missing or unexpected tensor, a shape that does not fit the config,
 // a dtype other than F32/BF16/F16, an index naming a shard that is missing.
-std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir, const std::string& dtype = "auto");
+std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir,
+                                          const std::string& dtype = "auto");
 
 // The weights of folder `dir` as (name, tensor) in Transformers' names (old GPT-2 spellings
 // renamed, buffers Transformers ignores dropped), mapped from the file(s), not read.

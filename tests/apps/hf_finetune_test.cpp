@@ -17,10 +17,11 @@ namespace {
 using json = nlohmann::json;
 using testing::run;
 
-#define NEED_FIXTURES()                                                                      \
-  const std::string fixtures = testing::hf_fixtures_dir();                                   \
+#define NEED_FIXTURES()                                                                           \
+  const std::string fixtures = testing::hf_fixtures_dir();                                        \
   if (fixtures.empty() || !testing::python_has("datasets") || !testing::python_has("accelerate")) \
-  GTEST_SKIP() << "TRAINER_PYTHON lacks transformers, datasets or accelerate (scripts/setup installs them)"
+  GTEST_SKIP()                                                                                    \
+      << "TRAINER_PYTHON lacks transformers, datasets or accelerate (scripts/setup installs them)"
 
 const std::string kCorpus = "/usr/share/games/fortunes/fortunes";
 constexpr int kSteps = 30;
@@ -95,10 +96,10 @@ TEST_P(HfFineTune, LossesEqualTransformersTrainerOnOneAndTwoProcesses) {
 
   // The folder goes back to Transformers: it loads with its tokenizer, without missing or
   // unexpected keys, and scores our eval loss on the validation blocks.
-  const std::string check =
-      "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + std::string(BINARY_DIR) + "/hf_datasets_cache " +
-      python() + " " + SOURCE_DIR + "/scripts/reference/hf_finetune.py " + tmp.file("one") + " " +
-      kCorpus + " " + tmp.file("check.json") + " --steps 0 2>&1";
+  const std::string check = "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + std::string(BINARY_DIR) +
+                            "/hf_datasets_cache " + python() + " " + SOURCE_DIR +
+                            "/scripts/reference/hf_finetune.py " + tmp.file("one") + " " + kCorpus +
+                            " " + tmp.file("check.json") + " --steps 0 2>&1";
   auto r = run(check);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::ifstream in(tmp.file("check.json"));
@@ -127,15 +128,39 @@ TEST(HfFineTuneFolders, LearningRateZeroSavesTheSameTensors) {
                  "--learning_rate 0 --output_dir " + out + " --disable_tqdm true 2>&1");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const std::string compare =
-        python() + " -c \"import sys, torch; from safetensors.torch import load_file as l; "
-                   "a, b, c = (l(p) for p in sys.argv[1:]); "
-                   "assert a.keys() == b.keys() == c.keys(), (a.keys() ^ b.keys(), a.keys() ^ c.keys()); "
-                   "assert all(torch.equal(a[k], b[k]) and torch.equal(a[k], c[k]) for k in a)\" " +
+        python() +
+        " -c \"import sys, torch; from safetensors.torch import load_file as l; "
+        "a, b, c = (l(p) for p in sys.argv[1:]); "
+        "assert a.keys() == b.keys() == c.keys(), (a.keys() ^ b.keys(), a.keys() ^ c.keys()); "
+        "assert all(torch.equal(a[k], b[k]) and torch.equal(a[k], c[k]) for k in a)\" " +
         fixtures + "/" + model + "/model.safetensors " + out + "/model.safetensors " + out +
         "/checkpoint-2/model.safetensors 2>&1";
     auto c = run(compare);
     EXPECT_EQ(c.exit_code, 0) << model << ": " << c.out;
   }
+}
+
+// A fresh model (model_type and model_config's config.json keys) takes the tokenizer's special
+// tokens, not Transformers' defaults (GPT-2's 50256 lies outside a vocabulary of 512), and the
+// run ends with a sample of its saved folder.
+TEST(HfFineTuneFolders, AFreshModelTakesTheTokenizersSpecialTokens) {
+  NEED_FIXTURES();
+  testing::TempDir tmp;
+  auto r =
+      run(testing::kTrainerBin +
+          " train --model_type gpt2 --model_config '{\"n_embd\": 32, \"n_head\": 2, "
+          "\"n_layer\": 1, \"n_positions\": 64}' --tokenizer_name " +
+          fixtures + "/tokenizer_gpt2 --train_file " + kCorpus + " --block_size 32 --max_steps 2 " +
+          "--disable_tqdm true --output_dir " + tmp.file("out") + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("Sample (trainer generate"), std::string::npos) << r.out;
+  std::ifstream in(tmp.file("out/config.json"));
+  json config = json::parse(in);
+  EXPECT_EQ(config["eos_token_id"], 0);
+  EXPECT_EQ(config["bos_token_id"], 0);
+  EXPECT_EQ(config["vocab_size"], 512);
+  EXPECT_EQ(config["n_embd"], 32);
+  EXPECT_EQ(config["architectures"][0], "GPT2LMHeadModel");
 }
 
 TEST(HfFineTuneFolders, BadFoldersAndFilesAreOneLineAndWriteNothing) {
@@ -144,6 +169,12 @@ TEST(HfFineTuneFolders, BadFoldersAndFilesAreOneLineAndWriteNothing) {
   std::ofstream(tmp.file("bad.csv")) << "text\nx\n";
   std::ofstream(tmp.file("config.json")) << R"({"model_type": "bert", "vocab_size": 10})";
   std::ofstream(tmp.file("notes.txt")) << "hello\n";
+  // A tokenizer folder whose tokenizer_config.json names a class that builds another tokenizer.
+  std::filesystem::create_directory(tmp.file("bert"));
+  std::filesystem::copy(fixtures + "/tokenizer_llama3/tokenizer.json",
+                        tmp.file("bert/tokenizer.json"));
+  std::ofstream(tmp.file("bert/tokenizer_config.json"))
+      << R"({"tokenizer_class": "BertTokenizer"})";
   const std::string train = testing::kTrainerBin + " train --output_dir " + tmp.file("out") + " ";
   const std::string llama = " --model_name_or_path " + fixtures + "/llama";
   struct Case {
@@ -153,7 +184,8 @@ TEST(HfFineTuneFolders, BadFoldersAndFilesAreOneLineAndWriteNothing) {
   const std::vector<Case> cases = {
       {llama + " --train_file " + tmp.file("bad.csv"), {"bad.csv", ".txt"}},
       {llama + " --train_file " + tmp.file("missing.txt"), {"missing.txt"}},
-      {llama + " --train_file " + kCorpus + " --block_size 4096", {"block_size 4096", "128 positions"}},
+      {llama + " --train_file " + kCorpus + " --block_size 4096",
+       {"block_size 4096", "128 positions"}},
       {" --model_name_or_path " + tmp.path() + " --train_file " + tmp.file("notes.txt"),
        {"model_type", "bert", "gpt2, llama"}},
       {" --model_type llama --train_file " + tmp.file("notes.txt"), {"tokenizer_name"}},
@@ -161,11 +193,19 @@ TEST(HfFineTuneFolders, BadFoldersAndFilesAreOneLineAndWriteNothing) {
            tmp.file("notes.txt"),
        {"model_type", "mistral"}},
       {llama + " --train_file " + kCorpus + " --torch_dtype float64", {"torch_dtype", "float64"}},
+      {llama + " --train_file " + kCorpus + " --tokenizer_name " + tmp.file("bert"),
+       {"tokenizer_class \"BertTokenizer\" is not supported"}},
+      {" --model_name_or_path " + tmp.file("nowhere") + " --train_file " + kCorpus,
+       {"model_name_or_path", "nowhere", "does not exist"}},
+      {" --model_type gpt2 --model_config '{\"n_embed\": 32}' --tokenizer_name " + fixtures +
+           "/gpt2 --train_file " + kCorpus,
+       {"n_embed", "did you mean \"n_embd\""}},
       {llama + " --train_file " + kCorpus + " --validation_split_percentage 101",
        {"validation_split_percentage", "101"}},
       {" --model_type llama --model_config '{\"vocab_size\": 100, \"hidden_size\": 32, "
        "\"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"intermediate_size\": 64}' "
-       "--tokenizer_name " + fixtures + "/llama --train_file " + tmp.file("notes.txt") + " --block_size 8",
+       "--tokenizer_name " +
+           fixtures + "/llama --train_file " + tmp.file("notes.txt") + " --block_size 8",
        {"512 tokens", "vocab_size 100"}},
   };
   for (const auto& c : cases) {
@@ -205,10 +245,12 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
       EXPECT_EQ(ours.out, theirs.out) << model << " use_cache " << cache;
     }
   }
-  auto a = run(testing::kTrainerBin + " generate " + fixtures +
-               "/llama --prompt Hello --do_sample true --seed 3 --max_new_tokens 16 --output_ids true");
-  auto b = run(testing::kTrainerBin + " generate " + fixtures +
-               "/llama --prompt Hello --do_sample true --seed 3 --max_new_tokens 16 --output_ids true");
+  auto a =
+      run(testing::kTrainerBin + " generate " + fixtures +
+          "/llama --prompt Hello --do_sample true --seed 3 --max_new_tokens 16 --output_ids true");
+  auto b =
+      run(testing::kTrainerBin + " generate " + fixtures +
+          "/llama --prompt Hello --do_sample true --seed 3 --max_new_tokens 16 --output_ids true");
   EXPECT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
 }
@@ -229,10 +271,11 @@ TEST(HfFineTuneFolders, ShardedWeightsLoadInTransformersAndResume) {
   const std::string base = testing::kTrainerBin + " train --model_name_or_path " + fixtures +
                            "/llama --train_file " + kCorpus +
                            " --block_size 32 --per_device_train_batch_size 2 --save_steps 2 "
-                           "--disable_tqdm true --output_dir " + out + " ";
+                           "--disable_tqdm true --output_dir " +
+                           out + " ";
   auto r = run(base + "--max_steps 4 --save_safetensors_max_shard_size 100KB 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  for (const std::string dir : {out, out + "/checkpoint-4"}) {
+  for (const std::string& dir : {out, out + "/checkpoint-4"}) {
     EXPECT_FALSE(std::filesystem::exists(dir + "/model.safetensors")) << dir;
     EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors.index.json")) << dir;
     EXPECT_TRUE(std::filesystem::exists(dir + "/model-00006-of-00006.safetensors")) << dir;
@@ -240,11 +283,16 @@ TEST(HfFineTuneFolders, ShardedWeightsLoadInTransformersAndResume) {
   auto loaded = run(python() +
                     " -c \"import sys; from transformers import AutoModelForCausalLM as M; m, i = "
                     "M.from_pretrained(sys.argv[1], output_loading_info=True); assert not "
-                    "i['missing_keys'] and not i['unexpected_keys'], i\" " + out + " 2>&1");
+                    "i['missing_keys'] and not i['unexpected_keys'], i\" " +
+                    out + " 2>&1");
   EXPECT_EQ(loaded.exit_code, 0) << loaded.out;
-  r = run(base + "--max_steps 6 --save_safetensors_max_shard_size 100KB --resume_from_checkpoint true 2>&1");
+  r = run(
+      base +
+      "--max_steps 6 --save_safetensors_max_shard_size 100KB --resume_from_checkpoint true 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("Continuing training from checkpoint " + out + "/checkpoint-4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Continuing training from checkpoint " + out + "/checkpoint-4"),
+            std::string::npos)
+      << r.out;
   r = run(base + "--max_steps 2 --save_strategy no --overwrite_output_dir true 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(std::filesystem::exists(out + "/model.safetensors"));
@@ -252,7 +300,8 @@ TEST(HfFineTuneFolders, ShardedWeightsLoadInTransformersAndResume) {
   EXPECT_FALSE(std::filesystem::exists(out + "/model-00001-of-00006.safetensors"));
   r = run(base + "--max_steps 2 --save_safetensors_max_shard_size 12XB");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("save_safetensors_max_shard_size \"12XB\" is not allowed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("save_safetensors_max_shard_size: 12XB is not allowed"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -1,2 +1,430 @@
-// (stub: being written)
+// The tokenizer.json reader against the `tokenizers` library itself
+// (scripts/reference/tokenize_reference.py): the same ids on every line of the fortunes corpus and
+// of a file of hostile Unicode, for the GPT-2 and Llama-3 layouts, by the scanners and by ICU's
+// regex; the decoder's round trip; and one line for each tokenizer.json it refuses.
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/base/files.h"
+#include "lib/base/text.h"
+#include "lib/data/tokenizer.h"
+#include "tests/test_util.h"
+
+namespace tokenizer_test {
+
+using trainer::data::Tokenizer;
+using trainer::testing::expect_input_error;
+using trainer::testing::TempDir;
+
+const char* const kFortunes = "/usr/share/games/fortunes";
+
+// A file's lines as tokenize_reference.py cuts them: at '\n', no empty last line.
+std::vector<std::string> file_lines(const std::string& path) {
+  const std::string data = trainer::testing::slurp(path);
+  std::vector<std::string> lines;
+  size_t from = 0;
+  while (from < data.size()) {
+    size_t end = data.find('\n', from);
+    if (end == std::string::npos) end = data.size();
+    lines.push_back(data.substr(from, end - from));
+    from = end + 1;
+  }
+  return lines;
+}
+
+// Every text file of the fortunes corpus (no .dat indexes, no .u8 links), in path order.
+std::vector<std::string> fortune_files() {
+  std::vector<std::string> files;
+  for (const std::string& name : trainer::base::list_directory(kFortunes)) {
+    const std::string path = std::string(kFortunes) + "/" + name;
+    if (trainer::base::ends_with(name, ".dat") || trainer::base::ends_with(name, ".u8")) continue;
+    if (trainer::base::is_regular_file(path)) files.push_back(path);
+  }
+  return files;
+}
+
+// Lines to break a tokenizer on: combining marks, emoji, CRLF, Unicode's other spaces and line
+// breaks, digits of other scripts, contractions in odd cases, special tokens in the text, and
+// bytes that are not UTF-8.
+std::string hostile_text() {
+  const std::vector<std::string> lines = {
+      "e\u0301 cafe\u0301 Z\u0351\u0300\u0317a\u0300l\u0327g\u035co\u0489 n\u0303o\u0308",
+      "\U0001F44D\U0001F3FD thumbs \U0001F468\u200D\U0001F469\u200D\U0001F467 family "
+      "\U0001F1EB\U0001F1F7 flag \U0001F600\U0001F600!",
+      "crlf line\r",
+      "\r",
+      "two\r\r\nbreaks \r\n\r\n  ",
+      "nel\u0085here \u0085 x\u0085\u0085y",
+      "nbsp\u00A0word \u00A0\u00A0 a\u00A0 b",
+      "line\u2028sep\u2029para \u2028 x",
+      "vt\x0B"
+      "ff\x0C"
+      " tab\there  \t x",
+      "zwsp\u200Bmongol\u180Eideo\u3000ogham\u1680thin\u2009narrow\u202Fmath\u205F.",
+      "arabic \u0663\u0664\u0665\u0666 devanagari \u0966\u0967\u0968\u0969 fullwidth "
+      "\uFF11\uFF12\uFF13\uFF14\uFF15 roman \u216B\u2167 super x\u00B2\u00B3 frac \u00BD",
+      "digits 12345678901234567890 1,234.56 3rd 2nd",
+      "it's IT'S It'S he'll HE'LL we'VE they'Re i'M you'D 'ſ x'ſt o'Kelvin \u212A",
+      "''s ’s don’t rock'n'roll '",
+      "<|endoftext|> <|begin_of_text|>hi<|end_of_text|> <|endof <|begin_of_text|<|endoftext|>x",
+      "\u4E2D\u6587\u5B57 \uD55C\uAD6D\uC5B4 \u0E20\u0E32\u0E29\u0E32\u0E44\u0E17\u0E22 "
+      "\u05E2\u05D1\u05E8\u05D9\u05EA \u0639\u0631\u0628\u064A",
+      "invalid \xFF byte \xC0\xAF overlong \xED\xA0\x80 surrogate \x80 lone \xF4\x90\x80\x80 big",
+      "cut \xE2\x82 here and \xF0\x9F\x98",
+      std::string("nul\0byte", 8),
+      std::string(300, ' ') + "x" + std::string(40, ' '),
+      "   leading spaces and trailing   ",
+      "\t\t  \t",
+      "",
+      "sym !!?? ... --> ==> $$$ @#%^&*()_+ {}[]|\\ ~`",
+      "mixed a1b2 \u00C9cole na\u00EFve \u00DF \u1E9E \u0130stanbul \u0131",
+      "\U00010400\U00010428 deseret \U0001D400\U0001D41A math bold \U0001D7CE\U0001D7CF",
+      "variation \u2764\uFE0F \u263A\uFE0E keycap 1\uFE0F\u20E3",
+      "a\u0300\u0301\u0302\u0303\u0304\u0305\u0306\u0307\u0308\u0309\u030A b",
+      " \n",
+  };
+  std::string text;
+  for (const auto& line : lines) text += line + "\n";
+  text += "no final newline \xE2\x82";
+  return text;
+}
+
+struct Corpus {
+  std::vector<std::string> files;
+  std::vector<std::string> lines;
+  size_t bytes = 0;
+};
+
+// The fortunes corpus and the hostile file (written once into a folder that lives as long as the
+// test binary).
+const Corpus& corpus() {
+  static const Corpus c = [] {
+    static TempDir dir;
+    Corpus c;
+    c.files = fortune_files();
+    const std::string hostile = dir.file("hostile.txt");
+    std::ofstream(hostile, std::ios::binary) << hostile_text();
+    c.files.push_back(hostile);
+    for (const auto& file : c.files) {
+      for (auto& line : file_lines(file)) {
+        c.bytes += line.size();
+        c.lines.push_back(std::move(line));
+      }
+    }
+    return c;
+  }();
+  return c;
+}
+
+std::vector<int32_t> parse_ids(const std::string& line) {
+  std::vector<int32_t> ids;
+  std::istringstream in(line);
+  int32_t id;
+  while (in >> id) ids.push_back(id);
+  return ids;
+}
+
+// The ids `tokenizers` gives for every line of corpus(), by tokenize_reference.py (asked once
+// per tokenizer and flag).
+const std::vector<std::vector<int32_t>>& reference_ids(const std::string& folder, bool special) {
+  static std::map<std::pair<std::string, bool>, std::vector<std::vector<int32_t>>> done;
+  auto key = std::pair{folder, special};
+  if (auto it = done.find(key); it != done.end()) return it->second;
+  TempDir dir;
+  std::string command = std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
+                        "/scripts/reference/tokenize_reference.py " + folder + " " +
+                        dir.file("ids") + (special ? "" : " --no-special");
+  for (const auto& file : corpus().files) command += " '" + file + "'";
+  const auto result = trainer::testing::run(command);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  std::vector<std::vector<int32_t>> ids;
+  for (const auto& line : trainer::testing::lines_of(trainer::testing::slurp(dir.file("ids")))) {
+    ids.push_back(parse_ids(line));
+  }
+  return done[key] = std::move(ids);
+}
+
+std::string fixture(const std::string& name) {
+  const std::string dir = trainer::testing::hf_fixtures_dir();
+  return dir.empty() ? "" : dir + "/" + name;
+}
+
+#define SKIP_WITHOUT_FIXTURES(folder)                                                        \
+  if ((folder).empty()) {                                                                    \
+    GTEST_SKIP() << "TRAINER_PYTHON lacks transformers/tokenizers: no reference to compare"; \
+  }
+
+// Encodes every line of corpus() and compares with `tokenizers`, reporting the first lines that
+// differ (at most 5) and the speed.
+void expect_same_ids(const std::string& name, bool special, bool fast_split) {
+  const std::string folder = fixture(name);
+  SKIP_WITHOUT_FIXTURES(folder);
+  const Corpus& c = corpus();
+  const auto& expected = reference_ids(folder, special);
+  ASSERT_EQ(expected.size(), c.lines.size());
+  const Tokenizer tokenizer = Tokenizer::load(folder, Tokenizer::Options{fast_split});
+  int differences = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < c.lines.size(); ++i) {
+    const std::vector<int32_t> ids = tokenizer.encode(c.lines[i], special);
+    if (ids != expected[i] && ++differences <= 5) {
+      ADD_FAILURE() << name << " line " << i << " " << trainer::base::shown_text(c.lines[i], 200)
+                    << "\n  ours:       " << fmt::format("{}", fmt::join(ids, " "))
+                    << "\n  tokenizers: " << fmt::format("{}", fmt::join(expected[i], " "));
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(differences, 0) << "lines that differ, of " << c.lines.size();
+  std::printf("%s (%s, %s): %zu lines, %zu bytes, the same ids; %.2f MB/s\n", name.c_str(),
+              fast_split ? "scanner" : "ICU regex", special ? "special tokens" : "no special",
+              c.lines.size(), c.bytes, c.bytes / seconds / 1e6);
+}
+
+TEST(Tokenizer, Gpt2MatchesTokenizersOnFortunesAndHostileText) {
+  expect_same_ids("tokenizer_gpt2", true, true);
+}
+
+TEST(Tokenizer, Llama3MatchesTokenizersOnFortunesAndHostileText) {
+  expect_same_ids("tokenizer_llama3", true, true);
+  expect_same_ids("tokenizer_llama3", false, true);
+}
+
+TEST(Tokenizer, IcuRegexMatchesTokenizersToo) {
+  expect_same_ids("tokenizer_gpt2", true, false);
+  expect_same_ids("tokenizer_llama3", true, false);
+}
+
+TEST(Tokenizer, DecodeRoundTrips) {
+  const std::string folder = fixture("tokenizer_llama3");
+  SKIP_WITHOUT_FIXTURES(folder);
+  for (const std::string name : {"tokenizer_gpt2", "tokenizer_llama3"}) {
+    const Tokenizer tokenizer = Tokenizer::load(fixture(name));
+    int failures = 0;
+    for (const std::string& line : corpus().lines) {
+      const std::string valid = trainer::data::replace_invalid_utf8(line);
+      const std::string back = tokenizer.decode(tokenizer.encode(line, false));
+      if (back != valid && ++failures <= 3) {
+        ADD_FAILURE() << name << ": " << trainer::base::shown_text(valid, 100) << " came back as "
+                      << trainer::base::shown_text(back, 100);
+      }
+    }
+  }
+  const Tokenizer llama = Tokenizer::load(fixture("tokenizer_llama3"));
+  const auto ids = llama.encode("Hello<|end_of_text|>");
+  EXPECT_EQ(ids.front(), 0);  // BOS from the template
+  EXPECT_EQ(llama.decode(ids), "<|begin_of_text|>Hello<|end_of_text|>");
+  EXPECT_EQ(llama.decode(ids, true), "Hello");
+  // Ids without a token are left out, as tokenizers does; half a character is U+FFFD.
+  EXPECT_EQ(llama.decode({99999, -1}), "");
+  const auto euro = llama.encode("\xE2\x82\xAC", false);
+  EXPECT_EQ(llama.decode(euro), "\xE2\x82\xAC");
+}
+
+TEST(Tokenizer, VocabularyAndSpecialTokens) {
+  const std::string folder = fixture("tokenizer_llama3");
+  SKIP_WITHOUT_FIXTURES(folder);
+  const Tokenizer llama = Tokenizer::load(folder);
+  EXPECT_EQ(llama.vocab_size(), 512);
+  EXPECT_EQ(llama.bos_token_id(), 0);
+  EXPECT_EQ(llama.eos_token_id(), 1);
+  EXPECT_EQ(llama.pad_token_id(), std::nullopt);
+  EXPECT_EQ(llama.token_to_id("<|end_of_text|>"), 1);
+  EXPECT_EQ(llama.token_to_id("no such token"), std::nullopt);
+  EXPECT_EQ(llama.id_to_token(1), "<|end_of_text|>");
+  const Tokenizer gpt2 = Tokenizer::load(fixture("tokenizer_gpt2") + "/tokenizer.json");
+  EXPECT_EQ(gpt2.bos_token_id(), 0);
+  EXPECT_EQ(gpt2.eos_token_id(), 0);
+  EXPECT_EQ(gpt2.unk_token_id(), 0);
+  EXPECT_EQ(gpt2.encode("a"), gpt2.encode("a", false));  // no template: nothing added
+  EXPECT_EQ(llama.fingerprint().size(), 64u);
+  EXPECT_NE(llama.fingerprint(), gpt2.fingerprint());
+  EXPECT_EQ(llama.fingerprint(), Tokenizer::load(folder).fingerprint());
+}
+
+TEST(Tokenizer, SaveWritesTheFilesAsRead) {
+  const std::string folder = fixture("tokenizer_llama3");
+  SKIP_WITHOUT_FIXTURES(folder);
+  TempDir dir;
+  Tokenizer::load(folder).save(dir.file("out/tok"));
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+    EXPECT_EQ(trainer::testing::slurp(dir.file(std::string("out/tok/") + name)),
+              trainer::testing::slurp(folder + "/" + name));
+  }
+  EXPECT_EQ(Tokenizer::load(dir.file("out/tok")).fingerprint(),
+            Tokenizer::load(folder).fingerprint());
+}
+
+TEST(Tokenizer, InvalidUtf8IsReplacedAsPythonDoes) {
+  using trainer::data::replace_invalid_utf8;
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(replace_invalid_utf8("ok \xC3\xA9"), "ok \xC3\xA9");
+  EXPECT_EQ(replace_invalid_utf8("\xED\xA0\x80"), r + r + r);  // a surrogate: three subparts
+  EXPECT_EQ(replace_invalid_utf8("\xF0\x9F\x98"), r);          // a cut emoji: one
+  EXPECT_EQ(replace_invalid_utf8("\xC0\xAF"), r + r);          // overlong
+  EXPECT_EQ(replace_invalid_utf8("\xF4\x90\x80\x80"), r + r + r + r);
+  EXPECT_EQ(replace_invalid_utf8("a\xE2\x82z"), "a" + r + "z");
+}
+
+// A tokenizer.json built from the GPT-2 fixture with `change` applied, in a folder of its own.
+std::string changed_tokenizer(const TempDir& dir,
+                              const std::function<void(nlohmann::json&)>& change) {
+  nlohmann::json j =
+      nlohmann::json::parse(trainer::testing::slurp(fixture("tokenizer_gpt2") + "/tokenizer.json"));
+  change(j);
+  std::ofstream(dir.file("tokenizer.json")) << j.dump();
+  return dir.path();
+}
+
+TEST(Tokenizer, RefusesWhatItDoesNotSupportInOneLine) {
+  const std::string folder = fixture("tokenizer_gpt2");
+  SKIP_WITHOUT_FIXTURES(folder);
+  auto refused = [&](const std::function<void(nlohmann::json&)>& change,
+                     const std::vector<std::string>& parts) {
+    TempDir dir;
+    const std::string path = changed_tokenizer(dir, change);
+    const std::string message = trainer::testing::input_error_of([&] { Tokenizer::load(path); });
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    std::vector<std::string> all = parts;
+    all.push_back(dir.file("tokenizer.json"));
+    expect_input_error([&] { Tokenizer::load(path); }, all);
+  };
+  refused([](auto& j) { j["model"]["type"] = "WordPiece"; }, {"model type WordPiece", "only BPE"});
+  refused(
+      [](auto& j) {
+        j["pre_tokenizer"] = {{"type", "Whitespace"}};
+      },
+      {"pre_tokenizer Whitespace is not supported"});
+  refused([](auto& j) { j["normalizer"] = {{"type", "NFC"}}; }, {"normalizer NFC"});
+  refused([](auto& j) { j["decoder"] = {{"type", "WordPiece"}}; }, {"decoder WordPiece"});
+  refused(
+      [](auto& j) {
+        j["post_processor"] = {{"type", "BertProcessing"}};
+      },
+      {"post_processor BertProcessing"});
+  refused([](auto& j) { j["model"]["byte_fallback"] = true; }, {"byte_fallback"});
+  refused([](auto& j) { j["model"]["dropout"] = 0.1; }, {"dropout 0.1"});
+  refused([](auto& j) { j["added_tokens"][0]["lstrip"] = true; }, {"<|endoftext|>", "lstrip"});
+  refused([](auto& j) { j["truncation"] = {{"max_length", 8}}; }, {"truncation"});
+  refused([](auto& j) { j["model"]["merges"][0] = "Ġ"; }, {"merge", "two tokens"});
+  refused([](auto& j) { j["model"]["merges"][0] = "Ġ zzz"; }, {"zzz", "not in the vocab"});
+  refused(
+      [](auto& j) {
+        j["pre_tokenizer"] = {{"type", "Split"},
+                              {"pattern", {{"Regex", "(unclosed"}}},
+                              {"behavior", "Isolated"},
+                              {"invert", false}};
+      },
+      {"pattern", "does not compile"});
+  refused(
+      [](auto& j) {
+        j["pre_tokenizer"] = {{"type", "Split"},
+                              {"pattern", {{"String", " "}}},
+                              {"behavior", "MergedWithNext"},
+                              {"invert", false}};
+      },
+      {"behavior MergedWithNext"});
+
+  TempDir dir;
+  std::ofstream(dir.file("tokenizer.json")) << "{\"model\": {";
+  expect_input_error([&] { Tokenizer::load(dir.path()); }, {dir.file("tokenizer.json"), "JSON"});
+  expect_input_error([&] { Tokenizer::load(dir.file("missing")); },
+                     {dir.file("missing"), "does not exist"});
+  TempDir empty;
+  expect_input_error([&] { Tokenizer::load(empty.path()); }, {empty.path(), "no tokenizer.json"});
+  // A tokenizer_config.json naming a token the tokenizer lacks.
+  TempDir config;
+  std::ofstream(config.file("tokenizer.json"))
+      << trainer::testing::slurp(folder + "/tokenizer.json");
+  std::ofstream(config.file("tokenizer_config.json")) << R"({"bos_token": "<s>"})";
+  expect_input_error([&] { Tokenizer::load(config.path()); },
+                     {"tokenizer_config.json", "bos_token", "<s>"});
+}
+
+// What `tokenizers` gives for `lines` under the tokenizer.json in `folder`.
+std::vector<std::vector<int32_t>> reference_of(const std::string& folder,
+                                               const std::vector<std::string>& lines) {
+  TempDir dir;
+  std::string text;
+  for (const auto& line : lines) text += line + "\n";
+  std::ofstream(dir.file("lines.txt"), std::ios::binary) << text;
+  const auto result = trainer::testing::run(std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
+                                            "/scripts/reference/tokenize_reference.py " + folder +
+                                            " " + dir.file("ids") + " " + dir.file("lines.txt"));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  std::vector<std::vector<int32_t>> ids;
+  for (const auto& line : trainer::testing::lines_of(trainer::testing::slurp(dir.file("ids")))) {
+    ids.push_back(parse_ids(line));
+  }
+  return ids;
+}
+
+// Other layouts of the same vocabulary, each against `tokenizers` on a few hostile lines.
+TEST(Tokenizer, OtherLayoutsMatchTokenizers) {
+  const std::string folder = fixture("tokenizer_gpt2");
+  SKIP_WITHOUT_FIXTURES(folder);
+  const std::vector<std::string> lines = {"the cat  sat",
+                                          "x",
+                                          "  two  spaces <|endoftext|>after<|endoftext|> b",
+                                          "it's 123 \u00e9t\u00e9",
+                                          "\u4E2D\u6587 tab\tend ",
+                                          "<|endoftext|>",
+                                          "snow\u2603man\U0001F600",
+                                          "line\r"};
+  const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> layouts = {
+      {"Split on a literal space (Removed), ByteLevel without its regex",
+       [](nlohmann::json& j) {
+         j["pre_tokenizer"] = {{"type", "Sequence"},
+                               {"pretokenizers",
+                                {{{"type", "Split"},
+                                  {"pattern", {{"String", " "}}},
+                                  {"behavior", "Removed"},
+                                  {"invert", false}},
+                                 {{"type", "ByteLevel"},
+                                  {"add_prefix_space", false},
+                                  {"trim_offsets", true},
+                                  {"use_regex", false}}}}};
+       }},
+      {"ByteLevel with add_prefix_space, a normalized added token",
+       [](nlohmann::json& j) {
+         j["pre_tokenizer"]["add_prefix_space"] = true;
+         j["added_tokens"][0]["normalized"] = true;
+       }},
+      {"a Split regex of digits (ICU), then GPT-2's ByteLevel",
+       [](nlohmann::json& j) {
+         j["pre_tokenizer"] = {{"type", "Sequence"},
+                               {"pretokenizers",
+                                {{{"type", "Split"},
+                                  {"pattern", {{"Regex", "\\p{N}|\\s+"}}},
+                                  {"behavior", "Isolated"},
+                                  {"invert", false}},
+                                 {{"type", "ByteLevel"},
+                                  {"add_prefix_space", false},
+                                  {"trim_offsets", true},
+                                  {"use_regex", true}}}}};
+       }},
+      {"no pre_tokenizer: characters, not bytes (those not in the vocab dropped)",
+       [](nlohmann::json& j) { j["pre_tokenizer"] = nullptr; }},
+      {"ignore_merges with GPT-2's pattern",
+       [](nlohmann::json& j) { j["model"]["ignore_merges"] = true; }},
+  };
+  for (const auto& [what, change] : layouts) {
+    TempDir dir;
+    const std::string path = changed_tokenizer(dir, change);
+    const Tokenizer t = Tokenizer::load(path);
+    const auto expected = reference_of(path, lines);
+    ASSERT_EQ(expected.size(), lines.size()) << what;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      EXPECT_EQ(t.encode(lines[i]), expected[i]) << what << ": " << lines[i];
+    }
+  }
+}
+
+}  // namespace tokenizer_test

@@ -31,9 +31,10 @@ double max_diff(const torch::Tensor& a, const torch::Tensor& b, const torch::Ten
   return d.max().item<double>();
 }
 
-#define NEED_FIXTURES()                                                         \
-  const std::string fixtures = hf_fixtures_dir();                               \
-  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON lacks transformers (scripts/setup installs it)"
+#define NEED_FIXTURES()                           \
+  const std::string fixtures = hf_fixtures_dir(); \
+  if (fixtures.empty())                           \
+  GTEST_SKIP() << "TRAINER_PYTHON lacks transformers (scripts/setup installs it)"
 
 class HfLogits : public ::testing::TestWithParam<std::string> {};
 
@@ -95,7 +96,8 @@ TEST(HfModels, KvCacheGivesTheUncachedLogits) {
     models::KVCache cache;
     torch::Tensor first = model->logits(ids.slice(1, 0, 7), {}, &cache);
     std::vector<torch::Tensor> parts{first};
-    for (int64_t t = 7; t < 10; ++t) parts.push_back(model->logits(ids.slice(1, t, t + 1), {}, &cache));
+    for (int64_t t = 7; t < 10; ++t)
+      parts.push_back(model->logits(ids.slice(1, t, t + 1), {}, &cache));
     parts.push_back(model->logits(ids.slice(1, 10, 12), {}, &cache));
     EXPECT_EQ(cache.length, 12);
     EXPECT_LE(max_diff(torch::cat(parts, 1), full), 1e-5) << name;
@@ -122,20 +124,29 @@ TEST(HfModels, UnsupportedConfigsAndFoldersAreOneLineNamingTheField) {
     const std::string dir = edited_copy(from, tmp, edit);
     expect_input_error([&] { models::load_hf_model(dir); }, parts);
   };
-  bad(llama, [](auto& j) { j["model_type"] = "mistral"; }, {"model_type", "mistral", "gpt2, llama"});
+  bad(llama, [](auto& j) { j["model_type"] = "mistral"; },
+      {"model_type", "mistral", "gpt2, llama"});
   bad(llama, [](auto& j) { j["rope_parameters"]["rope_type"] = "yarn"; }, {"rope_type", "yarn"});
-  bad(llama, [](auto& j) { j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}}; },
+  bad(llama,
+      [](auto& j) {
+        j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+      },
       {"rope_scaling"});
   bad(gpt2, [](auto& j) { j["add_cross_attention"] = true; }, {"add_cross_attention"});
   bad(llama, [](auto& j) { j["hidden_act"] = "swish2"; }, {"hidden_act", "swish2"});
   bad(llama, [](auto& j) { j["num_key_value_heads"] = 3; }, {"num_key_value_heads", "3"});
-  bad(llama, [](auto& j) { j["hidden_size"] = 96; }, {"model.embed_tokens.weight", "shape"});
+  bad(llama, [](auto& j) { j["hidden_size"] = 96; },
+      {"config.json", "does not belong to these weights"});
+  bad(gpt2, [](auto& j) { j["model_type"] = "llama"; }, {"llama model of", "does not belong"});
+  bad(gpt2, [](auto& j) { j["n_layer"] = 1000000000; }, {"does not belong"});
+  bad(gpt2, [](auto& j) { j["eos_token_id"] = 600; },
+      {"eos_token_id", "600", "outside the vocabulary"});
   bad(llama, [](auto& j) { j["tie_word_embeddings"] = true; },
       {"tie_word_embeddings", "lm_head.weight", "differs"});
   bad(fixtures + "/llama_tied", [](auto& j) { j["tie_word_embeddings"] = false; },
-      {"missing", "lm_head.weight"});
+      {"does not belong to these weights"});
   bad(gpt2, [](auto& j) { j["dtype"] = "float64"; }, {"dtype", "float64"});
-  bad(gpt2, [](auto& j) { j["n_layer"] = 3; }, {"missing", "transformer.h.2"});
+  bad(gpt2, [](auto& j) { j["n_layer"] = 3; }, {"does not belong to these weights"});
   bad(gpt2, [](auto& j) { j.erase("vocab_size"); }, {"vocab_size", "missing"});
   // No weights at all; pytorch_model.bin alone.
   const std::string empty = edited_copy(gpt2, tmp, [](auto&) {});

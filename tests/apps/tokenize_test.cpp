@@ -1,0 +1,134 @@
+// `trainer tokenize` through the real binary: the ids of every line of the fortunes corpus and
+// of hostile Unicode equal the `tokenizers` library's (scripts/reference/tokenize_reference.py
+// prints the same format), from a FILE and from standard input; --decode gives the text back; bad
+// arguments and unsupported tokenizers are one line and exit code 2.
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/base/files.h"
+#include "tests/test_util.h"
+
+namespace trainer {
+namespace tokenize_test {
+
+using testing::run;
+using testing::slurp;
+using testing::TempDir;
+
+const std::string& kTrainer = testing::kTrainerBin;
+
+// Every fortunes text file, then lines of hostile Unicode (CRLF, U+0085, U+2028, NBSP, emoji,
+// combining marks, digits of other scripts, bytes that are not UTF-8, special tokens).
+std::string corpus_text() {
+  std::string text;
+  const std::string dir = "/usr/share/games/fortunes";
+  for (const std::string& name : base::list_directory(dir)) {
+    if (name.size() > 4 &&
+        (name.substr(name.size() - 4) == ".dat" || name.substr(name.size() - 3) == ".u8")) {
+      continue;
+    }
+    if (base::is_regular_file(dir + "/" + name)) text += slurp(dir + "/" + name);
+  }
+  text +=
+      "\ncrlf\r\nnel\u0085x \u2028 y\u00A0z \U0001F468\u200D\U0001F469 e\u0301\u0302 "
+      "\u0663\u0664\u0665\u0666 \uFF11\uFF12\n"
+      "bad \xFF\xC0\xAF\xED\xA0\x80 <|endoftext|><|begin_of_text|> it'S 'ſ\n"
+      "   \t\n\n\xF0\x9F\x98";
+  return text;
+}
+
+std::string reference(const std::string& folder, const std::string& file,
+                      const std::string& flags = "") {
+  TempDir dir;
+  const auto result = run(std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
+                          "/scripts/reference/tokenize_reference.py " + folder + " " +
+                          dir.file("ids") + " " + file + " " + flags);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  return slurp(dir.file("ids"));
+}
+
+#define FIXTURES_OR_SKIP(dir)                                                         \
+  const std::string dir = testing::hf_fixtures_dir();                                 \
+  if (dir.empty()) {                                                                  \
+    GTEST_SKIP() << "TRAINER_PYTHON lacks transformers/tokenizers: no reference ids"; \
+  }
+
+TEST(TokenizeCli, PrintsTheIdsTokenizersGivesForEveryLine) {
+  FIXTURES_OR_SKIP(fixtures);
+  TempDir dir;
+  std::ofstream(dir.file("corpus.txt"), std::ios::binary) << corpus_text();
+  for (const std::string name : {"tokenizer_gpt2", "tokenizer_llama3"}) {
+    const std::string folder = fixtures + "/" + name;
+    const auto result =
+        run(kTrainer + " tokenize --tokenizer_name " + folder + " " + dir.file("corpus.txt"));
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const std::string expected = reference(folder, dir.file("corpus.txt"));
+    EXPECT_GT(testing::lines_of(expected).size(), 60000u);
+    EXPECT_TRUE(result.out == expected) << name << ": the ids differ from tokenizers'";
+    EXPECT_EQ(result.err, "");
+  }
+  // Standard input, without the template's BOS.
+  const std::string folder = fixtures + "/tokenizer_llama3";
+  std::ofstream(dir.file("few.txt"), std::ios::binary) << "Hello world\r\n\n it's 42!";
+  const auto piped = run("cat " + dir.file("few.txt") + " | " + kTrainer +
+                         " tokenize --no_special_tokens --tokenizer_name=" + folder);
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_EQ(piped.out, reference(folder, dir.file("few.txt"), "--no-special"));
+}
+
+TEST(TokenizeCli, DecodeGivesTheTextBack) {
+  FIXTURES_OR_SKIP(fixtures);
+  TempDir dir;
+  const std::string text = "Hello, world!\n  caf\u00E9 \U0001F600\n\nlast line\r\n";
+  std::ofstream(dir.file("text.txt"), std::ios::binary) << text;
+  const std::string tokenize =
+      kTrainer + " tokenize --tokenizer_name " + fixtures + "/tokenizer_gpt2";
+  const auto result = run(tokenize + " " + dir.file("text.txt") + " | " + tokenize + " --decode");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, text);
+  // Special tokens shown, or left out.
+  const std::string llama =
+      kTrainer + " tokenize --tokenizer_name " + fixtures + "/tokenizer_llama3";
+  EXPECT_EQ(run("echo 'hi' | " + llama + " | " + llama + " --decode").out, "<|begin_of_text|>hi\n");
+  EXPECT_EQ(run("echo 'hi' | " + llama + " | " + llama + " --decode --no_special_tokens").out,
+            "hi\n");
+}
+
+TEST(TokenizeCli, BadArgumentsAreOneLineAndExitCode2) {
+  FIXTURES_OR_SKIP(fixtures);
+  TempDir dir;
+  const std::string gpt2 = fixtures + "/tokenizer_gpt2";
+  nlohmann::json wordpiece = nlohmann::json::parse(slurp(gpt2 + "/tokenizer.json"));
+  wordpiece["model"]["type"] = "WordPiece";
+  std::ofstream(dir.file("tokenizer.json")) << wordpiece.dump();
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"tokenize", {"needs --tokenizer_name"}},
+      {"tokenize --tokenizer_name " + dir.file("none"), {dir.file("none"), "does not exist"}},
+      {"tokenize --tokenizer_name " + gpt2 + " " + dir.file("missing.txt"),
+       {"trainer tokenize", dir.file("missing.txt")}},
+      {"tokenize --tokenizer_name " + gpt2 + " a.txt b.txt", {"unexpected argument", "b.txt"}},
+      {"tokenize --tokenizer_name " + gpt2 + " --top_k 3", {"unknown option --top_k"}},
+      {"tokenize --tokenizer_name " + dir.path(), {"model type WordPiece", "tokenizer.json"}},
+      {"tokenize --tokenizer_name", {"--tokenizer_name needs a value"}},
+  };
+  for (const auto& [args, parts] : cases) {
+    const auto result = run("echo hi | " + kTrainer + " " + args);
+    EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.err;
+    EXPECT_EQ(testing::lines_of(result.err).size(), 1u) << args << "\n" << result.err;
+    for (const auto& part : parts) {
+      EXPECT_NE(result.err.find(part), std::string::npos) << args << "\n" << result.err;
+    }
+  }
+  for (const std::string line : {"1 2 abc", "1 512", "-1"}) {
+    const auto result =
+        run("echo '" + line + "' | " + kTrainer + " tokenize --decode --tokenizer_name " + gpt2);
+    EXPECT_EQ(result.exit_code, 2) << line;
+    EXPECT_NE(result.err.find("line 1:"), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("ids are integers 0..511"), std::string::npos) << result.err;
+  }
+}
+
+}  // namespace tokenize_test
+}  // namespace trainer
