@@ -31,7 +31,8 @@ std::optional<models::HfConfig> hf_config(const TrainingArguments& args, int64_t
     const std::string& path = *args.model_name_or_path();
     if (models::is_hf_model_dir(path)) return models::read_hf_config(path);
     std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) {
+    // A missing file outside a text-file run is a TorchScript file's to report.
+    if (!std::filesystem::exists(path, ec) && uses_text_files(args)) {
       throw InputError(fmt::format(
           "model_name_or_path {} does not exist (a Hugging Face model folder, or a TorchScript "
           "file; nothing is downloaded)",

@@ -167,11 +167,11 @@ int train_command(const TrainingArguments& args) {
     // An earlier run's weights in the other layout (shards or one file), and its model folder's
     // files (config, tokenizer) where this run's model has none: a loader must not find them.
     for (const auto& entry : output->earlier_entries()) {
+      const bool folder_file = entry == "config.json" || entry == "generation_config.json" ||
+                               base::starts_with(entry, "tokenizer") ||
+                               entry == "special_tokens_map.json" || entry == "chat_template.jinja";
       if (io::is_model_weights_file(entry) ||
-          model->pretrained_files.count(entry) == 0 &&
-              (entry == "config.json" || entry == "generation_config.json" ||
-               base::starts_with(entry, "tokenizer") || entry == "special_tokens_map.json" ||
-               entry == "chat_template.jinja")) {
+          (folder_file && model->pretrained_files.count(entry) == 0)) {
         batch.remove_on_commit(base::join_path(args.output_dir(), entry));
       }
     }

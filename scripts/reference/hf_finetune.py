@@ -67,6 +67,7 @@ def main():
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--grad_accum", type=int, default=1)
     p.add_argument("--validation_split_percentage", type=int, default=5)
+    p.add_argument("--count_all_labels", action="store_true")
     a = p.parse_args()
 
     torch.set_num_threads(1)
@@ -107,6 +108,13 @@ def main():
                                  dataloader_drop_last=False, use_cpu=True)
         trainer = OrderedTrainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation,
                                  data_collator=default_data_collator, callbacks=[record])
+        # Transformers 5.24 divides a causal LM's summed loss by the label count of labels[..., 1:]
+        # only where the model's loss_type is ForCausalLM: GPT2LMHeadModel's is None, so it counts
+        # every label (B x T for B x (T - 1) predictions) and logs (T - 1) / T of the mean loss
+        # that the model's own forward computes. trainer counts the shifted labels for every
+        # causal LM; the reference does the same here (--count_all_labels keeps Transformers').
+        if not a.count_all_labels and hasattr(trainer, "_loss_shifts_labels"):
+            trainer._loss_shifts_labels = True
         if a.steps > 0:
             trainer.train()
         eval_loss = trainer.evaluate()["eval_loss"]

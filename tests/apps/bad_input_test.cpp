@@ -448,10 +448,10 @@ TEST_F(BadInput, TheThirdSweepsClassesAreOneLineBeforeTraining) {
         "machine has ",
         "of memory in all; choose a smaller model or model_config"}},
       {"an option generate does not have",
-       "{trainer} generate {tmp} --top_p 0.9",
+       "{trainer} generate {tmp} --top_q 0.9",
        2,
-       {"trainer generate: unknown option --top_p (known: --help, --prompt, --max_new_tokens, "
-        "--temperature, --top_k, --seed)"}},
+       {"trainer generate: unknown option --top_q (known: --help, --prompt, --max_new_tokens, "
+        "--temperature, --top_k, --seed, --do_sample, --top_p, --use_cache, --output_ids)"}},
       {"an option plot does not have",
        "{trainer} plot {tmp} --width 3",
        2,

@@ -79,7 +79,8 @@ TEST_F(Generate, BadInputIsOneLineAndExitCodeTwo) {
   };
   expect_bad(generate("--temperature 0"), "--temperature 0 is not allowed");
   expect_bad(generate("--temperature -1"), "--temperature -1 is not allowed");
-  expect_bad(generate("--top_k 257"), "--top_k 257 is not allowed (an integer in 0..256");
+  expect_bad(generate("--top_p 0"), "--top_p 0 is not allowed (a number in (0, 1]");
+  expect_bad(generate("--do_sample maybe"), "--do_sample maybe is not allowed (true or false)");
   expect_bad(generate("--top_k -1"), "--top_k -1 is not allowed");
   expect_bad(generate("--max_new_tokens x"), "--max_new_tokens x is not allowed");
   expect_bad(run(testing::kTrainerBin + " generate " + dir_->file("missing")), "is not a folder");

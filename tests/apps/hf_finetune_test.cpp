@@ -33,10 +33,11 @@ json reference(const std::string& fixtures, const std::string& model) {
   static std::map<std::string, json> done;
   if (done.count(model)) return done[model];
   const std::string out = std::string(BINARY_DIR) + "/hf_finetune_" + model + ".json";
-  auto r = run("HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + std::string(BINARY_DIR) +
-               "/hf_datasets_cache " + python() + " " + SOURCE_DIR +
-               "/scripts/reference/hf_finetune.py " + fixtures + "/" + model + " " + kCorpus + " " +
-               out + " --steps " + std::to_string(kSteps) + " 2>&1");
+  // A datasets cache of its own: runs side by side (ctest -j) must not share one.
+  testing::TempDir cache;
+  auto r = run("HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + cache.path() + " " + python() + " " +
+               SOURCE_DIR + "/scripts/reference/hf_finetune.py " + fixtures + "/" + model + " " +
+               kCorpus + " " + out + " --steps " + std::to_string(kSteps) + " 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   std::ifstream in(out);
   return done[model] = json::parse(in);
@@ -96,10 +97,10 @@ TEST_P(HfFineTune, LossesEqualTransformersTrainerOnOneAndTwoProcesses) {
 
   // The folder goes back to Transformers: it loads with its tokenizer, without missing or
   // unexpected keys, and scores our eval loss on the validation blocks.
-  const std::string check = "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + std::string(BINARY_DIR) +
-                            "/hf_datasets_cache " + python() + " " + SOURCE_DIR +
-                            "/scripts/reference/hf_finetune.py " + tmp.file("one") + " " + kCorpus +
-                            " " + tmp.file("check.json") + " --steps 0 2>&1";
+  const std::string check =
+      "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + tmp.file("datasets-cache") + " " + python() +
+      " " + SOURCE_DIR + "/scripts/reference/hf_finetune.py " + tmp.file("one") + " " + kCorpus +
+      " " + tmp.file("check.json") + " --steps 0 2>&1";
   auto r = run(check);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::ifstream in(tmp.file("check.json"));
