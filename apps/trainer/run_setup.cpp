@@ -344,20 +344,12 @@ void check_not_empty(const data::Dataset& dataset, const std::string& split,
 }
 
 TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& args) {
-  // run_clm's --do_eval without --do_train: a Hugging Face folder is evaluated as it is.
-  if (args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path())) {
-    TrainedRun run;
-    auto source = data_source(accelerator, args);
-    run.eval_dataset = source->split("eval", args.max_eval_samples());
-    check_not_empty(*run.eval_dataset, "eval", *source);
-    run.collator = source->collator();
-    run.model = create_model(args, source->info());
-    run.compute_metrics = metrics_for_task(run.model->task().kind);
-    check_model_takes(*run.model, *run.eval_dataset, run.collator, "eval", *source, args);
-    return run;
-  }
+  // run_clm's --do_eval without --do_train: a Hugging Face folder is evaluated as it is (its
+  // weights come with the model); otherwise output_dir's weights are loaded into the model.
+  const bool folder =
+      args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path());
   std::string weights = base::join_path(args.output_dir(), "model.safetensors");
-  if (!std::filesystem::exists(weights) &&
+  if (!folder && !std::filesystem::exists(weights) &&
       !std::filesystem::exists(
           base::join_path(args.output_dir(), "model.safetensors.index.json"))) {
     throw InputError(fmt::format(
@@ -371,7 +363,7 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
   run.model = create_model(args, source->info());
   run.compute_metrics = metrics_for_task(run.model->task().kind);
   // Mapped, not read: a damaged or huge file fails on its header before any of it is read.
-  io::load_state_dict(*run.model, io::map_model_weights(args.output_dir()), weights);
+  if (!folder) io::load_state_dict(*run.model, io::map_model_weights(args.output_dir()), weights);
   check_model_takes(*run.model, *run.eval_dataset, run.collator, "eval", *source, args);
   return run;
 }

@@ -191,12 +191,14 @@ std::vector<std::string> save_model_weights(const std::string& dir, const NamedT
   return names;
 }
 
-NamedTensors map_model_weights(const std::string& dir) {
+std::vector<std::string> model_weight_files(const std::string& dir, const std::string& hint) {
   const std::string single = base::join_path(dir, "model.safetensors");
   const std::string index_path = base::join_path(dir, "model.safetensors.index.json");
   struct stat info {};
-  if (::stat(single.c_str(), &info) == 0 || ::stat(index_path.c_str(), &info) != 0) {
-    return map_safetensors(single).tensors;
+  if (::stat(single.c_str(), &info) == 0) return {single};
+  if (::stat(index_path.c_str(), &info) != 0) {
+    throw InputError(
+        fmt::format("{} holds no model.safetensors or model.safetensors.index.json{}", dir, hint));
   }
   auto index = base::read_json_object(index_path);
   if (!index.contains("weight_map") || !index["weight_map"].is_object()) {
@@ -205,19 +207,28 @@ NamedTensors map_model_weights(const std::string& dir) {
   }
   std::vector<std::string> files;
   for (const auto& item : index["weight_map"].items()) {
-    if (!item.value().is_string() ||
-        item.value().get<std::string>().find('/') != std::string::npos ||
-        !is_model_weights_file(item.value().get<std::string>())) {
-      throw InputError(fmt::format("{}: weight_map[\"{}\"] is {}, not a shard of the folder",
-                                   index_path, item.key(), base::shown(item.value())));
+    const auto& value = item.value();
+    if (!value.is_string() || value.get<std::string>().empty() ||
+        value.get<std::string>().find('/') != std::string::npos ||
+        value.get<std::string>() == "..") {
+      throw InputError(fmt::format("{}: weight_map[\"{}\"] is {}, not a file of the folder",
+                                   index_path, item.key(), base::shown(value)));
     }
-    const std::string file = item.value().get<std::string>();
-    if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
+    const std::string path = base::join_path(dir, value.get<std::string>());
+    if (std::find(files.begin(), files.end(), path) != files.end()) continue;
+    if (::stat(path.c_str(), &info) != 0) {
+      throw InputError(
+          fmt::format("{}: shard {} (of tensor {}) does not exist", index_path, path, item.key()));
+    }
+    files.push_back(path);
   }
+  return files;
+}
+
+NamedTensors map_model_weights(const std::string& dir) {
   NamedTensors out;
-  for (const auto& file : files) {
-    for (auto& item : map_safetensors(base::join_path(dir, file)).tensors)
-      out.push_back(std::move(item));
+  for (const auto& file : model_weight_files(dir)) {
+    for (auto& item : map_safetensors(file).tensors) out.push_back(std::move(item));
   }
   return out;
 }

@@ -52,6 +52,13 @@ uint32_t data_crc32(const NamedTensors& tensors);
 std::vector<std::string> save_model_weights(const std::string& dir, const NamedTensors& tensors,
                                             uint64_t max_shard_bytes);
 
+// The files of `dir`'s weights: model.safetensors, else the shards that
+// model.safetensors.index.json's weight_map names (each once, in the index's order). Throws
+// InputError naming the index for a weight_map that is missing or not an object, a value that is
+// not a file name of the folder, a shard that does not exist, and naming `dir` when it has
+// neither file (`hint` appended).
+std::vector<std::string> model_weight_files(const std::string& dir, const std::string& hint = "");
+
 // The weights save_model_weights wrote in `dir` (model.safetensors, else the index's shards),
 // mapped. Throws InputError naming the file for a missing file, a bad index (a shard outside the
 // folder, a missing shard), or a damaged shard.

@@ -45,45 +45,11 @@ torch::Dtype hf_dtype(const std::string& name, const std::string& what) {
 }
 
 io::NamedTensors read_hf_weights(const std::string& dir, const HfConfig& config) {
-  const std::string single = base::join_path(dir, "model.safetensors");
-  const std::string index = base::join_path(dir, "model.safetensors.index.json");
-  std::vector<std::string> files;
-  if (fs::exists(single)) {
-    files.push_back(single);
-  } else if (fs::exists(index)) {
-    auto j = base::read_json_object(index);
-    if (!j.contains("weight_map") || !j["weight_map"].is_object()) {
-      throw InputError(
-          fmt::format("{}: weight_map is missing (an object of tensor name -> file)", index));
-    }
-    std::set<std::string> seen;
-    for (const auto& item : j["weight_map"].items()) {
-      if (!item.value().is_string()) {
-        throw InputError(fmt::format("{}: weight_map[\"{}\"] is {}, not a file name", index,
-                                     item.key(), base::shown(item.value())));
-      }
-      const std::string file = item.value().get<std::string>();
-      if (file.find('/') != std::string::npos || file == "..") {
-        throw InputError(
-            fmt::format("{}: weight_map names \"{}\", not a file of the folder", index, file));
-      }
-      if (seen.insert(file).second) {
-        const std::string path = base::join_path(dir, file);
-        if (!fs::exists(path)) {
-          throw InputError(
-              fmt::format("{}: shard {} (of tensor {}) does not exist", index, path, item.key()));
-        }
-        files.push_back(path);
-      }
-    }
-  } else {
-    const bool bin = fs::exists(base::join_path(dir, "pytorch_model.bin"));
-    throw InputError(fmt::format(
-        "{} holds no model.safetensors or model.safetensors.index.json{}", dir,
-        bin ? " (pytorch_model.bin is not read: save the model with safe_serialization, the "
-              "default of save_pretrained)"
-            : ""));
-  }
+  const bool bin = fs::exists(base::join_path(dir, "pytorch_model.bin"));
+  const std::vector<std::string> files = io::model_weight_files(
+      dir, bin ? " (pytorch_model.bin is not read: save the model with safe_serialization, the "
+                 "default of save_pretrained)"
+               : "");
   io::NamedTensors out;
   std::set<std::string> names;
   torch::Tensor tied_head;  // lm_head.weight of a tied model's file
