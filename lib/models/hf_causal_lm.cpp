@@ -192,11 +192,7 @@ class Gpt2 : public HfCausalLM {
  public:
   explicit Gpt2(const HfConfig& config) : HfCausalLM(config) {
     transformer = register_module("transformer", std::make_shared<Gpt2Body>(config_));
-    if (!config_.tie_word_embeddings) {
-      lm_head = register_module(
-          "lm_head", std::make_shared<Weights>(
-                         std::vector<int64_t>{config_.vocab_size, config_.hidden_size}, 0));
-    }
+    register_lm_head();
     init_weights();
   }
 
@@ -216,11 +212,10 @@ class Gpt2 : public HfCausalLM {
     }
     if (cache) cache->length = past + T;
     x = (*transformer->ln_f)(x);
-    return torch::nn::functional::linear(x, lm_head ? lm_head->weight : transformer->wte->weight);
+    return torch::nn::functional::linear(x, output_weight(transformer->wte->weight));
   }
 
   std::shared_ptr<Gpt2Body> transformer;
-  std::shared_ptr<Weights> lm_head;
 };
 
 // ---- Llama ---------------------------------------------------------------------------------
@@ -327,11 +322,7 @@ class Llama : public HfCausalLM {
  public:
   explicit Llama(const HfConfig& config) : HfCausalLM(config) {
     model = register_module("model", std::make_shared<LlamaBody>(config_));
-    if (!config_.tie_word_embeddings) {
-      lm_head = register_module(
-          "lm_head", std::make_shared<Weights>(
-                         std::vector<int64_t>{config_.vocab_size, config_.hidden_size}, 0));
-    }
+    register_lm_head();
     // inv_freq as LlamaRotaryEmbedding computes it (float32), not a parameter or buffer of the
     // state dict (Transformers does not save it).
     inv_freq_ =
@@ -361,12 +352,10 @@ class Llama : public HfCausalLM {
     }
     if (cache) cache->length = past + T;
     x = (*model->norm)(x);
-    return torch::nn::functional::linear(x,
-                                         lm_head ? lm_head->weight : model->embed_tokens->weight);
+    return torch::nn::functional::linear(x, output_weight(model->embed_tokens->weight));
   }
 
   std::shared_ptr<LlamaBody> model;
-  std::shared_ptr<Weights> lm_head;
 
  private:
   Tensor inv_freq_;
@@ -388,6 +377,13 @@ ModelOutput HfCausalLM::forward(const data::Batch& inputs) {
                          inputs.num_items_in_batch);
   }
   return out;
+}
+
+void HfCausalLM::register_lm_head() {
+  if (config_.tie_word_embeddings) return;
+  auto head = register_module("lm_head", std::make_shared<torch::nn::Module>());
+  lm_head_weight_ =
+      head->register_parameter("weight", torch::empty({config_.vocab_size, config_.hidden_size}));
 }
 
 torch::Dtype HfCausalLM::dtype() const {

@@ -52,8 +52,15 @@ class HfCausalLM : public Model {
   // initializer_range), biases 0, norms 1 (and 0); GPT-2's c_proj weights normal(0,
   // initializer_range / sqrt(2 n_layer)).
   void init_weights();
+  // lm_head.weight [vocab_size, hidden_size] unless tie_word_embeddings (then the file has none).
+  void register_lm_head();
+  // The output projection: lm_head.weight, or `embedding` when tied.
+  const torch::Tensor& output_weight(const torch::Tensor& embedding) const {
+    return lm_head_weight_.defined() ? lm_head_weight_ : embedding;
+  }
 
   HfConfig config_;
+  torch::Tensor lm_head_weight_;
 };
 
 // A freshly initialised model of the config (random weights as Transformers draws them in
