@@ -16,8 +16,8 @@ BasicNet::BasicNet(bool fused) : fused_(fused) {
       register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).stride(1)));
   dropout1 = register_module("dropout1", torch::nn::Dropout(0.25));
   dropout2 = register_module("dropout2", torch::nn::Dropout(0.5));
-  fc1 = register_module("fc1", torch::nn::Linear(9216, 128));
-  fc2 = register_module("fc2", torch::nn::Linear(128, 10));
+  fc1 = register_module("fc1", Linear(9216, 128));
+  fc2 = register_module("fc2", Linear(128, 10));
 }
 
 torch::Tensor BasicNet::forward(const torch::Tensor& input) {

@@ -3,7 +3,7 @@
 
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/dropout.h>
-#include <torch/nn/modules/linear.h>
+#include "lib/models/linear.h"
 
 #include "lib/models/model.h"
 
@@ -23,10 +23,11 @@ class BasicNet : public Model {
   explicit BasicNet(bool fused = true);
   using Model::forward;
   torch::Tensor forward(const torch::Tensor& x) override;
+  std::string output_layer() const override { return "fc2"; }
 
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
   torch::nn::Dropout dropout1{nullptr}, dropout2{nullptr};
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  Linear fc1{nullptr}, fc2{nullptr};
   bool fused() const { return fused_; }
 
  private:

@@ -41,10 +41,10 @@ torch::Tensor GptLayerNormImpl::forward(const torch::Tensor& x) {
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& c)
     : n_head(c.n_head), dropout(c.dropout) {
-  c_attn = register_module(
-      "c_attn", torch::nn::Linear(torch::nn::LinearOptions(c.n_embd, 3 * c.n_embd).bias(c.bias)));
-  c_proj = register_module(
-      "c_proj", torch::nn::Linear(torch::nn::LinearOptions(c.n_embd, c.n_embd).bias(c.bias)));
+  c_attn = register_module("c_attn",
+                           Linear(torch::nn::LinearOptions(c.n_embd, 3 * c.n_embd).bias(c.bias)));
+  c_proj =
+      register_module("c_proj", Linear(torch::nn::LinearOptions(c.n_embd, c.n_embd).bias(c.bias)));
   resid_dropout = register_module("resid_dropout", torch::nn::Dropout(c.dropout));
 }
 
@@ -68,10 +68,10 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x,
 }
 
 GptMlpImpl::GptMlpImpl(const GptConfig& c) {
-  c_fc = register_module(
-      "c_fc", torch::nn::Linear(torch::nn::LinearOptions(c.n_embd, 4 * c.n_embd).bias(c.bias)));
-  c_proj = register_module(
-      "c_proj", torch::nn::Linear(torch::nn::LinearOptions(4 * c.n_embd, c.n_embd).bias(c.bias)));
+  c_fc = register_module("c_fc",
+                         Linear(torch::nn::LinearOptions(c.n_embd, 4 * c.n_embd).bias(c.bias)));
+  c_proj = register_module("c_proj",
+                           Linear(torch::nn::LinearOptions(4 * c.n_embd, c.n_embd).bias(c.bias)));
   dropout = register_module("dropout", torch::nn::Dropout(c.dropout));
 }
 

@@ -12,9 +12,9 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
 
 #include "lib/base/config_reader.h"
+#include "lib/models/linear.h"
 #include "lib/models/model.h"
 
 namespace trainer::models {
@@ -49,7 +49,7 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   // x: [B, T, C]. attn_mask: undefined (plain causal attention) or bool [B, 1, T, T], true where
   // a query may attend to a key.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& attn_mask = {});
-  torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
+  Linear c_attn{nullptr}, c_proj{nullptr};
   torch::nn::Dropout resid_dropout{nullptr};
   int64_t n_head;
   double dropout;
@@ -61,7 +61,7 @@ class GptMlpImpl : public torch::nn::Module {
  public:
   explicit GptMlpImpl(const GptConfig& config);
   torch::Tensor forward(const torch::Tensor& x);
-  torch::nn::Linear c_fc{nullptr}, c_proj{nullptr};
+  Linear c_fc{nullptr}, c_proj{nullptr};
   torch::nn::Dropout dropout{nullptr};
 };
 TORCH_MODULE(GptMlp);

@@ -10,6 +10,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/text.h"
+#include "lib/models/linear.h"
 
 namespace trainer::models {
 namespace hf {
@@ -25,22 +26,28 @@ struct Weights : torch::nn::Module {
   Tensor weight, bias;
 };
 
-// Linear as nn.Linear stores it: weight [out, in].
-struct Linear : Weights {
+// Linear as nn.Linear stores it: weight [out, in]; room for a LoRA adapter.
+struct Linear : Weights, LoraHost {
   Linear(int64_t in, int64_t out, bool with_bias) : Weights({out, in}, with_bias ? out : 0) {}
   Tensor operator()(const Tensor& x) const {
-    return torch::nn::functional::linear(x, weight, bias);
+    return add_lora(x, torch::nn::functional::linear(x, weight, bias), is_training());
   }
+  Tensor host_weight() const override { return weight; }
+  Tensor host_bias() const override { return bias; }
 };
 
-// GPT-2's Conv1D: weight [in, out], x @ weight + bias.
-struct Conv1D : Weights {
+// GPT-2's Conv1D: weight [in, out], x @ weight + bias; room for a LoRA adapter (fan_in_fan_out).
+struct Conv1D : Weights, LoraHost {
   Conv1D(int64_t in, int64_t out) : Weights({in, out}, out) {}
   Tensor operator()(const Tensor& x) const {
     auto sizes = x.sizes().vec();
     sizes.back() = weight.size(1);
-    return torch::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(sizes);
+    return add_lora(x, torch::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(sizes),
+                    is_training());
   }
+  Tensor host_weight() const override { return weight; }
+  Tensor host_bias() const override { return bias; }
+  bool fan_in_fan_out() const override { return true; }
 };
 
 Tensor activation(const std::string& name, const Tensor& x) {

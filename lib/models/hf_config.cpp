@@ -8,6 +8,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/json_fields.h"
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
 
@@ -16,68 +17,8 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// Reads config.json's fields one by one, naming the file and the field in every error.
-class Fields {
- public:
-  Fields(const json& j, std::string source) : j_(j), source_(std::move(source)) {}
-
-  bool has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-
-  [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
-    throw InputError(fmt::format("{}: {} {}", source_, key, problem));
-  }
-
-  int64_t positive(const std::string& key, int64_t fallback) const {
-    if (!has(key)) {
-      if (fallback > 0) return fallback;
-      fail(key, "is missing (a positive integer)");
-    }
-    const json& v = j_.at(key);
-    if (!v.is_number_integer() || v.get<int64_t>() < 1) {
-      fail(key, fmt::format("{} is not allowed (a positive integer)", base::shown(v)));
-    }
-    return v.get<int64_t>();
-  }
-  double number(const std::string& key, double fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_number()) fail(key, fmt::format("{} is not a number", base::shown(v)));
-    return v.get<double>();
-  }
-  bool boolean(const std::string& key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_boolean()) fail(key, fmt::format("{} is not true or false", base::shown(v)));
-    return v.get<bool>();
-  }
-  std::string string(const std::string& key, const std::string& fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_string()) fail(key, fmt::format("{} is not a string", base::shown(v)));
-    return v.get<std::string>();
-  }
-  // One id or a list of ids ([] when absent).
-  std::vector<int64_t> ids(const std::string& key) const {
-    if (!has(key)) return {};
-    const json& v = j_.at(key);
-    std::vector<int64_t> out;
-    if (v.is_number_integer()) return {v.get<int64_t>()};
-    if (v.is_array()) {
-      for (const auto& e : v) {
-        if (!e.is_number_integer()) break;
-        out.push_back(e.get<int64_t>());
-      }
-      if (out.size() == v.size()) return out;
-    }
-    fail(key, fmt::format("{} is not a token id or a list of them", base::shown(v)));
-  }
-
- private:
-  const json& j_;
-  std::string source_;
-};
-
-void refuse_if(bool condition, const Fields& f, const std::string& key, const std::string& why) {
+void refuse_if(bool condition, const base::JsonFields& f, const std::string& key,
+               const std::string& why) {
   if (condition) f.fail(key, why);
 }
 
@@ -87,7 +28,7 @@ HfConfig parse_hf_config(const json& j, const std::string& source) {
   if (!j.is_object()) {
     throw InputError(fmt::format("{}: not a JSON object (a Hugging Face config.json)", source));
   }
-  Fields f(j, source);
+  base::JsonFields f(j, source);
   HfConfig c;
   c.json = j;
   c.model_type = f.string("model_type", "");
@@ -174,7 +115,7 @@ HfConfig parse_hf_config(const json& j, const std::string& source) {
     if (f.has("rope_parameters")) {
       const json& r = j.at("rope_parameters");
       if (!r.is_object()) f.fail("rope_parameters", "is not an object");
-      Fields rf(r, source + ": rope_parameters");
+      base::JsonFields rf(r, source + ": rope_parameters");
       const std::string type = rf.string("rope_type", "default");
       refuse_if(type != "default", f, "rope_parameters",
                 fmt::format("rope_type \"{}\" is not supported (only \"default\")", type));

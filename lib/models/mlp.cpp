@@ -3,6 +3,8 @@
 
 #include <torch/nn/functional.h>
 
+#include "lib/models/linear.h"
+
 namespace trainer::models {
 
 namespace F = torch::nn::functional;
@@ -15,7 +17,7 @@ Mlp::Mlp(int64_t in_features, std::vector<int64_t> hidden_sizes, int64_t out_fea
   int64_t in = in_features;
   hidden_sizes.push_back(out_features);
   for (int64_t out : hidden_sizes) {
-    layers->push_back(torch::nn::Linear(in, out));
+    layers->push_back(Linear(in, out));
     in = out;
   }
 }
@@ -24,7 +26,7 @@ torch::Tensor Mlp::forward(const torch::Tensor& input) {
   torch::Tensor x = input.flatten(1);
   const size_t n = layers->size();
   for (size_t i = 0; i < n; ++i) {
-    x = layers->ptr<torch::nn::LinearImpl>(i)->forward(x);
+    x = layers->ptr<LinearImpl>(i)->forward(x);
     if (i + 1 == n) break;
     if (activation_ == "relu") {
       x = torch::relu(x);

@@ -20,6 +20,9 @@ class Mlp : public Model {
       std::string activation, double dropout, Task task);
   using Model::forward;
   torch::Tensor forward(const torch::Tensor& x) override;
+  std::string output_layer() const override {
+    return "layers." + std::to_string(layers->size() - 1);
+  }
 
   torch::nn::ModuleList layers{nullptr};
 

@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "lib/base/files.h"
 #include "lib/base/text.h"
+#include "lib/io/safetensors.h"
 
 namespace trainer::models {
 
@@ -91,6 +93,16 @@ std::string tensor_text(const torch::Tensor& x) {
       break;
   }
   return fmt::format("{} {}", dtype, base::shape_text(x.sizes().vec()));
+}
+
+std::vector<std::string> Model::save_weights(const std::string& dir,
+                                             uint64_t max_shard_bytes) const {
+  return io::save_model_weights(dir, io::state_dict(*this), max_shard_bytes);
+}
+
+void Model::load_weights(const std::string& dir) {
+  torch::NoGradGuard no_grad;
+  io::load_state_dict(*this, io::map_model_weights(dir), base::join_path(dir, weights_file()));
 }
 
 }  // namespace trainer::models

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include <torch/nn/module.h>
 
@@ -53,6 +54,19 @@ class Model : public torch::nn::Module {
   // model's config.json and generation_config.json, its tokenizer's files): the Trainer writes
   // them into output_dir and every checkpoint, so that each is itself a model folder.
   std::map<std::string, std::string> pretrained_files;
+
+  // Writes the weights a run saves into `dir` and returns the files' names: model.safetensors
+  // (shards and their index above max_shard_bytes); a LoRA model its adapter.
+  virtual std::vector<std::string> save_weights(const std::string& dir,
+                                                uint64_t max_shard_bytes) const;
+  // Loads what save_weights wrote in `dir`: every name with its shape, none missing or extra
+  // (InputError naming the file and the tensor otherwise).
+  virtual void load_weights(const std::string& dir);
+  // The name of the linear layer that gives the outputs ("fc2"), which LoRA's "all-linear" leaves
+  // out; "" when there is none.
+  virtual std::string output_layer() const { return ""; }
+  // The weights' file, as messages name it.
+  virtual std::string weights_file() const { return "model.safetensors"; }
 
  protected:
   Task task_;

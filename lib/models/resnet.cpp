@@ -59,7 +59,7 @@ ResNet::ResNet(int64_t in_channels, int64_t num_classes, int64_t width, int64_t 
     channels = out;
     stages_.push_back(register_module(fmt::format("layer{}", s + 1), stage));
   }
-  fc = register_module("fc", torch::nn::Linear(channels, num_classes));
+  fc = register_module("fc", Linear(channels, num_classes));
   // torchvision's initialisation: Kaiming normal (fan_out, ReLU) for convolutions, ones and zeros
   // for batch norms.
   torch::NoGradGuard no_grad;

@@ -6,8 +6,8 @@
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/linear.h>
 
+#include "lib/models/linear.h"
 #include "lib/models/model.h"
 
 namespace trainer::models {
@@ -21,12 +21,13 @@ class ResNet : public Model {
   ResNet(int64_t in_channels, int64_t num_classes, int64_t width, int64_t stages, int64_t blocks);
   using Model::forward;
   torch::Tensor forward(const torch::Tensor& x) override;
+  std::string output_layer() const override { return "fc"; }
 
  private:
   torch::nn::Conv2d conv1{nullptr};
   torch::nn::BatchNorm2d bn1{nullptr};
   std::vector<torch::nn::Sequential> stages_;
-  torch::nn::Linear fc{nullptr};
+  Linear fc{nullptr};
 };
 
 }  // namespace trainer::models

@@ -17,12 +17,12 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include "lib/accelerate/launch.h"
+#include "lib/base/errors.h"
 #include "lib/data/dataloader.h"
 #include "lib/data/mnist.h"
-#include "lib/accelerate/launch.h"
 #include "lib/distributed/ddp.h"
 #include "lib/distributed/process_group.h"
-#include "lib/base/errors.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/models.h"
 #include "tests/worker_flags.h"
@@ -36,7 +36,9 @@ using testing::flag;
 // A BasicNet whose fc2 has `outputs` classes, for the mismatch test.
 class OtherNet : public models::BasicNet {
  public:
-  explicit OtherNet(int outputs) { fc2 = replace_module("fc2", torch::nn::Linear(128, outputs)); }
+  explicit OtherNet(int outputs) {
+    fc2 = replace_module("fc2", trainer::models::Linear(128, outputs));
+  }
 };
 
 int train(int argc, char** argv) {
