@@ -10,6 +10,8 @@ TOKENIZERS_VERSION="0.23.3"
 DATASETS_VERSION="5.2.0"
 # Transformers' Trainer needs accelerate (the reference runs of the fine-tuning checks).
 ACCELERATE_VERSION="1.15.0"
+# PEFT writes and reads the LoRA adapter folders the LoRA checks exchange with ours.
+PEFT_VERSION="0.21.2"
 TRAINER_CACHE="${TRAINER_CACHE:-$HOME/.cache/trainer}"
 TORCH_VENV="${TORCH_VENV:-$TRAINER_CACHE/venv-torch-$TORCH_VERSION}"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -218,4 +218,23 @@ std::string hf_fixtures_dir() {
   return dir;
 }
 
+std::string peft_fixtures_dir() {
+  static const std::string dir = [] {
+    const std::string out = std::string(BINARY_DIR) + "/peft_fixtures";
+    if (std::filesystem::exists(out + "/done")) return out;
+    const std::string hf = hf_fixtures_dir();
+    if (hf.empty() || !python_has("peft")) return std::string();
+    const std::string script = std::string(SOURCE_DIR) + "/scripts/reference/peft_reference.py";
+    const auto result = run("flock " + out + ".lock sh -c '[ -f " + out + "/done ] || " +
+                            std::string(TRAINER_PYTHON) + " " + script + " make " + hf + " " + out +
+                            " >/dev/null 2>&1'");
+    if (result.exit_code != 0 || !std::filesystem::exists(out + "/done")) {
+      ADD_FAILURE() << "scripts/reference/peft_reference.py make failed: " << result.err;
+      return std::string();
+    }
+    return out;
+  }();
+  return dir;
+}
+
 }  // namespace trainer::testing

@@ -135,4 +135,10 @@ std::string torchrun_path();
 // skips, saying why).
 std::string hf_fixtures_dir();
 
+// The LoRA adapters that scripts/reference/peft_reference.py makes with PEFT on those fixtures
+// (one folder per case, each with its merged model; the reference logits; PEFT's
+// print_trainable_parameters lines), built once per build folder under a lock. "" when
+// TRAINER_PYTHON lacks transformers or peft.
+std::string peft_fixtures_dir();
+
 }  // namespace trainer::testing

@@ -112,10 +112,9 @@ void Trainer::write_checkpoint_files(const std::string& staging, const std::stri
   manifest.world_size = accelerator.num_processes();
   manifest.total_batch_size = total_batch_size_;
   manifest.save_only_model = args_.save_only_model();
-  std::vector<std::string> files =
-      io::save_model_weights(staging, io::state_dict(*model_),
-                             io::parse_file_size(args_.save_safetensors_max_shard_size(),
-                                                 "argument save_safetensors_max_shard_size:"));
+  std::vector<std::string> files = model_->save_weights(
+      staging, io::parse_file_size(args_.save_safetensors_max_shard_size(),
+                                   "argument save_safetensors_max_shard_size:"));
   files.push_back(kStateFile);
   files.push_back(kArgsFile);
   // A Hugging Face model's config and tokenizer: the checkpoint is itself a model folder.
@@ -320,11 +319,7 @@ void Trainer::load_best_model() {
     }
     return;
   }
-  const std::string path = base::join_path(dir, kModelFile);
-  {
-    torch::NoGradGuard no_grad;
-    io::load_state_dict(*model_, io::map_model_weights(dir), path);
-  }
+  model_->load_weights(dir);
   if (state_.is_world_process_zero) {
     std::printf("Loading best model from %s (score: %s).\n", dir.c_str(),
                 base::python_float(state_.best_metric.value_or(0)).c_str());

@@ -227,13 +227,10 @@ Trainer::SavedState Trainer::read_saved_state(const Resumable& checkpoint) const
 void Trainer::load_weights_and_optimizer(const std::string& dir, const SavedState& saved) {
   auto source = [&](const char* file) { return base::join_path(dir, file); };
   // The model: names and shapes must match exactly, and the weights be finite.
-  {
-    torch::NoGradGuard no_grad;
-    io::load_state_dict(*model_, io::map_model_weights(dir), source(kModelFile));
-  }
+  model_->load_weights(dir);
   if (auto name = nonfinite_parameter(*model_)) {
     throw InputError(fmt::format("checkpoint {}: {} holds weights that are not finite ({})", dir,
-                                 kModelFile, *name));
+                                 model_->weights_file(), *name));
   }
   // The optimizer (LibTorch's archive of its state and options) and the schedule.
   try {

@@ -160,7 +160,8 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
 std::string rank_state_name(int64_t rank) { return fmt::format("rank_state_{}.safetensors", rank); }
 
 std::vector<std::string> required_checkpoint_files(const Manifest& manifest) {
-  // The weights: model.safetensors, or an index with its shards (checked in verify_checkpoint).
+  // The weights: model.safetensors, an index with its shards, or a LoRA adapter (checked in
+  // verify_checkpoint).
   std::vector<std::string> names = {"trainer_state.json", "training_args.json"};
   if (!manifest.save_only_model) {
     names.push_back("optimizer.pt");
@@ -194,8 +195,11 @@ Manifest verify_checkpoint(const std::string& dir) {
       throw InputError(fmt::format("{}: its manifest does not list {}", prefix, name));
     }
   }
-  if (!manifest.find("model.safetensors") && !manifest.find("model.safetensors.index.json")) {
-    throw InputError(fmt::format("{}: its manifest does not list model.safetensors", prefix));
+  if (!manifest.find("model.safetensors") && !manifest.find("model.safetensors.index.json") &&
+      !manifest.find("adapter_model.safetensors")) {
+    throw InputError(fmt::format(
+        "{}: its manifest does not list model.safetensors (nor adapter_model.safetensors)",
+        prefix));
   }
   for (const ManifestFile& expected : manifest.files) {
     std::string path = base::join_path(dir, expected.name);

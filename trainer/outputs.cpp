@@ -19,9 +19,8 @@ using json = nlohmann::ordered_json;
 void Trainer::save_model(const std::string& dir) const {
   if (!accelerator_->is_main_process()) return;
   std::string target = dir.empty() ? args_.output_dir() : dir;
-  io::save_model_weights(target, io::state_dict(*model_),
-                         io::parse_file_size(args_.save_safetensors_max_shard_size(),
-                                             "argument save_safetensors_max_shard_size:"));
+  model_->save_weights(target, io::parse_file_size(args_.save_safetensors_max_shard_size(),
+                                                   "argument save_safetensors_max_shard_size:"));
   for (const auto& [name, contents] : model_->pretrained_files) {
     base::write_file_atomic(base::join_path(target, name), contents);
   }

@@ -10,6 +10,7 @@
 
 #include "lib/base/text.h"
 #include "lib/data/mnist_defaults.h"
+#include "lib/models/lora_config.h"
 #include "trainer/training_args_specs.h"
 
 namespace trainer {
@@ -97,6 +98,19 @@ bool TrainingArguments::best_metric_greater_is_better() const {
 std::string TrainingArguments::effective_dataset_dir() const {
   if (!dataset_dir_.empty()) return dataset_dir_;
   return data::kFashionMnistDir;
+}
+
+models::LoraConfig TrainingArguments::lora_config() const {
+  models::LoraConfig c;
+  c.r = lora_r_;
+  c.lora_alpha = lora_alpha_;
+  c.lora_dropout = lora_dropout_;
+  c.target_modules = target_modules_;
+  c.bias = bias_;
+  c.modules_to_save = modules_to_save_;
+  c.use_rslora = use_rslora_;
+  c.init_lora_weights = init_lora_weights_;
+  return c;
 }
 
 }  // namespace trainer

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/models/lora_config.h"
 #include "trainer/training_args_table.h"
 
 namespace trainer {
@@ -94,6 +95,11 @@ class TrainingArguments {
   bool best_metric_greater_is_better() const;
   // Accelerate's mixed_precision for bf16 / fp16: "bf16", "fp16" or "no".
   std::string mixed_precision() const { return bf16_ ? "bf16" : fp16_ ? "fp16" : "no"; }
+  // LoRA is on: use_peft, or target_modules given.
+  bool uses_lora() const { return use_peft_ || !target_modules_.empty(); }
+  // PEFT's LoraConfig of the LoRA arguments (target_modules as given, possibly empty: the model
+  // type's default is the caller's to fill in).
+  models::LoraConfig lora_config() const;
 
  private:
   // validate()'s groups of checks (training_args_validate.cpp).
@@ -104,6 +110,7 @@ class TrainingArguments {
   void validate_stopping() const;
   void validate_devices() const;
   void validate_reporting_model_and_data() const;
+  void validate_lora() const;
 };
 
 }  // namespace trainer

@@ -193,4 +193,25 @@
   X(std::string, save_safetensors_max_shard_size, "50GB",                                         \
     "Above this size model.safetensors is written as shards with an index, as save_pretrained "    \
     "does (50GB, 500MB, 5GiB, or bytes).")                                                         \
+  X(bool, use_peft, false,                                                                         \
+    "Train LoRA adapters (PEFT's LoraConfig below) instead of every weight; also on when "         \
+    "target_modules is given.")                                                                    \
+  X(int64_t, lora_r, 8,                                                                            \
+    "LoRA: the adapters' rank (PEFT's r).")                                                        \
+  X(double, lora_alpha, 8,                                                                         \
+    "LoRA: the adapters' scale is lora_alpha / lora_r (/ sqrt(lora_r) with use_rslora).")          \
+  X(double, lora_dropout, 0.0,                                                                     \
+    "LoRA: dropout on the adapters' input while training.")                                        \
+  X(std::vector<std::string>, target_modules, {},                                                  \
+    "LoRA: the linear layers that get adapters, by name or last name (q_proj,v_proj), or "         \
+    "all-linear (default: PEFT's for the model type: llama q_proj,v_proj; gpt2 c_attn).")          \
+  X(std::string, bias, "none",                                                                     \
+    "LoRA: which biases train: none, all, or lora_only (those of the adapted layers).")            \
+  X(std::vector<std::string>, modules_to_save, {},                                                 \
+    "LoRA: modules trained in full and saved with the adapter (e.g. lm_head).")                    \
+  X(bool, use_rslora, false,                                                                       \
+    "LoRA: rank-stabilised scaling, lora_alpha / sqrt(lora_r).")                                   \
+  X(std::string, init_lora_weights, "true",                                                        \
+    "LoRA: true (A Kaiming-uniform, B zeros: the model starts as the base), gaussian (A "          \
+    "normal(0, 1/r), B zeros) or false (both random).")                                            \
 // clang-format on

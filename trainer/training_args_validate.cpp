@@ -12,6 +12,7 @@
 #include "lib/base/text.h"
 #include "lib/data/names.h"
 #include "lib/io/safetensors_header.h"
+#include "lib/models/lora_config.h"
 #include "lib/models/names.h"
 #include "lib/optim/schedules.h"
 #include "trainer/training_args.h"
@@ -52,6 +53,7 @@ void TrainingArguments::validate() const {
   validate_stopping();
   validate_devices();
   validate_reporting_model_and_data();
+  validate_lora();
 }
 
 // The steps, epochs and batch sizes.
@@ -241,6 +243,30 @@ void TrainingArguments::validate_reporting_model_and_data() const {
   check(text_column_name_ != "", "text_column_name", "\"\"", "a column name");
   io::parse_file_size(save_safetensors_max_shard_size_,
                       "argument save_safetensors_max_shard_size:");
+}
+
+// The LoRA arguments: checked when LoRA is on, and refused when it is off (a LoRA setting that
+// would be ignored in silence).
+void TrainingArguments::validate_lora() const {
+  if (uses_lora()) {
+    models::check_lora_config(lora_config());
+    return;
+  }
+  const models::LoraConfig defaults;
+  const std::vector<std::pair<const char*, bool>> given = {
+      {"lora_r", lora_r_ != defaults.r},
+      {"lora_alpha", lora_alpha_ != defaults.lora_alpha},
+      {"lora_dropout", lora_dropout_ != defaults.lora_dropout},
+      {"bias", bias_ != defaults.bias},
+      {"modules_to_save", !modules_to_save_.empty()},
+      {"use_rslora", use_rslora_},
+      {"init_lora_weights", init_lora_weights_ != defaults.init_lora_weights}};
+  for (const auto& [name, differs] : given) {
+    if (differs) {
+      throw InputError(fmt::format(
+          "argument {}: a LoRA setting, used only with use_peft true (or target_modules)", name));
+    }
+  }
 }
 
 }  // namespace trainer

@@ -43,7 +43,10 @@ const std::vector<std::pair<std::string, std::string>> kCommands = {
      "model.safetensors), seeded: prints the prompt and its continuation."},
     {"tokenize",
      "Print the ids a Hugging Face tokenizer.json gives each line of FILE (or standard input), "
-     "as space-separated numbers; --decode reads such lines and prints their text."}};
+     "as space-separated numbers; --decode reads such lines and prints their text."},
+    {"merge",
+     "Merge a LoRA adapter folder into its base model (PEFT's merge_and_unload) and write the "
+     "result to --output_dir as a Hugging Face model folder."}};
 
 const char* kUsage =
     "trainer: train and evaluate models on LibTorch, as Transformers' Trainer does.\n"
@@ -54,6 +57,7 @@ const char* kUsage =
     "  trainer generate OUTPUT_DIR [--prompt TEXT] [--max_new_tokens N] [--temperature T] "
     "[--top_k K] [--seed S]\n"
     "  trainer tokenize --tokenizer_name DIR [FILE] [--decode] [--no_special_tokens]\n"
+    "  trainer merge ADAPTER_DIR --output_dir DIR [--torch_dtype auto|float32|bfloat16|float16]\n"
     "  trainer env\n"
     "  trainer launch [--nproc-per-node N ...] PROGRAM [ARGS...]";
 
@@ -135,10 +139,10 @@ CLI::App* add_plot(CLI::App& app, Command& command, OptionText& text) {
 // CLI11's "At Most 1 required but received 2" or "1 required TEXT missing" in our words: the
 // option given twice, or the one without its value. For launch, the scan stops at PROGRAM.
 std::string mismatch_text(const std::vector<std::string>& args, const std::string& what) {
-  const std::string command =
-      !args.empty() && (args[0] == "plot" || args[0] == "generate" || args[0] == "tokenize")
-          ? args[0]
-          : "launch";
+  const std::string command = !args.empty() && (args[0] == "plot" || args[0] == "generate" ||
+                                                args[0] == "tokenize" || args[0] == "merge")
+                                  ? args[0]
+                                  : "launch";
   std::set<std::string> seen;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& word = args[i];
@@ -291,6 +295,33 @@ void finish_tokenize(CLI::App& tokenize, Command& command) {
   command.name = "tokenize";
 }
 
+CLI::App* add_merge(CLI::App& app, Command& command) {
+  CLI::App* merge = app.add_subcommand("merge", help_of("merge"));
+  merge->allow_extras();
+  MergeOptions& mo = command.merge;
+  merge->add_option("adapter_dir", mo.adapter_dir, "The adapter folder (adapter_config.json)")
+      ->type_name("ADAPTER_DIR");
+  merge->add_option("--output_dir,--output-dir", mo.output_dir, "Where the merged model goes")
+      ->type_name("DIR");
+  merge
+      ->add_option("--torch_dtype,--torch-dtype", mo.torch_dtype,
+                   "The merged weights' type: auto (the base's), float32, bfloat16, float16")
+      ->capture_default_str()
+      ->type_name("DTYPE");
+  return merge;
+}
+
+void finish_merge(Command& command) {
+  const MergeOptions& mo = command.merge;
+  if (mo.adapter_dir.empty()) {
+    throw InputError("trainer merge needs ADAPTER_DIR (a folder with adapter_config.json)");
+  }
+  if (mo.output_dir.empty()) {
+    throw InputError("trainer merge needs --output_dir DIR (where the merged model goes)");
+  }
+  command.name = "merge";
+}
+
 CLI::App* add_launch(CLI::App& app, Command& command, OptionText& text) {
   CLI::App* launch = app.add_subcommand("launch", help_of("launch"));
   dist::LaunchOptions& lo = command.launch;
@@ -396,6 +427,7 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   CLI::App* plot = add_plot(app, command, plot_text);
   CLI::App* generate = add_generate(app, command, generate_text);
   CLI::App* tokenize = add_tokenize(app, command);
+  CLI::App* merge = add_merge(app, command);
   CLI::App* env = app.add_subcommand("env", help_of("env"));
   env->allow_extras();
   CLI::App* launch = add_launch(app, command, launch_text);
@@ -409,7 +441,8 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
     return std::nullopt;
   } catch (const CLI::RequiredError& e) {
     throw InputError(
-        "a command is required: trainer train|evaluate|predict|plot|generate|tokenize|env|launch "
+        "a command is required: trainer "
+        "train|evaluate|predict|plot|generate|tokenize|merge|env|launch "
         "... (see trainer --help)");
   } catch (const CLI::ArgumentMismatch& e) {
     throw InputError(mismatch_text(args, e.what()));
@@ -420,6 +453,9 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   if (env->parsed()) {
     refuse_extras(*env);
     command.name = "env";
+  } else if (merge->parsed()) {
+    refuse_extras(*merge);
+    finish_merge(command);
   } else if (tokenize->parsed()) {
     refuse_extras(*tokenize);
     finish_tokenize(*tokenize, command);

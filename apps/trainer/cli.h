@@ -38,9 +38,16 @@ struct TokenizeOptions {
   bool special_tokens = true;  // false: --no_special_tokens (no template tokens; decode skips them)
 };
 
+// `trainer merge ADAPTER_DIR --output_dir DIR`: the base model with the adapter merged in.
+struct MergeOptions {
+  std::string adapter_dir;
+  std::string output_dir;
+  std::string torch_dtype = "auto";  // the merged weights' type: auto (the base's), float32, ...
+};
+
 struct Command {
-  std::string name;    // "train", "evaluate", "predict", "plot", "env", "generate", "tokenize" or
-                       // "launch"
+  std::string name;    // "train", "evaluate", "predict", "plot", "env", "generate", "tokenize",
+                       // "merge" or "launch"
   std::string config;  // JSON file, or "" for defaults
   std::vector<std::pair<std::string, std::string>> overrides;
   dist::LaunchOptions launch;          // for "launch"
@@ -49,6 +56,7 @@ struct Command {
   double plot_smoothing = 0.6;         // for "plot": --smoothing of the per-step loss
   GenerateOptions generate;            // for "generate"
   TokenizeOptions tokenize;            // for "tokenize"
+  MergeOptions merge;                  // for "merge"
 };
 
 // Parses argv. Returns std::nullopt after printing help (exit 0). Throws InputError for unknown

@@ -35,4 +35,8 @@ int plot_command(const std::vector<std::string>& output_dirs, const std::string&
 // as text (apps/trainer/tokenize.cpp).
 int tokenize_command(const TokenizeOptions& options);
 
+// `trainer merge ADAPTER_DIR --output_dir DIR`: the adapter's base model with the adapter merged
+// (W + scaling B A), written as a Hugging Face model folder with the tokenizer.
+int merge_command(const MergeOptions& options);
+
 }  // namespace trainer::cli

@@ -22,6 +22,7 @@
 #include "lib/io/safetensors.h"
 #include "lib/models/gpt.h"
 #include "lib/models/hf_pretrained.h"
+#include "lib/models/lora.h"
 #include "lib/models/registry.h"
 
 namespace trainer {
@@ -98,12 +99,25 @@ int64_t next_token(torch::Tensor logits, const cli::GenerateOptions& options, bo
 
 // `trainer generate` on a Hugging Face folder: its tokenizer encodes the prompt, tokens follow
 // greedily or sampled, until an EOS token of generation_config.json or max_new_tokens.
+// An adapter folder generates with its base model and the adapter; the base's folder gives the
+// generation config, and the tokenizer where the adapter folder has none.
 int generate_hf(const cli::GenerateOptions& options) {
-  const std::string& dir = options.output_dir;
-  auto model = models::load_hf_model(dir, "auto");
-  if (model->dtype() != torch::kFloat) model->to(torch::kFloat);
-  model->eval();
-  data::Tokenizer tokenizer = data::Tokenizer::load(dir);
+  std::string dir = options.output_dir;
+  std::string tokenizer_dir = dir;
+  std::shared_ptr<models::Model> loaded;
+  if (models::is_adapter_dir(dir)) {
+    auto peft = models::load_peft_model(dir, "auto");
+    dir = peft->config().base_model_name_or_path;
+    if (!std::filesystem::exists(base::join_path(tokenizer_dir, "tokenizer.json")))
+      tokenizer_dir = dir;
+    loaded = peft;
+  } else {
+    loaded = models::load_hf_model(dir, "auto");
+  }
+  models::HfCausalLM* model = models::as_hf_causal_lm(*loaded);
+  if (model->dtype() != torch::kFloat) loaded->to(torch::kFloat);
+  loaded->eval();
+  data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_dir);
   std::vector<int32_t> prompt = tokenizer.encode(options.prompt);
   if (prompt.empty()) {
     const auto bos = generation_value(dir, "bos_token_id");
@@ -166,7 +180,7 @@ int generate_hf(const cli::GenerateOptions& options) {
 
 int generate_text(const cli::GenerateOptions& options) {
   const std::string& dir = options.output_dir;
-  if (models::is_hf_model_dir(dir)) return generate_hf(options);
+  if (models::is_hf_model_dir(dir) || models::is_adapter_dir(dir)) return generate_hf(options);
   if (!base::is_directory(dir)) {
     throw InputError(fmt::format(
         "trainer generate: OUTPUT_DIR '{}' is not a folder (give the output_dir of a trained gpt "

@@ -21,6 +21,7 @@
 #include "lib/distributed/env.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/hf_pretrained.h"
+#include "lib/models/lora.h"
 #include "lib/models/registry.h"
 #include "lib/models/torchscript.h"
 
@@ -30,6 +31,7 @@ std::optional<models::HfConfig> hf_config(const TrainingArguments& args, int64_t
   if (args.model_name_or_path()) {
     const std::string& path = *args.model_name_or_path();
     if (models::is_hf_model_dir(path)) return models::read_hf_config(path);
+    if (models::is_adapter_dir(path)) return models::read_hf_config(adapter_base_dir(path));
     std::error_code ec;
     // A missing file outside a text-file run is a TorchScript file's to report.
     if (!std::filesystem::exists(path, ec) && uses_text_files(args)) {
@@ -70,8 +72,27 @@ bool uses_text_files(const TrainingArguments& args) {
   return args.train_file() || args.validation_file();
 }
 
+std::string adapter_base_dir(const std::string& adapter_dir) {
+  const models::LoraConfig config = models::read_adapter_config(adapter_dir);
+  const std::string& base = config.base_model_name_or_path;
+  if (base.empty() || !models::is_hf_model_dir(base)) {
+    throw InputError(fmt::format(
+        "{}: base_model_name_or_path {} is not a Hugging Face model folder here (a folder with "
+        "config.json; nothing is downloaded)",
+        base::join_path(adapter_dir, models::kAdapterConfigFile),
+        base.empty() ? std::string("null") : base::shown_text(base)));
+  }
+  return base;
+}
+
 std::string tokenizer_path(const TrainingArguments& args) {
   if (args.tokenizer_name()) return *args.tokenizer_name();
+  // An adapter folder: its own tokenizer (a Trainer saves one there), else its base model's.
+  if (args.model_name_or_path() && models::is_adapter_dir(*args.model_name_or_path())) {
+    const std::string& dir = *args.model_name_or_path();
+    if (std::filesystem::exists(base::join_path(dir, "tokenizer.json"))) return dir;
+    return adapter_base_dir(dir);
+  }
   if (args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path())) {
     return *args.model_name_or_path();
   }
@@ -160,10 +181,6 @@ std::string gigabytes(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e
 
 }  // namespace
 
-namespace {
-
-// The files of the tokenizer folder that save_pretrained writes back (tokenizer.json and those
-// beside it that exist), name -> contents.
 std::map<std::string, std::string> tokenizer_files(const std::string& path) {
   const std::string dir = std::filesystem::is_directory(path) ? path : base::parent_dir(path);
   std::map<std::string, std::string> files;
@@ -174,6 +191,8 @@ std::map<std::string, std::string> tokenizer_files(const std::string& path) {
   }
   return files;
 }
+
+namespace {
 
 // A Hugging Face model: model_name_or_path's folder, or a fresh one of config_name / model_type;
 // with what save_pretrained writes beside its weights (config, generation config, tokenizer).
@@ -194,6 +213,23 @@ std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
   if (config.vocab_size < info.num_labels) {
     throw InputError(fmt::format("the tokenizer has {} tokens, more than the model's vocab_size {}",
                                  info.num_labels, config.vocab_size));
+  }
+  // An adapter folder: its base model with the adapter (AutoPeftModelForCausalLM).
+  if (pretrained && models::is_adapter_dir(*args.model_name_or_path())) {
+    const std::string& dir = *args.model_name_or_path();
+    if (args.uses_lora()) {
+      throw InputError(fmt::format(
+          "model_name_or_path {} is an adapter folder: its {} gives the LoRA settings (leave out "
+          "use_peft and target_modules)",
+          dir, models::kAdapterConfigFile));
+    }
+    auto peft = models::load_peft_model(dir, args.torch_dtype());
+    peft->pretrained_files[models::kAdapterConfigFile] =
+        models::adapter_config_json(peft->config());
+    for (auto& [name, contents] : tokenizer_files(tokenizer_path(args))) {
+      peft->pretrained_files[name] = contents;
+    }
+    return peft;
   }
   std::shared_ptr<models::HfCausalLM> model;
   std::string source;
@@ -226,6 +262,57 @@ std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
   return model;
 }
 
+// The name a message gives the model: its TorchScript file, or its registered name.
+std::string model_label(const TrainingArguments& args) {
+  return args.model_name_or_path() ? *args.model_name_or_path() : args.model_name();
+}
+
+// PEFT's print_trainable_parameters(), on the main process.
+void print_trainable_parameters(const models::PeftModel& model) {
+  if (dist::read_dist_env().rank != 0) return;
+  fmt::print("{}\n", model.trainable_parameters_text());
+  std::fflush(stdout);
+}
+
+// The model with LoRA adapters when the arguments ask for them (use_peft, target_modules), with
+// PEFT's default target_modules for a Hugging Face model type; what output_dir gets beside the
+// adapter: adapter_config.json and the tokenizer's files.
+std::shared_ptr<models::Model> with_lora(const TrainingArguments& args,
+                                         std::shared_ptr<models::Model> model) {
+  if (auto* peft = dynamic_cast<models::PeftModel*>(model.get())) {
+    print_trainable_parameters(*peft);
+    return model;
+  }
+  if (!args.uses_lora()) return model;
+  if (dynamic_cast<models::TorchScriptModel*>(model.get())) {
+    throw InputError(fmt::format(
+        "use_peft: LoRA adds adapters to the registry's models and Hugging Face folders, not to a "
+        "TorchScript module ({}): train it in full, or add the adapters in Python",
+        model_label(args)));
+  }
+  models::LoraConfig config = args.lora_config();
+  auto* hf = models::as_hf_causal_lm(*model);
+  if (config.target_modules.empty() && hf) {
+    // PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.
+    config.target_modules = hf->config().model_type == "gpt2"
+                                ? std::vector<std::string>{"c_attn"}
+                                : std::vector<std::string>{"q_proj", "v_proj"};
+  }
+  if (hf && args.model_name_or_path()) config.base_model_name_or_path = *args.model_name_or_path();
+  config.task_type = hf ? "CAUSAL_LM" : "";
+  auto peft = std::make_shared<models::PeftModel>(model, config);
+  // The base's tokenizer goes with the adapter; its config.json does not (the folder is an
+  // adapter folder, not a model folder).
+  for (const auto& [name, contents] : model->pretrained_files) {
+    if (name != "config.json" && name != "generation_config.json") {
+      peft->pretrained_files[name] = contents;
+    }
+  }
+  peft->pretrained_files[models::kAdapterConfigFile] = models::adapter_config_json(peft->config());
+  print_trainable_parameters(*peft);
+  return peft;
+}
+
 }  // namespace
 
 std::shared_ptr<models::Model> create_model(const TrainingArguments& args,
@@ -238,11 +325,15 @@ std::shared_ptr<models::Model> create_model(const TrainingArguments& args,
                args.model_name(), *args.model_name_or_path());
   }
   try {
-    if (auto config = hf_config(args, info.num_labels)) return create_hf_model(args, *config, info);
-    if (args.model_name_or_path()) {
-      return models::load_torchscript(*args.model_name_or_path(), args.model_config(), info);
+    std::shared_ptr<models::Model> model;
+    if (auto config = hf_config(args, info.num_labels)) {
+      model = create_hf_model(args, *config, info);
+    } else if (args.model_name_or_path()) {
+      model = models::load_torchscript(*args.model_name_or_path(), args.model_config(), info);
+    } else {
+      model = models::make_model(args.model_name(), args.model_config(), info);
     }
-    return models::make_model(args.model_name(), args.model_config(), info);
+    return with_lora(args, std::move(model));
   } catch (const std::bad_alloc&) {
     model_too_large(args, "");
   } catch (const c10::Error& e) {
@@ -253,11 +344,6 @@ std::shared_ptr<models::Model> create_model(const TrainingArguments& args,
 }
 
 namespace {
-
-// The name a message gives the model: its TorchScript file, or its registered name.
-std::string model_label(const TrainingArguments& args) {
-  return args.model_name_or_path() ? *args.model_name_or_path() : args.model_name();
-}
 
 // The first batch's outputs fit the task: floating point, one row per example, and the shape the
 // task's loss and metrics read (a model with 5 logits for 3 classes would train and predict
@@ -347,11 +433,14 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
   // run_clm's --do_eval without --do_train: a Hugging Face folder is evaluated as it is (its
   // weights come with the model); otherwise output_dir's weights are loaded into the model.
   const bool folder =
-      args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path());
-  std::string weights = base::join_path(args.output_dir(), "model.safetensors");
+      args.model_name_or_path() && (models::is_hf_model_dir(*args.model_name_or_path()) ||
+                                    models::is_adapter_dir(*args.model_name_or_path()));
+  const bool adapter = args.uses_lora();
+  std::string weights = base::join_path(
+      args.output_dir(), adapter ? models::kAdapterWeightsFile : "model.safetensors");
   if (!folder && !std::filesystem::exists(weights) &&
-      !std::filesystem::exists(
-          base::join_path(args.output_dir(), "model.safetensors.index.json"))) {
+      (adapter || !std::filesystem::exists(
+                      base::join_path(args.output_dir(), "model.safetensors.index.json")))) {
     throw InputError(fmt::format(
         "{} does not exist (train first, or set output_dir to a trained run)", weights));
   }
@@ -363,7 +452,7 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
   run.model = create_model(args, source->info());
   run.compute_metrics = metrics_for_task(run.model->task().kind);
   // Mapped, not read: a damaged or huge file fails on its header before any of it is read.
-  if (!folder) io::load_state_dict(*run.model, io::map_model_weights(args.output_dir()), weights);
+  if (!folder) run.model->load_weights(args.output_dir());
   check_model_takes(*run.model, *run.eval_dataset, run.collator, "eval", *source, args);
   return run;
 }

@@ -3,6 +3,7 @@
 // cannot take), the output_dir lock, and a trained run's model and eval split.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -23,8 +24,17 @@ std::optional<models::HfConfig> hf_config(const TrainingArguments& args, int64_t
 // Whether the data are run_clm's text files (train_file / validation_file).
 bool uses_text_files(const TrainingArguments& args);
 
-// The folder (or file) of tokenizer.json: tokenizer_name, else the model's folder.
+// The folder (or file) of tokenizer.json: tokenizer_name, else the model's folder (an adapter
+// folder's own tokenizer, else its base model's).
 std::string tokenizer_path(const TrainingArguments& args);
+
+// The files of the tokenizer folder (or file's folder) that save_pretrained writes back
+// (tokenizer.json and those beside it that exist), name -> contents.
+std::map<std::string, std::string> tokenizer_files(const std::string& path);
+
+// An adapter folder's base model folder (adapter_config.json's base_model_name_or_path); throws
+// InputError when it is not a Hugging Face model folder here.
+std::string adapter_base_dir(const std::string& adapter_dir);
 
 // The data set the arguments name (train_file / validation_file, or dataset_name); a split's caches
 // are written by the node's first process and read by the others.

@@ -19,6 +19,7 @@
 #include "lib/io/safetensors_header.h"
 #include "lib/models/gpt.h"
 #include "lib/models/hf_causal_lm.h"
+#include "lib/models/lora.h"
 #include "lib/report/curve.h"
 #include "lib/report/plot.h"
 #include "lib/runtime/signals.h"
@@ -65,7 +66,9 @@ std::string write_loss_svg(const Trainer& trainer, const TrainingArguments& args
 // OUTPUT_DIR --seed <seed>` prints for the saved weights.
 void print_sample(models::Model& model, const TrainingArguments& args, const data::DataInfo& info) {
   // A Hugging Face model: output_dir is its folder now, model and tokenizer.
-  if (dynamic_cast<models::HfCausalLM*>(&model) && models::is_hf_model_dir(args.output_dir()) &&
+  const bool folder =
+      models::is_hf_model_dir(args.output_dir()) || models::is_adapter_dir(args.output_dir());
+  if (models::as_hf_causal_lm(model) && folder &&
       std::filesystem::exists(base::join_path(args.output_dir(), "tokenizer.json"))) {
     cli::GenerateOptions options;
     options.output_dir = args.output_dir();
@@ -168,6 +171,8 @@ int train_command(const TrainingArguments& args) {
     // files (config, tokenizer) where this run's model has none: a loader must not find them.
     for (const auto& entry : output->earlier_entries()) {
       const bool folder_file = entry == "config.json" || entry == "generation_config.json" ||
+                               entry == models::kAdapterConfigFile ||
+                               entry == models::kAdapterWeightsFile ||
                                base::starts_with(entry, "tokenizer") ||
                                entry == "special_tokens_map.json" || entry == "chat_template.jinja";
       if (io::is_model_weights_file(entry) ||

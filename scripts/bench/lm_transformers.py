@@ -9,11 +9,13 @@
         small  GPT-2 small's shape (GPT2Config() defaults: 12 x 768, 1024 positions, vocab 50257:
                124 M parameters)
   lm_transformers.py trainer|loop MODEL_DIR TRAIN_FILE --steps N --skip K --batch B --block T
-                     [--threads N] [--bf16] [--lr X]
+                     [--threads N] [--bf16] [--lr X] [--lora R]
       trainer: Transformers' Trainer (use_cpu, bf16 = CPU autocast); loop: a plain PyTorch loop
       (AdamW, linear schedule, loss.backward, clip_grad_norm_ 1.0, step, zero_grad; bf16: autocast).
       Both on run_clm.py's data (datasets' text loader, train[5%:], tokenize, group_texts), both
-      timing steps K+1..N themselves; they print "STEADY samples/s seconds/step".
+      timing steps K+1..N themselves; they print "STEADY samples/s seconds/step". --lora R
+      (trainer): PEFT's LoRA of rank R (lora_alpha 2R) on Llama's q/k/v/o_proj (GPT-2's c_attn
+      and c_proj), printing "TRAINABLE n".
 """
 import argparse
 import glob
@@ -87,6 +89,13 @@ def train(a):
     tokenizer = AutoTokenizer.from_pretrained(a.model_dir)
     data = clm_dataset(tokenizer, a.train_file, a.block)
     model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32)
+    if a.lora:
+        from peft import LoraConfig, get_peft_model
+        targets = ["c_attn", "c_proj"] if model.config.model_type == "gpt2" else \
+            ["q_proj", "k_proj", "v_proj", "o_proj"]
+        model = get_peft_model(model, LoraConfig(r=a.lora, lora_alpha=2 * a.lora,
+                                                 target_modules=targets, task_type="CAUSAL_LM"))
+        print(f"TRAINABLE {sum(p.numel() for p in model.parameters() if p.requires_grad)}")
     stamps = {}
     if a.side == "trainer":
         import tempfile
@@ -149,6 +158,7 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--bf16", action="store_true")
+    p.add_argument("--lora", type=int, default=0)
     a = p.parse_args()
     assert 0 < a.skip < a.steps
     train(a)

@@ -6,8 +6,12 @@ both see the same blocks in the same order.
 With --steps 0, only evaluates MODEL_DIR (the round trip of a folder trainer saved) and reports
 the keys from_pretrained found missing or unexpected.
 
+With --adapter DIR, MODEL_DIR is the base and PEFT's PeftModel.from_pretrained puts the LoRA
+adapter folder DIR on it (trainable when --steps > 0): PEFT + Transformers' Trainer.
+
 usage: hf_finetune.py MODEL_DIR TRAIN_FILE OUT_JSON [--block_size N] [--batch N] [--steps N]
                       [--lr X] [--seed N] [--validation_split_percentage P] [--grad_accum N]
+                      [--adapter DIR]
 Writes {"train_blocks", "eval_blocks", "losses": [per-step loss], "grad_norms": [...],
 "eval_loss": eval loss of the trained model, "first_block": ids of train block 0}.
 """
@@ -68,6 +72,7 @@ def main():
     p.add_argument("--grad_accum", type=int, default=1)
     p.add_argument("--validation_split_percentage", type=int, default=5)
     p.add_argument("--count_all_labels", action="store_true")
+    p.add_argument("--adapter")
     a = p.parse_args()
 
     torch.set_num_threads(1)
@@ -99,6 +104,11 @@ def main():
     train, evaluation = prepare(raw_train), prepare(raw_eval)
     model, info = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32,
                                                        output_loading_info=True)
+    trainable = None
+    if a.adapter:
+        from peft import PeftModel
+        model = PeftModel.from_pretrained(model, a.adapter, is_trainable=a.steps > 0)
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     record = Record()
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(output_dir=out, max_steps=a.steps, per_device_train_batch_size=a.batch,
@@ -121,7 +131,7 @@ def main():
     with open(a.out, "w") as f:
         json.dump({"train_blocks": len(train), "eval_blocks": len(evaluation), "losses": record.losses,
                    "grad_norms": record.norms, "eval_loss": eval_loss,
-                   "first_block": train[0]["input_ids"],
+                   "first_block": train[0]["input_ids"], "trainable_parameters": trainable,
                    "missing_keys": sorted(info["missing_keys"]),
                    "unexpected_keys": sorted(info["unexpected_keys"])}, f)
 

@@ -1,0 +1,335 @@
+// LoRA adapters on a model's linear layers, PEFT's way: which layers, their initialisation, what
+// trains, the names adapter_model.safetensors holds, loading an adapter folder, merging.
+#include "lib/models/lora.h"
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
+#include "lib/base/text.h"
+#include "lib/base/warn.h"
+#include "lib/models/hf_causal_lm.h"
+#include "lib/models/hf_config.h"
+#include "lib/models/hf_pretrained.h"
+#include "lib/models/linear.h"
+
+namespace trainer::models {
+namespace {
+
+constexpr const char* kPrefix = "base_model.model.";
+
+// The base's linear layers that can carry an adapter, by name, in the model's order.
+std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> linear_layers(Model& base) {
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> layers;
+  for (const auto& item : base.named_modules("", /*include_self=*/false)) {
+    if (dynamic_cast<LoraHost*>(item.value().get())) layers.emplace_back(item.key(), item.value());
+  }
+  return layers;
+}
+
+// "q_proj, k_proj, ... (model.layers.0.self_attn.q_proj, ...)": the layers' last names, each once.
+std::string layer_names_text(
+    const std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>& layers) {
+  std::vector<std::string> names;
+  for (const auto& [key, module] : layers) {
+    const std::string last = key.substr(key.rfind('.') + 1);
+    if (std::find(names.begin(), names.end(), last) == names.end()) names.push_back(last);
+  }
+  if (names.empty()) return "none";
+  return fmt::format("{} (e.g. {})", fmt::join(names, ", "), layers.front().first);
+}
+
+// A module holding one parameter "weight".
+std::shared_ptr<torch::nn::Module> weight_module(const torch::Tensor& value) {
+  auto m = std::make_shared<torch::nn::Module>();
+  m->register_parameter("weight", value);
+  return m;
+}
+
+// PEFT's reset_lora_parameters: "true" A Kaiming-uniform (a = sqrt 5, as nn.Linear), B zeros;
+// "gaussian" A normal(0, 1/r), B zeros; "false" both as nn.Linear initialises them.
+void init_adapter(torch::Tensor& A, torch::Tensor& B, const std::string& how, int64_t r) {
+  torch::NoGradGuard no_grad;
+  if (how == "gaussian") {
+    A.normal_(0.0, 1.0 / static_cast<double>(r));
+  } else {
+    torch::nn::init::kaiming_uniform_(A, std::sqrt(5.0));
+  }
+  if (how == "false") {
+    torch::nn::init::kaiming_uniform_(B, std::sqrt(5.0));
+  } else {
+    B.zero_();
+  }
+}
+
+// The output layer, which "all-linear" leaves out as PEFT leaves out the output embeddings.
+bool is_output_layer(Model& base, const std::string& key) {
+  if (as_hf_causal_lm(base)) return false;  // lm_head is not a LoraHost
+  return key == base.output_layer();
+}
+
+}  // namespace
+
+HfCausalLM* as_hf_causal_lm(Model& model) {
+  if (auto* peft = dynamic_cast<PeftModel*>(&model)) return as_hf_causal_lm(peft->base());
+  return dynamic_cast<HfCausalLM*>(&model);
+}
+
+PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
+    : base_(std::move(base)), config_(std::move(config)) {
+  check_lora_config(config_);
+  task_ = base_->task();
+  auto holder = register_module("base_model", std::make_shared<torch::nn::Module>());
+  holder->register_module("model", base_);
+
+  const auto layers = linear_layers(*base_);
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> targets;
+  std::set<std::string> matched_targets;
+  for (const auto& [key, module] : layers) {
+    bool take = false;
+    if (config_.all_linear()) {
+      take = !is_output_layer(*base_, key);
+    } else if (lora_target_matches(config_, key)) {
+      take = true;
+      for (const std::string& t : config_.target_modules) {
+        if (key == t || base::ends_with(key, "." + t)) matched_targets.insert(t);
+      }
+    }
+    if (take) targets.emplace_back(key, module);
+  }
+  if (config_.target_modules.empty() && !config_.target_regex) {
+    throw InputError(fmt::format(
+        "target_modules is empty: name the linear layers that get adapters; the model's linear "
+        "layers are {}",
+        layer_names_text(layers)));
+  }
+  if (targets.empty()) {
+    const std::string asked = config_.target_regex
+                                  ? base::shown_text(*config_.target_regex)
+                                  : fmt::format("{}", fmt::join(config_.target_modules, ", "));
+    throw InputError(fmt::format(
+        "target_modules {} match no linear layer of the model; its linear layers are {}", asked,
+        layer_names_text(layers)));
+  }
+  if (!config_.target_regex && !config_.all_linear()) {
+    for (const std::string& t : config_.target_modules) {
+      if (!matched_targets.count(t)) {
+        base::warn(
+            "target_modules: {} matches no linear layer of the model (its linear layers are "
+            "{})",
+            t, layer_names_text(layers));
+      }
+    }
+  }
+
+  // Everything frozen, then what trains: the adapters, modules_to_save, the biases asked for.
+  for (auto& p : base_->parameters()) p.set_requires_grad(false);
+  const double scaling = config_.scaling();
+  for (const auto& [key, module] : targets) {
+    auto* host = dynamic_cast<LoraHost*>(module.get());
+    const torch::Tensor w = host->host_weight();
+    // Beside a bf16 or fp16 base the adapters are float32, as PEFT's autocast_adapter_dtype.
+    const auto dtype = w.scalar_type() == torch::kBFloat16 || w.scalar_type() == torch::kHalf
+                           ? torch::kFloat
+                           : w.scalar_type();
+    auto options = torch::TensorOptions(dtype).device(w.device());
+    torch::Tensor A = torch::empty({config_.r, host->in_features()}, options);
+    torch::Tensor B = torch::empty({host->out_features(), config_.r}, options);
+    init_adapter(A, B, config_.init_lora_weights, config_.r);
+    module->register_module("lora_A", weight_module(A));
+    module->register_module("lora_B", weight_module(B));
+    host->lora = LoraAdapter{A, B, scaling, config_.lora_dropout};
+    if (host->fan_in_fan_out()) config_.fan_in_fan_out = true;
+    if (config_.bias == "lora_only" && host->host_bias().defined()) {
+      host->host_bias().set_requires_grad(true);
+    }
+    adapted_.push_back(key);
+  }
+  // As PEFT saves it: "all-linear" spelled out as the layers it took.
+  if (config_.all_linear()) config_.target_modules = adapted_;
+  if (config_.bias == "all") {
+    for (auto& item : base_->named_parameters()) {
+      if (item.key().find("bias") != std::string::npos) item.value().set_requires_grad(true);
+    }
+  }
+  std::set<std::string> saved_modules;
+  for (const auto& item : base_->named_modules("", /*include_self=*/false)) {
+    if (!module_to_save_matches(config_, item.key())) continue;
+    for (auto& p : item.value()->parameters()) p.set_requires_grad(true);
+    for (const std::string& name : config_.modules_to_save) {
+      if (item.key() == name || base::ends_with(item.key(), "." + name)) saved_modules.insert(name);
+    }
+    modules_to_save_.push_back(item.key());
+  }
+  for (const std::string& name : config_.modules_to_save) {
+    if (!saved_modules.count(name)) {
+      throw InputError(fmt::format(
+          "modules_to_save: {} matches no module of the model (e.g. lm_head, or a layer's name)",
+          base::shown_text(name)));
+    }
+  }
+}
+
+io::NamedTensors PeftModel::adapter_state_dict() const {
+  std::set<std::string> adapted(adapted_.begin(), adapted_.end());
+  io::NamedTensors out;
+  for (const auto& item : base_->named_parameters()) {
+    const std::string& name = item.key();
+    const size_t dot = name.rfind('.');
+    const std::string owner = dot == std::string::npos ? "" : name.substr(0, dot);
+    const std::string leaf = name.substr(dot + 1);
+    const bool lora = base::ends_with(owner, ".lora_A") || base::ends_with(owner, ".lora_B") ||
+                      owner == "lora_A" || owner == "lora_B";
+    bool saved_module = false;
+    for (const std::string& m : modules_to_save_) {
+      if (owner == m || base::starts_with(owner, m + ".")) saved_module = true;
+    }
+    const bool is_bias = leaf == "bias";
+    bool keep = lora || saved_module;
+    if (config_.bias == "all" && name.find("bias") != std::string::npos) keep = true;
+    if (config_.bias == "lora_only" && is_bias && adapted.count(owner)) keep = true;
+    if (!keep) continue;
+    // A bias of a layer with an adapter is its base_layer's in PEFT's module tree.
+    std::string key = kPrefix + name;
+    if (is_bias && adapted.count(owner) && !saved_module)
+      key = kPrefix + owner + ".base_layer.bias";
+    out.emplace_back(key, item.value());
+  }
+  return out;
+}
+
+void PeftModel::load_adapter(const io::NamedTensors& tensors, const std::string& path) {
+  io::NamedTensors wanted = adapter_state_dict();
+  std::map<std::string, torch::Tensor> by_name(wanted.begin(), wanted.end());
+  std::set<std::string> seen;
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, value] : tensors) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      throw InputError(fmt::format(
+          "{}: {} is not a tensor of this model's adapters (an adapter of another model, or of "
+          "other target_modules?)",
+          path, name));
+    }
+    if (it->second.sizes() != value.sizes()) {
+      throw InputError(fmt::format(
+          "{}: {} has shape {}, the model's is {} (an adapter of another base model?)", path, name,
+          base::shape_text(value.sizes().vec()), base::shape_text(it->second.sizes().vec())));
+    }
+    if (!at::isFloatingType(value.scalar_type()) || !torch::isfinite(value).all().item<bool>()) {
+      throw InputError(fmt::format("{}: {} is not finite floating-point values", path, name));
+    }
+    it->second.copy_(value);
+    seen.insert(name);
+  }
+  for (const auto& [name, value] : wanted) {
+    if (!seen.count(name)) {
+      throw InputError(
+          fmt::format("{}: {} is missing (the adapter's config names it)", path, name));
+    }
+  }
+}
+
+std::vector<std::string> PeftModel::save_weights(const std::string& dir,
+                                                 uint64_t max_shard_bytes) const {
+  io::NamedTensors tensors;
+  for (const auto& [name, value] : adapter_state_dict()) {
+    tensors.emplace_back(name, value.detach().contiguous());
+  }
+  io::save_safetensors(base::join_path(dir, kAdapterWeightsFile), tensors);
+  std::vector<std::string> files = {kAdapterWeightsFile};
+  // A base of no folder (a registry model, a fresh Hugging Face one) is part of the run.
+  if (config_.base_model_name_or_path.empty()) {
+    for (std::string& f : base_->save_weights(dir, max_shard_bytes)) files.push_back(std::move(f));
+  }
+  return files;
+}
+
+void PeftModel::load_weights(const std::string& dir) {
+  if (config_.base_model_name_or_path.empty()) {
+    base_->load_weights(dir);  // the base with its adapters
+    return;
+  }
+  const std::string path = base::join_path(dir, kAdapterWeightsFile);
+  io::MappedSafetensors file = io::map_safetensors(path);
+  load_adapter(file.tensors, path);
+}
+
+std::shared_ptr<Model> PeftModel::merge_and_unload() {
+  torch::NoGradGuard no_grad;
+  for (const auto& item : base_->named_modules("", /*include_self=*/false)) {
+    auto* host = dynamic_cast<LoraHost*>(item.value().get());
+    if (!host || !host->lora) continue;
+    const LoraAdapter& lora = *host->lora;
+    torch::Tensor w = host->host_weight();
+    torch::Tensor delta = torch::matmul(lora.B, lora.A) * lora.scaling;
+    if (host->fan_in_fan_out()) delta = delta.t();
+    w.copy_((w.to(delta.scalar_type()) + delta).to(w.scalar_type()));
+    item.value()->unregister_module("lora_A");
+    item.value()->unregister_module("lora_B");
+    host->lora.reset();
+  }
+  for (auto& p : base_->parameters()) p.set_requires_grad(true);
+  adapted_.clear();
+  return base_;
+}
+
+std::string PeftModel::trainable_parameters_text() const {
+  int64_t trainable = 0, all = 0;
+  for (const auto& p : parameters()) {
+    all += p.numel();
+    if (p.requires_grad()) trainable += p.numel();
+  }
+  for (const auto& item : base_->named_modules("", /*include_self=*/false)) {
+    if (std::find(modules_to_save_.begin(), modules_to_save_.end(), item.key()) ==
+        modules_to_save_.end())
+      continue;
+    for (const auto& p : item.value()->parameters()) all += p.numel();
+  }
+  return fmt::format(
+      "trainable params: {} || all params: {} || trainable%: {:.4f}", base::thousands(trainable),
+      base::thousands(all),
+      100.0 * static_cast<double>(trainable) / static_cast<double>(std::max<int64_t>(all, 1)));
+}
+
+std::shared_ptr<PeftModel> load_peft_model(const std::string& dir, const std::string& dtype) {
+  LoraConfig config = read_adapter_config(dir);
+  const std::string config_path = base::join_path(dir, kAdapterConfigFile);
+  const std::string& base_dir = config.base_model_name_or_path;
+  if (base_dir.empty()) {
+    throw InputError(fmt::format(
+        "{}: base_model_name_or_path is null (the adapter was trained on a model of no folder; "
+        "give the run's own arguments instead)",
+        config_path));
+  }
+  if (!is_hf_model_dir(base_dir)) {
+    throw InputError(fmt::format(
+        "{}: base_model_name_or_path {} is not a Hugging Face model folder here (a folder with "
+        "config.json; nothing is downloaded)",
+        config_path, base::shown_text(base_dir)));
+  }
+  std::shared_ptr<PeftModel> model;
+  auto base = load_hf_model(base_dir, dtype);
+  try {
+    model = std::make_shared<PeftModel>(base, config);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", config_path, e.what()));
+  }
+  const std::string path = base::join_path(dir, kAdapterWeightsFile);
+  if (!std::filesystem::exists(path)) {
+    throw InputError(fmt::format("{} does not exist (an adapter folder holds it beside {})", path,
+                                 kAdapterConfigFile));
+  }
+  io::MappedSafetensors file = io::map_safetensors(path);
+  model->load_adapter(file.tensors, path);
+  return model;
+}
+
+}  // namespace trainer::models

@@ -1,0 +1,86 @@
+// LoRA as PEFT does it: low-rank adapters added to a model's linear layers by name, the base
+// frozen, the adapters (and modules_to_save) trained, saved and read in PEFT's folder layout
+// (adapter_config.json, adapter_model.safetensors under "base_model.model." names), and merged
+// into the base's weights (merge_and_unload).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/io/safetensors.h"
+#include "lib/models/lora_config.h"
+#include "lib/models/model.h"
+
+namespace trainer::models {
+
+class HfCausalLM;
+
+// A model with LoRA adapters: PEFT's PeftModel(LoraModel(base)). The base is registered as
+// "base_model.model", so that every parameter's name is the one PEFT saves (with the adapter
+// name left out): "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight".
+class PeftModel : public Model {
+ public:
+  // Adds an adapter to every linear layer of `base` that config.target_modules names (PEFT's
+  // matching), freezes every other parameter but modules_to_save's and the biases config.bias
+  // trains, and initialises the adapters as config.init_lora_weights says (drawing from
+  // LibTorch's default generator). Throws InputError, one line listing the model's linear layers,
+  // when a target matches none of them, or a module_to_save matches no module.
+  PeftModel(std::shared_ptr<Model> base, LoraConfig config);
+
+  ModelOutput forward(const data::Batch& inputs) override { return base_->forward(inputs); }
+  torch::Tensor forward(const torch::Tensor& x) override { return base_->forward(x); }
+  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
+                     const torch::Tensor& num_items_in_batch = {}) override {
+    return base_->loss(outputs, labels, num_items_in_batch);
+  }
+  Task task() const override { return base_->task(); }
+
+  // adapter_model.safetensors, and model.safetensors too when the base comes from no folder
+  // (config.base_model_name_or_path empty: the base's weights are then part of the run).
+  std::vector<std::string> save_weights(const std::string& dir,
+                                        uint64_t max_shard_bytes) const override;
+  void load_weights(const std::string& dir) override;
+  std::string weights_file() const override { return kAdapterWeightsFile; }
+
+  // What adapter_model.safetensors holds, under PEFT's names: every lora_A and lora_B, the
+  // parameters of modules_to_save, and the biases config.bias trains.
+  io::NamedTensors adapter_state_dict() const;
+  // Loads adapter_model.safetensors' tensors (read from `path`, named in messages): each must be
+  // one of adapter_state_dict()'s names with its shape; every one of those must be there.
+  void load_adapter(const io::NamedTensors& tensors, const std::string& path);
+
+  // The base with each adapter merged into its layer's weight (W + scaling B A, transposed for
+  // fan_in_fan_out) and the adapters removed, every parameter trainable again: PEFT's
+  // merge_and_unload(). This model is not usable afterwards.
+  std::shared_ptr<Model> merge_and_unload();
+
+  // PEFT's print_trainable_parameters() line: "trainable params: 3,584 || all params: 160,064 ||
+  // trainable%: 2.2391" (all params counts a module_to_save twice, as PEFT's original and copy).
+  std::string trainable_parameters_text() const;
+
+  Model& base() const { return *base_; }
+  const std::shared_ptr<Model>& base_ptr() const { return base_; }
+  const LoraConfig& config() const { return config_; }
+  // The names (in the base) of the layers that carry an adapter.
+  const std::vector<std::string>& adapted_layers() const { return adapted_; }
+
+ private:
+  std::shared_ptr<Model> base_;
+  LoraConfig config_;
+  std::vector<std::string> adapted_;
+  std::vector<std::string> modules_to_save_;  // the base's modules config.modules_to_save names
+};
+
+// The model an adapter folder gives (AutoPeftModelForCausalLM.from_pretrained): its
+// adapter_config.json's base_model_name_or_path loaded as a Hugging Face folder (weights in
+// `dtype`, as load_hf_model), its adapters added and loaded from adapter_model.safetensors.
+// Throws InputError, one line, for a missing or unsupported config, a base that is not a folder
+// here, and adapter tensors that do not fit the base (an adapter of another model).
+std::shared_ptr<PeftModel> load_peft_model(const std::string& dir,
+                                           const std::string& dtype = "auto");
+
+// The Hugging Face language model inside `model` (itself, or a PeftModel's base), or nullptr.
+HfCausalLM* as_hf_causal_lm(Model& model);
+
+}  // namespace trainer::models
