@@ -19,6 +19,8 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+constexpr size_t kMaxTargetRegex = 256;
+
 bool ends_with_component(const std::string& key, const std::string& name) {
   return key == name || base::ends_with(key, "." + name);
 }
@@ -90,7 +92,13 @@ bool module_to_save_matches(const LoraConfig& config, const std::string& key) {
 
 LoraConfig read_adapter_config(const std::string& dir) {
   const std::string path = base::join_path(dir, kAdapterConfigFile);
-  const json j = base::read_json_object(path);
+  return parse_adapter_config(base::read_json_object(path), path);
+}
+
+LoraConfig parse_adapter_config(const nlohmann::ordered_json& j, const std::string& path) {
+  if (!j.is_object()) {
+    throw InputError(fmt::format("{}: not a JSON object (PEFT's adapter_config.json)", path));
+  }
   base::JsonFields f(j, path);
   LoraConfig c;
   const std::string peft_type = f.string("peft_type", "LORA");
@@ -105,6 +113,11 @@ LoraConfig read_adapter_config(const std::string& dir) {
     if (t == "all-linear") {
       c.target_modules = {t};
     } else {
+      // std::regex compiles recursively: a pattern of PEFT's size (a module name's) only.
+      if (t.size() > kMaxTargetRegex) {
+        f.fail("target_modules", fmt::format("is a regular expression of {} bytes (at most {})",
+                                             t.size(), kMaxTargetRegex));
+      }
       try {
         std::regex check(t);
       } catch (const std::regex_error&) {

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace trainer::models {
 
 inline constexpr const char* kAdapterConfigFile = "adapter_config.json";
@@ -49,6 +51,8 @@ bool module_to_save_matches(const LoraConfig& config, const std::string& key);
 // adapters' arithmetic that is not done here (use_dora, rank_pattern, alpha_pattern,
 // layers_to_transform, exclude_modules, lora_bias, ...), by name.
 LoraConfig read_adapter_config(const std::string& dir);
+// The same from the file's JSON (`path` names it in messages).
+LoraConfig parse_adapter_config(const nlohmann::ordered_json& j, const std::string& path);
 // The file PEFT 0.21 writes for `config` (every key of LoraConfig.to_dict, sorted, indent 2).
 std::string adapter_config_json(const LoraConfig& config);
 
