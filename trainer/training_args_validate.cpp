@@ -264,7 +264,9 @@ void TrainingArguments::validate_lora() const {
   for (const auto& [name, differs] : given) {
     if (differs) {
       throw InputError(fmt::format(
-          "argument {}: a LoRA setting, used only with use_peft true (or target_modules)", name));
+          "argument {}: a LoRA setting, used only with use_peft true (or target_modules); an "
+          "adapter folder as model_name_or_path brings its own (adapter_config.json)",
+          name));
     }
   }
 }

@@ -180,7 +180,11 @@ int generate_hf(const cli::GenerateOptions& options) {
 
 int generate_text(const cli::GenerateOptions& options) {
   const std::string& dir = options.output_dir;
-  if (models::is_hf_model_dir(dir) || models::is_adapter_dir(dir)) return generate_hf(options);
+  // An adapter folder of a Hugging Face base; one of a registry gpt (no base folder) is that
+  // run's folder.
+  const bool hf_adapter = models::is_adapter_dir(dir) &&
+                          !models::read_adapter_config(dir).base_model_name_or_path.empty();
+  if (models::is_hf_model_dir(dir) || hf_adapter) return generate_hf(options);
   if (!base::is_directory(dir)) {
     throw InputError(fmt::format(
         "trainer generate: OUTPUT_DIR '{}' is not a folder (give the output_dir of a trained gpt "
@@ -226,7 +230,15 @@ int generate_text(const cli::GenerateOptions& options) {
                                        field("dataset_config"));
   auto model = std::dynamic_pointer_cast<models::Gpt>(
       models::make_model("gpt", field("model_config"), source->info()));
-  io::load_state_dict(*model, io::map_safetensors(weights).tensors, weights);
+  std::shared_ptr<models::Model> holder = model;
+  if (models::is_adapter_dir(dir)) {
+    // LoRA on the gpt: its adapters, saved with the base in model.safetensors.
+    auto peft = std::make_shared<models::PeftModel>(model, models::read_adapter_config(dir));
+    peft->load_weights(dir);
+    holder = peft;
+  } else {
+    io::load_state_dict(*model, io::map_safetensors(weights).tensors, weights);
+  }
   const auto shape = source->info().input_shape;
   std::string text =
       sample_text(*model, options, shape.empty() ? model->config().block_size : shape.back());

@@ -36,12 +36,12 @@ int merge_command(const MergeOptions& options) {
           options.output_dir, name));
     }
   }
-  const std::string base_dir = adapter_base_dir(dir);
-  auto peft = models::load_peft_model(dir, "auto");
+  const std::string base_dir = models::adapter_base_model(dir);
+  // Loaded in the wanted type: W + delta computed there, not rounded in the base's type first.
+  auto peft = models::load_peft_model(dir, options.torch_dtype);
   const size_t layers = peft->adapted_layers().size();
   std::shared_ptr<models::Model> merged = peft->merge_and_unload();
   auto* hf = models::as_hf_causal_lm(*merged);
-  if (options.torch_dtype != "auto") merged->to(models::hf_dtype(options.torch_dtype, ""));
   std::map<std::string, std::string> files = models::hf_pretrained_files(*hf, base_dir);
   const bool own_tokenizer = std::filesystem::exists(base::join_path(dir, "tokenizer.json"));
   for (auto& [name, contents] : tokenizer_files(own_tokenizer ? dir : base_dir)) {

@@ -31,7 +31,8 @@ std::optional<models::HfConfig> hf_config(const TrainingArguments& args, int64_t
   if (args.model_name_or_path()) {
     const std::string& path = *args.model_name_or_path();
     if (models::is_hf_model_dir(path)) return models::read_hf_config(path);
-    if (models::is_adapter_dir(path)) return models::read_hf_config(adapter_base_dir(path));
+    if (models::is_adapter_dir(path))
+      return models::read_hf_config(models::adapter_base_model(path));
     std::error_code ec;
     // A missing file outside a text-file run is a TorchScript file's to report.
     if (!std::filesystem::exists(path, ec) && uses_text_files(args)) {
@@ -72,26 +73,13 @@ bool uses_text_files(const TrainingArguments& args) {
   return args.train_file() || args.validation_file();
 }
 
-std::string adapter_base_dir(const std::string& adapter_dir) {
-  const models::LoraConfig config = models::read_adapter_config(adapter_dir);
-  const std::string& base = config.base_model_name_or_path;
-  if (base.empty() || !models::is_hf_model_dir(base)) {
-    throw InputError(fmt::format(
-        "{}: base_model_name_or_path {} is not a Hugging Face model folder here (a folder with "
-        "config.json; nothing is downloaded)",
-        base::join_path(adapter_dir, models::kAdapterConfigFile),
-        base.empty() ? std::string("null") : base::shown_text(base)));
-  }
-  return base;
-}
-
 std::string tokenizer_path(const TrainingArguments& args) {
   if (args.tokenizer_name()) return *args.tokenizer_name();
   // An adapter folder: its own tokenizer (a Trainer saves one there), else its base model's.
   if (args.model_name_or_path() && models::is_adapter_dir(*args.model_name_or_path())) {
     const std::string& dir = *args.model_name_or_path();
     if (std::filesystem::exists(base::join_path(dir, "tokenizer.json"))) return dir;
-    return adapter_base_dir(dir);
+    return models::adapter_base_model(dir);
   }
   if (args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path())) {
     return *args.model_name_or_path();
@@ -292,6 +280,11 @@ std::shared_ptr<models::Model> with_lora(const TrainingArguments& args,
   }
   models::LoraConfig config = args.lora_config();
   auto* hf = models::as_hf_causal_lm(*model);
+  if (hf && !args.model_name_or_path()) {
+    throw InputError(
+        "use_peft: LoRA adapts a pretrained model: give model_name_or_path a Hugging Face model "
+        "folder (model_type and config_name build a fresh one: train it in full)");
+  }
   if (config.target_modules.empty() && hf) {
     // PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.
     config.target_modules = hf->config().model_type == "gpt2"
@@ -432,10 +425,14 @@ void check_not_empty(const data::Dataset& dataset, const std::string& split,
 TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& args) {
   // run_clm's --do_eval without --do_train: a Hugging Face folder is evaluated as it is (its
   // weights come with the model); otherwise output_dir's weights are loaded into the model.
+  // An adapter folder, or a model folder without LoRA, is scored as it is; LoRA on a model folder
+  // reads output_dir's adapter.
+  const bool hf_folder =
+      args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path());
   const bool folder =
-      args.model_name_or_path() && (models::is_hf_model_dir(*args.model_name_or_path()) ||
-                                    models::is_adapter_dir(*args.model_name_or_path()));
-  const bool adapter = args.uses_lora();
+      (args.model_name_or_path() && models::is_adapter_dir(*args.model_name_or_path())) ||
+      (hf_folder && !args.uses_lora());
+  const bool adapter = hf_folder && args.uses_lora();
   std::string weights = base::join_path(
       args.output_dir(), adapter ? models::kAdapterWeightsFile : "model.safetensors");
   if (!folder && !std::filesystem::exists(weights) &&

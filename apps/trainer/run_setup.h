@@ -32,10 +32,6 @@ std::string tokenizer_path(const TrainingArguments& args);
 // (tokenizer.json and those beside it that exist), name -> contents.
 std::map<std::string, std::string> tokenizer_files(const std::string& path);
 
-// An adapter folder's base model folder (adapter_config.json's base_model_name_or_path); throws
-// InputError when it is not a Hugging Face model folder here.
-std::string adapter_base_dir(const std::string& adapter_dir);
-
 // The data set the arguments name (train_file / validation_file, or dataset_name); a split's caches
 // are written by the node's first process and read by the others.
 std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,

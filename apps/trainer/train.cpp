@@ -86,7 +86,8 @@ void print_sample(models::Model& model, const TrainingArguments& args, const dat
     }
     return;
   }
-  auto* gpt = dynamic_cast<models::Gpt*>(&model);
+  auto* peft = dynamic_cast<models::PeftModel*>(&model);
+  auto* gpt = dynamic_cast<models::Gpt*>(peft ? &peft->base() : &model);
   if (!gpt) return;
   cli::GenerateOptions options;
   options.seed = static_cast<uint64_t>(args.seed());

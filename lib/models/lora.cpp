@@ -92,9 +92,13 @@ PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
   const auto layers = linear_layers(*base_);
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> targets;
   std::set<std::string> matched_targets;
+  size_t excluded = 0;
   for (const auto& [key, module] : layers) {
     bool take = false;
-    if (config_.all_linear()) {
+    if (inside_module_to_save(config_, key)) {
+      // PEFT: a module to save (and what it holds) trains in full, without adapters.
+      if (config_.all_linear() || lora_target_matches(config_, key)) ++excluded;
+    } else if (config_.all_linear()) {
       take = !is_output_layer(*base_, key);
     } else if (lora_target_matches(config_, key)) {
       take = true;
@@ -109,6 +113,11 @@ PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
         "target_modules is empty: name the linear layers that get adapters; the model's linear "
         "layers are {}",
         layer_names_text(layers)));
+  }
+  if (targets.empty() && excluded > 0) {
+    throw InputError(
+        "target_modules match only layers of modules_to_save, which train in full without "
+        "adapters: no layer gets an adapter (name other target_modules)");
   }
   if (targets.empty()) {
     const std::string asked = config_.target_regex
@@ -135,6 +144,14 @@ PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
   for (const auto& [key, module] : targets) {
     auto* host = dynamic_cast<LoraHost*>(module.get());
     const torch::Tensor w = host->host_weight();
+    // A rank past the layer's larger side adds nothing (B A has rank <= min(in, out)) and only
+    // allocates: refused before the allocation.
+    const int64_t widest = std::max(host->in_features(), host->out_features());
+    if (config_.r > widest) {
+      throw InputError(
+          fmt::format("lora_r {} is larger than layer {} ({} inputs, {} outputs): at most {}",
+                      config_.r, key, host->in_features(), host->out_features(), widest));
+    }
     // Beside a bf16 or fp16 base the adapters are float32, as PEFT's autocast_adapter_dtype.
     const auto dtype = w.scalar_type() == torch::kBFloat16 || w.scalar_type() == torch::kHalf
                            ? torch::kFloat
@@ -160,15 +177,36 @@ PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
     }
   }
   std::set<std::string> saved_modules;
+  const HfCausalLM* hf = as_hf_causal_lm(*base_);
   for (const auto& item : base_->named_modules("", /*include_self=*/false)) {
     if (!module_to_save_matches(config_, item.key())) continue;
-    for (auto& p : item.value()->parameters()) p.set_requires_grad(true);
+    auto params = item.value()->parameters();
+    if (params.empty()) {
+      throw InputError(fmt::format(
+          "modules_to_save: {} holds no parameters of its own in this model (nothing to train)",
+          item.key()));
+    }
+    const bool embedding =
+        base::ends_with(item.key(), "wte") || base::ends_with(item.key(), "embed_tokens");
+    if (hf && hf->config().tie_word_embeddings && embedding) {
+      throw InputError(fmt::format(
+          "modules_to_save: {} is tied to the output layer in this model (tie_word_embeddings "
+          "true); PEFT would train an untied copy of it, which is not done here: leave it out",
+          item.key()));
+    }
+    for (auto& p : params) p.set_requires_grad(true);
     for (const std::string& name : config_.modules_to_save) {
       if (item.key() == name || base::ends_with(item.key(), "." + name)) saved_modules.insert(name);
     }
     modules_to_save_.push_back(item.key());
   }
   for (const std::string& name : config_.modules_to_save) {
+    if (!saved_modules.count(name) && name == "lm_head" && hf && hf->config().tie_word_embeddings) {
+      throw InputError(
+          "modules_to_save: lm_head is tied to the input embedding in this model "
+          "(tie_word_embeddings true); a tied head is not trained apart from the embedding here "
+          "(PEFT would train an untied copy): leave it out");
+    }
     if (!saved_modules.count(name)) {
       throw InputError(fmt::format(
           "modules_to_save: {} matches no module of the model (e.g. lm_head, or a layer's name)",
@@ -223,8 +261,12 @@ void PeftModel::load_adapter(const io::NamedTensors& tensors, const std::string&
           "{}: {} has shape {}, the model's is {} (an adapter of another base model?)", path, name,
           base::shape_text(value.sizes().vec()), base::shape_text(it->second.sizes().vec())));
     }
-    if (!at::isFloatingType(value.scalar_type()) || !torch::isfinite(value).all().item<bool>()) {
-      throw InputError(fmt::format("{}: {} is not finite floating-point values", path, name));
+    if (!at::isFloatingType(value.scalar_type())) {
+      throw InputError(fmt::format("{}: {} holds {} (floating-point values are wanted)", path, name,
+                                   tensor_text(value)));
+    }
+    if (!torch::isfinite(value).all().item<bool>()) {
+      throw InputError(fmt::format("{}: {} holds values that are not finite", path, name));
     }
     it->second.copy_(value);
     seen.insert(name);
@@ -299,8 +341,8 @@ std::string PeftModel::trainable_parameters_text() const {
       100.0 * static_cast<double>(trainable) / static_cast<double>(std::max<int64_t>(all, 1)));
 }
 
-std::shared_ptr<PeftModel> load_peft_model(const std::string& dir, const std::string& dtype) {
-  LoraConfig config = read_adapter_config(dir);
+std::string adapter_base_model(const std::string& dir) {
+  const LoraConfig config = read_adapter_config(dir);
   const std::string config_path = base::join_path(dir, kAdapterConfigFile);
   const std::string& base_dir = config.base_model_name_or_path;
   if (base_dir.empty()) {
@@ -309,11 +351,30 @@ std::shared_ptr<PeftModel> load_peft_model(const std::string& dir, const std::st
         "give the run's own arguments instead)",
         config_path));
   }
+  if (is_adapter_dir(base_dir)) {
+    throw InputError(fmt::format(
+        "{}: base_model_name_or_path {} is an adapter folder itself; adapters on adapters are not "
+        "supported (merge it first: trainer merge)",
+        config_path, base::shown_text(base_dir)));
+  }
   if (!is_hf_model_dir(base_dir)) {
     throw InputError(fmt::format(
         "{}: base_model_name_or_path {} is not a Hugging Face model folder here (a folder with "
         "config.json; nothing is downloaded)",
         config_path, base::shown_text(base_dir)));
+  }
+  return base_dir;
+}
+
+std::shared_ptr<PeftModel> load_peft_model(const std::string& dir, const std::string& dtype) {
+  const std::string base_dir = adapter_base_model(dir);
+  LoraConfig config = read_adapter_config(dir);
+  const std::string config_path = base::join_path(dir, kAdapterConfigFile);
+  const std::string path = base::join_path(dir, kAdapterWeightsFile);
+  if (!std::filesystem::exists(path)) {
+    throw InputError(fmt::format(
+        "{} does not exist (an adapter folder holds it beside {}; adapter_model.bin is not read)",
+        path, kAdapterConfigFile));
   }
   std::shared_ptr<PeftModel> model;
   auto base = load_hf_model(base_dir, dtype);
@@ -321,11 +382,6 @@ std::shared_ptr<PeftModel> load_peft_model(const std::string& dir, const std::st
     model = std::make_shared<PeftModel>(base, config);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", config_path, e.what()));
-  }
-  const std::string path = base::join_path(dir, kAdapterWeightsFile);
-  if (!std::filesystem::exists(path)) {
-    throw InputError(fmt::format("{} does not exist (an adapter folder holds it beside {})", path,
-                                 kAdapterConfigFile));
   }
   io::MappedSafetensors file = io::map_safetensors(path);
   model->load_adapter(file.tensors, path);

@@ -41,7 +41,9 @@ class PeftModel : public Model {
   std::vector<std::string> save_weights(const std::string& dir,
                                         uint64_t max_shard_bytes) const override;
   void load_weights(const std::string& dir) override;
-  std::string weights_file() const override { return kAdapterWeightsFile; }
+  std::string weights_file() const override {
+    return config_.base_model_name_or_path.empty() ? base_->weights_file() : kAdapterWeightsFile;
+  }
 
   // What adapter_model.safetensors holds, under PEFT's names: every lora_A and lora_B, the
   // parameters of modules_to_save, and the biases config.bias trains.
@@ -79,6 +81,11 @@ class PeftModel : public Model {
 // here, and adapter tensors that do not fit the base (an adapter of another model).
 std::shared_ptr<PeftModel> load_peft_model(const std::string& dir,
                                            const std::string& dtype = "auto");
+
+// The base model folder of adapter folder `dir` (adapter_config.json's base_model_name_or_path).
+// Throws InputError, one line naming the file, when it is null, an adapter folder itself, or not a
+// Hugging Face model folder here.
+std::string adapter_base_model(const std::string& dir);
 
 // The Hugging Face language model inside `model` (itself, or a PeftModel's base), or nullptr.
 HfCausalLM* as_hf_causal_lm(Model& model);

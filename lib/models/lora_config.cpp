@@ -1,6 +1,7 @@
 // adapter_config.json as PEFT 0.21 reads and writes it, and PEFT's matching of module names.
 #include "lib/models/lora_config.h"
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <regex>
@@ -83,6 +84,16 @@ bool lora_target_matches(const LoraConfig& config, const std::string& key) {
   return false;
 }
 
+bool inside_module_to_save(const LoraConfig& config, const std::string& key) {
+  for (const std::string& m : config.modules_to_save) {
+    if (key == m || base::starts_with(key, m + ".") || base::ends_with(key, "." + m) ||
+        key.find("." + m + ".") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool module_to_save_matches(const LoraConfig& config, const std::string& key) {
   for (const std::string& name : config.modules_to_save) {
     if (ends_with_component(key, name)) return true;
@@ -110,8 +121,10 @@ LoraConfig parse_adapter_config(const nlohmann::ordered_json& j, const std::stri
   c.lora_dropout = f.number("lora_dropout", 0.0);
   if (f.has("target_modules") && f.at("target_modules").is_string()) {
     const std::string t = f.string("target_modules", "");
-    if (t == "all-linear") {
-      c.target_modules = {t};
+    std::string lower = t;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (lower == "all-linear") {  // PEFT's spelling test is case-insensitive
+      c.target_modules = {"all-linear"};
     } else {
       // std::regex compiles recursively: a pattern of PEFT's size (a module name's) only.
       if (t.size() > kMaxTargetRegex) {
@@ -143,8 +156,14 @@ LoraConfig parse_adapter_config(const nlohmann::ordered_json& j, const std::stri
   c.fan_in_fan_out = f.boolean("fan_in_fan_out", false);
   c.base_model_name_or_path = f.string("base_model_name_or_path", "");
   c.task_type = f.string("task_type", "");
+  if (!c.task_type.empty() && c.task_type != "CAUSAL_LM") {
+    f.fail("task_type", fmt::format("\"{}\" is not supported (CAUSAL_LM, or null for a model of "
+                                    "no task head)",
+                                    c.task_type));
+  }
   // What would change the adapters' arithmetic and is not done here: refused by name.
-  for (const char* key : {"use_dora", "lora_bias", "use_qalora", "use_bdlora"}) {
+  for (const char* key :
+       {"use_dora", "lora_bias", "use_qalora", "use_bdlora", "ensure_weight_tying"}) {
     if (f.boolean(key, false)) f.fail(key, "true is not supported (LoRA without it only)");
   }
   for (const char* key : {"rank_pattern", "alpha_pattern", "loftq_config"}) {
@@ -153,10 +172,13 @@ LoraConfig parse_adapter_config(const nlohmann::ordered_json& j, const std::stri
                               base::shown(f.at(key))));
     }
   }
-  for (const char* key : {"layers_to_transform", "layers_pattern", "exclude_modules",
-                          "layer_replication", "trainable_token_indices", "target_parameters",
-                          "alora_invocation_tokens", "megatron_config"}) {
-    if (f.has(key)) {
+  for (const char* key :
+       {"layers_to_transform", "layers_pattern", "exclude_modules", "layer_replication",
+        "trainable_token_indices", "target_parameters", "alora_invocation_tokens",
+        "megatron_config", "arrow_config", "kasa_config", "velora_config", "monteclora_config",
+        "lora_ga_config", "corda_config", "eva_config"}) {
+    // An empty list or object means none, as PEFT reads it.
+    if (f.has(key) && !((f.at(key).is_array() || f.at(key).is_object()) && f.at(key).empty())) {
       f.fail(key, fmt::format("{} is not supported (only null)", base::shown(f.at(key))));
     }
   }

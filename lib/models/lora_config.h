@@ -43,6 +43,9 @@ void check_lora_config(const LoraConfig& config);
 // Whether PEFT adds an adapter to the layer `key` (its dotted name in the base model): the regex
 // when there is one (full match), else `key` equal to a target or ending in "." + a target.
 bool lora_target_matches(const LoraConfig& config, const std::string& key);
+// Whether `key` is one of modules_to_save or inside one (PEFT's `(^|.*\.)m($|\..*)`): such a
+// layer trains in full and gets no adapter.
+bool inside_module_to_save(const LoraConfig& config, const std::string& key);
 // Whether `key` is one of modules_to_save (equal, or ending in "." + a name).
 bool module_to_save_matches(const LoraConfig& config, const std::string& key);
 

@@ -185,6 +185,22 @@ TEST(LoraRuns, ResumeIsExactAndCheckpointsHoldTheAdapterOnly) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
   EXPECT_EQ(testing::slurp(tmp.file("full/adapter_model.safetensors")),
             testing::slurp(tmp.file("resumed/adapter_model.safetensors")));
+  // evaluate with the run's arguments scores the run's adapter, not the bare base: the same eval
+  // loss as the adapter folder itself gives.
+  auto by_args = run(testing::kTrainerBin + " evaluate" + arguments + "--output_dir " +
+                     tmp.file("full") + " 2>&1");
+  ASSERT_EQ(by_args.exit_code, 0) << by_args.out;
+  const double with_args = eval_loss_of(tmp.file("full"));
+  auto by_folder = run(testing::kTrainerBin + " evaluate --model_name_or_path " + tmp.file("full") +
+                       " --train_file " + kCorpus + " --block_size 32 --output_dir " +
+                       tmp.file("scores") + " 2>&1");
+  ASSERT_EQ(by_folder.exit_code, 0) << by_folder.out;
+  EXPECT_DOUBLE_EQ(eval_loss_of(tmp.file("scores")), with_args);
+  auto bare = run(testing::kTrainerBin + " evaluate --model_name_or_path " + fixtures +
+                  "/llama --train_file " + kCorpus + " --block_size 32 --output_dir " +
+                  tmp.file("bare") + " 2>&1");
+  ASSERT_EQ(bare.exit_code, 0) << bare.out;
+  EXPECT_NE(eval_loss_of(tmp.file("bare")), with_args);
 }
 
 TEST(LoraRuns, BadSettingsAreOneLineAndWriteNothing) {
@@ -217,6 +233,9 @@ TEST(LoraRuns, BadSettingsAreOneLineAndWriteNothing) {
        {"is an adapter folder", "adapter_config.json gives the LoRA settings"}},
       {" --use_peft true --target_modules fc1 --model_name_or_path " + tmp.file("missing.pt"),
        {"missing.pt"}},
+      {" --use_peft true --config_name " + fixtures + "/llama --tokenizer_name " + fixtures +
+           "/llama --train_file " + kCorpus,
+       {"LoRA adapts a pretrained model"}},
   };
   for (const Case& c : cases) {
     auto r = run(testing::kTrainerBin + " train --output_dir " + tmp.file("out") + c.arguments +

@@ -162,7 +162,22 @@ TEST(Lora, BadConfigsAndForeignAdaptersAreOneLine) {
   c.target_modules = {"q_proj"};
   c.modules_to_save = {"classifier"};
   expect_input_error([&] { make(c); }, {"modules_to_save: classifier matches no module"});
+  // A layer inside modules_to_save trains in full and gets no adapter (PEFT's exclusion).
+  c.modules_to_save = {"self_attn"};
+  expect_input_error([&] { make(c); }, {"match only layers of modules_to_save"});
+  c.target_modules = {"q_proj", "gate_proj"};
+  c.modules_to_save = {"layers.0.self_attn"};
+  {
+    models::PeftModel model(models::load_hf_model(llama), c);
+    EXPECT_EQ(model.adapted_layers(), (std::vector<std::string>{"model.layers.0.mlp.gate_proj",
+                                                                "model.layers.1.self_attn.q_proj",
+                                                                "model.layers.1.mlp.gate_proj"}));
+  }
+  c.target_modules = {"q_proj"};
   c.modules_to_save = {};
+  c.r = 100000;
+  expect_input_error([&] { make(c); }, {"lora_r 100000 is larger than layer", "at most 64"});
+  c.r = 4;
   c.init_lora_weights = "pissa";
   expect_input_error([&] { make(c); }, {"init_lora_weights", "pissa"});
 
@@ -194,6 +209,10 @@ TEST(Lora, BadConfigsAndForeignAdaptersAreOneLine) {
   base::write_file_atomic(moved + "/" + models::kAdapterConfigFile, config.dump());
   expect_input_error([&] { models::load_peft_model(moved); }, {"rank_pattern", "not supported"});
   config["rank_pattern"] = nlohmann::ordered_json::object();
+  config["base_model_name_or_path"] = peft + "/llama_r4";
+  base::write_file_atomic(moved + "/" + models::kAdapterConfigFile, config.dump());
+  expect_input_error([&] { models::load_peft_model(moved); },
+                     {"is an adapter folder itself", "trainer merge"});
   config["base_model_name_or_path"] = tmp.file("nowhere");
   base::write_file_atomic(moved + "/" + models::kAdapterConfigFile, config.dump());
   expect_input_error([&] { models::load_peft_model(moved); },
