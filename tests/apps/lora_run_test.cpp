@@ -265,8 +265,9 @@ TEST(LoraRuns, BadSettingsAreOneLineAndWriteNothing) {
   EXPECT_NE(m.out.find("needs --output_dir"), std::string::npos) << m.out;
 }
 
-// A registry model: BasicNet with adapters on its hidden layer and its output layer trained in
-// full; the trainable count says so, and evaluate reads the run back (adapter and base).
+// Registry models: BasicNet with adapters on its hidden layer and its output layer trained in
+// full (the trainable count says so, and evaluate reads the run back: adapter and base), and the
+// gpt with adapters, whose run `trainer generate` reads back.
 TEST(LoraRuns, RegistryModelsTrainAdaptersAndEvaluateBack) {
   testing::TempDir tmp;
   const std::string arguments =
@@ -286,6 +287,24 @@ TEST(LoraRuns, RegistryModelsTrainAdaptersAndEvaluateBack) {
   ASSERT_EQ(e.exit_code, 0) << e.out;
   std::ifstream again(tmp.file("out/eval_results.json"));
   EXPECT_EQ(json::parse(again)["eval_accuracy"].get<double>(), accuracy);
+
+  // The byte-level gpt with adapters on its attention: the run ends with a sample, and
+  // `trainer generate` reads the run's base and adapters back (the same seed, the same text).
+  std::ofstream(tmp.file("corpus.txt")) << std::string(2000, 'a') + "bcd efg hij\n";
+  auto g = run(testing::kTrainerBin +
+               " train --model_name gpt --model_config '{\"n_layer\": 1, \"n_head\": 2, "
+               "\"n_embd\": 32}' --dataset_name text --dataset_config '{\"path\": \"" +
+               tmp.file("corpus.txt") +
+               "\", \"context_length\": 32}' --target_modules c_attn --max_steps 3 "
+               "--learning_rate 1e-2 --disable_tqdm true --save_strategy no --output_dir " +
+               tmp.file("gpt") + " 2>&1");
+  ASSERT_EQ(g.exit_code, 0) << g.out;
+  const size_t at = g.out.find("Sample (trainer generate");
+  ASSERT_NE(at, std::string::npos) << g.out;
+  auto again_text = run(testing::kTrainerBin + " generate " + tmp.file("gpt") + " --seed 42");
+  ASSERT_EQ(again_text.exit_code, 0) << again_text.out;
+  const std::string sample = g.out.substr(g.out.find('\n', at) + 1);
+  EXPECT_EQ(sample.substr(0, again_text.out.size()), again_text.out);
 }
 
 }  // namespace
