@@ -10,7 +10,6 @@
 
 namespace trainer::checkpoint {
 
-inline constexpr const char* kModelFile = "model.safetensors";
 inline constexpr const char* kOptimizerFile = "optimizer.pt";
 inline constexpr const char* kSchedulerFile = "scheduler.json";
 inline constexpr const char* kStateFile = "trainer_state.json";

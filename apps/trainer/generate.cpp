@@ -107,9 +107,8 @@ int generate_hf(const cli::GenerateOptions& options) {
   std::shared_ptr<models::Model> loaded;
   if (models::is_adapter_dir(dir)) {
     auto peft = models::load_peft_model(dir, "auto");
+    tokenizer_dir = models::adapter_tokenizer_dir(dir);
     dir = peft->config().base_model_name_or_path;
-    if (!std::filesystem::exists(base::join_path(tokenizer_dir, "tokenizer.json")))
-      tokenizer_dir = dir;
     loaded = peft;
   } else {
     loaded = models::load_hf_model(dir, "auto");

@@ -36,15 +36,14 @@ int merge_command(const MergeOptions& options) {
           options.output_dir, name));
     }
   }
-  const std::string base_dir = models::adapter_base_model(dir);
   // Loaded in the wanted type: W + delta computed there, not rounded in the base's type first.
   auto peft = models::load_peft_model(dir, options.torch_dtype);
+  const std::string base_dir = peft->config().base_model_name_or_path;
   const size_t layers = peft->adapted_layers().size();
   std::shared_ptr<models::Model> merged = peft->merge_and_unload();
   auto* hf = models::as_hf_causal_lm(*merged);
   std::map<std::string, std::string> files = models::hf_pretrained_files(*hf, base_dir);
-  const bool own_tokenizer = std::filesystem::exists(base::join_path(dir, "tokenizer.json"));
-  for (auto& [name, contents] : tokenizer_files(own_tokenizer ? dir : base_dir)) {
+  for (auto& [name, contents] : tokenizer_files(models::adapter_tokenizer_dir(dir))) {
     files[name] = contents;
   }
   base::make_directories(options.output_dir, "--output_dir");

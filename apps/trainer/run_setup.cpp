@@ -75,11 +75,8 @@ bool uses_text_files(const TrainingArguments& args) {
 
 std::string tokenizer_path(const TrainingArguments& args) {
   if (args.tokenizer_name()) return *args.tokenizer_name();
-  // An adapter folder: its own tokenizer (a Trainer saves one there), else its base model's.
   if (args.model_name_or_path() && models::is_adapter_dir(*args.model_name_or_path())) {
-    const std::string& dir = *args.model_name_or_path();
-    if (std::filesystem::exists(base::join_path(dir, "tokenizer.json"))) return dir;
-    return models::adapter_base_model(dir);
+    return models::adapter_tokenizer_dir(*args.model_name_or_path());
   }
   if (args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path())) {
     return *args.model_name_or_path();
@@ -291,7 +288,7 @@ std::shared_ptr<models::Model> with_lora(const TrainingArguments& args,
                                 ? std::vector<std::string>{"c_attn"}
                                 : std::vector<std::string>{"q_proj", "v_proj"};
   }
-  if (hf && args.model_name_or_path()) config.base_model_name_or_path = *args.model_name_or_path();
+  if (hf) config.base_model_name_or_path = *args.model_name_or_path();
   config.task_type = hf ? "CAUSAL_LM" : "";
   auto peft = std::make_shared<models::PeftModel>(model, config);
   // The base's tokenizer goes with the adapter; its config.json does not (the folder is an
@@ -423,10 +420,9 @@ void check_not_empty(const data::Dataset& dataset, const std::string& split,
 }
 
 TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& args) {
-  // run_clm's --do_eval without --do_train: a Hugging Face folder is evaluated as it is (its
-  // weights come with the model); otherwise output_dir's weights are loaded into the model.
-  // An adapter folder, or a model folder without LoRA, is scored as it is; LoRA on a model folder
-  // reads output_dir's adapter.
+  // run_clm's --do_eval without --do_train: a Hugging Face folder without LoRA, or an adapter
+  // folder, is evaluated as it is (its weights come with the model); otherwise output_dir's
+  // weights are loaded into the model (LoRA on a model folder: output_dir's adapter).
   const bool hf_folder =
       args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path());
   const bool folder =

@@ -69,12 +69,6 @@ void init_adapter(torch::Tensor& A, torch::Tensor& B, const std::string& how, in
   }
 }
 
-// The output layer, which "all-linear" leaves out as PEFT leaves out the output embeddings.
-bool is_output_layer(Model& base, const std::string& key) {
-  if (as_hf_causal_lm(base)) return false;  // lm_head is not a LoraHost
-  return key == base.output_layer();
-}
-
 }  // namespace
 
 HfCausalLM* as_hf_causal_lm(Model& model) {
@@ -99,11 +93,13 @@ PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
       // PEFT: a module to save (and what it holds) trains in full, without adapters.
       if (config_.all_linear() || lora_target_matches(config_, key)) ++excluded;
     } else if (config_.all_linear()) {
-      take = !is_output_layer(*base_, key);
+      // The output layer stays out, as PEFT leaves out the output embeddings (a Hugging Face
+      // model's lm_head is no linear layer here).
+      take = key != base_->output_layer();
     } else if (lora_target_matches(config_, key)) {
       take = true;
       for (const std::string& t : config_.target_modules) {
-        if (key == t || base::ends_with(key, "." + t)) matched_targets.insert(t);
+        if (names_module(t, key)) matched_targets.insert(t);
       }
     }
     if (take) targets.emplace_back(key, module);
@@ -196,7 +192,7 @@ PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
     }
     for (auto& p : params) p.set_requires_grad(true);
     for (const std::string& name : config_.modules_to_save) {
-      if (item.key() == name || base::ends_with(item.key(), "." + name)) saved_modules.insert(name);
+      if (names_module(name, item.key())) saved_modules.insert(name);
     }
     modules_to_save_.push_back(item.key());
   }
@@ -223,8 +219,7 @@ io::NamedTensors PeftModel::adapter_state_dict() const {
     const size_t dot = name.rfind('.');
     const std::string owner = dot == std::string::npos ? "" : name.substr(0, dot);
     const std::string leaf = name.substr(dot + 1);
-    const bool lora = base::ends_with(owner, ".lora_A") || base::ends_with(owner, ".lora_B") ||
-                      owner == "lora_A" || owner == "lora_B";
+    const bool lora = names_module("lora_A", owner) || names_module("lora_B", owner);
     bool saved_module = false;
     for (const std::string& m : modules_to_save_) {
       if (owner == m || base::starts_with(owner, m + ".")) saved_module = true;
@@ -341,8 +336,10 @@ std::string PeftModel::trainable_parameters_text() const {
       100.0 * static_cast<double>(trainable) / static_cast<double>(std::max<int64_t>(all, 1)));
 }
 
-std::string adapter_base_model(const std::string& dir) {
-  const LoraConfig config = read_adapter_config(dir);
+namespace {
+
+// The base folder `config` (read from adapter folder `dir`) names, checked.
+const std::string& checked_base_model(const LoraConfig& config, const std::string& dir) {
   const std::string config_path = base::join_path(dir, kAdapterConfigFile);
   const std::string& base_dir = config.base_model_name_or_path;
   if (base_dir.empty()) {
@@ -366,9 +363,20 @@ std::string adapter_base_model(const std::string& dir) {
   return base_dir;
 }
 
+}  // namespace
+
+std::string adapter_base_model(const std::string& dir) {
+  return checked_base_model(read_adapter_config(dir), dir);
+}
+
+std::string adapter_tokenizer_dir(const std::string& dir) {
+  if (std::filesystem::exists(base::join_path(dir, "tokenizer.json"))) return dir;
+  return adapter_base_model(dir);
+}
+
 std::shared_ptr<PeftModel> load_peft_model(const std::string& dir, const std::string& dtype) {
-  const std::string base_dir = adapter_base_model(dir);
-  LoraConfig config = read_adapter_config(dir);
+  const LoraConfig config = read_adapter_config(dir);
+  const std::string base_dir = checked_base_model(config, dir);
   const std::string config_path = base::join_path(dir, kAdapterConfigFile);
   const std::string path = base::join_path(dir, kAdapterWeightsFile);
   if (!std::filesystem::exists(path)) {

@@ -87,6 +87,10 @@ std::shared_ptr<PeftModel> load_peft_model(const std::string& dir,
 // Hugging Face model folder here.
 std::string adapter_base_model(const std::string& dir);
 
+// The folder of the tokenizer an adapter folder uses: its own (a Trainer saves one there), else its
+// base model's.
+std::string adapter_tokenizer_dir(const std::string& dir);
+
 // The Hugging Face language model inside `model` (itself, or a PeftModel's base), or nullptr.
 HfCausalLM* as_hf_causal_lm(Model& model);
 

@@ -22,10 +22,6 @@ using json = nlohmann::ordered_json;
 
 constexpr size_t kMaxTargetRegex = 256;
 
-bool ends_with_component(const std::string& key, const std::string& name) {
-  return key == name || base::ends_with(key, "." + name);
-}
-
 // A number as Python's json writes it: an integral value as an int (PEFT's lora_alpha: 16).
 json python_number(double v) {
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) {
@@ -35,6 +31,10 @@ json python_number(double v) {
 }
 
 }  // namespace
+
+bool names_module(const std::string& name, const std::string& key) {
+  return key == name || base::ends_with(key, "." + name);
+}
 
 double LoraConfig::scaling() const {
   const double rank = static_cast<double>(r);
@@ -79,7 +79,7 @@ void check_lora_config(const LoraConfig& c) {
 bool lora_target_matches(const LoraConfig& config, const std::string& key) {
   if (config.target_regex) return std::regex_match(key, std::regex(*config.target_regex));
   for (const std::string& t : config.target_modules) {
-    if (ends_with_component(key, t)) return true;
+    if (names_module(t, key)) return true;
   }
   return false;
 }
@@ -96,7 +96,7 @@ bool inside_module_to_save(const LoraConfig& config, const std::string& key) {
 
 bool module_to_save_matches(const LoraConfig& config, const std::string& key) {
   for (const std::string& name : config.modules_to_save) {
-    if (ends_with_component(key, name)) return true;
+    if (names_module(name, key)) return true;
   }
   return false;
 }

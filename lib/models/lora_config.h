@@ -40,6 +40,9 @@ struct LoraConfig {
 // init_lora_weights known); throws InputError "argument <name>: ..." on the first that is not.
 void check_lora_config(const LoraConfig& config);
 
+// Whether `name` names the module `key` as PEFT's lists do: equal, or its last dotted components
+// ("q_proj" and "self_attn.q_proj" name "model.layers.0.self_attn.q_proj").
+bool names_module(const std::string& name, const std::string& key);
 // Whether PEFT adds an adapter to the layer `key` (its dotted name in the base model): the regex
 // when there is one (full match), else `key` equal to a target or ending in "." + a target.
 bool lora_target_matches(const LoraConfig& config, const std::string& key);
