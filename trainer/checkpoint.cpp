@@ -112,9 +112,20 @@ void Trainer::write_checkpoint_files(const std::string& staging, const std::stri
   manifest.world_size = accelerator.num_processes();
   manifest.total_batch_size = total_batch_size_;
   manifest.save_only_model = args_.save_only_model();
-  std::vector<std::string> files = model_->save_weights(
-      staging, io::parse_file_size(args_.save_safetensors_max_shard_size(),
-                                   "argument save_safetensors_max_shard_size:"));
+  const auto plan = args_.fsdp_plan();
+  manifest.sharded = accelerator.sharded_model() != nullptr;
+  std::vector<std::string> files;
+  // A sharded run's weights are in its ranks' files; with FULL_STATE_DICT also whole, gathered
+  // on this process (see save_checkpoint).
+  if (!manifest.sharded || (plan && !plan->sharded_state_dict)) {
+    files = model_->save_weights(staging,
+                                 io::parse_file_size(args_.save_safetensors_max_shard_size(),
+                                                     "argument save_safetensors_max_shard_size:"));
+  }
+  if (manifest.sharded) {
+    for (int64_t r = 0; r < manifest.world_size; ++r)
+      files.push_back(sharded_state_name(r, manifest.world_size));
+  }
   files.push_back(kStateFile);
   files.push_back(kArgsFile);
   // A Hugging Face model's config and tokenizer: the checkpoint is itself a model folder.
@@ -123,16 +134,18 @@ void Trainer::write_checkpoint_files(const std::string& staging, const std::stri
     files.push_back(name);
   }
   if (!args_.save_only_model()) {
-    torch::serialize::OutputArchive archive;
-    optimizer_->save(archive);
-    std::ostringstream bytes;
-    archive.save_to(bytes);
-    base::write_file_atomic(base::join_path(staging, kOptimizerFile), bytes.str());
+    if (!manifest.sharded) {
+      torch::serialize::OutputArchive archive;
+      optimizer_->save(archive);
+      std::ostringstream bytes;
+      archive.save_to(bytes);
+      base::write_file_atomic(base::join_path(staging, kOptimizerFile), bytes.str());
+      files.push_back(kOptimizerFile);
+    }
     base::write_json(base::join_path(staging, kSchedulerFile),
                      {{"last_step", lr_scheduler_->last_step()},
                       {"base_lrs", lr_scheduler_->base_lrs()},
                       {"last_lr", lr_scheduler_->get_last_lr()}});
-    files.push_back(kOptimizerFile);
     files.push_back(kSchedulerFile);
     for (int64_t r = 0; r < manifest.world_size; ++r) files.push_back(rank_state_name(r));
   }
@@ -158,7 +171,7 @@ std::string Trainer::save_checkpoint() {
   const std::string staging = base::join_path(output_dir, fmt::format(".tmp-checkpoint-{}", step));
   const bool main = accelerator.is_main_process();
   // Non-finite weights are never saved (every process holds the same weights: the same answer).
-  if (auto name = nonfinite_parameter(*model_)) {
+  if (auto name = nonfinite_weights()) {
     throw std::runtime_error(fmt::format(
         "the weights are not finite at step {} ({} holds nan or inf); they were not saved", step,
         *name));
@@ -171,12 +184,16 @@ std::string Trainer::save_checkpoint() {
   try {
     // Each process's random state and position, written by itself into the shared folder.
     if (!args_.save_only_model()) write_rank_state(staging);
+    if (accelerator.sharded_model()) write_sharded_state(staging);
   } catch (...) {
     if (main) base::remove_tree(staging);
     rethrow_save_error(target);
   }
   accelerator.wait_for_everyone();
-  if (main) {
+  // The main process writes the rest; a sharded run's full weights (FULL_STATE_DICT) are
+  // gathered there for it, every process taking part.
+  auto write = [&] {
+    if (!main) return;
     try {
       write_checkpoint_files(staging, target);
     } catch (...) {
@@ -184,6 +201,12 @@ std::string Trainer::save_checkpoint() {
       rethrow_save_error(target);
     }
     rotate_checkpoints(target);
+  };
+  const auto plan = args_.fsdp_plan();
+  if (accelerator.sharded_model() && plan && !plan->sharded_state_dict) {
+    accelerator.with_full_params(write, /*rank0_only=*/true);
+  } else {
+    write();
   }
   last_saved_step_ = step;
   return target;
@@ -319,7 +342,11 @@ void Trainer::load_best_model() {
     }
     return;
   }
-  model_->load_weights(dir);
+  if (accelerator_->sharded_model()) {
+    load_sharded_state(dir, verify_checkpoint(dir), /*with_optimizer=*/false);
+  } else {
+    model_->load_weights(dir);
+  }
   if (state_.is_world_process_zero) {
     std::printf("Loading best model from %s (score: %s).\n", dir.c_str(),
                 base::python_float(state_.best_metric.value_or(0)).c_str());

@@ -224,7 +224,26 @@ Trainer::SavedState Trainer::read_saved_state(const Resumable& checkpoint) const
   return {std::move(saved), scheduler["last_step"].get<int64_t>(), std::move(base_lrs)};
 }
 
-void Trainer::load_weights_and_optimizer(const std::string& dir, const SavedState& saved) {
+void Trainer::load_weights_and_optimizer(const Resumable& checkpoint, const SavedState& saved) {
+  const std::string& dir = checkpoint.dir;
+  auto source = [&](const char* file) { return base::join_path(dir, file); };
+  if (accelerator_->sharded_model()) {
+    // Each process its slices of the weights and the moments, from the files that hold them.
+    load_sharded_state(dir, checkpoint.manifest, /*with_optimizer=*/true);
+  } else if (checkpoint.manifest.sharded) {
+    throw InputError(fmt::format(
+        "checkpoint {} was saved by a sharded run (fsdp); resume it with fsdp (any strategy and "
+        "number of processes)",
+        dir));
+  } else {
+    load_model_and_optimizer(dir);
+  }
+  // The schedule continues from the saved base rates, as PyTorch's scheduler state does.
+  if (!saved.base_lrs.empty()) lr_scheduler_->set_base_lrs(saved.base_lrs);
+  lr_scheduler_->set_last_step(saved.scheduler_last_step);
+}
+
+void Trainer::load_model_and_optimizer(const std::string& dir) {
   auto source = [&](const char* file) { return base::join_path(dir, file); };
   // The model: names and shapes must match exactly, and the weights be finite.
   model_->load_weights(dir);
@@ -232,7 +251,7 @@ void Trainer::load_weights_and_optimizer(const std::string& dir, const SavedStat
     throw InputError(fmt::format("checkpoint {}: {} holds weights that are not finite ({})", dir,
                                  model_->weights_file(), *name));
   }
-  // The optimizer (LibTorch's archive of its state and options) and the schedule.
+  // The optimizer (LibTorch's archive of its state and options).
   try {
     std::string bytes = base::read_file(source(kOptimizerFile), SIZE_MAX, "", false);
     torch::serialize::InputArchive archive;
@@ -251,9 +270,6 @@ void Trainer::load_weights_and_optimizer(const std::string& dir, const SavedStat
     throw InputError(fmt::format("checkpoint {}: {} does not fit this optimizer ({})", dir,
                                  kOptimizerFile, what));
   }
-  // The schedule continues from the saved base rates, as PyTorch's scheduler state does.
-  if (!saved.base_lrs.empty()) lr_scheduler_->set_base_lrs(saved.base_lrs);
-  lr_scheduler_->set_last_step(saved.scheduler_last_step);
 }
 
 void Trainer::restore_state(const std::string& dir, const TrainerState& saved) {
@@ -362,7 +378,7 @@ void Trainer::load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epo
   // The state first: its numbers must agree with the manifest and the folder's name before
   // anything is loaded into the model or the optimizer.
   const SavedState saved = read_saved_state(checkpoint);
-  load_weights_and_optimizer(checkpoint.dir, saved);
+  load_weights_and_optimizer(checkpoint, saved);
   restore_state(checkpoint.dir, saved.state);
   restore_rank_state(checkpoint, saved.state, steps_per_epoch);
   last_saved_step_ = state_.global_step;

@@ -40,6 +40,7 @@ json Manifest::to_json() const {
   out["world_size"] = world_size;
   out["total_batch_size"] = total_batch_size;
   out["save_only_model"] = save_only_model;
+  if (sharded) out["sharded"] = true;
   json entries = json::object();
   for (const auto& f : files) {
     entries[f.name] = {{"size", f.size}, {"crc32", fmt::format("{:08x}", f.crc32)}};
@@ -134,6 +135,10 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
   const json& only_model = field("save_only_model");
   if (!only_model.is_boolean()) throw bad("\"save_only_model\" is not true or false");
   m.save_only_model = only_model.get<bool>();
+  if (value.contains("sharded")) {
+    if (!value["sharded"].is_boolean()) throw bad("\"sharded\" is not true or false");
+    m.sharded = value["sharded"].get<bool>();
+  }
   const json& files = field("files");
   if (!files.is_object()) throw bad("\"files\" is not an object");
   for (const auto& [name, entry] : files.items()) {
@@ -159,12 +164,20 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
 
 std::string rank_state_name(int64_t rank) { return fmt::format("rank_state_{}.safetensors", rank); }
 
+std::string sharded_state_name(int64_t rank, int64_t world_size) {
+  return fmt::format("sharded_state_{}_of_{}.safetensors", rank, world_size);
+}
+
 std::vector<std::string> required_checkpoint_files(const Manifest& manifest) {
   // The weights: model.safetensors, an index with its shards, or a LoRA adapter (checked in
   // verify_checkpoint).
   std::vector<std::string> names = {"trainer_state.json", "training_args.json"};
+  if (manifest.sharded) {
+    for (int64_t r = 0; r < manifest.world_size; ++r)
+      names.push_back(sharded_state_name(r, manifest.world_size));
+  }
   if (!manifest.save_only_model) {
-    names.push_back("optimizer.pt");
+    if (!manifest.sharded) names.push_back("optimizer.pt");
     names.push_back("scheduler.json");
     for (int64_t r = 0; r < manifest.world_size; ++r) names.push_back(rank_state_name(r));
   }
@@ -195,7 +208,8 @@ Manifest verify_checkpoint(const std::string& dir) {
       throw InputError(fmt::format("{}: its manifest does not list {}", prefix, name));
     }
   }
-  if (!manifest.find("model.safetensors") && !manifest.find("model.safetensors.index.json") &&
+  if (!manifest.sharded && !manifest.find("model.safetensors") &&
+      !manifest.find("model.safetensors.index.json") &&
       !manifest.find("adapter_model.safetensors")) {
     throw InputError(fmt::format(
         "{}: its manifest does not list model.safetensors (nor adapter_model.safetensors)",

@@ -31,6 +31,9 @@ struct Manifest {
   int64_t world_size = 1;
   int64_t total_batch_size = 0;  // per-device batch x processes x gradient accumulation
   bool save_only_model = false;
+  // Saved by a sharded run (fsdp): the parameters and AdamW's moments are in each rank's
+  // sharded_state_<r>_of_<N>.safetensors, model.safetensors only with FULL_STATE_DICT.
+  bool sharded = false;
   std::vector<ManifestFile> files;
 
   nlohmann::ordered_json to_json() const;
@@ -57,6 +60,8 @@ std::vector<std::string> required_checkpoint_files(const Manifest& manifest);
 
 // "rank_state_<rank>.safetensors".
 std::string rank_state_name(int64_t rank);
+// Rank `rank`'s slices of a sharded run's parameters and moments, of `world_size` ranks.
+std::string sharded_state_name(int64_t rank, int64_t world_size);
 
 // The checkpoint-<step> folders in `output_dir`, by step, oldest first (other names ignored).
 struct CheckpointDir {

@@ -17,6 +17,12 @@ namespace trainer {
 using json = nlohmann::ordered_json;
 
 void Trainer::save_model(const std::string& dir) const {
+  // A sharded model's full weights are gathered on the main process for it (every process
+  // takes part); otherwise every process holds them already.
+  accelerator_->with_full_params([&] { write_model(dir); }, /*rank0_only=*/true);
+}
+
+void Trainer::write_model(const std::string& dir) const {
   if (!accelerator_->is_main_process()) return;
   std::string target = dir.empty() ? args_.output_dir() : dir;
   model_->save_weights(target, io::parse_file_size(args_.save_safetensors_max_shard_size(),

@@ -135,7 +135,8 @@ class Trainer {
 
   // Writes model.safetensors (PyTorch's parameter names) to `dir` (default: output_dir), and for
   // a TorchScript model model.pt too (the module with the trained weights). Only the main
-  // process writes; the others return at once.
+  // process writes; with a sharded model every process calls it (the weights are gathered there
+  // for it), otherwise the others return at once.
   void save_model(const std::string& dir = "") const;
   // With overwrite_output_dir, the checkpoints of the earlier run wait in
   // output_dir/earlier-checkpoints (kEarlierCheckpointsDir) while this run trains; call this once
@@ -197,7 +198,9 @@ class Trainer {
   };
   SavedState read_saved_state(const Resumable& checkpoint) const;
   // model.safetensors (checked finite), optimizer.pt and the schedule's position.
-  void load_weights_and_optimizer(const std::string& dir, const SavedState& saved);
+  void load_weights_and_optimizer(const Resumable& checkpoint, const SavedState& saved);
+  // Unsharded: model.safetensors (checked finite) and optimizer.pt.
+  void load_model_and_optimizer(const std::string& dir);
   // The saved TrainerState with this run's step counts, the callbacks' states and the stop flags.
   void restore_state(const std::string& dir, const TrainerState& saved);
   // This process's random state, the loop's position and the losses since the last log (at
@@ -206,8 +209,17 @@ class Trainer {
                           int64_t steps_per_epoch);
   // save_checkpoint's parts: this process's rank_state_<rank>.safetensors, and (main process)
   // everything else with the manifest, moved into place as `target`.
+  // save_model's writing, on the main process.
+  void write_model(const std::string& dir) const;
   void write_rank_state(const std::string& staging) const;
   void write_checkpoint_files(const std::string& staging, const std::string& target);
+  // A sharded run (checkpoint_sharded.cpp): this process's sharded_state_<r>_of_<N>.safetensors
+  // (its slices of the parameters and, unless save_only_model, of AdamW's moments), and reading
+  // them back from a checkpoint of any world size (the moments with_optimizer).
+  void write_sharded_state(const std::string& staging) const;
+  void load_sharded_state(const std::string& dir, const Manifest& manifest, bool with_optimizer);
+  // The name of a parameter holding nan or inf (the same answer on every process), or nothing.
+  std::optional<std::string> nonfinite_weights() const;
   // After an evaluation: whether `metrics` hold a new best metric_for_best_model.
   bool update_best_metric(const Metrics& metrics);
   // overwrite_output_dir, at the start of a fresh run: moves the checkpoint-* folders in output_dir

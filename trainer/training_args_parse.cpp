@@ -41,8 +41,6 @@ const std::vector<std::string>& TrainingArguments::unsupported_keys() {
                                                 "fp16_backend",
                                                 "fp16_full_eval",
                                                 "fp16_opt_level",
-                                                "fsdp",
-                                                "fsdp_config",
                                                 "fsdp_min_num_params",
                                                 "fsdp_transformer_layer_cls_to_wrap",
                                                 "full_determinism",

@@ -119,6 +119,16 @@
     "Let DDP look for parameters the forward did not use (default: false).")                       \
   X(std::optional<bool>, ddp_broadcast_buffers, std::nullopt,                                      \
     "Broadcast rank 0's buffers at every training forward (default: true).")                       \
+  X(std::string, fsdp, "",                                                                         \
+    "Sharded data parallel instead of DDP, as Transformers' words: full_shard (ZeRO stage 3: "     \
+    "parameters, gradients and AdamW state sharded), shard_grad_op (stage 2: gradients and "        \
+    "state), shard_optimizer (stage 1: state), no_shard (DDP); with auto_wrap, one unit per "       \
+    "transformer block; offload (CPU offload: where the state already is on CPU).")                \
+  X(nlohmann::ordered_json, fsdp_config, nlohmann::ordered_json::object(),                         \
+    "FSDP's options: min_num_params, transformer_layer_cls_to_wrap (LlamaDecoderLayer, "           \
+    "GPT2Block, Block), backward_prefetch backward_pre|no_prefetch, forward_prefetch, "            \
+    "limit_all_gathers, sync_module_states, use_orig_params, state_dict_type "                     \
+    "FULL_STATE_DICT|SHARDED_STATE_DICT (the \"fsdp_\" prefix of Accelerate's keys is accepted).")  \
   X(bool, dataloader_drop_last, false,                                                             \
     "Drop the last incomplete training batch.")                                                    \
   X(bool, remove_unused_columns, true,                                                             \

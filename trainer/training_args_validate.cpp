@@ -54,6 +54,7 @@ void TrainingArguments::validate() const {
   validate_devices();
   validate_reporting_model_and_data();
   validate_lora();
+  fsdp_plan();
 }
 
 // The steps, epochs and batch sizes.

@@ -23,14 +23,14 @@ namespace {
 // convert_outputs_to_fp32).
 class AcceleratedModel : public models::Model {
  public:
-  AcceleratedModel(std::shared_ptr<models::Model> original,
-                   std::shared_ptr<dist::DistributedDataParallel> ddp, c10::DeviceType device_type,
-                   std::optional<c10::ScalarType> autocast)
+  // `wrapper`: DDP or FSDP around `original`, or null.
+  AcceleratedModel(std::shared_ptr<models::Model> original, std::shared_ptr<models::Model> wrapper,
+                   c10::DeviceType device_type, std::optional<c10::ScalarType> autocast)
       : original_(std::move(original)),
-        ddp_(std::move(ddp)),
+        wrapper_(std::move(wrapper)),
         device_type_(device_type),
         autocast_(autocast) {
-    inner_ = ddp_ ? std::static_pointer_cast<models::Model>(ddp_) : original_;
+    inner_ = wrapper_ ? wrapper_ : original_;
     register_module("module", inner_);
   }
 
@@ -59,7 +59,7 @@ class AcceleratedModel : public models::Model {
   models::Task task() const override { return original_->task(); }
 
   const std::shared_ptr<models::Model>& original() const { return original_; }
-  dist::DistributedDataParallel* ddp() const { return ddp_.get(); }
+  dist::GradSync* grad_sync() const { return dynamic_cast<dist::GradSync*>(wrapper_.get()); }
 
  private:
   static torch::Tensor to_float32(const torch::Tensor& out) {
@@ -69,15 +69,15 @@ class AcceleratedModel : public models::Model {
   }
 
   std::shared_ptr<models::Model> original_;
-  std::shared_ptr<dist::DistributedDataParallel> ddp_;
+  std::shared_ptr<models::Model> wrapper_;
   std::shared_ptr<models::Model> inner_;
   c10::DeviceType device_type_;
   std::optional<c10::ScalarType> autocast_;
 };
 
-dist::DistributedDataParallel* find_ddp(models::Model& model) {
-  if (auto* prepared = dynamic_cast<AcceleratedModel*>(&model)) return prepared->ddp();
-  return dynamic_cast<dist::DistributedDataParallel*>(&model);
+dist::GradSync* find_grad_sync(models::Model& model) {
+  if (auto* prepared = dynamic_cast<AcceleratedModel*>(&model)) return prepared->grad_sync();
+  return dynamic_cast<dist::GradSync*>(&model);
 }
 
 // The default process group while some Accelerator that joined it lives (Accelerate's shared
@@ -107,7 +107,7 @@ std::shared_ptr<GroupOwner> join_group(const std::string& backend,
 // ---------------------------------------------------------------------------------------------
 // SyncGuard
 
-SyncGuard::SyncGuard(dist::DistributedDataParallel* ddp) : ddp_(ddp) {
+SyncGuard::SyncGuard(dist::GradSync* ddp) : ddp_(ddp) {
   if (ddp_) {
     previous_ = ddp_->require_backward_grad_sync();
     ddp_->set_require_backward_grad_sync(false);
@@ -172,18 +172,30 @@ std::shared_ptr<models::Model> Accelerator::prepare_model(std::shared_ptr<models
                                                           bool evaluation_mode) {
   if (!model) throw std::invalid_argument("Accelerator::prepare_model: model is null");
   model->to(device_);
-  std::shared_ptr<dist::DistributedDataParallel> ddp;
-  if (num_processes_ > 1 && !evaluation_mode) {
+  std::shared_ptr<models::Model> wrapper;
+  if (options_.fsdp() && !evaluation_mode) {
+    auto sharded = std::make_shared<dist::FullyShardedDataParallel>(model, *options_.fsdp());
+    sharded_ = sharded;
+    wrapper = sharded;
+  } else if (num_processes_ > 1 && !evaluation_mode) {
     const DistributedDataParallelKwargs& kwargs = options_.ddp_kwargs();
     dist::DdpOptions ddp_options;
     if (kwargs.bucket_cap_mb) ddp_options.bucket_cap_mb = *kwargs.bucket_cap_mb;
     if (kwargs.find_unused_parameters)
       ddp_options.find_unused_parameters = *kwargs.find_unused_parameters;
     if (kwargs.broadcast_buffers) ddp_options.broadcast_buffers = *kwargs.broadcast_buffers;
-    ddp = std::make_shared<dist::DistributedDataParallel>(model, ddp_options);
+    wrapper = std::make_shared<dist::DistributedDataParallel>(model, ddp_options);
   }
-  if (!ddp && !autocast_dtype_) return model;
-  return std::make_shared<AcceleratedModel>(model, ddp, device_.type(), autocast_dtype_);
+  if (!wrapper && !autocast_dtype_) return model;
+  return std::make_shared<AcceleratedModel>(model, wrapper, device_.type(), autocast_dtype_);
+}
+
+void Accelerator::with_full_params(const std::function<void()>& f, bool rank0_only) {
+  if (auto sharded = sharded_.lock()) {
+    sharded->with_full_params(f, rank0_only);
+  } else {
+    f();
+  }
 }
 
 std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(
@@ -193,7 +205,26 @@ std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(
                                    [](const auto& weak) { return weak.expired(); }),
                     optimizers_.end());
   optimizers_.push_back(optimizer);
-  return std::make_shared<AcceleratedOptimizer>(std::move(optimizer), state_, scaler_);
+  auto sharded = sharded_.lock();
+  if (sharded) {
+    // Each group keeps its options (weight decay) over this process's slices of its parameters.
+    for (auto& group : optimizer->param_groups()) {
+      std::vector<torch::Tensor> slices;
+      for (const auto& p : group.params()) {
+        torch::Tensor slice = sharded->local_view(p);
+        if (slice.defined()) slices.push_back(slice);
+      }
+      group.params() = std::move(slices);
+    }
+  }
+  auto prepared = std::make_shared<AcceleratedOptimizer>(std::move(optimizer), state_, scaler_);
+  if (sharded) {
+    std::weak_ptr<dist::FullyShardedDataParallel> weak = sharded;
+    prepared->set_after_step([weak] {
+      if (auto model = weak.lock()) model->after_optimizer_step();
+    });
+  }
+  return prepared;
 }
 
 std::shared_ptr<const data::Dataset> Accelerator::device_dataset(
@@ -224,6 +255,8 @@ std::shared_ptr<models::Model> Accelerator::unwrap_model(
     return prepared->original();
   if (auto ddp = std::dynamic_pointer_cast<dist::DistributedDataParallel>(model))
     return ddp->module_ptr();
+  if (auto sharded = std::dynamic_pointer_cast<dist::FullyShardedDataParallel>(model))
+    return sharded->module_ptr();
   return model;
 }
 
@@ -244,10 +277,10 @@ SyncGuard Accelerator::accumulate(models::Model& model) {
     state_->sync_gradients = step_ % gradient_accumulation_steps() == 0;
   }
   if (state_->sync_gradients) return SyncGuard();
-  return SyncGuard(find_ddp(model));
+  return SyncGuard(find_grad_sync(model));
 }
 
-SyncGuard Accelerator::no_sync(models::Model& model) { return SyncGuard(find_ddp(model)); }
+SyncGuard Accelerator::no_sync(models::Model& model) { return SyncGuard(find_grad_sync(model)); }
 
 void Accelerator::unscale_gradients() {
   if (!scaler_) return;
@@ -259,6 +292,8 @@ void Accelerator::unscale_gradients() {
 torch::Tensor Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters,
                                            double max_norm) {
   unscale_gradients();
+  // Sharded: the norm of every process's slices together (Accelerate asks FSDP the same way).
+  if (auto sharded = sharded_.lock()) return sharded->clip_grad_norm_(max_norm);
   std::vector<torch::Tensor> grads;
   for (const auto& p : parameters) {
     if (p.grad().defined()) grads.push_back(p.grad());

@@ -32,6 +32,7 @@
 #include "lib/accelerate/state.h"
 #include "lib/data/dataloader.h"
 #include "lib/distributed/ddp.h"
+#include "lib/distributed/fsdp.h"
 #include "lib/distributed/process_group.h"
 #include "lib/models/model.h"
 
@@ -60,24 +61,27 @@ struct AcceleratorOptions {
   TORCH_ARG(std::chrono::milliseconds, timeout) = dist::kDefaultTimeout;
   // DDP's bucket size, unused-parameter search and buffer broadcast.
   TORCH_ARG(DistributedDataParallelKwargs, ddp_kwargs) = {};
+  // Sharded data parallel instead of DDP (FSDP's full_shard, shard_grad_op, or ZeRO stage 1);
+  // unset: DDP with several processes.
+  TORCH_ARG(std::optional<dist::FsdpOptions>, fsdp) = std::nullopt;
   // On a CUDA device, prepare() keeps a data set that fits (at most half the free device memory)
   // on the device: sampled, gathered and normalised there, no host copy per batch. false: host
   // memory, each batch copied over.
   TORCH_ARG(bool, data_on_device) = true;
 };
 
-// Turns a DDP model's gradient synchronisation off for its lifetime (no-op without DDP).
+// Turns a DDP or FSDP model's gradient synchronisation off for its lifetime (no-op without one).
 class SyncGuard {
  public:
   SyncGuard() = default;
-  explicit SyncGuard(dist::DistributedDataParallel* ddp);
+  explicit SyncGuard(dist::GradSync* ddp);
   SyncGuard(SyncGuard&& other) noexcept;
   SyncGuard& operator=(SyncGuard&&) = delete;
   SyncGuard(const SyncGuard&) = delete;
   ~SyncGuard();
 
  private:
-  dist::DistributedDataParallel* ddp_ = nullptr;
+  dist::GradSync* ddp_ = nullptr;
   bool previous_ = true;
 };
 
@@ -111,14 +115,17 @@ class Accelerator {
   // TORCHELASTIC_RESTART_COUNT; 0 on the first attempt and without a launcher).
   int restart_count() const { return restart_count_; }
 
-  // The model on the device, wrapped in DistributedDataParallel with more than one process
-  // (except with evaluation_mode) and run under autocast with mixed precision (outputs come back
+  // The model on the device, wrapped in DistributedDataParallel with more than one process, or in
+  // FullyShardedDataParallel with the fsdp option (on any number), except with evaluation_mode;
+  // run under autocast with mixed precision (outputs come back
   // as float32). Returns the model itself when nothing needs wrapping.
   std::shared_ptr<models::Model> prepare_model(std::shared_ptr<models::Model> model,
                                                bool evaluation_mode = false);
   std::shared_ptr<models::Model> prepare(std::shared_ptr<models::Model> model) {
     return prepare_model(std::move(model));
   }
+  // With a sharded model prepared, the optimizer's parameters become this process's slices of
+  // them (FSDP's use_orig_params), and each step is followed by the gather stages 1-2 need.
   std::shared_ptr<AcceleratedOptimizer> prepare(std::shared_ptr<torch::optim::Optimizer> optimizer);
   // Each process its share of the loader's batches, on the device; with data_on_device on a CUDA
   // device and no collator, over a copy of the data set held there (made once per data set and
@@ -132,6 +139,11 @@ class Accelerator {
     return std::tuple{prepare(std::forward<A>(a)), prepare(std::forward<B>(b)),
                       prepare(std::forward<Rest>(rest))...};
   }
+  // The sharded model prepare_model() made last (null without fsdp, or once it is gone).
+  std::shared_ptr<dist::FullyShardedDataParallel> sharded_model() const { return sharded_.lock(); }
+  // Runs f with the full parameters of a sharded model in place (FSDP's summon_full_params; on
+  // rank 0 only with rank0_only); every process calls it. Just f without sharding.
+  void with_full_params(const std::function<void()>& f, bool rank0_only = false);
   // The model prepare_model() was given.
   std::shared_ptr<models::Model> unwrap_model(const std::shared_ptr<models::Model>& model) const;
 
@@ -240,6 +252,7 @@ class Accelerator {
   std::shared_ptr<GradientState> state_ = std::make_shared<GradientState>();
   std::shared_ptr<GradScaler> scaler_;
   std::vector<std::weak_ptr<torch::optim::Optimizer>> optimizers_;
+  std::weak_ptr<dist::FullyShardedDataParallel> sharded_;
   // Data sets prepare() copied to the device, beside the host data set each copies.
   std::vector<std::pair<std::weak_ptr<const data::Dataset>, std::shared_ptr<const data::Dataset>>>
       device_datasets_;

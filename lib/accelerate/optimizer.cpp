@@ -20,6 +20,7 @@ void AcceleratedOptimizer::step() {
     optimizer_->step();
     step_was_skipped_ = false;
   }
+  if (after_step_) after_step_();
 }
 
 void AcceleratedOptimizer::zero_grad() {

@@ -2,6 +2,7 @@
 // the GradScaler under fp16.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include <torch/optim/optimizer.h>
@@ -25,6 +26,8 @@ class AcceleratedOptimizer {
   // overflowed (fp16); steps skipped for accumulation do not change it.
   bool step_was_skipped() const { return step_was_skipped_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  // Runs after each step that ran (sharded data parallel gathers the updated chunks).
+  void set_after_step(std::function<void()> after_step) { after_step_ = std::move(after_step); }
   std::shared_ptr<torch::optim::Optimizer> optimizer_ptr() const { return optimizer_; }
 
  private:
@@ -32,6 +35,7 @@ class AcceleratedOptimizer {
   std::shared_ptr<GradientState> state_;
   std::shared_ptr<GradScaler> scaler_;
   bool step_was_skipped_ = false;
+  std::function<void()> after_step_;
 };
 
 }  // namespace trainer

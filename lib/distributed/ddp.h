@@ -25,7 +25,15 @@ struct DdpOptions {
   bool find_unused_parameters = false;
 };
 
-class DistributedDataParallel : public models::Model {
+// A data-parallel wrapper whose backward synchronises gradients unless told not to (no_sync).
+class GradSync {
+ public:
+  virtual ~GradSync() = default;
+  virtual bool require_backward_grad_sync() const = 0;
+  virtual void set_require_backward_grad_sync(bool sync) = 0;
+};
+
+class DistributedDataParallel : public models::Model, public GradSync {
  public:
   // Wraps `module` (registered as "module", as in PyTorch) on the default process group, which
   // must be initialised. Throws DistError naming the first parameter whose name or shape differs
@@ -67,8 +75,8 @@ class DistributedDataParallel : public models::Model {
   };
   [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
   // Whether the next backward synchronises gradients (false inside no_sync()).
-  bool require_backward_grad_sync() const { return require_backward_grad_sync_; }
-  void set_require_backward_grad_sync(bool sync) { require_backward_grad_sync_ = sync; }
+  bool require_backward_grad_sync() const override { return require_backward_grad_sync_; }
+  void set_require_backward_grad_sync(bool sync) override { require_backward_grad_sync_ = sync; }
 
  private:
   void sync_buffers();

@@ -45,12 +45,13 @@ class QuietC10Logs {
   int previous_;
 };
 
-// Waits for a collective; turns c10d's and gloo's errors into one DistError line.
-void wait_for(const char* name, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+// Runs f (a collective's start or its wait); turns c10d's and gloo's errors into one DistError
+// line.
+template <typename F>
+auto guarded(const char* name, F&& f) -> decltype(f()) {
   std::string cause;
   try {
-    start()->wait();
-    return;
+    return f();
   } catch (const c10::Error& e) {
     cause = runtime::error_line(e);
   } catch (const std::exception& e) {  // gloo's own IoException: "[file:line] message"
@@ -61,6 +62,11 @@ void wait_for(const char* name, const std::function<c10::intrusive_ptr<c10d::Wor
   throw DistError(fmt::format("{} failed on rank {} of {} (timeout {} s): {}", name,
                               g_state->env.rank, g_state->env.world_size,
                               g_state->timeout.count() / 1000.0, cause));
+}
+
+// Starts a collective and waits for it.
+void wait_for(const char* name, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+  guarded(name, [&] { start()->wait(); });
 }
 
 c10::intrusive_ptr<c10d::Store> rendezvous(const DistEnv& env, std::chrono::milliseconds timeout) {
@@ -229,6 +235,46 @@ std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) {
   std::vector<torch::Tensor> inputs = {tensor};
   wait_for("all_gather", [&] { return g_state->group->allgather(outputs, inputs); });
   return outputs[0];
+}
+
+Pending all_gather_into_tensor_async(torch::Tensor output, torch::Tensor input) {
+  if (!g_state) {
+    output.copy_(input);
+    return Pending();
+  }
+  c10::intrusive_ptr<c10d::Work> work = guarded(
+      "all_gather_into_tensor", [&] { return g_state->group->_allgather_base(output, input); });
+  // The tensors stay alive until the wait.
+  return Pending([work, output, input] { guarded("all_gather_into_tensor", [&] { work->wait(); }); });
+}
+
+void all_gather_into_tensor(torch::Tensor output, torch::Tensor input) {
+  all_gather_into_tensor_async(std::move(output), std::move(input)).wait();
+}
+
+void reduce_scatter_tensor(torch::Tensor output, torch::Tensor input) {
+  if (!g_state) {
+    output.copy_(input);
+    return;
+  }
+  c10d::ReduceScatterOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  wait_for("reduce_scatter_tensor",
+           [&] { return g_state->group->_reduce_scatter_base(output, input, options); });
+}
+
+std::vector<torch::Tensor> gather(const torch::Tensor& input, int dst) {
+  if (!g_state) return {input.clone()};
+  std::vector<std::vector<torch::Tensor>> outputs;
+  if (g_state->env.rank == dst) {
+    outputs.emplace_back();
+    for (int r = 0; r < g_state->env.world_size; ++r) outputs[0].push_back(torch::empty_like(input));
+  }
+  std::vector<torch::Tensor> inputs = {input};
+  c10d::GatherOptions options;
+  options.rootRank = dst;
+  wait_for("gather", [&] { return g_state->group->gather(outputs, inputs, options); });
+  return outputs.empty() ? std::vector<torch::Tensor>{} : outputs[0];
 }
 
 }  // namespace trainer::dist

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -61,6 +62,35 @@ void barrier();
 void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
 void broadcast(torch::Tensor& tensor, int src = 0);
 std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);
+
+// A collective started without waiting for it (a prefetch): wait() blocks until it is done and
+// throws DistError as the collectives above; a second wait() does nothing.
+class Pending {
+ public:
+  Pending() = default;
+  explicit Pending(std::function<void()> wait) : wait_(std::move(wait)) {}
+  void wait() {
+    auto wait = std::move(wait_);
+    wait_ = nullptr;
+    if (wait) wait();
+  }
+  bool active() const { return static_cast<bool>(wait_); }
+
+ private:
+  std::function<void()> wait_;
+};
+
+// all_gather_into_tensor: `output` ([world * n], contiguous) gets every rank's `input` ([n]) in
+// rank order. `input` may be this rank's chunk of `output`.
+Pending all_gather_into_tensor_async(torch::Tensor output, torch::Tensor input);
+void all_gather_into_tensor(torch::Tensor output, torch::Tensor input);
+// reduce_scatter_tensor with a sum: `output` ([n]) gets this rank's chunk of the sum over ranks of
+// `input` ([world * n]). Gloo composes it (an all-reduce of a copy of the input, then this rank's
+// chunk); NCCL has its own.
+void reduce_scatter_tensor(torch::Tensor output, torch::Tensor input);
+// gather: on `dst`, the returned tensors are every rank's `input` (same shape everywhere) in rank
+// order; elsewhere, nothing.
+std::vector<torch::Tensor> gather(const torch::Tensor& input, int dst = 0);
 
 // The default group, for DistributedDataParallel. Throws std::logic_error when not initialised.
 c10::intrusive_ptr<c10d::ProcessGroup> default_group();

@@ -145,14 +145,23 @@ torch::Tensor Gpt::logits(const torch::Tensor& input_ids, const torch::Tensor& a
     torch::Tensor keys = attention_mask.to(torch::kBool).view({-1, 1, 1, T});
     attn_mask = causal.logical_and(keys).logical_or(self);
   }
-  for (const auto& block : *transformer->h) {
-    x = block->as<GptBlock>()->forward(x, attn_mask);
+  for (size_t i = 0; i < transformer->h->size(); ++i) {
+    auto* block = transformer->h[i]->as<GptBlock>();
+    x = run_block(i, x, [&](const torch::Tensor& h) { return block->forward(h, attn_mask); });
   }
   x = transformer->ln_f->forward(x);
   return F::linear(x, transformer->wte->weight);
 }
 
 torch::Tensor Gpt::forward(const torch::Tensor& x) { return logits(x); }
+
+std::vector<Block> Gpt::blocks() {
+  std::vector<Block> out;
+  for (size_t i = 0; i < transformer->h->size(); ++i) {
+    out.push_back({fmt::format("transformer.h.{}", i), "Block", transformer->h->ptr(i)});
+  }
+  return out;
+}
 
 ModelOutput Gpt::forward(const data::Batch& inputs) {
   ModelOutput out;

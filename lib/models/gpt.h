@@ -116,6 +116,8 @@ class Gpt : public Model {
   torch::Tensor logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
   // logits(x).
   torch::Tensor forward(const torch::Tensor& x) override;
+  // The transformer blocks transformer.h.<i> (nanoGPT's class Block).
+  std::vector<Block> blocks() override;
 
   const GptConfig& config() const { return config_; }
   // The tied output embedding: transformer->wte->weight.

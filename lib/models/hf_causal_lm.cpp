@@ -214,12 +214,22 @@ class Gpt2 : public HfCausalLM {
     Tensor mask = attention_mask_for(attention_mask, past, T, input_ids.device());
     for (size_t i = 0; i < transformer->blocks.size(); ++i) {
       auto& b = *transformer->blocks[i];
-      x = x + b.attn->forward((*b.ln_1)(x), mask, cache, i, past);
-      x = x + b.mlp->forward((*b.ln_2)(x));
+      x = run_block(i, x, [&](Tensor h) {
+        h = h + b.attn->forward((*b.ln_1)(h), mask, cache, i, past);
+        return h + b.mlp->forward((*b.ln_2)(h));
+      });
     }
     if (cache) cache->length = past + T;
     x = (*transformer->ln_f)(x);
     return torch::nn::functional::linear(x, output_weight(transformer->wte->weight));
+  }
+
+  std::vector<Block> blocks() override {
+    std::vector<Block> out;
+    for (size_t i = 0; i < transformer->blocks.size(); ++i) {
+      out.push_back({fmt::format("transformer.h.{}", i), "GPT2Block", transformer->blocks[i]});
+    }
+    return out;
   }
 
   std::shared_ptr<Gpt2Body> transformer;
@@ -354,12 +364,22 @@ class Llama : public HfCausalLM {
     Tensor mask = attention_mask_for(attention_mask, past, T, input_ids.device());
     for (size_t i = 0; i < model->layers.size(); ++i) {
       auto& l = *model->layers[i];
-      x = x + l.self_attn->forward((*l.input_layernorm)(x), cos, sin, mask, cache, i, past);
-      x = x + l.mlp->forward((*l.post_attention_layernorm)(x));
+      x = run_block(i, x, [&](Tensor h) {
+        h = h + l.self_attn->forward((*l.input_layernorm)(h), cos, sin, mask, cache, i, past);
+        return h + l.mlp->forward((*l.post_attention_layernorm)(h));
+      });
     }
     if (cache) cache->length = past + T;
     x = (*model->norm)(x);
     return torch::nn::functional::linear(x, output_weight(model->embed_tokens->weight));
+  }
+
+  std::vector<Block> blocks() override {
+    std::vector<Block> out;
+    for (size_t i = 0; i < model->layers.size(); ++i) {
+      out.push_back({fmt::format("model.layers.{}", i), "LlamaDecoderLayer", model->layers[i]});
+    }
+    return out;
   }
 
   std::shared_ptr<LlamaBody> model;

@@ -35,6 +35,13 @@ class PeftModel : public Model {
     return base_->loss(outputs, labels, num_items_in_batch);
   }
   Task task() const override { return base_->task(); }
+  // The base's blocks, under PEFT's names (base_model.model.<name>); hooks go to the base.
+  std::vector<Block> blocks() override {
+    std::vector<Block> out = base_->blocks();
+    for (auto& block : out) block.name = "base_model.model." + block.name;
+    return out;
+  }
+  void set_block_hooks(BlockHooks* hooks) override { base_->set_block_hooks(hooks); }
 
   // adapter_model.safetensors, and model.safetensors too when the base comes from no folder
   // (config.base_model_name_or_path empty: the base's weights are then part of the run).

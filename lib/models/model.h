@@ -35,6 +35,24 @@ struct Task {
 torch::Tensor task_loss(const Task& task, const torch::Tensor& outputs, const torch::Tensor& labels,
                         const torch::Tensor& num_items_in_batch = {});
 
+// Called around each of a model's blocks (its repeated layers) in forward: how sharded data
+// parallel gathers a block's parameters just before they are used and frees them after.
+class BlockHooks {
+ public:
+  virtual ~BlockHooks() = default;
+  virtual void before_block(size_t index) = 0;
+  // The block's output, passed on (a hook may register a backward hook on it).
+  virtual torch::Tensor after_block(size_t index, torch::Tensor output) = 0;
+};
+
+// A block as sharded data parallel sees it: its name in named_parameters() ("model.layers.3"),
+// its class as Transformers names it ("LlamaDecoderLayer"), and the module.
+struct Block {
+  std::string name;
+  std::string class_name;
+  std::shared_ptr<torch::nn::Module> module;
+};
+
 // A trainable module: forward on a batch of named tensors, and the task's loss.
 class Model : public torch::nn::Module {
  public:
@@ -68,8 +86,23 @@ class Model : public torch::nn::Module {
   // The weights' file, as messages name it.
   virtual std::string weights_file() const { return "model.safetensors"; }
 
+  // The model's repeated blocks in forward order (a transformer's layers), which sharding may
+  // wrap one by one; none for a model whose forward has no hooks around its layers.
+  virtual std::vector<Block> blocks() { return {}; }
+  // Hooks called around each block in forward (null: none); the caller keeps them alive.
+  virtual void set_block_hooks(BlockHooks* hooks) { block_hooks_ = hooks; }
+
  protected:
+  // Runs block `index` on x through the hooks: run_block(i, x, [&](const Tensor& h) {...}).
+  template <typename F>
+  torch::Tensor run_block(size_t index, const torch::Tensor& x, F&& block) {
+    if (!block_hooks_) return block(x);
+    block_hooks_->before_block(index);
+    return block_hooks_->after_block(index, block(x));
+  }
+
   Task task_;
+  BlockHooks* block_hooks_ = nullptr;
 };
 
 // "float32 [64, 4]": a tensor's dtype as PyTorch names it, and its shape.

@@ -1,0 +1,180 @@
+// A sharded run's checkpoints (fsdp): each rank writes its slices of the parameters and of AdamW's
+// moments, with where each slice starts; a run at any world size reads back the slices it owns
+// from whichever files hold them (resharding on load).
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
+#include "lib/io/safetensors.h"
+#include "trainer/checkpoint_manifest.h"
+#include "trainer/trainer.h"
+
+namespace trainer {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr const char* kExpAvg = ":exp_avg";
+constexpr const char* kExpAvgSq = ":exp_avg_sq";
+
+// One saved file: its tensors by name and each parameter's slice (first element, shape).
+struct SavedSlices {
+  std::string path;
+  io::MappedSafetensors file;
+  std::map<std::string, const torch::Tensor*> tensors;
+  std::map<std::string, std::pair<int64_t, std::vector<int64_t>>> slices;
+};
+
+SavedSlices read_slices(const std::string& path) {
+  SavedSlices saved;
+  saved.path = path;
+  saved.file = io::map_safetensors(path);
+  for (const auto& [name, tensor] : saved.file.tensors) saved.tensors[name] = &tensor;
+  auto it = saved.file.metadata.find("slices");
+  json slices = it == saved.file.metadata.end() ? json() : json::parse(it->second, nullptr, false);
+  if (!slices.is_object()) throw InputError(fmt::format("{}: its metadata has no slices", path));
+  for (const auto& [name, entry] : slices.items()) {
+    if (!entry.is_array() || entry.size() != 2 || !entry[0].is_number_integer() ||
+        !entry[1].is_array() || saved.tensors.count(name) == 0) {
+      throw InputError(fmt::format("{}: the slice of {} is not [begin, shape]", path, name));
+    }
+    std::vector<int64_t> shape;
+    for (const auto& d : entry[1]) {
+      if (!d.is_number_integer()) throw InputError(fmt::format("{}: {}'s shape", path, name));
+      shape.push_back(d.get<int64_t>());
+    }
+    saved.slices[name] = {entry[0].get<int64_t>(), shape};
+  }
+  return saved;
+}
+
+}  // namespace
+
+void Trainer::write_sharded_state(const std::string& staging) const {
+  auto sharded = accelerator_->sharded_model();
+  io::NamedTensors tensors;
+  json slices = json::object();
+  int64_t step = 0;
+  const bool moments = !args_.save_only_model();
+  for (const dist::LocalSlice& slice : sharded->local_slices()) {
+    tensors.emplace_back(slice.name, slice.view.detach());
+    slices[slice.name] = {slice.begin, slice.shape};
+    if (!moments || !slice.trainable) continue;
+    auto it = optimizer_->state().find(slice.view.unsafeGetTensorImpl());
+    if (it == optimizer_->state().end()) continue;  // no step yet
+    auto& state = static_cast<torch::optim::AdamWParamState&>(*it->second);
+    tensors.emplace_back(slice.name + kExpAvg, state.exp_avg());
+    tensors.emplace_back(slice.name + kExpAvgSq, state.exp_avg_sq());
+    step = state.step();
+  }
+  const int rank = accelerator_->process_index();
+  const int world = accelerator_->num_processes();
+  io::save_safetensors(base::join_path(staging, sharded_state_name(rank, world)), tensors,
+                       {{"slices", slices.dump()},
+                        {"step", std::to_string(step)},
+                        {"rank", std::to_string(rank)},
+                        {"world_size", std::to_string(world)}});
+}
+
+void Trainer::load_sharded_state(const std::string& dir, const Manifest& manifest,
+                                 bool with_optimizer) {
+  auto sharded = accelerator_->sharded_model();
+  if (!manifest.sharded) {
+    throw InputError(fmt::format(
+        "checkpoint {} was saved without fsdp; this run shards (fsdp {}): resume it without fsdp, "
+        "or start a new run",
+        dir, args_.fsdp()));
+  }
+  std::vector<SavedSlices> files;
+  for (int64_t r = 0; r < manifest.world_size; ++r) {
+    files.push_back(read_slices(base::join_path(dir, sharded_state_name(r, manifest.world_size))));
+  }
+  int64_t step = 0;
+  if (with_optimizer) {
+    auto it = files[0].file.metadata.find("step");
+    step = it == files[0].file.metadata.end() ? 0 : std::atoll(it->second.c_str());
+  }
+  torch::NoGradGuard no_grad;
+  for (const dist::LocalSlice& slice : sharded->local_slices()) {
+    const int64_t begin = slice.begin, end = begin + slice.view.numel();
+    torch::Tensor exp_avg, exp_avg_sq;
+    const bool moments = with_optimizer && slice.trainable && step > 0;
+    if (moments) {
+      exp_avg = torch::zeros_like(slice.view);
+      exp_avg_sq = torch::zeros_like(slice.view);
+    }
+    int64_t covered = 0;
+    for (const SavedSlices& saved : files) {
+      auto found = saved.slices.find(slice.name);
+      if (found == saved.slices.end()) continue;
+      const auto& [saved_begin, shape] = found->second;
+      if (shape != slice.shape) {
+        throw InputError(fmt::format("{}: {} has shape {}, this model's is {}", saved.path,
+                                     slice.name, fmt::join(shape, "x"),
+                                     fmt::join(slice.shape, "x")));
+      }
+      const torch::Tensor& values = *saved.tensors.at(slice.name);
+      const int64_t lo = std::max(begin, saved_begin);
+      const int64_t hi = std::min(end, saved_begin + values.numel());
+      if (lo >= hi) continue;
+      auto place = [&](torch::Tensor& target, const torch::Tensor& source) {
+        target.narrow(0, lo - begin, hi - lo)
+            .copy_(source.reshape({-1}).narrow(0, lo - saved_begin, hi - lo));
+      };
+      torch::Tensor view = slice.view;
+      place(view, values);
+      if (moments) {
+        auto a = saved.tensors.find(slice.name + kExpAvg);
+        auto b = saved.tensors.find(slice.name + kExpAvgSq);
+        if (a == saved.tensors.end() || b == saved.tensors.end()) {
+          throw InputError(
+              fmt::format("{}: it has no AdamW moments of {}", saved.path, slice.name));
+        }
+        place(exp_avg, *a->second);
+        place(exp_avg_sq, *b->second);
+      }
+      covered += hi - lo;
+    }
+    if (covered != slice.view.numel()) {
+      throw InputError(fmt::format(
+          "checkpoint {}: its sharded state holds {} of the {} elements {} needs from {}", dir,
+          covered, slice.view.numel(), accelerator_->process_index() == 0 ? "rank 0" : "this rank",
+          slice.name));
+    }
+    if (!torch::isfinite(slice.view).all().item<bool>()) {
+      throw InputError(fmt::format("checkpoint {}: its weights are not finite ({})", dir,
+                                   slice.name));
+    }
+    if (moments) {
+      auto state = std::make_unique<torch::optim::AdamWParamState>();
+      state->step(step);
+      state->exp_avg(exp_avg);
+      state->exp_avg_sq(exp_avg_sq);
+      optimizer_->state()[slice.view.unsafeGetTensorImpl()] = std::move(state);
+    }
+  }
+  sharded->after_optimizer_step();
+}
+
+std::optional<std::string> Trainer::nonfinite_weights() const {
+  auto sharded = accelerator_->sharded_model();
+  if (!sharded) return checkpoint::nonfinite_parameter(*model_);
+  // Each process checks its slices; the first parameter (in the model's order) any finds.
+  torch::NoGradGuard no_grad;
+  std::vector<std::string> names;
+  for (const auto& item : model_->named_parameters()) names.push_back(item.key());
+  double first = -static_cast<double>(names.size());
+  for (const dist::LocalSlice& slice : sharded->local_slices()) {
+    if (torch::isfinite(slice.view).all().item<bool>()) continue;
+    auto it = std::find(names.begin(), names.end(), slice.name);
+    first = std::max(first, -static_cast<double>(it - names.begin()));
+  }
+  const double found =
+      -accelerator_->reduce(torch::tensor({first}, torch::kDouble), Reduction::kMax).item<double>();
+  if (found >= static_cast<double>(names.size())) return std::nullopt;
+  return names[static_cast<size_t>(found)];
+}
+
+}  // namespace trainer
