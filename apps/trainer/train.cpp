@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -98,6 +99,24 @@ void print_sample(models::Model& model, const TrainingArguments& args, const dat
   std::fflush(stdout);
 }
 
+// fsdp_config's transformer_layer_cls_to_wrap must name a class of the model's blocks: said
+// before output_dir is touched.
+void check_fsdp_wrap(const TrainingArguments& args, models::Model& model) {
+  const auto plan = args.fsdp_plan();
+  if (!plan || plan->layer_classes.empty()) return;
+  std::set<std::string> classes;
+  for (const auto& block : model.blocks()) classes.insert(block.class_name);
+  for (const std::string& name : plan->layer_classes) {
+    if (classes.count(name)) continue;
+    throw InputError(fmt::format(
+        "argument fsdp_config: transformer_layer_cls_to_wrap {} is not a layer of this model "
+        "({})",
+        name,
+        classes.empty() ? std::string("it has no blocks to wrap; without it the model is one unit")
+                        : fmt::format("its blocks are {}", fmt::join(classes, ", "))));
+  }
+}
+
 }  // namespace
 
 int train_command(const TrainingArguments& args) {
@@ -113,6 +132,7 @@ int train_command(const TrainingArguments& args) {
   check_best_metric(args, model->task().kind);
   // Where the main process will write: checked there (a node's own folders may differ).
   if (dist::read_dist_env().rank == 0) check_report_destinations(args);
+  check_fsdp_wrap(args, *model);
   check_model_takes(*model, *train_dataset, collator, "train", *source, args);
   if (eval_dataset) check_model_takes(*model, *eval_dataset, collator, "eval", *source, args);
   // Only now, with the arguments valid and the data loaded and checked, is output_dir touched.

@@ -7,10 +7,14 @@
 //   ddp_worker hang --pid-dir DIR        writes its pid and a child's pid, then sleeps
 //   ddp_worker skip --timeout-ms T       rank 1 never joins an all_reduce that rank 0 starts
 //   ddp_worker mismatch                  rank 1 builds a model with a different fc2
+//   ddp_worker shard --strategy S        trains a 4-block gpt sharded (full_shard, shard_grad_op,
+//       shard_optimizer; one unit per block) or with DDP (ddp) for 3 steps and prints what each
+//       rank holds between steps: "rank R params P grads G optimizer O unit U total T" (bytes)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -22,8 +26,10 @@
 #include "lib/data/dataloader.h"
 #include "lib/data/mnist.h"
 #include "lib/distributed/ddp.h"
+#include "lib/distributed/fsdp.h"
 #include "lib/distributed/process_group.h"
 #include "lib/io/safetensors.h"
+#include "lib/models/gpt.h"
 #include "lib/models/models.h"
 #include "tests/worker_flags.h"
 
@@ -155,6 +161,83 @@ int mismatch() {
   return 0;
 }
 
+// Bytes of every tensor's storage, each storage once.
+int64_t storage_bytes(const std::vector<torch::Tensor>& tensors) {
+  std::set<const void*> seen;
+  int64_t total = 0;
+  for (const auto& t : tensors) {
+    if (!t.defined() || !seen.insert(t.storage().unsafeGetStorageImpl()).second) continue;
+    total += static_cast<int64_t>(t.storage().nbytes());
+  }
+  return total;
+}
+
+int shard(int argc, char** argv) {
+  const std::string strategy = flag(argc, argv, "--strategy", "full_shard");
+  dist::init_process_group();
+  const int rank = dist::get_rank();
+  torch::manual_seed(7);
+  models::GptConfig config;
+  config.vocab_size = 64;
+  config.block_size = 32;
+  config.n_layer = 4;
+  config.n_head = 4;
+  config.n_embd = 64;
+  auto model = std::make_shared<models::Gpt>(config);
+  std::shared_ptr<models::Model> wrapped;
+  std::shared_ptr<dist::FullyShardedDataParallel> sharded;
+  std::vector<torch::Tensor> optimized;
+  if (strategy == "ddp") {
+    wrapped = std::make_shared<dist::DistributedDataParallel>(model);
+    optimized = model->parameters();
+  } else {
+    dist::FsdpOptions options;
+    options.strategy = strategy == "full_shard"      ? dist::ShardingStrategy::kFullShard
+                       : strategy == "shard_grad_op" ? dist::ShardingStrategy::kShardGradOp
+                                                     : dist::ShardingStrategy::kShardOptimizer;
+    options.wrap_blocks = true;
+    sharded = std::make_shared<dist::FullyShardedDataParallel>(model, options);
+    wrapped = sharded;
+    for (const auto& slice : sharded->local_slices()) optimized.push_back(slice.view);
+  }
+  torch::optim::AdamW optimizer(optimized, torch::optim::AdamWOptions(1e-3));
+  for (int step = 0; step < 3; ++step) {
+    torch::Tensor ids = torch::randint(0, 64, {4, 32});
+    data::Batch batch{{"input_ids", ids}, {"labels", ids}};
+    wrapped->forward(batch).loss.backward();
+    optimizer.step();
+    optimizer.zero_grad();
+    if (sharded) sharded->after_optimizer_step();
+  }
+  // Between steps: parameters, gradients (none left after zero_grad) and AdamW's moments.
+  int64_t params = 0, grads = 0, moments = 0, unit = 0;
+  if (sharded) {
+    auto held = sharded->state_bytes();
+    params = held.parameters;
+    grads = held.gradients;
+    for (const auto& [name, count] : sharded->units()) unit = std::max(unit, count * 4);
+  } else {
+    params = storage_bytes(model->parameters());
+    std::vector<torch::Tensor> g;
+    for (const auto& p : model->parameters()) g.push_back(p.grad());
+    grads = storage_bytes(g);
+  }
+  std::vector<torch::Tensor> states;
+  for (const auto& [key, state] : optimizer.state()) {
+    auto& adam = static_cast<torch::optim::AdamWParamState&>(*state);
+    states.push_back(adam.exp_avg());
+    states.push_back(adam.exp_avg_sq());
+  }
+  moments = storage_bytes(states);
+  std::printf("rank %d params %lld grads %lld optimizer %lld unit %lld total %lld\n", rank,
+              static_cast<long long>(params), static_cast<long long>(grads),
+              static_cast<long long>(moments), static_cast<long long>(unit),
+              static_cast<long long>(params + grads + moments));
+  std::fflush(stdout);
+  dist::destroy_process_group();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,6 +248,7 @@ int main(int argc, char** argv) {
     if (mode == "hang") return hang(argc, argv);
     if (mode == "skip") return skip(argc, argv);
     if (mode == "mismatch") return mismatch();
+    if (mode == "shard") return shard(argc, argv);
     std::fprintf(stderr, "ddp_worker: unknown mode '%s'\n", mode.c_str());
     return 2;
   } catch (...) {
