@@ -58,7 +58,7 @@ void Trainer::write_sharded_state(const std::string& staging) const {
   json slices = json::object();
   int64_t step = 0;
   const bool moments = !args_.save_only_model();
-  for (const dist::LocalSlice& slice : sharded->local_slices()) {
+  for (const ShardedSlice& slice : sharded->local_slices()) {
     tensors.emplace_back(slice.name, slice.view.detach());
     slices[slice.name] = {slice.begin, slice.shape};
     if (!moments || !slice.trainable) continue;
@@ -97,7 +97,7 @@ void Trainer::load_sharded_state(const std::string& dir, const Manifest& manifes
     step = it == files[0].file.metadata.end() ? 0 : std::atoll(it->second.c_str());
   }
   torch::NoGradGuard no_grad;
-  for (const dist::LocalSlice& slice : sharded->local_slices()) {
+  for (const ShardedSlice& slice : sharded->local_slices()) {
     const int64_t begin = slice.begin, end = begin + slice.view.numel();
     torch::Tensor exp_avg, exp_avg_sq;
     const bool moments = with_optimizer && slice.trainable && step > 0;
@@ -144,8 +144,8 @@ void Trainer::load_sharded_state(const std::string& dir, const Manifest& manifes
           slice.name));
     }
     if (!torch::isfinite(slice.view).all().item<bool>()) {
-      throw InputError(fmt::format("checkpoint {}: its weights are not finite ({})", dir,
-                                   slice.name));
+      throw InputError(
+          fmt::format("checkpoint {}: its weights are not finite ({})", dir, slice.name));
     }
     if (moments) {
       auto state = std::make_unique<torch::optim::AdamWParamState>();
@@ -166,7 +166,7 @@ std::optional<std::string> Trainer::nonfinite_weights() const {
   std::vector<std::string> names;
   for (const auto& item : model_->named_parameters()) names.push_back(item.key());
   double first = -static_cast<double>(names.size());
-  for (const dist::LocalSlice& slice : sharded->local_slices()) {
+  for (const ShardedSlice& slice : sharded->local_slices()) {
     if (torch::isfinite(slice.view).all().item<bool>()) continue;
     auto it = std::find(names.begin(), names.end(), slice.name);
     first = std::max(first, -static_cast<double>(it - names.begin()));

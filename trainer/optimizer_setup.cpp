@@ -55,12 +55,12 @@ AcceleratorOptions accelerator_options(const TrainingArguments& args) {
   if (args.ddp_bucket_cap_mb()) ddp.bucket_cap_mb = static_cast<double>(*args.ddp_bucket_cap_mb());
   ddp.find_unused_parameters = args.ddp_find_unused_parameters();
   ddp.broadcast_buffers = args.ddp_broadcast_buffers();
-  std::optional<dist::FsdpOptions> fsdp;
+  std::optional<FullyShardedDataParallelPlugin> fsdp;
   if (auto plan = args.fsdp_plan()) {
-    dist::FsdpOptions o;
-    o.strategy = plan->strategy == "full_shard"      ? dist::ShardingStrategy::kFullShard
-                 : plan->strategy == "shard_grad_op" ? dist::ShardingStrategy::kShardGradOp
-                                                     : dist::ShardingStrategy::kShardOptimizer;
+    FullyShardedDataParallelPlugin o;
+    o.strategy = plan->strategy == "full_shard"      ? ShardingStrategy::kFullShard
+                 : plan->strategy == "shard_grad_op" ? ShardingStrategy::kShardGradOp
+                                                     : ShardingStrategy::kShardOptimizer;
     o.wrap_blocks = plan->auto_wrap;
     o.wrap_classes = plan->layer_classes;
     o.min_num_params = plan->min_num_params;

@@ -148,10 +148,10 @@ std::optional<FsdpPlan> TrainingArguments::fsdp_plan() const {
   }
   const bool any_config = !fsdp_config_.empty();
   if (strategies.empty() && (plan.auto_wrap || plan.offload)) {
-    throw InputError(fmt::format(
-        "argument fsdp: \"{}\" names no strategy (add full_shard, shard_grad_op or "
-        "shard_optimizer)",
-        fsdp_));
+    throw InputError(
+        fmt::format("argument fsdp: \"{}\" names no strategy (add full_shard, shard_grad_op or "
+                    "shard_optimizer)",
+                    fsdp_));
   }
   if (strategies.empty() || strategies[0] == "no_shard") {
     if (any_config && strategies.empty()) {
@@ -219,12 +219,12 @@ std::optional<FsdpPlan> TrainingArguments::fsdp_plan() const {
     } else if (key == "activation_checkpointing" || key == "xla") {
       if (flag()) throw bad("false: not built");
     } else {
-      throw InputError(fmt::format(
-          "argument fsdp_config: {} is not a key it takes (allowed: min_num_params, "
-          "transformer_layer_cls_to_wrap, backward_prefetch, forward_prefetch, "
-          "limit_all_gathers, sync_module_states, use_orig_params, state_dict_type, "
-          "cpu_ram_efficient_loading, offload_params, activation_checkpointing, xla)",
-          raw_key));
+      throw InputError(
+          fmt::format("argument fsdp_config: {} is not a key it takes (allowed: min_num_params, "
+                      "transformer_layer_cls_to_wrap, backward_prefetch, forward_prefetch, "
+                      "limit_all_gathers, sync_module_states, use_orig_params, state_dict_type, "
+                      "cpu_ram_efficient_loading, offload_params, activation_checkpointing, xla)",
+                      raw_key));
     }
   }
   return plan;

@@ -48,6 +48,12 @@ struct DistributedDataParallelKwargs {
   std::optional<bool> broadcast_buffers;
 };
 
+// Accelerate's FullyShardedDataParallelPlugin: the sharding prepare() applies (fsdp.h), and the
+// slices of the parameters each process holds.
+using FullyShardedDataParallelPlugin = dist::FsdpOptions;
+using ShardingStrategy = dist::ShardingStrategy;
+using ShardedSlice = dist::LocalSlice;
+
 struct AcceleratorOptions {
   // "no", "bf16" (autocast on CPU and CUDA) or "fp16" (CUDA only: autocast and a GradScaler).
   TORCH_ARG(std::string, mixed_precision) = "no";

@@ -65,8 +65,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<models::Model
     for (const std::string& name : options_.wrap_classes) {
       if (classes.count(name) == 0) {
         throw InputError(fmt::format(
-            "fsdp_config transformer_layer_cls_to_wrap: {} is not a layer of this model ({})",
-            name,
+            "fsdp_config transformer_layer_cls_to_wrap: {} is not a layer of this model ({})", name,
             classes.empty() ? std::string("it has no blocks to wrap: it is one unit")
                             : fmt::format("its blocks are {}", fmt::join(classes, ", "))));
       }
@@ -78,11 +77,10 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<models::Model
   for (size_t i = 0; i < blocks.size(); ++i) {
     int64_t count = 0;
     for (const auto& p : blocks[i].module->parameters()) count += p.numel();
-    const bool wrap =
-        options_.wrap_blocks ||
-        std::find(options_.wrap_classes.begin(), options_.wrap_classes.end(),
-                  blocks[i].class_name) != options_.wrap_classes.end() ||
-        (options_.min_num_params > 0 && count >= options_.min_num_params);
+    const bool wrap = options_.wrap_blocks ||
+                      std::find(options_.wrap_classes.begin(), options_.wrap_classes.end(),
+                                blocks[i].class_name) != options_.wrap_classes.end() ||
+                      (options_.min_num_params > 0 && count >= options_.min_num_params);
     if (!wrap) continue;
     block_unit_[i] = static_cast<int>(units_.size());
     Unit unit;
@@ -280,8 +278,7 @@ torch::Tensor FullyShardedDataParallel::after_block(size_t index, torch::Tensor 
   const int u = block_unit_[index];
   if (u < 0) return output;
   if (torch::GradMode::is_enabled() && output.requires_grad()) {
-    output.register_hook(
-        [this, u](const torch::Tensor&) { pre_backward(static_cast<size_t>(u)); });
+    output.register_hook([this, u](const torch::Tensor&) { pre_backward(static_cast<size_t>(u)); });
   }
   reshard(units_[static_cast<size_t>(u)]);
   return output;
@@ -390,7 +387,8 @@ void FullyShardedDataParallel::after_optimizer_step() {
   torch::NoGradGuard no_grad;
   std::vector<Pending> pending;
   for (Unit& unit : units_) {
-    if (!unit.params.empty()) pending.push_back(all_gather_into_tensor_async(unit.full, unit.shard));
+    if (!unit.params.empty())
+      pending.push_back(all_gather_into_tensor_async(unit.full, unit.shard));
   }
   for (Pending& p : pending) p.wait();
 }
@@ -404,9 +402,9 @@ torch::Tensor FullyShardedDataParallel::clip_grad_norm_(double max_norm) {
   // The squares' sum in float64: the slices split the parameters differently on each world
   // size, and a float32 sum of a million squares would differ between splits in the fifth digit.
   const torch::TensorOptions options =
-      torch::TensorOptions(torch::kDouble).device(units_[0].shard.defined()
-                                                      ? units_[0].shard.device()
-                                                      : torch::Device(torch::kCPU));
+      torch::TensorOptions(torch::kDouble)
+          .device(units_[0].shard.defined() ? units_[0].shard.device()
+                                            : torch::Device(torch::kCPU));
   torch::Tensor squares = torch::zeros({1}, options);
   for (const torch::Tensor& g : grads) squares += g.to(torch::kDouble).pow(2).sum();
   all_reduce(squares);

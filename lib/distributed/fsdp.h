@@ -57,9 +57,7 @@ struct LocalSlice {
   bool trainable = true;
 };
 
-class FullyShardedDataParallel : public models::Model,
-                                 public GradSync,
-                                 private models::BlockHooks {
+class FullyShardedDataParallel : public models::Model, public GradSync, private models::BlockHooks {
  public:
   // Wraps `module` (registered as "module") on the default process group, or alone with one
   // process. Throws InputError when a unit mixes dtypes or devices; DistError when the ranks'
@@ -119,14 +117,14 @@ class FullyShardedDataParallel : public models::Model,
     std::string name;
     std::vector<Param> params;
     int64_t numel = 0;
-    int64_t chunk = 0;      // elements per rank (numel padded to a multiple of the world size)
-    torch::Tensor full;     // [chunk * world]: the parameters' storage, freed when sharded
-    torch::Tensor shard;    // [chunk]: this rank's master chunk
+    int64_t chunk = 0;        // elements per rank (numel padded to a multiple of the world size)
+    torch::Tensor full;       // [chunk * world]: the parameters' storage, freed when sharded
+    torch::Tensor shard;      // [chunk]: this rank's master chunk
     torch::Tensor grad_full;  // the unreduced gradients of a synchronising backward
     Pending gathering;        // a prefetched all-gather
     bool gathered = false;
     bool has_frozen = false;
-    int64_t trainable = 0;    // parameters whose gradients are waited for
+    int64_t trainable = 0;  // parameters whose gradients are waited for
     int64_t grads_seen = 0;
     bool reduced = false;
     int block = -1;  // the block it wraps; -1 for the root
@@ -151,11 +149,11 @@ class FullyShardedDataParallel : public models::Model,
   FsdpOptions options_;
   int world_ = 1;
   int rank_ = 0;
-  std::vector<Unit> units_;              // [0] is the root
-  std::vector<int> block_unit_;          // per block: its unit, or -1
+  std::vector<Unit> units_;      // [0] is the root
+  std::vector<int> block_unit_;  // per block: its unit, or -1
   std::vector<LocalSlice> slices_;
-  std::vector<size_t> slice_unit_;       // per slice: its unit
-  std::vector<int64_t> slice_offset_;    // per slice: where it starts in its unit's chunk
+  std::vector<size_t> slice_unit_;     // per slice: its unit
+  std::vector<int64_t> slice_offset_;  // per slice: where it starts in its unit's chunk
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   bool require_sync_ = true;
   bool sync_ = false;  // whether the backward of the current forward reduces

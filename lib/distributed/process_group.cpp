@@ -245,7 +245,8 @@ Pending all_gather_into_tensor_async(torch::Tensor output, torch::Tensor input) 
   c10::intrusive_ptr<c10d::Work> work = guarded(
       "all_gather_into_tensor", [&] { return g_state->group->_allgather_base(output, input); });
   // The tensors stay alive until the wait.
-  return Pending([work, output, input] { guarded("all_gather_into_tensor", [&] { work->wait(); }); });
+  return Pending(
+      [work, output, input] { guarded("all_gather_into_tensor", [&] { work->wait(); }); });
 }
 
 void all_gather_into_tensor(torch::Tensor output, torch::Tensor input) {
@@ -268,7 +269,8 @@ std::vector<torch::Tensor> gather(const torch::Tensor& input, int dst) {
   std::vector<std::vector<torch::Tensor>> outputs;
   if (g_state->env.rank == dst) {
     outputs.emplace_back();
-    for (int r = 0; r < g_state->env.world_size; ++r) outputs[0].push_back(torch::empty_like(input));
+    for (int r = 0; r < g_state->env.world_size; ++r)
+      outputs[0].push_back(torch::empty_like(input));
   }
   std::vector<torch::Tensor> inputs = {input};
   c10d::GatherOptions options;

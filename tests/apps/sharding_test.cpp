@@ -74,8 +74,8 @@ class Sharding : public ::testing::Test {
              kCorpus + "\"}' --model_config '{\"n_layer\":3,\"n_embd\":32,\"n_head\":2}' " +
              "--max_train_samples 400" + common;
     }
-    return "--model_name_or_path " + testing::hf_fixtures_dir() + "/llama --train_file " +
-           kCorpus + " --block_size 32" + common;
+    return "--model_name_or_path " + testing::hf_fixtures_dir() + "/llama --train_file " + kCorpus +
+           " --block_size 32" + common;
   }
 
   static TempDir* tmp_;
@@ -103,7 +103,8 @@ TEST_P(ShardingModels, EveryStrategyTrainsToDdpsParametersOnTwoAndThreeProcesses
                                          strategy.substr(0, strategy.find(' ')));
       auto r = train(processes, arguments + " --fsdp '" + strategy + "'", out);
       ASSERT_EQ(r.exit_code, 0) << r.out;
-      const double rel = relative_difference(ddp + "/model.safetensors", out + "/model.safetensors");
+      const double rel =
+          relative_difference(ddp + "/model.safetensors", out + "/model.safetensors");
       EXPECT_LT(rel, 1e-5) << model << " " << strategy << " on " << processes;
       std::printf("%s %s on %d processes: relative difference to DDP %.2e\n", model.c_str(),
                   strategy.c_str(), processes, rel);
@@ -150,8 +151,8 @@ TEST_F(Sharding, FullShardHoldsAtMostItsShareOfDdpsStatePlusOneUnitBetweenSteps)
       EXPECT_LE(rank[0], ddp[0][0] / processes + 5 * 4 * processes);
     }
     std::printf("%d processes: DDP holds %lld bytes a rank, full_shard %lld (one unit: %lld)\n",
-                processes, static_cast<long long>(ddp_total),
-                static_cast<long long>(sharded[0][4]), static_cast<long long>(sharded[0][3]));
+                processes, static_cast<long long>(ddp_total), static_cast<long long>(sharded[0][4]),
+                static_cast<long long>(sharded[0][3]));
   }
 }
 
@@ -177,8 +178,7 @@ TEST_F(Sharding, ACheckpointOfTwoRanksResumesOnThreeAndOneToTheUninterruptedRun)
     const Manifest manifest = verify_checkpoint(checkpoint);
     EXPECT_TRUE(manifest.sharded);
     EXPECT_TRUE(std::filesystem::exists(checkpoint + "/sharded_state_1_of_2.safetensors"));
-    EXPECT_EQ(std::filesystem::exists(checkpoint + "/model.safetensors"), !sharded_dict)
-        << variant;
+    EXPECT_EQ(std::filesystem::exists(checkpoint + "/model.safetensors"), !sharded_dict) << variant;
     for (int processes : {3, 1}) {
       const std::string out = whole + "-on-" + std::to_string(processes);
       std::filesystem::create_directories(out);
@@ -191,7 +191,8 @@ TEST_F(Sharding, ACheckpointOfTwoRanksResumesOnThreeAndOneToTheUninterruptedRun)
       ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
       EXPECT_NE(resumed.out.find("Continuing training from checkpoint " + out + "/checkpoint-6"),
                 std::string::npos);
-      const double rel = relative_difference(whole + "/model.safetensors", out + "/model.safetensors");
+      const double rel =
+          relative_difference(whole + "/model.safetensors", out + "/model.safetensors");
       EXPECT_LT(rel, 1e-5) << variant << " resumed on " << processes;
       std::printf("%s: resumed on %d processes, relative difference %.2e\n", variant.c_str(),
                   processes, rel);
@@ -202,8 +203,10 @@ TEST_F(Sharding, ACheckpointOfTwoRanksResumesOnThreeAndOneToTheUninterruptedRun)
   auto r = train(2, arguments + " --gradient_accumulation_steps 3", whole);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   auto mixed = train(2,
-                     arguments + " --gradient_accumulation_steps 3 --fsdp full_shard "
-                                 "--resume_from_checkpoint " + whole + "/checkpoint-6",
+                     arguments +
+                         " --gradient_accumulation_steps 3 --fsdp full_shard "
+                         "--resume_from_checkpoint " +
+                         whole + "/checkpoint-6",
                      tmp_->file("mixed1"));
   EXPECT_EQ(mixed.exit_code, 2) << mixed.out;
   EXPECT_NE(mixed.out.find("checkpoint " + whole +
@@ -227,10 +230,10 @@ TEST_F(Sharding, KillNineUnderLaunchThenResumingEndsByteIdenticalToTheUninterrup
   // The checkpoints issue's trials, on 2 ranks in full-shard mode: every process SIGKILLed at a
   // random moment (half of them inside a save), then resumed with --resume_from_checkpoint.
   auto argv = [&](const std::string& out, const std::string& extra) {
-    std::vector<std::string> words = {
-        testing::kTrainerBin, "launch",      "--nproc-per-node",
-        "2",                  "--master-port", std::to_string(testing::free_port()),
-        testing::kTrainerBin};
+    std::vector<std::string> words = {testing::kTrainerBin, "launch",
+                                      "--nproc-per-node",   "2",
+                                      "--master-port",      std::to_string(testing::free_port()),
+                                      testing::kTrainerBin};
     for (const std::string& w :
          testing::train_argv(tmp_->file("data"), out,
                              {"--per_device_train_batch_size", "8", "--num_train_epochs", "2",
@@ -257,7 +260,8 @@ TEST_F(Sharding, KillNineUnderLaunchThenResumingEndsByteIdenticalToTheUninterrup
     ASSERT_GT(launcher, 0);
     const double deadline = testing::now_seconds() + 60;
     if (trial % 2 == 0) {
-      const std::string staging = out + "/.tmp-checkpoint-" + std::to_string(2 + 2 * (random() % 5));
+      const std::string staging =
+          out + "/.tmp-checkpoint-" + std::to_string(2 + 2 * (random() % 5));
       while (!std::filesystem::exists(staging) && testing::now_seconds() < deadline) ::usleep(200);
     } else {
       while (!std::filesystem::exists(out + "/checkpoint-2") && testing::now_seconds() < deadline)
@@ -298,10 +302,14 @@ TEST_F(Sharding, ARankKilledMidRunEndsTheOtherWithinTheTimeoutWithOneLine) {
   const std::string out = tmp_->file("killed-rank");
   std::vector<int> pids;
   for (int rank = 0; rank < 2; ++rank) {
-    std::vector<std::string> words = {
-        "/usr/bin/env",       "RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
-        "WORLD_SIZE=2",       "LOCAL_WORLD_SIZE=2",           "MASTER_ADDR=127.0.0.1",
-        "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=1"};
+    std::vector<std::string> words = {"/usr/bin/env",
+                                      "RANK=" + std::to_string(rank),
+                                      "LOCAL_RANK=" + std::to_string(rank),
+                                      "WORLD_SIZE=2",
+                                      "LOCAL_WORLD_SIZE=2",
+                                      "MASTER_ADDR=127.0.0.1",
+                                      "MASTER_PORT=" + std::to_string(port),
+                                      "OMP_NUM_THREADS=1"};
     for (const std::string& w : testing::train_argv(
              tmp_->file("data"), out,
              {"--max_steps", "100000", "--per_device_train_batch_size", "8", "--save_strategy",
@@ -355,7 +363,8 @@ TEST_F(Sharding, BadArgumentsAreOneLineAndTouchNothing) {
       {"--fsdp full_shard --fsdp_config '{\"state_dict_type\":\"LOCAL\"}'",
        "argument fsdp_config: state_dict_type \"LOCAL\" is not allowed (FULL_STATE_DICT or "
        "SHARDED_STATE_DICT)"},
-      {"--fsdp full_shard --fsdp_config '{\"transformer_layer_cls_to_wrap\":\"LlamaDecoderLayer\"}'",
+      {"--fsdp full_shard --fsdp_config "
+       "'{\"transformer_layer_cls_to_wrap\":\"LlamaDecoderLayer\"}'",
        "argument fsdp_config: transformer_layer_cls_to_wrap LlamaDecoderLayer is not a layer of "
        "this model (it has no blocks to wrap; without it the model is one unit)"},
   };
