@@ -181,15 +181,34 @@ std::string Trainer::save_checkpoint() {
     base::make_directories(staging, "checkpoint folder");
   }
   accelerator.wait_for_everyone();
+  // Each process's random state and position (and a sharded run's slices), written by itself
+  // into the shared folder; every process learns whether all of them did, so that none waits for
+  // one that failed.
+  std::exception_ptr error;
   try {
-    // Each process's random state and position, written by itself into the shared folder.
     if (!args_.save_only_model()) write_rank_state(staging);
     if (accelerator.sharded_model()) write_sharded_state(staging);
   } catch (...) {
-    if (main) base::remove_tree(staging);
-    rethrow_save_error(target);
+    error = std::current_exception();
   }
-  accelerator.wait_for_everyone();
+  const bool failed =
+      accelerator
+          .reduce(torch::tensor({error ? 1.0 : 0.0}, torch::kDouble).to(device()), Reduction::kMax)
+          .item<double>() > 0;
+  if (failed) {
+    if (main) base::remove_tree(staging);
+    if (!error) {
+      throw std::runtime_error(fmt::format(
+          "cannot save checkpoint {}: another process could not write its files (its error says "
+          "why)",
+          target));
+    }
+    try {
+      std::rethrow_exception(error);
+    } catch (...) {
+      rethrow_save_error(target);
+    }
+  }
   // The main process writes the rest; a sharded run's full weights (FULL_STATE_DICT) are
   // gathered there for it, every process taking part.
   auto write = [&] {

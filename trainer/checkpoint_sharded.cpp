@@ -7,6 +7,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/io/safetensors.h"
+#include "lib/optim/adamw.h"
 #include "trainer/checkpoint_manifest.h"
 #include "trainer/trainer.h"
 
@@ -58,6 +59,8 @@ void Trainer::write_sharded_state(const std::string& staging) const {
   json slices = json::object();
   int64_t step = 0;
   const bool moments = !args_.save_only_model();
+  // On CUDA the step counts live on the device.
+  if (auto* adamw = dynamic_cast<const optim::AdamW*>(optimizer_.get())) adamw->read_device_steps();
   for (const ShardedSlice& slice : sharded->local_slices()) {
     tensors.emplace_back(slice.name, slice.view.detach());
     slices[slice.name] = {slice.begin, slice.shape};
@@ -67,7 +70,7 @@ void Trainer::write_sharded_state(const std::string& staging) const {
     auto& state = static_cast<torch::optim::AdamWParamState&>(*it->second);
     tensors.emplace_back(slice.name + kExpAvg, state.exp_avg());
     tensors.emplace_back(slice.name + kExpAvgSq, state.exp_avg_sq());
-    step = state.step();
+    step = std::max<int64_t>(step, state.step());
   }
   const int rank = accelerator_->process_index();
   const int world = accelerator_->num_processes();
@@ -80,6 +83,28 @@ void Trainer::write_sharded_state(const std::string& staging) const {
 
 void Trainer::load_sharded_state(const std::string& dir, const Manifest& manifest,
                                  bool with_optimizer) {
+  // A slice that does not load fails on the rank that owns it; every rank learns of it before
+  // the next collective, so none waits for the others.
+  std::exception_ptr error;
+  try {
+    load_own_slices(dir, manifest, with_optimizer);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const bool failed =
+      accelerator_
+          ->reduce(torch::tensor({error ? 1.0 : 0.0}, torch::kDouble).to(device()), Reduction::kMax)
+          .item<double>() > 0;
+  if (error) std::rethrow_exception(error);
+  if (failed) {
+    throw InputError(fmt::format(
+        "checkpoint {}: another process could not load its slices (its error says why)", dir));
+  }
+  accelerator_->sharded_model()->after_optimizer_step();
+}
+
+void Trainer::load_own_slices(const std::string& dir, const Manifest& manifest,
+                              bool with_optimizer) {
   auto sharded = accelerator_->sharded_model();
   if (!manifest.sharded) {
     throw InputError(fmt::format(
@@ -91,10 +116,13 @@ void Trainer::load_sharded_state(const std::string& dir, const Manifest& manifes
   for (int64_t r = 0; r < manifest.world_size; ++r) {
     files.push_back(read_slices(base::join_path(dir, sharded_state_name(r, manifest.world_size))));
   }
+  // The optimizer's step count: the largest any rank saved (a rank whose slices are all frozen
+  // saves none).
   int64_t step = 0;
-  if (with_optimizer) {
-    auto it = files[0].file.metadata.find("step");
-    step = it == files[0].file.metadata.end() ? 0 : std::atoll(it->second.c_str());
+  for (const SavedSlices& saved : files) {
+    auto it = saved.file.metadata.find("step");
+    if (with_optimizer && it != saved.file.metadata.end())
+      step = std::max<int64_t>(step, std::atoll(it->second.c_str()));
   }
   torch::NoGradGuard no_grad;
   for (const ShardedSlice& slice : sharded->local_slices()) {
@@ -155,7 +183,6 @@ void Trainer::load_sharded_state(const std::string& dir, const Manifest& manifes
       optimizer_->state()[slice.view.unsafeGetTensorImpl()] = std::move(state);
     }
   }
-  sharded->after_optimizer_step();
 }
 
 std::optional<std::string> Trainer::nonfinite_weights() const {
@@ -172,7 +199,8 @@ std::optional<std::string> Trainer::nonfinite_weights() const {
     first = std::max(first, -static_cast<double>(it - names.begin()));
   }
   const double found =
-      -accelerator_->reduce(torch::tensor({first}, torch::kDouble), Reduction::kMax).item<double>();
+      -accelerator_->reduce(torch::tensor({first}, torch::kDouble).to(device()), Reduction::kMax)
+           .item<double>();
   if (found >= static_cast<double>(names.size())) return std::nullopt;
   return names[static_cast<size_t>(found)];
 }

@@ -63,6 +63,9 @@ std::shared_ptr<Trainer::DeviceLoop> Trainer::make_device_loop() {
   std::string not_on_device;
   if (!device.is_cuda())
     not_on_device = "the device is the CPU";
+  else if (accelerator_->sharded_model())
+    // Every rank must take the same loop (the same collectives), whatever slices it holds.
+    not_on_device = "fsdp's steps run on the host loop";
   else if (args_.fp16())
     not_on_device = "fp16's GradScaler reads every step's overflow on the host";
   else if (!adamw || !adamw->capturable())

@@ -61,9 +61,12 @@ AcceleratorOptions accelerator_options(const TrainingArguments& args) {
     o.strategy = plan->strategy == "full_shard"      ? ShardingStrategy::kFullShard
                  : plan->strategy == "shard_grad_op" ? ShardingStrategy::kShardGradOp
                                                      : ShardingStrategy::kShardOptimizer;
-    o.wrap_blocks = plan->auto_wrap;
+    // auto_wrap: every block a unit, or those of the named classes, or those of at least
+    // min_num_params parameters.
+    o.wrap_blocks = plan->auto_wrap && plan->layer_classes.empty() && plan->min_num_params == 0;
     o.wrap_classes = plan->layer_classes;
     o.min_num_params = plan->min_num_params;
+    o.offload = plan->offload;
     o.backward_prefetch = plan->backward_prefetch;
     o.forward_prefetch = plan->forward_prefetch;
     o.sync_module_states = plan->sync_module_states;

@@ -218,6 +218,8 @@ class Trainer {
   // them back from a checkpoint of any world size (the moments with_optimizer).
   void write_sharded_state(const std::string& staging) const;
   void load_sharded_state(const std::string& dir, const Manifest& manifest, bool with_optimizer);
+  // load_sharded_state's work on this process (it then agrees with the others on success).
+  void load_own_slices(const std::string& dir, const Manifest& manifest, bool with_optimizer);
   // The name of a parameter holding nan or inf (the same answer on every process), or nothing.
   std::optional<std::string> nonfinite_weights() const;
   // After an evaluation: whether `metrics` hold a new best metric_for_best_model.

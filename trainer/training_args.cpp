@@ -168,16 +168,29 @@ std::optional<FsdpPlan> TrainingArguments::fsdp_plan() const {
       return InputError(fmt::format("argument fsdp_config: {} {} is not allowed ({})", raw_key,
                                     value.dump(), allowed));
     };
+    // Transformers reads flags given as "true"/"false" too, and Accelerate numbers as 1e8.
     auto flag = [&]() {
+      if (value.is_string() && (value == "true" || value == "false")) return value == "true";
       if (!value.is_boolean()) throw bad("true or false");
       return value.get<bool>();
     };
     if (key == "min_num_params") {
-      if (!value.is_number_integer() || value.get<int64_t>() < 0) throw bad("an integer >= 0");
-      plan.min_num_params = value.get<int64_t>();
+      const bool integral = value.is_number() && value.get<double>() >= 0 &&
+                            value.get<double>() <= 9e15 &&
+                            value.get<double>() == std::floor(value.get<double>());
+      if (!integral) throw bad("an integer >= 0");
+      plan.min_num_params = static_cast<int64_t>(value.get<double>());
     } else if (key == "transformer_layer_cls_to_wrap") {
       if (value.is_string()) {
-        plan.layer_classes = {value.get<std::string>()};
+        // Accelerate's form: class names separated by commas.
+        const std::string names = value.get<std::string>();
+        for (size_t i = 0; i <= names.size();) {
+          size_t end = std::min(names.find(',', i), names.size());
+          std::string name = base::trimmed(names.substr(i, end - i));
+          if (!name.empty()) plan.layer_classes.push_back(name);
+          i = end + 1;
+        }
+        if (plan.layer_classes.empty()) throw bad("a class name or a list of them");
       } else if (value.is_array() && !value.empty()) {
         for (const auto& item : value) {
           if (!item.is_string()) throw bad("a class name or a list of them");
@@ -226,6 +239,19 @@ std::optional<FsdpPlan> TrainingArguments::fsdp_plan() const {
                       "cpu_ram_efficient_loading, offload_params, activation_checkpointing, xla)",
                       raw_key));
     }
+  }
+  // As Transformers: the wrapping rules choose auto_wrap's units, one at a time.
+  if (plan.min_num_params > 0 && !plan.layer_classes.empty()) {
+    throw InputError(
+        "argument fsdp_config: min_num_params and transformer_layer_cls_to_wrap are mutually "
+        "exclusive; give one");
+  }
+  if (!plan.auto_wrap && (plan.min_num_params > 0 || !plan.layer_classes.empty())) {
+    throw InputError(fmt::format(
+        "argument fsdp_config: {} chooses auto_wrap's units; add auto_wrap to fsdp (\"{} "
+        "auto_wrap\")",
+        plan.min_num_params > 0 ? "min_num_params" : "transformer_layer_cls_to_wrap",
+        plan.strategy));
   }
   return plan;
 }

@@ -190,6 +190,9 @@ void TrainingArguments::validate_stopping() const {
 void TrainingArguments::validate_devices() const {
   check(seed_ >= 0, "seed", std::to_string(seed_), "must be >= 0");
   check(!(bf16_ && fp16_), "fp16", "true", "bf16 is true too; choose one mixed precision");
+  check(!(fp16_ && !fsdp_.empty() && fsdp_.find("no_shard") == std::string::npos), "fp16", "true",
+        "fsdp shards the gradients, and fp16's loss scaling would need every process's overflow "
+        "check (not built): use bf16");
   if (ddp_backend_) check_choice("ddp_backend", *ddp_backend_, {"gloo", "nccl"});
   // c10d's sockets take the timeout in int32 milliseconds.
   check(ddp_timeout_ >= 1 && ddp_timeout_ <= 2147483, "ddp_timeout", std::to_string(ddp_timeout_),

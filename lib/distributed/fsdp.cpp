@@ -57,6 +57,13 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<models::Model
     }
   }
 
+  for (const auto& p : module_->parameters()) {
+    if (options_.offload && !p.device().is_cpu()) {
+      throw InputError(
+          "fsdp offload: CPU offload of parameters on a CUDA device is not built (on CPU the "
+          "state is there already); leave offload out");
+    }
+  }
   // The units: the wrapped blocks, and the root holding every other parameter.
   std::vector<models::Block> blocks = module_->blocks();
   if (!options_.wrap_classes.empty()) {

@@ -44,6 +44,9 @@ struct FsdpOptions {
   bool forward_prefetch = false;
   // Broadcast rank 0's parameters and buffers when wrapping.
   bool sync_module_states = true;
+  // CPU offload of the chunks and the optimizer state: what a CPU run does anyway; on a CUDA
+  // device not built (InputError).
+  bool offload = false;
 };
 
 // One parameter's part of this rank's chunk: elements [begin, begin + view.numel()) of the

@@ -126,6 +126,11 @@ void AdamW::step_cuda() {
 }
 
 void AdamW::save(torch::serialize::OutputArchive& archive) const {
+  read_device_steps();
+  torch::optim::AdamW::save(archive);
+}
+
+void AdamW::read_device_steps() const {
   for (const auto& group : param_groups()) {
     for (const auto& p : group.params()) {
       auto it = device_steps_.find(p.unsafeGetTensorImpl());
@@ -135,7 +140,6 @@ void AdamW::save(torch::serialize::OutputArchive& archive) const {
           .step(static_cast<int64_t>(it->second.item<double>()));
     }
   }
-  torch::optim::AdamW::save(archive);
 }
 
 void AdamW::load(torch::serialize::InputArchive& archive) {

@@ -33,6 +33,9 @@ class AdamW : public torch::optim::AdamW {
   // itself, except while a CUDA graph is being captured: call it before each replay.
   void update_device_lrs();
 
+  // Copies the step counts the CUDA path keeps on the device into the parameters' states (what
+  // save() and a sharded checkpoint read); nothing on the CPU path.
+  void read_device_steps() const;
   // LibTorch's archive, with the step counts the device holds (read back here, on save only).
   void save(torch::serialize::OutputArchive& archive) const override;
   // Loads LibTorch's archive; the device step counts start again from the loaded ones.

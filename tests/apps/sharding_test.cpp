@@ -363,7 +363,15 @@ TEST_F(Sharding, BadArgumentsAreOneLineAndTouchNothing) {
       {"--fsdp full_shard --fsdp_config '{\"state_dict_type\":\"LOCAL\"}'",
        "argument fsdp_config: state_dict_type \"LOCAL\" is not allowed (FULL_STATE_DICT or "
        "SHARDED_STATE_DICT)"},
-      {"--fsdp full_shard --fsdp_config "
+      {"--fsdp full_shard --fsdp_config '{\"min_num_params\":100}'",
+       "argument fsdp_config: min_num_params chooses auto_wrap's units; add auto_wrap to fsdp "
+       "(\"full_shard auto_wrap\")"},
+      {"--fsdp 'full_shard auto_wrap' --fsdp_config "
+       "'{\"min_num_params\":100,\"transformer_layer_cls_to_wrap\":\"Block\"}'",
+       "argument fsdp_config: min_num_params and transformer_layer_cls_to_wrap are mutually "
+       "exclusive; give one"},
+      {"--fsdp shard_grad_op --fp16 true", "argument fp16: true is not allowed (fsdp shards the"},
+      {"--fsdp 'full_shard auto_wrap' --fsdp_config "
        "'{\"transformer_layer_cls_to_wrap\":\"LlamaDecoderLayer\"}'",
        "argument fsdp_config: transformer_layer_cls_to_wrap LlamaDecoderLayer is not a layer of "
        "this model (it has no blocks to wrap; without it the model is one unit)"},
@@ -382,8 +390,8 @@ TEST_F(Sharding, BadArgumentsAreOneLineAndTouchNothing) {
                " train --model_name gpt --dataset_name text --dataset_config "
                "'{\"context_length\":16,\"path\":\"" +
                kCorpus + "\"}' --max_steps 1 --output_dir " + tmp_->file("bad") +
-               " --fsdp full_shard --fsdp_config "
-               "'{\"transformer_layer_cls_to_wrap\":\"GPT2Block\"}' 2>&1");
+               " --fsdp 'full_shard auto_wrap' --fsdp_config "
+               "'{\"transformer_layer_cls_to_wrap\":\"GPT2Block, LlamaDecoderLayer\"}' 2>&1");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("transformer_layer_cls_to_wrap GPT2Block is not a layer of this model (its "
                        "blocks are Block)"),

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "lib/data/mnist_defaults.h"
 #include "lib/base/errors.h"
+#include "lib/data/mnist_defaults.h"
 
 namespace trainer {
 namespace training_args_test {
@@ -117,7 +117,7 @@ TEST(TrainingArguments, UnknownKeyNamesTheNearest) {
 }
 
 TEST(TrainingArguments, TransformersKeysWeDoNotImplementAreNotSupported) {
-  for (const char* key : {"deepspeed", "fsdp", "torch_compile", "push_to_hub"}) {
+  for (const char* key : {"deepspeed", "fsdp_min_num_params", "torch_compile", "push_to_hub"}) {
     EXPECT_EQ(error_of(std::string("{\"") + key + "\": true}"),
               std::string("argument ") + key +
                   ": Transformers' TrainingArguments has it, but this trainer does not support it");
