@@ -212,12 +212,16 @@ int train_command(const TrainingArguments& args) {
   trainer.remove_earlier_checkpoints();
   std::string picture;
   if (accelerator.is_main_process()) picture = write_loss_svg(trainer, args);
-  // A sharded model's sample is drawn from its weights gathered on the main process.
-  trainer.accelerator().with_full_params(
-      [&] {
-        if (accelerator.is_main_process()) print_sample(*model, args, info);
-      },
-      /*rank0_only=*/true);
+  // A Hugging Face model's sample is drawn from the saved folder; the gpt's from the weights in
+  // memory, which a sharded run gathers on the main process for it (every process decides alike).
+  auto sample = [&] {
+    if (accelerator.is_main_process()) print_sample(*model, args, info);
+  };
+  if (models::as_hf_causal_lm(*model)) {
+    sample();
+  } else {
+    trainer.accelerator().with_full_params(sample, /*rank0_only=*/true);
+  }
   // The last line of a finished run: where its picture is.
   if (!picture.empty()) accelerator.print(fmt::format("Training curves: {}", picture));
   if (int sig = runtime::interrupt_signal()) {

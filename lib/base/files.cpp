@@ -126,7 +126,7 @@ void sync_directory(const std::string& dir) {
 }
 
 // Writes all of `data` to `fd`; returns 0, or the errno of the failure.
-int write_all(int fd, const std::string& data) {
+int write_all(int fd, std::string_view data) {
   const char* p = data.data();
   size_t left = data.size();
   while (left > 0) {
@@ -141,7 +141,7 @@ int write_all(int fd, const std::string& data) {
 
 // Writes `data` to a new temporary file beside `path` and flushes it to the disk; returns its
 // name. Nothing is left behind when it fails.
-std::string write_temporary(const std::string& path, const std::string& data) {
+std::string write_temporary(const std::string& path, const std::vector<std::string_view>& pieces) {
   std::string parent = std::filesystem::path(path).parent_path().string();
   if (!parent.empty()) make_directories(parent);
   // A name no other writer uses, even another machine's process with the same pid writing to a
@@ -161,7 +161,9 @@ std::string write_temporary(const std::string& path, const std::string& data) {
     std::remove(tmp.c_str());
     write_failed(path, error);
   };
-  if (int error = write_all(fd, data)) fail(error);
+  for (std::string_view piece : pieces) {
+    if (int error = write_all(fd, piece)) fail(error);
+  }
   if (::fsync(fd) != 0) fail(errno);
   if (::close(fd) != 0) {
     int error = errno;
@@ -183,7 +185,11 @@ void rename_into_place(const std::string& tmp, const std::string& path) {
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& data) {
-  std::string tmp = write_temporary(path, data);
+  write_file_atomic(path, std::vector<std::string_view>{data});
+}
+
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces) {
+  std::string tmp = write_temporary(path, pieces);
   if (g_batch) {
     g_batch->staged_.emplace_back(tmp, path);
     return;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,9 @@ std::string read_file(const std::string& path, size_t max_bytes = SIZE_MAX,
 // was at `path` as it was and no temporary file. While a WriteBatch is open, the rename waits for
 // its commit().
 void write_file_atomic(const std::string& path, const std::string& data);
+// The same for data in pieces, written one after another (never joined in memory: a model's
+// tensors go to the file from where they are).
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces);
 
 // Files that land together or not at all: while one is open, write_file_atomic only writes and
 // flushes temporary files (where a full disk shows); commit() renames them all into place, then
@@ -55,7 +59,7 @@ class WriteBatch {
   void commit();
 
  private:
-  friend void write_file_atomic(const std::string&, const std::string&);
+  friend void write_file_atomic(const std::string&, const std::vector<std::string_view>&);
   std::vector<std::pair<std::string, std::string>> staged_;  // temporary file, target
   std::vector<std::string> removed_;
 };

@@ -92,11 +92,13 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   uint64_t length = json.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((length >> (8 * i)) & 0xff);
   out += json;
-  out.reserve(out.size() + offset);
+  // The tensors go to the file from their own memory: no second copy of a model is made.
+  std::vector<std::string_view> pieces = {out};
   for (const auto& t : cpu) {
-    out.append(static_cast<const char*>(t.data_ptr()), t.numel() * t.element_size());
+    const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
+    if (bytes > 0) pieces.emplace_back(static_cast<const char*>(t.data_ptr()), bytes);
   }
-  base::write_file_atomic(path, out);
+  base::write_file_atomic(path, pieces);
 }
 
 NamedTensors load_safetensors(const std::string& path) {
