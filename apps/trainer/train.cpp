@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -103,17 +102,10 @@ void print_sample(models::Model& model, const TrainingArguments& args, const dat
 // before output_dir is touched.
 void check_fsdp_wrap(const TrainingArguments& args, models::Model& model) {
   const auto plan = args.fsdp_plan();
-  if (!plan || plan->layer_classes.empty()) return;
-  std::set<std::string> classes;
-  for (const auto& block : model.blocks()) classes.insert(block.class_name);
-  for (const std::string& name : plan->layer_classes) {
-    if (classes.count(name)) continue;
-    throw InputError(fmt::format(
-        "argument fsdp_config: transformer_layer_cls_to_wrap {} is not a layer of this model "
-        "({})",
-        name,
-        classes.empty() ? std::string("it has no blocks to wrap; without it the model is one unit")
-                        : fmt::format("its blocks are {}", fmt::join(classes, ", "))));
+  if (!plan) return;
+  const std::string unknown = models::unknown_block_class(model.blocks(), plan->layer_classes);
+  if (!unknown.empty()) {
+    throw InputError("argument fsdp_config: transformer_layer_cls_to_wrap " + unknown);
   }
 }
 

@@ -7,7 +7,6 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
@@ -66,18 +65,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<models::Model
   }
   // The units: the wrapped blocks, and the root holding every other parameter.
   std::vector<models::Block> blocks = module_->blocks();
-  if (!options_.wrap_classes.empty()) {
-    std::set<std::string> classes;
-    for (const auto& block : blocks) classes.insert(block.class_name);
-    for (const std::string& name : options_.wrap_classes) {
-      if (classes.count(name) == 0) {
-        throw InputError(fmt::format(
-            "fsdp_config transformer_layer_cls_to_wrap: {} is not a layer of this model ({})", name,
-            classes.empty() ? std::string("it has no blocks to wrap: it is one unit")
-                            : fmt::format("its blocks are {}", fmt::join(classes, ", "))));
-      }
-    }
-  }
+  const std::string unknown = models::unknown_block_class(blocks, options_.wrap_classes);
+  if (!unknown.empty()) throw InputError("fsdp_config transformer_layer_cls_to_wrap " + unknown);
   std::map<const void*, size_t> owner;
   units_.emplace_back();
   block_unit_.assign(blocks.size(), -1);
@@ -157,6 +146,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<models::Model
       slice.view = unit.shard.narrow(0, lo - begin, hi - lo).detach();
       slice.view.requires_grad_(param.trainable);
       slice.trainable = param.trainable;
+      slice_of_.emplace(param.tensor.unsafeGetTensorImpl(), slices_.size());
       slices_.push_back(std::move(slice));
       slice_unit_.push_back(u);
       slice_offset_.push_back(lo - begin);
@@ -315,12 +305,15 @@ void FullyShardedDataParallel::on_grad_ready(size_t u, size_t i) {
   Param& param = unit.params[i];
   torch::NoGradGuard no_grad;
   if (!unit.grad_full.defined()) unit.grad_full = torch::zeros_like(unit.shard).repeat({world_});
-  torch::Tensor& grad = param.tensor.mutable_grad();
-  if (grad.defined()) {
-    unit.grad_full.narrow(0, param.offset, param.numel).copy_(grad.reshape({-1}));
-    grad.reset();
-  }
+  take_grad(unit, param);
   if (++unit.grads_seen == unit.trainable) reduce(unit);
+}
+
+void FullyShardedDataParallel::take_grad(Unit& unit, Param& param) {
+  torch::Tensor& grad = param.tensor.mutable_grad();
+  if (!grad.defined()) return;
+  unit.grad_full.narrow(0, param.offset, param.numel).copy_(grad.reshape({-1}));
+  grad.reset();
 }
 
 void FullyShardedDataParallel::reduce(Unit& unit) {
@@ -329,10 +322,7 @@ void FullyShardedDataParallel::reduce(Unit& unit) {
   // Gradients of parameters whose hook did not run (unused in this forward) count as zero; one
   // left in a parameter by no_sync backwards is taken now.
   for (Param& param : unit.params) {
-    torch::Tensor& grad = param.tensor.mutable_grad();
-    if (!param.trainable || !grad.defined()) continue;
-    unit.grad_full.narrow(0, param.offset, param.numel).copy_(grad.reshape({-1}));
-    grad.reset();
+    if (param.trainable) take_grad(unit, param);
   }
   torch::Tensor mine;
   if (options_.strategy == ShardingStrategy::kShardOptimizer) {
@@ -377,16 +367,8 @@ void FullyShardedDataParallel::final_callback() {
 // Optimizer, clipping, full parameters
 
 torch::Tensor FullyShardedDataParallel::local_view(const torch::Tensor& param) const {
-  for (size_t u = 0; u < units_.size(); ++u) {
-    for (const Param& p : units_[u].params) {
-      if (!p.tensor.is_same(param)) continue;
-      for (size_t s = 0; s < slices_.size(); ++s) {
-        if (slice_unit_[s] == u && slices_[s].name == p.name) return slices_[s].view;
-      }
-      return {};
-    }
-  }
-  return {};
+  auto it = slice_of_.find(param.unsafeGetTensorImpl());
+  return it == slice_of_.end() ? torch::Tensor() : slices_[it->second].view;
 }
 
 void FullyShardedDataParallel::after_optimizer_step() {

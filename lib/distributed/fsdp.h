@@ -12,6 +12,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -142,6 +143,8 @@ class FullyShardedDataParallel : public models::Model, public GradSync, private 
   void reshard(Unit& unit);
   void pre_backward(size_t unit);
   void on_grad_ready(size_t unit, size_t param);
+  // Moves a parameter's accumulated gradient into its unit's unreduced buffer.
+  void take_grad(Unit& unit, Param& param);
   void reduce(Unit& unit);
   void queue_final_callback();
   void final_callback();
@@ -155,8 +158,9 @@ class FullyShardedDataParallel : public models::Model, public GradSync, private 
   std::vector<Unit> units_;      // [0] is the root
   std::vector<int> block_unit_;  // per block: its unit, or -1
   std::vector<LocalSlice> slices_;
-  std::vector<size_t> slice_unit_;     // per slice: its unit
-  std::vector<int64_t> slice_offset_;  // per slice: where it starts in its unit's chunk
+  std::vector<size_t> slice_unit_;          // per slice: its unit
+  std::vector<int64_t> slice_offset_;       // per slice: where it starts in its unit's chunk
+  std::map<const void*, size_t> slice_of_;  // a parameter's TensorImpl -> its slice
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   bool require_sync_ = true;
   bool sync_ = false;  // whether the backward of the current forward reduces

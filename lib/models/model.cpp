@@ -1,9 +1,11 @@
 // The Model interface's defaults and the tasks' losses.
 #include "lib/models/model.h"
 
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "lib/base/files.h"
 #include "lib/base/text.h"
@@ -103,6 +105,20 @@ std::vector<std::string> Model::save_weights(const std::string& dir,
 void Model::load_weights(const std::string& dir) {
   torch::NoGradGuard no_grad;
   io::load_state_dict(*this, io::map_model_weights(dir), base::join_path(dir, weights_file()));
+}
+
+std::string unknown_block_class(const std::vector<Block>& blocks,
+                                const std::vector<std::string>& classes) {
+  std::set<std::string> present;
+  for (const auto& block : blocks) present.insert(block.class_name);
+  for (const std::string& name : classes) {
+    if (present.count(name)) continue;
+    return fmt::format(
+        "{} is not a layer of this model ({})", name,
+        present.empty() ? std::string("it has no blocks to wrap; without it the model is one unit")
+                        : fmt::format("its blocks are {}", fmt::join(present, ", ")));
+  }
+  return "";
 }
 
 }  // namespace trainer::models

@@ -105,6 +105,11 @@ class Model : public torch::nn::Module {
   BlockHooks* block_hooks_ = nullptr;
 };
 
+// Of `classes` (transformer_layer_cls_to_wrap), the first no block has, said as "X is not a layer
+// of this model (its blocks are ...)"; "" when every one names some block's class.
+std::string unknown_block_class(const std::vector<Block>& blocks,
+                                const std::vector<std::string>& classes);
+
 // "float32 [64, 4]": a tensor's dtype as PyTorch names it, and its shape.
 std::string tensor_text(const torch::Tensor& x);
 
