@@ -162,7 +162,10 @@ std::optional<FsdpPlan> TrainingArguments::fsdp_plan() const {
     return std::nullopt;
   }
   plan.strategy = strategies[0];
-  for (const auto& [raw_key, value] : fsdp_config_.items()) {
+  for (const auto& entry : fsdp_config_.items()) {
+    // Named, not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+    const std::string& raw_key = entry.key();
+    const auto& value = entry.value();
     const std::string key = raw_key.rfind("fsdp_", 0) == 0 ? raw_key.substr(5) : raw_key;
     auto bad = [&](const std::string& allowed) {
       return InputError(fmt::format("argument fsdp_config: {} {} is not allowed ({})", raw_key,
