@@ -1,12 +1,17 @@
 // Fixtures of the LibTorch test binary (test_util.h stays torch-free): a small dropout-free model,
-// so that two runs can be compared exactly, and random MNIST-shaped data.
+// so that two runs can be compared exactly, random MNIST-shaped data, and the distance between
+// two runs' weight files.
 #pragma once
 
+#include <cmath>
 #include <memory>
+#include <string>
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "lib/data/mnist.h"
+#include "lib/io/safetensors.h"
 #include "lib/models/models.h"
 
 namespace trainer::testing {
@@ -39,6 +44,20 @@ inline std::shared_ptr<data::MnistDataset> random_mnist(int64_t n, int seed) {
   torch::manual_seed(seed);
   return std::make_shared<data::MnistDataset>(torch::randint(0, 256, {n, 28, 28}).to(torch::kUInt8),
                                               torch::randint(0, 10, {n}));
+}
+
+// ‖a - b‖ / ‖a‖ over every tensor of two weight files with the same names (in the same order).
+inline double relative_difference(const std::string& a_path, const std::string& b_path) {
+  io::NamedTensors a = io::load_safetensors(a_path), b = io::load_safetensors(b_path);
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    torch::Tensor x = a[i].second.to(torch::kDouble), y = b[i].second.to(torch::kDouble);
+    diff += (x - y).pow(2).sum().item<double>();
+    norm += x.pow(2).sum().item<double>();
+  }
+  return std::sqrt(diff / norm);
 }
 
 }  // namespace trainer::testing

@@ -86,6 +86,34 @@ void Trainer::write_rank_state(const std::string& staging) const {
                        tensors, metadata);
 }
 
+bool Trainer::saves_here() const {
+  return args_.save_on_each_node() ? accelerator_->is_local_main_process()
+                                   : accelerator_->is_main_process();
+}
+
+void Trainer::share_rank_states(const std::string& staging) const {
+  Accelerator& accelerator = *accelerator_;
+  const std::string own = base::join_path(staging, rank_state_name(accelerator.process_index()));
+  std::string bytes = base::read_file(own);
+  torch::Tensor mine =
+      torch::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, torch::kUInt8)
+          .clone()
+          .to(device());
+  torch::Tensor sizes =
+      accelerator.gather(torch::tensor({static_cast<int64_t>(bytes.size())}).to(device())).cpu();
+  torch::Tensor all = accelerator.gather(accelerator.pad_across_processes(mine)).cpu();
+  if (!accelerator.is_local_main_process()) return;
+  const int64_t processes = accelerator.num_processes();
+  const int64_t width = all.numel() / processes;
+  for (int64_t r = 0; r < processes; ++r) {
+    const std::string path = base::join_path(staging, rank_state_name(r));
+    if (base::is_regular_file(path)) continue;  // this node's own ranks wrote theirs
+    const auto* start = all.data_ptr<uint8_t>() + r * width;
+    base::write_file_atomic(path, std::string(reinterpret_cast<const char*>(start),
+                                              static_cast<size_t>(sizes[r].item<int64_t>())));
+  }
+}
+
 void Trainer::write_checkpoint_files(const std::string& staging, const std::string& target) {
   Accelerator& accelerator = *accelerator_;
   const int64_t step = state_.global_step;
@@ -169,7 +197,7 @@ std::string Trainer::save_checkpoint() {
   const std::string output_dir = args_.output_dir();
   const std::string target = checkpoint_path(output_dir, step);
   const std::string staging = base::join_path(output_dir, fmt::format(".tmp-checkpoint-{}", step));
-  const bool main = accelerator.is_main_process();
+  const bool main = saves_here();
   // Non-finite weights are never saved (every process holds the same weights: the same answer).
   if (auto name = nonfinite_weights()) {
     throw std::runtime_error(fmt::format(
@@ -209,6 +237,9 @@ std::string Trainer::save_checkpoint() {
       rethrow_save_error(target);
     }
   }
+  // Nodes that share no file system: each node's checkpoint holds every rank's state.
+  if (args_.save_on_each_node() && accelerator.num_processes() > 1 && !args_.save_only_model())
+    share_rank_states(staging);
   // The main process writes the rest; a sharded run's full weights (FULL_STATE_DICT) are
   // gathered there for it, every process taking part.
   auto write = [&] {

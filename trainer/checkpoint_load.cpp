@@ -99,6 +99,37 @@ json located(const std::string& key, json value) {
 
 std::optional<Trainer::Resumable> Trainer::checkpoint_to_resume(
     const std::optional<std::string>& requested) const {
+  std::optional<Resumable> found = newest_or_requested_checkpoint(requested);
+  // save_on_each_node: every node found the newest of its own copies; they resume from the
+  // newest step that every node has (a node stopped inside a save may lack the last one).
+  std::optional<std::string> wanted = requested ? requested : args_.resume_from_checkpoint();
+  const bool newest = !wanted || *wanted == "true";
+  if (!args_.save_on_each_node() || !newest || accelerator_->num_processes() == 1) return found;
+  const int64_t mine = found ? found->manifest.global_step : -1;
+  const int64_t agreed =
+      -accelerator_
+           ->reduce(torch::tensor({static_cast<double>(-mine)}, torch::kDouble).to(device()),
+                    Reduction::kMax)
+           .item<double>();
+  if (agreed == mine) return found;
+  if (agreed < 0) {
+    throw InputError(fmt::format(
+        "save_on_each_node: a node has no checkpoint in output_dir {} while this one has {}; "
+        "copy it there, or start over without resuming",
+        args_.output_dir(), found->dir));
+  }
+  const std::string dir = checkpoint_path(args_.output_dir(), agreed);
+  if (!base::is_directory(dir)) {
+    throw InputError(fmt::format(
+        "save_on_each_node: the nodes' newest common checkpoint is step {}, which {} lacks on this "
+        "node",
+        agreed, dir));
+  }
+  return Resumable{dir, verify_checkpoint(dir)};
+}
+
+std::optional<Trainer::Resumable> Trainer::newest_or_requested_checkpoint(
+    const std::optional<std::string>& requested) const {
   std::optional<std::string> wanted = requested ? requested : args_.resume_from_checkpoint();
   // A rank restarted by the launcher (torchrun's --max-restarts) continues from the newest good
   // checkpoint, or starts over when there is none yet.

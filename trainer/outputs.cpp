@@ -23,7 +23,7 @@ void Trainer::save_model(const std::string& dir) const {
 }
 
 void Trainer::write_model(const std::string& dir) const {
-  if (!accelerator_->is_main_process()) return;
+  if (!saves_here()) return;
   std::string target = dir.empty() ? args_.output_dir() : dir;
   model_->save_weights(target, io::parse_file_size(args_.save_safetensors_max_shard_size(),
                                                    "argument save_safetensors_max_shard_size:"));

@@ -35,7 +35,16 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
   runtime::configure_allocator();
   args_.validate();
   torch::manual_seed(static_cast<uint64_t>(args_.seed()));
+  // An elastic run on fewer nodes than its most: more accumulation, the same total batch.
+  const int64_t asked_accumulation = args_.gradient_accumulation_steps();
+  args_.gradient_accumulation_steps(Accelerator::elastic_accumulation(asked_accumulation));
   accelerator_ = std::make_shared<Accelerator>(accelerator_options(args_));
+  if (args_.gradient_accumulation_steps() != asked_accumulation) {
+    accelerator_->print(fmt::format(
+        "Elastic run on {} processes: gradient_accumulation_steps {} -> {} keeps the total batch "
+        "size",
+        accelerator_->num_processes(), asked_accumulation, args_.gradient_accumulation_steps()));
+  }
   if (args_.tf32()) {
     // As Transformers: tf32 true without a CUDA device is an error; null leaves LibTorch's default.
     if (*args_.tf32() && !device().is_cuda()) {

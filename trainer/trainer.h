@@ -185,6 +185,9 @@ class Trainer {
   };
   // The checkpoint train() resumes from, verified (none: a fresh run); see train().
   std::optional<Resumable> checkpoint_to_resume(const std::optional<std::string>& requested) const;
+  // checkpoint_to_resume as this process finds it, before the nodes agree (save_on_each_node).
+  std::optional<Resumable> newest_or_requested_checkpoint(
+      const std::optional<std::string>& requested) const;
   // Loads a verified checkpoint into the model, optimizer, schedule, state and loop position, in
   // the steps below; InputError (naming the file) for one that does not fit this run.
   void load_checkpoint(const Resumable& checkpoint, int64_t steps_per_epoch);
@@ -211,7 +214,13 @@ class Trainer {
   // everything else with the manifest, moved into place as `target`.
   // save_model's writing, on the main process.
   void write_model(const std::string& dir) const;
+  // Whether this process writes checkpoints and the model: the main process, or with
+  // save_on_each_node the first process of each node (Transformers' should_save).
+  bool saves_here() const;
   void write_rank_state(const std::string& staging) const;
+  // save_on_each_node: every process's rank state, gathered, written by the first process of
+  // each node beside its own ranks' (each node's checkpoint is whole).
+  void share_rank_states(const std::string& staging) const;
   void write_checkpoint_files(const std::string& staging, const std::string& target);
   // A sharded run (checkpoint_sharded.cpp): this process's sharded_state_<r>_of_<N>.safetensors
   // (its slices of the parameters and, unless save_only_model, of AdamW's moments), and reading

@@ -79,7 +79,6 @@ const std::vector<std::string>& TrainingArguments::unsupported_keys() {
                                                 "push_to_hub",
                                                 "ray_scope",
                                                 "restore_callback_states_from_checkpoint",
-                                                "save_on_each_node",
                                                 "save_safetensors",
                                                 "sharded_ddp",
                                                 "skip_memory_metrics",

@@ -65,6 +65,9 @@
   X(bool, save_only_model, false,                                                                  \
     "Checkpoints hold the model only, no optimizer, schedule or random state (they cannot be "     \
     "resumed).")                                                                                   \
+  X(bool, save_on_each_node, false,                                                                \
+    "Nodes without a shared file system: the first process of every node writes the checkpoints "  \
+    "(with every rank's state) and the model, so each node resumes from its own copy.")            \
   X(bool, load_best_model_at_end, false,                                                           \
     "Load the checkpoint with the best metric_for_best_model when training ends (needs "           \
     "save_strategy to match eval_strategy).")                                                      \

@@ -193,6 +193,10 @@ void TrainingArguments::validate_devices() const {
   check(!(fp16_ && !fsdp_.empty() && fsdp_.find("no_shard") == std::string::npos), "fp16", "true",
         "fsdp shards the gradients, and fp16's loss scaling would need every process's overflow "
         "check (not built): use bf16");
+  check(!(save_on_each_node_ && !fsdp_.empty() && fsdp_.find("no_shard") == std::string::npos),
+        "save_on_each_node", "true",
+        "fsdp's checkpoints are every rank's own slices, which each node would need (not built); "
+        "use a shared file system");
   if (ddp_backend_) check_choice("ddp_backend", *ddp_backend_, {"gloo", "nccl"});
   // c10d's sockets take the timeout in int32 milliseconds.
   check(ddp_timeout_ >= 1 && ddp_timeout_ <= 2147483, "ddp_timeout", std::to_string(ddp_timeout_),

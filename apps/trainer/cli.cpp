@@ -331,14 +331,20 @@ CLI::App* add_launch(CLI::App& app, Command& command, OptionText& text) {
           {"--master-port", std::to_string(lo.master_port)},
           {"--grace-period", base::python_float(lo.grace_seconds)},
           {"--max-restarts", std::to_string(lo.max_restarts)},
-          {"--rdzv-timeout", base::python_float(lo.rdzv_timeout_seconds)}};
+          {"--rdzv-timeout", base::python_float(lo.rdzv_timeout_seconds)},
+          {"--rdzv-last-call", base::python_float(lo.rdzv_last_call_seconds)}};
   auto option = [&](const std::string& names, const std::string& key, const std::string& help) {
     launch->add_option(names, text[key], help)
         ->capture_default_str()
-        ->type_name(key == "--grace-period" || key == "--rdzv-timeout" ? "SECONDS" : "INT");
+        ->type_name(key == "--grace-period" || key == "--rdzv-timeout" || key == "--rdzv-last-call"
+                        ? "SECONDS"
+                    : key == "--nnodes" ? "N|MIN:MAX"
+                                        : "INT");
   };
   option("--nproc-per-node,--nproc_per_node", "--nproc-per-node", "Ranks on this node");
-  option("--nnodes", "--nnodes", "Number of nodes");
+  option("--nnodes", "--nnodes",
+         "Number of nodes; MIN:MAX for an elastic run (nodes may leave and join; node ranks come "
+         "from the rendezvous)");
   option("--node-rank,--node_rank", "--node-rank", "This node's index, from 0");
   launch
       ->add_option("--master-addr,--master_addr", lo.master_addr,
@@ -351,7 +357,10 @@ CLI::App* add_launch(CLI::App& app, Command& command, OptionText& text) {
                    "Forward only rank 0's stdout (stderr of every rank still shows)");
   option("--grace-period", "--grace-period",
          "Seconds between SIGTERM and SIGKILL when stopping ranks");
-  option("--rdzv-timeout", "--rdzv-timeout", "Seconds a node > 0 waits to reach node 0");
+  option("--rdzv-timeout", "--rdzv-timeout",
+         "Seconds a node waits to reach node 0, and a round for its nodes");
+  option("--rdzv-last-call", "--rdzv-last-call",
+         "Elastic runs: seconds a round stays open for more nodes once MIN have joined");
   option("--max-restarts,--max_restarts", "--max-restarts",
          "Times to stop and restart every rank after one fails (not after exit code 2 or "
          "SIGINT/SIGTERM); ranks see TORCHELASTIC_RESTART_COUNT");
@@ -369,8 +378,29 @@ void finish_launch(Command& command, OptionText& text, const std::vector<std::st
   constexpr double kMaxInt = 2147483647.0;
   lo.nproc_per_node = static_cast<int>(number_option("--nproc-per-node", text["--nproc-per-node"],
                                                      1, 4096, true, "an integer in 1..4096"));
-  lo.nnodes = static_cast<int>(
-      number_option("--nnodes", text["--nnodes"], 1, 65536, true, "an integer in 1..65536"));
+  // torchrun's --nnodes MIN:MAX: an elastic run.
+  const std::string nnodes = text["--nnodes"];
+  if (const size_t colon = nnodes.find(':'); colon != std::string::npos) {
+    const std::string allowed = "an integer in 1..65536, or MIN:MAX with 1 <= MIN <= MAX";
+    auto part = [&](const std::string& value) {
+      if (value.empty()) {
+        throw InputError(fmt::format("--nnodes {} is not allowed ({})", nnodes, allowed));
+      }
+      try {
+        return static_cast<int>(number_option("--nnodes", value, 1, 65536, true, allowed));
+      } catch (const InputError&) {
+        throw InputError(fmt::format("--nnodes {} is not allowed ({})", nnodes, allowed));
+      }
+    };
+    lo.min_nnodes = part(nnodes.substr(0, colon));
+    lo.nnodes = part(nnodes.substr(colon + 1));
+    if (lo.min_nnodes > lo.nnodes) {
+      throw InputError(fmt::format("--nnodes {} is not allowed ({})", nnodes, allowed));
+    }
+  } else {
+    lo.nnodes = static_cast<int>(
+        number_option("--nnodes", nnodes, 1, 65536, true, "an integer in 1..65536"));
+  }
   lo.node_rank = static_cast<int>(number_option("--node-rank", text["--node-rank"], 0, kMaxInt,
                                                 true, "an integer >= 0, below --nnodes"));
   lo.master_port = static_cast<int>(number_option("--master-port", text["--master-port"], 0, 65535,
@@ -382,6 +412,8 @@ void finish_launch(Command& command, OptionText& text, const std::vector<std::st
                     fmt::format("an integer in 0..{}", dist::kMaxRestarts)));
   lo.rdzv_timeout_seconds = number_option("--rdzv-timeout", text["--rdzv-timeout"], 0, 86400 * 7,
                                           false, "seconds, a finite number in 0..604800");
+  lo.rdzv_last_call_seconds = number_option("--rdzv-last-call", text["--rdzv-last-call"], 0, 86400,
+                                            false, "seconds, a finite number in 0..86400");
   lo.command = program;
   if (!lo.command.empty() && lo.command[0].rfind("-", 0) == 0) {
     throw InputError(

@@ -16,6 +16,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/distributed/launcher.h"
+#include "lib/distributed/rendezvous.h"
 #include "lib/report/plot.h"
 #include "lib/runtime/allocator.h"
 #include "lib/runtime/signals.h"
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
             "node, outside any launcher",
             rank));
       }
+      command->launch.rendezvous = dist::make_tcp_rendezvous;
       return dist::launch(command->launch);
     }
     if (command->name == "env") return env_command();

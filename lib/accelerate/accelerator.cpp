@@ -125,6 +125,21 @@ SyncGuard::~SyncGuard() {
 // ---------------------------------------------------------------------------------------------
 // Accelerator
 
+int64_t Accelerator::elastic_accumulation(int64_t accumulation) {
+  const dist::DistEnv env = dist::is_initialized() ? dist::environment() : dist::read_dist_env();
+  const int64_t full = env.elastic_world_size;
+  const int64_t here = env.world_size;
+  if (full <= 0 || full == here) return accumulation;
+  if ((accumulation * full) % here != 0) {
+    throw InputError(fmt::format(
+        "elastic run on {} of {} processes: gradient_accumulation_steps {} cannot grow to keep the "
+        "total batch size ({} x {} / {} is not a whole number; choose node counts that divide "
+        "the largest, or a larger gradient_accumulation_steps)",
+        here, full, accumulation, accumulation, full, here));
+  }
+  return accumulation * full / here;
+}
+
 Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)) {
   runtime::configure_allocator();
   autocast_dtype_ = autocast_dtype(options_.mixed_precision());

@@ -120,6 +120,12 @@ class Accelerator {
   // How many times the launcher has restarted this run's processes (torchrun's
   // TORCHELASTIC_RESTART_COUNT; 0 on the first attempt and without a launcher).
   int restart_count() const { return restart_count_; }
+  // An elastic run's gradient accumulation for this world size: `accumulation` (meant for the
+  // world size of the most nodes) times that world size over this one, so the total batch stays
+  // (4 ranks x 1 become 2 x 2). `accumulation` itself outside an elastic run. Throws InputError
+  // when the ratio is not a whole number. Read before an Accelerator exists (it takes the
+  // result).
+  static int64_t elastic_accumulation(int64_t accumulation);
 
   // The model on the device, wrapped in DistributedDataParallel with more than one process, or in
   // FullyShardedDataParallel with the fsdp option (on any number), except with evaluation_mode;

@@ -40,6 +40,20 @@ int report_error(const std::string& prefix) {
     message = e.what_without_backtrace();
   } catch (const std::exception& e) {
     message = e.what();
+    // gloo's own IoException ("[.../gloo/transport/tcp/pair.cc:538] Read error [host]:port:
+    // Connection reset by peer"), raised through DDP's Reducer: a peer died or timed out.
+    const size_t end = message.find("] ");
+    if (message.rfind('[', 0) == 0 && end != std::string::npos && message.find("/gloo/") < end) {
+      // The process group may be gone by now (unwound): the place from the environment.
+      dist::DistEnv env;
+      try {
+        env = dist::read_dist_env();
+      } catch (const std::exception&) {
+      }
+      message = fmt::format("a collective failed on rank {} of {}: {}", env.rank, env.world_size,
+                            message.substr(end + 2));
+      status = dist::kPeerFailureExitCode;
+    }
   } catch (...) {
   }
   std::fprintf(stderr, "%serror: %s\n", prefix.c_str(), base::first_line(message).c_str());

@@ -98,6 +98,7 @@ DistEnv read_dist_env(const GetEnv& getenv) {
         std::string(agent) == "True" || std::string(agent) == "true" || std::string(agent) == "1";
   }
   env.restart_count = get_int("TORCHELASTIC_RESTART_COUNT", 0);
+  env.elastic_world_size = get_int("TRAINER_ELASTIC_WORLD_SIZE", 0);
   return env;
 }
 

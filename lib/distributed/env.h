@@ -20,6 +20,9 @@ struct DistEnv {
   // a client and keys live under /worker/attempt_<restart_count>.
   bool use_agent_store = false;
   int restart_count = 0;
+  // An elastic run (trainer launch --nnodes MIN:MAX): the world size of the most nodes, for which
+  // the arguments' batch is meant (TRAINER_ELASTIC_WORLD_SIZE); 0 otherwise.
+  int elastic_world_size = 0;
   std::string source = "none";  // "torchrun", "slurm", "openmpi" or "none" (one process)
 };
 

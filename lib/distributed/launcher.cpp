@@ -53,7 +53,21 @@ void validate_launch(const LaunchOptions& o) {
   }
   if (o.nnodes < 1)
     throw InputError(fmt::format("--nnodes {} is not allowed (must be >= 1)", o.nnodes));
-  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+  const bool elastic = o.min_nnodes > 0 && o.min_nnodes < o.nnodes;
+  if (o.min_nnodes < 0 || o.min_nnodes > o.nnodes) {
+    throw InputError(fmt::format("--nnodes {}:{} is not allowed (MIN:MAX with 1 <= MIN <= MAX)",
+                                 o.min_nnodes, o.nnodes));
+  }
+  if (!std::isfinite(o.rdzv_last_call_seconds) || o.rdzv_last_call_seconds < 0) {
+    throw InputError(
+        fmt::format("--rdzv-last-call {} is not allowed (seconds, a finite number >= 0)",
+                    o.rdzv_last_call_seconds));
+  }
+  if (elastic && !o.rendezvous) {
+    throw InputError(fmt::format("{}: --nnodes {}:{} (elastic) needs the trainer program", o.name,
+                                 o.min_nnodes, o.nnodes));
+  }
+  if (!elastic && (o.node_rank < 0 || o.node_rank >= o.nnodes)) {
     throw InputError(
         fmt::format("--node-rank {} is not allowed (must be in [0, {}) for --nnodes {})",
                     o.node_rank, o.nnodes, o.nnodes));
@@ -83,7 +97,20 @@ void validate_launch(const LaunchOptions& o) {
         fmt::format("program {} is not an executable file or on PATH{}", o.command[0],
                     std::filesystem::is_directory(o.command[0], ec) ? " (a directory)" : ""));
   }
-  if (o.node_rank == 0) {
+  if (elastic) {
+    // The node whose address is the master's hosts the rendezvous (the first to bind it, when
+    // several nodes share a machine); every other node must reach it.
+    if (!resolves(o.master_addr)) {
+      throw InputError(
+          fmt::format("--master-addr {} is not a known host name or address", o.master_addr));
+    }
+    if (!is_local_address(o.master_addr) &&
+        !reachable(o.master_addr, o.master_port, o.rdzv_timeout_seconds)) {
+      throw InputError(
+          fmt::format("--master-addr {}:{} was not reachable within {} s (is its node running?)",
+                      o.master_addr, o.master_port, o.rdzv_timeout_seconds));
+    }
+  } else if (o.node_rank == 0) {
     if (o.master_port != 0 && port_is_busy(o.master_port)) {
       throw InputError(
           fmt::format("--master-port {} is busy on this machine (another run or program holds it; "
@@ -131,25 +158,80 @@ int launch(const LaunchOptions& o) {
 
 LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) {
   validate_launch(options);
-  const int world_size = options.nnodes * options.nproc_per_node;
+  // Several nodes agree on each attempt through the rendezvous (node 0's launcher hosts it).
+  std::unique_ptr<NodeRendezvous> rendezvous;
+  const bool several =
+      options.nnodes > 1 || (options.min_nnodes > 0 && options.min_nnodes < options.nnodes);
+  if (several && options.rendezvous) rendezvous = options.rendezvous(options);
   SignalScope signals;
   Watchdog watchdog;  // one for every attempt: it watches each attempt's ranks
   LaunchResult result;
-  for (int restarts = 0;; ++restarts) {
+  // Restarts after a failure count against max_restarts; a round that only took in a node that
+  // waited to join does not.
+  int restarts = 0;
+  for (int attempts = 0;; ++attempts) {
     LaunchOptions o = options;
+    int attempt_number = restarts;
+    if (rendezvous) {
+      NodeRendezvous::Round round = rendezvous->join();
+      o.node_rank = round.node_rank;
+      o.nnodes = round.nnodes;
+      o.master_addr = round.master_addr;
+      o.master_port = round.master_port;
+      attempt_number = round.number;
+      if (options.min_nnodes > 0 && options.min_nnodes < options.nnodes)
+        o.elastic_world_size = options.nnodes * options.nproc_per_node;
+      if (round.number > 0 || o.elastic_world_size > 0) {
+        write_stderr(fmt::format("{}: round {}: {} node{} ({}), world size {}; this is node {}\n",
+                                 o.name, round.number, round.nnodes, round.nnodes == 1 ? "" : "s",
+                                 fmt::join(round.addresses, ", "), round.nnodes * o.nproc_per_node,
+                                 round.node_rank));
+      }
+    }
+    const int world_size = o.nnodes * o.nproc_per_node;
     if (o.master_port == 0) o.master_port = free_port();  // a fresh one for each attempt
-    Attempt attempt = run_attempt(o, world_size, restarts, rank_main, signals, watchdog);
+    StopPoll poll;
+    if (rendezvous) poll = [&rendezvous] { return rendezvous->poll(); };
+    Attempt attempt =
+        run_attempt(o, world_size, attempt_number, rank_main, signals, watchdog, poll);
     result.exit_code = attempt.exit_code;
     result.failed_rank = attempt.failed_rank;
     result.restarts = restarts;
     int interrupted = attempt.interrupted;
-    if (!interrupted && attempt.exit_code == 0) return result;
+    if (!interrupted && attempt.exit_code == 0 && attempt.stopped_for.empty()) {
+      if (rendezvous) rendezvous->finished();
+      return result;
+    }
+    if (!interrupted && !attempt.stopped_for.empty()) {
+      // Another node asked every node to stop: a new round, counted as a restart when a node
+      // failed or was lost.
+      const bool joining = attempt.stopped_for.find("waits to join") != std::string::npos;
+      if (!joining && restarts >= o.max_restarts) {
+        result.exit_code = 1;
+        result.message =
+            o.max_restarts > 0
+                ? fmt::format("{}: {}; stopped every rank; gave up after {} restart{}", o.name,
+                              attempt.stopped_for, restarts, restarts == 1 ? "" : "s")
+                : fmt::format("{}: {}; stopped every rank", o.name, attempt.stopped_for);
+        return result;
+      }
+      if (!joining) ++restarts;
+      write_stderr(fmt::format("{}: {}; stopped every rank; {}\n", o.name, attempt.stopped_for,
+                               joining ? "a new round takes it in"
+                                       : fmt::format("restarting every rank (restart {} of {})",
+                                                     restarts, o.max_restarts)));
+      continue;
+    }
+    if (rendezvous && !interrupted && attempt.exit_code != 0) {
+      std::string lost = rendezvous->report_failure(attempt.failure);
+      if (!lost.empty()) attempt.failure = lost + "; " + attempt.failure;
+    }
     // Bad input (exit code 2: every rank read the same arguments) and an interruption end the
     // run: a restart could not help.
     bool restart = !interrupted && attempt.exit_code != 2 && restarts < o.max_restarts;
     bool port_free = true;
     if (restart) interrupted = signals.pending_interrupt();
-    if (restart && !interrupted && o.node_rank == 0 && options.master_port != 0)
+    if (restart && !interrupted && !rendezvous && o.node_rank == 0 && options.master_port != 0)
       port_free = wait_for_free_port(o.master_port, kPortWaitSeconds, signals, interrupted);
     std::string failure = fmt::format("{}: {}", o.name, attempt.failure);
     if (interrupted) {
@@ -170,8 +252,9 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
                                    failure, o.master_port, kPortWaitSeconds);
       return result;
     }
-    write_stderr(fmt::format("{}; restarting every rank (restart {} of {})\n", failure,
-                             restarts + 1, o.max_restarts));
+    ++restarts;
+    write_stderr(fmt::format("{}; restarting every rank (restart {} of {})\n", failure, restarts,
+                             o.max_restarts));
   }
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,9 +25,19 @@ class LaunchError : public std::runtime_error {
   int status_;
 };
 
+class NodeRendezvous;
+struct LaunchOptions;
+
+// Makes the rendezvous of a run on several nodes (nnodes > 1 or min_nnodes < nnodes); set by the
+// programs that link c10d (make_tcp_rendezvous), absent in torch-free callers.
+using RendezvousFactory = std::function<std::unique_ptr<NodeRendezvous>(const LaunchOptions&)>;
+
 struct LaunchOptions {
   int nproc_per_node = 1;
-  int nnodes = 1;
+  int nnodes = 1;  // with min_nnodes: the most nodes (torchrun's --nnodes MIN:MAX)
+  // Elastic runs: the fewest nodes a round may start with (0: nnodes, a static run). Nodes then
+  // take their node rank from the rendezvous, in the order they joined.
+  int min_nnodes = 0;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;     // 0 (one node only): a port that is free when the ranks start
@@ -36,9 +47,42 @@ struct LaunchOptions {
   // most this many times (0..kMaxRestarts). Not after bad input (the rank named exited 2) or an
   // interruption. Each attempt's ranks see TORCHELASTIC_RESTART_COUNT = restarts so far.
   int max_restarts = 0;
-  double rdzv_timeout_seconds = 60.0;   // how long a node > 0 waits to reach the master
+  double rdzv_timeout_seconds = 60.0;  // how long a node > 0 waits to reach the master
+  // Elastic runs: once min_nnodes have joined a round, how long it stays open for more.
+  double rdzv_last_call_seconds = 5.0;
+  RendezvousFactory rendezvous;
+  // Set by run_ranks for an elastic run's ranks (TRAINER_ELASTIC_WORLD_SIZE): the world size of
+  // the most nodes, for which the arguments' batch is meant.
+  int elastic_world_size = 0;
   std::vector<std::string> command;     // PROGRAM [ARGS...] (trainer launch only)
   std::string name = "trainer launch";  // how the launcher's own lines begin
+};
+
+// The nodes of a run agreeing, before each attempt, on who takes part (torchrun's rendezvous),
+// and learning while the ranks run that every node must stop them: one node's ranks failed, a
+// node was lost (no heartbeat), or a node waits to join (elastic).
+class NodeRendezvous {
+ public:
+  virtual ~NodeRendezvous() = default;
+  struct Round {
+    int number = 0;  // the same on every node of the round; the ranks' TORCHELASTIC_RESTART_COUNT
+    int node_rank = 0;
+    int nnodes = 1;
+    std::string master_addr;  // where the round's rank 0 hosts the ranks' TCPStore
+    int master_port = 0;
+    std::vector<std::string> addresses;  // every node's address, by node rank
+  };
+  // Blocks until a round closes with this node in it. Throws std::runtime_error (one line) when
+  // none does within the rendezvous timeout or the rendezvous is lost.
+  virtual Round join() = 0;
+  // Called while this node's ranks run (often; it reaches the network about once a second): a
+  // heartbeat, and why every node must stop its ranks now ("" while none).
+  virtual std::string poll() = 0;
+  // This node's ranks failed (`what`): tells the other nodes; returns the nodes found lost
+  // meanwhile ("node 1 (192.0.2.2) was lost: ..."), or "".
+  virtual std::string report_failure(const std::string& what) = 0;
+  // This node's ranks all ended well.
+  virtual void finished() = 0;
 };
 
 // The largest LaunchOptions::max_restarts allowed.

@@ -45,8 +45,9 @@ void emit_lines(std::string& buffer, int fd, const std::string& prefix, bool sho
 // The attempt while it runs.
 class AttemptRun {
  public:
-  AttemptRun(const LaunchOptions& o, const SignalScope& signals, Watchdog& watchdog)
-      : o_(o), signals_(signals), watchdog_(watchdog) {}
+  AttemptRun(const LaunchOptions& o, const SignalScope& signals, Watchdog& watchdog,
+             const StopPoll& poll)
+      : o_(o), signals_(signals), watchdog_(watchdog), poll_(poll) {}
 
   // Forks every rank of this node; on a failure, kills those already started and rethrows.
   void start_ranks(int world_size, int restart_count, const RankMain& rank_main) {
@@ -80,6 +81,16 @@ class AttemptRun {
         return r.out_fd >= 0 || r.err_fd >= 0;
       });
       if (all_exited && !pipes_open) break;
+      // The rendezvous: a heartbeat on every pass (it keeps beating while ranks stop), and a
+      // request from another node to stop every rank.
+      if (poll_ && !all_exited) {
+        std::string why = poll_();
+        if (!why.empty() && attempt_.stopped_for.empty() && !attempt_.interrupted &&
+            attempt_.failure.empty()) {
+          attempt_.stopped_for = why;
+          stop_all();
+        }
+      }
       if (kill_at_ && Clock::now() >= *kill_at_) {
         signal_all(ranks_, SIGKILL);
         kill_at_ = Clock::now() + std::chrono::hours(24);
@@ -135,7 +146,7 @@ class AttemptRun {
       r.exited = true;
       r.status = status;
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (ok || attempt_.interrupted) continue;
+      if (ok || attempt_.interrupted || !attempt_.stopped_for.empty()) continue;
       record_failure(r, status);
       stop_all();
     }
@@ -233,6 +244,7 @@ class AttemptRun {
   const LaunchOptions& o_;
   const SignalScope& signals_;
   Watchdog& watchdog_;
+  const StopPoll& poll_;
   std::vector<Rank> ranks_;
   Attempt attempt_;
   int failure_priority_ = -1;
@@ -243,8 +255,9 @@ class AttemptRun {
 }  // namespace
 
 Attempt run_attempt(const LaunchOptions& o, int world_size, int restart_count,
-                    const RankMain& rank_main, const SignalScope& signals, Watchdog& watchdog) {
-  AttemptRun attempt(o, signals, watchdog);
+                    const RankMain& rank_main, const SignalScope& signals, Watchdog& watchdog,
+                    const StopPoll& poll) {
+  AttemptRun attempt(o, signals, watchdog, poll);
   attempt.start_ranks(world_size, restart_count, rank_main);
   return attempt.run();
 }

@@ -3,6 +3,7 @@
 // interrupted, and the failure to name chosen.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "lib/distributed/launcher.h"
@@ -16,13 +17,20 @@ struct Attempt {
   std::string failure;  // "rank N (local rank L, pid P) exited with code C"; empty on success
   int failed_rank = -1;
   int interrupted = 0;  // SIGINT or SIGTERM to the launcher, forwarded to every rank
+  // Why the rendezvous stopped every rank (another node's failure, a lost node, a node waiting
+  // to join); empty when it did not.
+  std::string stopped_for;
 };
+
+// Asked while the ranks run: why every rank must stop now, or "".
+using StopPoll = std::function<std::string()>;
 
 // Starts this node's ranks (the attempt after `restart_count` restarts), forwards their output,
 // stops them all when one fails or the launcher is interrupted, and returns once every rank is
 // reaped and its output drained. Throws std::runtime_error when a rank cannot be started (the
 // ranks already started are killed first).
 Attempt run_attempt(const LaunchOptions& o, int world_size, int restart_count,
-                    const RankMain& rank_main, const SignalScope& signals, Watchdog& watchdog);
+                    const RankMain& rank_main, const SignalScope& signals, Watchdog& watchdog,
+                    const StopPoll& poll = nullptr);
 
 }  // namespace trainer::dist

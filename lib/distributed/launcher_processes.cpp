@@ -200,6 +200,9 @@ std::vector<std::pair<std::string, std::string>> rank_environment(const LaunchOp
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
       {"TORCHELASTIC_USE_AGENT_STORE", "False"}};
+  if (o.elastic_world_size > 0) {
+    env.emplace_back("TRAINER_ELASTIC_WORLD_SIZE", std::to_string(o.elastic_world_size));
+  }
   if (!std::getenv("OMP_NUM_THREADS")) {
     long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
     env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1L, cores / o.nproc_per_node)));

@@ -3,6 +3,7 @@
 #include "lib/distributed/process_group.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 
@@ -13,6 +14,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/text.h"
 #include "lib/distributed/c10d.h"
+#include "lib/distributed/launcher_network.h"
 #include "lib/runtime/error_text.h"
 
 namespace trainer::dist {
@@ -111,13 +113,47 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const DistEnv& env, std::chrono::mill
   return c10::make_intrusive<c10d::PrefixStore>("default_pg/", store);
 }
 
+// Where Gloo listens: the interfaces GLOO_SOCKET_IFNAME names (comma-separated, as PyTorch reads
+// it); else, when the master is another machine, the address of the interface that reaches it (the
+// host name may resolve to 127.0.0.1, which no other node could connect to); else Gloo's default
+// (the host name's address, or loopback).
+std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const DistEnv& env) {
+  std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
+  const char* names = std::getenv("GLOO_SOCKET_IFNAME");
+  if (names && *names) {
+    std::string list = names;
+    for (size_t start = 0; start <= list.size();) {
+      const size_t end = std::min(list.find(',', start), list.size());
+      const std::string name = base::trimmed(list.substr(start, end - start));
+      start = end + 1;
+      if (name.empty()) continue;
+      if (!std::filesystem::exists("/sys/class/net/" + name)) {
+        throw InputError(
+            fmt::format("GLOO_SOCKET_IFNAME names interface {}, which this machine does not have{}",
+                        name, env.world_size > 1 ? fmt::format(" (rank {})", env.rank) : ""));
+      }
+      devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+    }
+    if (!devices.empty()) return devices;
+  }
+  if (env.world_size > 1 && !is_loopback(env.master_addr)) {
+    const std::string local = local_address_towards(env.master_addr, env.master_port);
+    if (!local.empty()) {
+      devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
+      return devices;
+    }
+  }
+  devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  return devices;
+}
+
 c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& backend,
                                                const c10::intrusive_ptr<c10d::Store>& store,
                                                const DistEnv& env,
                                                std::chrono::milliseconds timeout) {
   if (backend == "gloo") {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    options->devices = gloo_devices(env);
     return c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, options);
   }
 #ifdef USE_C10D_NCCL

@@ -18,30 +18,18 @@
 #include "lib/base/files.h"
 #include "lib/io/safetensors.h"
 #include "tests/test_util.h"
+#include "tests/torch_test_util.h"
 #include "trainer/checkpoint_manifest.h"
 
 namespace trainer {
 namespace sharding_test {
 
+using testing::relative_difference;
 using testing::run;
 using testing::slurp;
 using testing::TempDir;
 
 const std::string kCorpus = "/usr/share/games/fortunes/fortunes";
-
-// ‖a - b‖ / ‖a‖ over every tensor of two weight files with the same names.
-double relative_difference(const std::string& a_path, const std::string& b_path) {
-  io::NamedTensors a = io::load_safetensors(a_path), b = io::load_safetensors(b_path);
-  EXPECT_EQ(a.size(), b.size());
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    torch::Tensor x = a[i].second.to(torch::kDouble), y = b[i].second.to(torch::kDouble);
-    diff += (x - y).pow(2).sum().item<double>();
-    norm += x.pow(2).sum().item<double>();
-  }
-  return std::sqrt(diff / norm);
-}
 
 class Sharding : public ::testing::Test {
  protected:

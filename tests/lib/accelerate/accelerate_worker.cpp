@@ -19,6 +19,12 @@
 //                                        example it reads appended to FILE.<rank>; --stop-at
 //                                        raises SIGTERM at step K (the Trainer saves and stops),
 //                                        --resume continues from the newest checkpoint
+//   accelerate_worker elastic --out DIR --seen PREFIX [--batch B] [--epochs E] [--save-steps K]
+//                             [--step-ms MS]
+//                                        resume-count's Trainer for E epochs under an elastic
+//                                        launch: PREFIX.<round>.<rank> gets "step N" before each
+//                                        step's examples; resumes by itself in rounds after the
+//                                        first; each step lasts at least MS; saves DIR's model
 //   accelerate_worker pss --shared 0|1 [--cache-dir DIR]
 //                                        every rank loads Fashion-MNIST's training split (mapped
 //                                        from the shared cache, or decoded privately) and reads
@@ -33,15 +39,15 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
-#include "lib/models/models.h"
-#include "lib/data/dataloader.h"
-#include "lib/data/mnist.h"
 #include "lib/accelerate/accelerator.h"
 #include "lib/accelerate/launch.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
-#include "lib/runtime/signals.h"
 #include "lib/base/text.h"
+#include "lib/data/dataloader.h"
+#include "lib/data/mnist.h"
+#include "lib/models/models.h"
+#include "lib/runtime/signals.h"
 #include "tests/worker_flags.h"
 #include "trainer/trainer.h"
 
@@ -200,6 +206,50 @@ int resume_count(int argc, char** argv) {
   return 0;
 }
 
+// Writes "step N" to a file before each step, then sleeps `ms` after it.
+class StepMarker : public TrainerCallback {
+ public:
+  StepMarker(const std::string& path, int ms) : out_(std::fopen(path.c_str(), "a")), ms_(ms) {}
+  ~StepMarker() override { std::fclose(out_); }
+  void on_step_begin(const TrainingArguments&, TrainerState& state, TrainerControl&) override {
+    std::fprintf(out_, "step %lld\n", static_cast<long long>(state.global_step + 1));
+    std::fflush(out_);
+  }
+  void on_step_end(const TrainingArguments&, TrainerState&, TrainerControl&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+  }
+
+ private:
+  std::FILE* out_;
+  int ms_;
+};
+
+int elastic(int argc, char** argv) {
+  runtime::catch_interrupts("accelerate_worker: ");
+  runtime::defer_interrupts();
+  auto args = TrainingArguments()
+                  .output_dir(flag(argc, argv, "--out", ""))
+                  .disable_tqdm(true)
+                  .learning_rate(1e-2)
+                  .num_train_epochs(std::stod(flag(argc, argv, "--epochs", "2")))
+                  .logging_steps(4)
+                  .save_steps(std::stoll(flag(argc, argv, "--save-steps", "2")))
+                  .ddp_timeout(30)
+                  .per_device_train_batch_size(std::stoll(flag(argc, argv, "--batch", "8")));
+  Accelerator probe;  // this process's round and rank, for the file name
+  const std::string seen = fmt::format("{}.{}.{}", flag(argc, argv, "--seen", ""),
+                                       probe.restart_count(), probe.process_index());
+  auto dataset = std::make_shared<RecordingDataset>(synthetic(512, 5), seen);
+  torch::manual_seed(11);
+  auto model = std::make_shared<TinyNet>();
+  std::vector<std::shared_ptr<TrainerCallback>> callbacks = {
+      std::make_shared<StepMarker>(seen, std::stoi(flag(argc, argv, "--step-ms", "0")))};
+  Trainer trainer(model, args, dataset, nullptr, data::default_collate, nullptr, callbacks);
+  trainer.train();
+  trainer.save_model();
+  return 0;
+}
+
 int evaluate(int argc, char** argv) {
   auto args = TrainingArguments().output_dir("unused").per_device_eval_batch_size(
       std::stoll(flag(argc, argv, "--batch", "64")));
@@ -308,6 +358,7 @@ int main(int argc, char** argv) {
     if (mode == "launch-ok") return launch_ok(argc, argv);
     if (mode == "pss") return pss(argc, argv);
     if (mode == "resume-count") return resume_count(argc, argv);
+    if (mode == "elastic") return elastic(argc, argv);
     std::fprintf(stderr, "accelerate_worker: unknown mode '%s'\n", mode.c_str());
     return 2;
   } catch (...) {

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <thread>
 
+#include <sys/wait.h>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -46,15 +48,67 @@ TEST(Launcher, Rank0OnlyHidesTheOtherRanksOutput) {
 }
 
 TEST(Launcher, NodeShareOfTheWorld) {
-  // Node 1 of 2 with 2 ranks each: global ranks 2 and 3 of 4; node 0's master must be reachable,
-  // so stand one up.
-  testing::PortHolder master;
+  // Node 1 of 2 with 2 ranks each: global ranks 2 and 3 of 4, once node 0's launcher (hosting the
+  // rendezvous) has taken it in.
+  TempDir dir;
+  const std::string port = std::to_string(testing::free_port());
+  const std::string ranks = " sh -c 'echo $RANK $WORLD_SIZE $GROUP_RANK'";
+  int node0 = testing::start({"/bin/sh", "-c",
+                              kTrainer + " launch --nnodes 2 --node-rank 0 --nproc-per-node 2 " +
+                                  "--master-port " + port + ranks},
+                             dir.file("node0"), dir.file("node0.err"));
   auto result =
-      run(kTrainer + " launch --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-port " +
-          std::to_string(master.port()) + " sh -c 'echo $RANK $WORLD_SIZE $GROUP_RANK'");
+      run(kTrainer + " launch --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-port " + port +
+          ranks);
+  int status = 0;
+  ::waitpid(node0, &status, 0);
   ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(status, 0) << testing::slurp(dir.file("node0.err"));
   EXPECT_NE(result.out.find("[rank2]: 2 4 1\n"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("[rank3]: 3 4 1\n"), std::string::npos) << result.out;
+  EXPECT_NE(testing::slurp(dir.file("node0")).find("[rank0]: 0 4 0\n"), std::string::npos);
+}
+
+TEST(Launcher, ElasticNodesTakeTheirPlacesFromTheRendezvous) {
+  // Two elastic launchers on this machine: the first to bind the port hosts the rendezvous; both
+  // join one round of 2 nodes.
+  TempDir dir;
+  const std::string port = std::to_string(testing::free_port());
+  const std::string node =
+      kTrainer + " launch --nnodes 1:2 --nproc-per-node 1 --rdzv-last-call 30 " + "--master-port " +
+      port + " sh -c 'echo $RANK $WORLD_SIZE $TRAINER_ELASTIC_WORLD_SIZE'";
+  int first = testing::start({"/bin/sh", "-c", node}, dir.file("a"), dir.file("a.err"));
+  auto second = run(node);
+  int status = 0;
+  ::waitpid(first, &status, 0);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(status, 0) << testing::slurp(dir.file("a.err"));
+  const std::string both = testing::slurp(dir.file("a")) + second.out;
+  EXPECT_NE(both.find("[rank0]: 0 2 2\n"), std::string::npos) << both;
+  EXPECT_NE(both.find("[rank1]: 1 2 2\n"), std::string::npos) << both;
+  // One node alone: the round closes with it once the last call passed, at half the world size.
+  auto alone = run(kTrainer + " launch --nnodes 1:2 --nproc-per-node 2 --rdzv-last-call 0.2 " +
+                   "--master-port " + std::to_string(testing::free_port()) +
+                   " sh -c 'echo $RANK $WORLD_SIZE $TRAINER_ELASTIC_WORLD_SIZE'");
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_NE(alone.out.find("[rank1]: 1 2 4\n"), std::string::npos) << alone.out;
+  EXPECT_NE(alone.err.find("trainer launch: round 0: 1 node (127.0.0.1), world size 2; this is "
+                           "node 0\n"),
+            std::string::npos)
+      << alone.err;
+}
+
+TEST(Launcher, AnElasticNodeAloneBelowMinEndsWithOneLineWithinTheTimeout) {
+  const std::string port = std::to_string(testing::free_port());
+  const double start = testing::now_seconds();
+  auto result =
+      run(kTrainer + " launch --nnodes 2:3 --rdzv-timeout 1 --master-port " + port + " true");
+  EXPECT_LT(testing::now_seconds() - start, 10);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err,
+            "trainer: error: trainer launch: only 1 of at least 2 nodes joined the "
+            "rendezvous at 127.0.0.1:" +
+                port + " within 1 s\n");
 }
 
 TEST(Launcher, AFailingRankStopsTheOthers) {
@@ -262,6 +316,14 @@ TEST(Launcher, BadOptionsAreOneLineAndExitTwo) {
   }
   expect_launch_error("--max_restarts 1001 true",
                       "--max-restarts 1001 is not allowed (an integer in 0..1000)");
+  for (const char* nodes : {"3:2", "0:2", "1:", ":2", "a:2", "1:2:3"}) {
+    expect_launch_error(fmt::format("--nnodes {} true", nodes),
+                        fmt::format("--nnodes {} is not allowed (an integer in 1..65536, or "
+                                    "MIN:MAX with 1 <= MIN <= MAX)",
+                                    nodes));
+  }
+  expect_launch_error("--nnodes 1:2 --rdzv-last-call -1 true",
+                      "--rdzv-last-call -1 is not allowed (seconds, a finite number in 0..86400)");
 }
 
 }  // namespace launcher_test

@@ -1,0 +1,371 @@
+// The launchers' rendezvous on a c10d TCPStore. Keys: "round" (the round now forming or running),
+// "round<k>/count" and "round<k>/node<i>" (who joined, in order), "round<k>/final" (how many take
+// part, set once), "round<k>/master" (the ranks' store, chosen by the round's node 0),
+// "round<k>/restart" (why every node must stop its ranks, set once), "round<k>/done<i>", and
+// "beat/<node>" (a counter each launcher adds to once a second).
+#include "lib/distributed/rendezvous.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <map>
+#include <stdexcept>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+#include <c10/util/Logging.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "lib/distributed/c10d.h"
+#include "lib/distributed/launcher_network.h"
+#include "lib/runtime/error_text.h"
+
+namespace trainer::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Seconds = std::chrono::duration<double>;
+
+// now + `seconds`, on the steady clock.
+Clock::time_point after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(Seconds(seconds));
+}
+
+// How long one store operation may wait (a node whose link went down answers nothing).
+constexpr std::chrono::milliseconds kStoreTimeout{10000};
+
+using Store = c10::intrusive_ptr<c10d::TCPStore>;
+
+std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+std::string text_of(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
+
+class TcpRendezvous : public NodeRendezvous {
+ public:
+  explicit TcpRendezvous(const LaunchOptions& o)
+      : o_(o), elastic_(o.min_nnodes > 0 && o.min_nnodes < o.nnodes) {
+    address_ = local_address_towards(o.master_addr, o.master_port);
+    if (address_.empty()) address_ = o.master_addr;
+    id_ = fmt::format("{}#{}", address_, ::getpid());
+    host_ = elastic_ ? is_local_address(o.master_addr) : o.node_rank == 0;
+    connect();
+    if (host_) compare_set("round", "", "0");
+  }
+
+  Round join() override {
+    // The round just ended gives way to the next (whichever node gets here first moves it on).
+    if (round_ >= 0) compare_set("round", std::to_string(round_), std::to_string(round_ + 1));
+    Clock::time_point deadline = after(o_.rdzv_timeout_seconds);
+    while (true) {
+      const int k = std::stoi(get("round"));
+      const std::string pre = fmt::format("round{}/", k);
+      int position = o_.node_rank;
+      int nodes = o_.nnodes;
+      if (elastic_) {
+        if (check(pre + "final")) {
+          // The round runs without this node: every node stops for the next, which takes it in.
+          ask_restart(pre, fmt::format("a node ({}) waits to join", address_));
+          wait_for_round_after(k, deadline);
+          continue;
+        }
+        position = static_cast<int>(add(pre + "count", 1)) - 1;
+        set(pre + fmt::format("node{}", position), id_);
+        nodes = close_round(pre, deadline);
+        if (position >= nodes) {
+          ask_restart(pre, fmt::format("a node ({}) waits to join", address_));
+          deadline = after(o_.rdzv_timeout_seconds);
+          wait_for_round_after(k, deadline);
+          continue;
+        }
+      } else {
+        set(pre + fmt::format("node{}", position), id_);
+        for (int i = 0; i < nodes; ++i) {
+          const std::string key = pre + fmt::format("node{}", i);
+          while (!check(key)) {
+            if (Clock::now() >= deadline) {
+              throw std::runtime_error(fmt::format(
+                  "{}: node {} did not join round {} of the rendezvous at {}:{} within {} s",
+                  o_.name, i, k, o_.master_addr, o_.master_port, o_.rdzv_timeout_seconds));
+            }
+            beat();
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+        }
+      }
+      Round round;
+      round.number = k;
+      round.node_rank = position;
+      round.nnodes = nodes;
+      members_.clear();
+      for (int i = 0; i < nodes; ++i) {
+        std::string id = get(pre + fmt::format("node{}", i));
+        members_.push_back(id);
+        round.addresses.push_back(id.substr(0, id.rfind('#')));
+      }
+      if (position == 0) {
+        const std::string master = fmt::format("{}:{}", address_, free_port());
+        set(pre + "master", master);
+      }
+      const std::string master = get(pre + "master");
+      round.master_addr = master.substr(0, master.rfind(':'));
+      round.master_port = std::stoi(master.substr(master.rfind(':') + 1));
+      round_ = k;
+      prefix_ = pre;
+      position_ = position;
+      round_info_ = round;
+      seen_.clear();
+      return round;
+    }
+  }
+
+  std::string poll() override {
+    if (Clock::now() < next_poll_) return "";
+    next_poll_ = Clock::now() + std::chrono::seconds(1);
+    try {
+      beat();
+      if (check(prefix_ + "restart")) return get(prefix_ + "restart");
+      if (std::string lost = lost_nodes(); !lost.empty()) {
+        ask_restart(prefix_, lost);
+        return get(prefix_ + "restart");
+      }
+      return "";
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+
+  std::string report_failure(const std::string& what) override {
+    try {
+      ask_restart(prefix_, fmt::format("node {} ({}): {}", position_, address_, what));
+      // Which nodes are gone: those whose heartbeat does not move for kNodeLostSeconds (a live
+      // launcher beats once a second, also while it stops its ranks). Done as soon as every
+      // other node has beaten since now.
+      std::map<std::string, int64_t> before;
+      for (size_t i = 0; i < members_.size(); ++i) {
+        if (static_cast<int>(i) != position_) before[members_[i]] = add("beat/" + members_[i], 0);
+      }
+      const Clock::time_point until = after(kNodeLostSeconds + 0.5);
+      while (Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        beat();
+        bool all_beat = true;
+        for (const auto& [id, value] : before) all_beat = all_beat && add("beat/" + id, 0) != value;
+        if (all_beat) return "";
+        if (std::string lost = lost_nodes(); !lost.empty()) return lost;
+      }
+      return lost_nodes();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+
+  void finished() override {
+    try {
+      set(prefix_ + fmt::format("done{}", position_), "1");
+      if (!host_) return;
+      // The host keeps the store up until every node has said it is done (or a while passed).
+      auto until = Clock::now() + std::chrono::seconds(10);
+      for (size_t i = 0; i < members_.size(); ++i) {
+        while (!check(prefix_ + fmt::format("done{}", i)) && Clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    } catch (const std::exception&) {
+      // The run is over; a node that left early is no error.
+    }
+  }
+
+ private:
+  // The store: hosted here (the server), or reached at master_addr:master_port.
+  void connect() {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(o_.master_port);
+    options.waitWorkers = false;
+    options.timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(std::max(1.0, o_.rdzv_timeout_seconds) * 1000));
+    // c10d logs every failed connection attempt with a backtrace; the one error line says it.
+    const int previous = FLAGS_caffe2_log_level;
+    if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = 3;
+    std::string cause;
+    for (int tries = 0; tries < 2 && !store_; ++tries) {
+      options.isServer = host_;
+      try {
+        store_ = c10::make_intrusive<c10d::TCPStore>(o_.master_addr, options);
+      } catch (const c10::Error& e) {
+        cause = runtime::error_line(e);
+        // Several elastic nodes on one machine: the first to bind hosts, the others join it.
+        if (host_ && elastic_ && cause.find("EADDRINUSE") != std::string::npos) {
+          host_ = false;
+          continue;
+        }
+        break;
+      }
+    }
+    FLAGS_caffe2_log_level = previous;
+    if (!store_) {
+      throw std::runtime_error(fmt::format("{}: {} the rendezvous at {}:{} within {} s: {}",
+                                           o_.name, host_ ? "could not host" : "could not reach",
+                                           o_.master_addr, o_.master_port, o_.rdzv_timeout_seconds,
+                                           cause));
+    }
+    store_->setTimeout(kStoreTimeout);
+  }
+
+  // The store's operations. Each runs on a thread of its own and is waited for at most
+  // kStoreTimeout (a node whose link went down answers nothing, and c10d's client would wait on
+  // its socket for ever): past it, or on an error, the store counts as lost for good (a thread
+  // still waiting keeps its own reference to the store) and every call throws one line.
+  template <typename F>
+  auto call(F&& operation) -> decltype(operation(std::declval<const Store&>())) {
+    using Result = decltype(operation(std::declval<const Store&>()));
+    if (!lost_.empty()) throw std::runtime_error(lost_);
+    auto promise = std::make_shared<std::promise<Result>>();
+    std::future<Result> future = promise->get_future();
+    std::thread([promise, store = store_, operation = std::forward<F>(operation)]() mutable {
+      try {
+        if constexpr (std::is_void_v<Result>) {
+          operation(store);
+          promise->set_value();
+        } else {
+          promise->set_value(operation(store));
+        }
+      } catch (...) {
+        promise->set_exception(std::current_exception());
+      }
+    }).detach();
+    if (future.wait_for(kStoreTimeout) != std::future_status::ready) {
+      lost_ = fmt::format("the rendezvous at {}:{} was lost: no answer within {} s", o_.master_addr,
+                          o_.master_port, kStoreTimeout.count() / 1000);
+      throw std::runtime_error(lost_);
+    }
+    try {
+      return future.get();
+    } catch (const std::exception& e) {
+      std::string cause = e.what();
+      if (auto* error = dynamic_cast<const c10::Error*>(&e)) cause = runtime::error_line(*error);
+      lost_ = fmt::format("the rendezvous at {}:{} was lost (its node is gone?): {}",
+                          o_.master_addr, o_.master_port, cause.substr(0, cause.find('\n')));
+      throw std::runtime_error(lost_);
+    }
+  }
+  std::string get(const std::string& key) {
+    return call([key](const Store& store) { return text_of(store->get(key)); });
+  }
+  void set(const std::string& key, const std::string& value) {
+    call([key, value](const Store& store) { store->set(key, bytes_of(value)); });
+  }
+  int64_t add(const std::string& key, int64_t delta) {
+    return call([key, delta](const Store& store) { return store->add(key, delta); });
+  }
+  bool check(const std::string& key) {
+    return call([key](const Store& store) { return store->check({key}); });
+  }
+  void compare_set(const std::string& key, const std::string& expected,
+                   const std::string& desired) {
+    call([key, expected, desired](const Store& store) {
+      store->compareSet(key, bytes_of(expected), bytes_of(desired));
+    });
+  }
+
+  // Adds to this node's heartbeat, at most once a second.
+  void beat() {
+    if (Clock::now() < next_beat_) return;
+    next_beat_ = Clock::now() + std::chrono::seconds(1);
+    add("beat/" + id_, 1);
+  }
+
+  // The members of the round whose heartbeat has not moved for kNodeLostSeconds ("" when none).
+  std::string lost_nodes() {
+    std::vector<std::string> lost;
+    const auto now = Clock::now();
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (static_cast<int>(i) == position_) continue;
+      const int64_t value = add("beat/" + members_[i], 0);
+      auto [it, fresh] = seen_.try_emplace(members_[i], Seen{value, now});
+      if (!fresh && value != it->second.value) it->second = Seen{value, now};
+      const double silent = Seconds(now - it->second.changed).count();
+      if (silent >= kNodeLostSeconds) {
+        const std::string& id = members_[i];
+        lost.push_back(fmt::format("node {} ({}) was lost: no heartbeat for {:.0f} s", i,
+                                   id.substr(0, id.rfind('#')), std::max(silent, 0.0)));
+      }
+    }
+    std::string text;
+    for (const auto& line : lost) text += (text.empty() ? "" : "; ") + line;
+    return text;
+  }
+
+  void ask_restart(const std::string& pre, const std::string& why) {
+    compare_set(pre + "restart", "", why);
+  }
+
+  // The round closes: with every node, or with at least min_nnodes once the last call passed.
+  // Returns how many nodes take part.
+  int close_round(const std::string& pre, Clock::time_point deadline) {
+    std::optional<Clock::time_point> enough_since;
+    while (true) {
+      if (check(pre + "final")) return std::stoi(get(pre + "final"));
+      beat();
+      const int64_t joined = add(pre + "count", 0);
+      if (joined >= o_.nnodes) {
+        compare_set(pre + "final", "", std::to_string(o_.nnodes));
+        continue;
+      }
+      if (joined >= o_.min_nnodes) {
+        if (!enough_since) enough_since = Clock::now();
+        if (Seconds(Clock::now() - *enough_since).count() >= o_.rdzv_last_call_seconds) {
+          compare_set(pre + "final", "", std::to_string(joined));
+          continue;
+        }
+      }
+      if (Clock::now() >= deadline) {
+        throw std::runtime_error(fmt::format(
+            "{}: only {} of at least {} nodes joined the rendezvous at {}:{} within {} s", o_.name,
+            joined, o_.min_nnodes, o_.master_addr, o_.master_port, o_.rdzv_timeout_seconds));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  // Until "round" moves past k (the running nodes stopped for the next round).
+  void wait_for_round_after(int k, Clock::time_point deadline) {
+    while (std::stoi(get("round")) <= k) {
+      if (Clock::now() >= deadline) {
+        throw std::runtime_error(
+            fmt::format("{}: the nodes of round {} did not start a new round within {} s", o_.name,
+                        k, o_.rdzv_timeout_seconds));
+      }
+      beat();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  struct Seen {
+    int64_t value = 0;
+    Clock::time_point changed;
+  };
+
+  LaunchOptions o_;
+  bool elastic_ = false;
+  bool host_ = false;
+  std::string address_;  // this node's address on the interface that reaches the master
+  std::string id_;       // address#pid: several nodes may share a machine
+  Store store_;
+  std::string lost_;  // why the store is lost, once it is
+  int round_ = -1;
+  std::string prefix_;
+  int position_ = 0;
+  Round round_info_;
+  std::vector<std::string> members_;
+  std::map<std::string, Seen> seen_;
+  Clock::time_point next_beat_{};
+  Clock::time_point next_poll_{};
+};
+
+}  // namespace
+
+std::unique_ptr<NodeRendezvous> make_tcp_rendezvous(const LaunchOptions& options) {
+  return std::make_unique<TcpRendezvous>(options);
+}
+
+}  // namespace trainer::dist
