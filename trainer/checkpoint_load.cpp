@@ -99,33 +99,59 @@ json located(const std::string& key, json value) {
 
 std::optional<Trainer::Resumable> Trainer::checkpoint_to_resume(
     const std::optional<std::string>& requested) const {
-  std::optional<Resumable> found = newest_or_requested_checkpoint(requested);
-  // save_on_each_node: every node found the newest of its own copies; they resume from the
-  // newest step that every node has (a node stopped inside a save may lack the last one).
   std::optional<std::string> wanted = requested ? requested : args_.resume_from_checkpoint();
   const bool newest = !wanted || *wanted == "true";
-  if (!args_.save_on_each_node() || !newest || accelerator_->num_processes() == 1) return found;
+  if (!args_.save_on_each_node() || !newest || accelerator_->num_processes() == 1)
+    return newest_or_requested_checkpoint(requested);
+  // save_on_each_node: every node finds the newest of its own copies; they resume from the
+  // newest step that every node has (a node stopped inside a save may lack the last one). A
+  // copy that one node cannot resume stops every node, not that one alone.
+  auto largest = [&](double value) {
+    return accelerator_
+        ->reduce(torch::tensor({value}, torch::kDouble).to(device()), Reduction::kMax)
+        .item<double>();
+  };
+  // Every node learns whether one could not go on (each collective here runs on every node).
+  auto agree_no_problem = [&](const std::string& problem) {
+    if (largest(problem.empty() ? 0.0 : 1.0) > 0) {
+      throw InputError(problem.empty()
+                           ? "save_on_each_node: another node cannot resume from its copy of the "
+                             "checkpoint (its error says why)"
+                           : problem);
+    }
+  };
+  std::optional<Resumable> found;
+  std::string problem;
+  try {
+    found = newest_or_requested_checkpoint(requested);
+  } catch (const InputError& e) {
+    problem = e.what();
+  }
+  agree_no_problem(problem);
   const int64_t mine = found ? found->manifest.global_step : -1;
-  const int64_t agreed =
-      -accelerator_
-           ->reduce(torch::tensor({static_cast<double>(-mine)}, torch::kDouble).to(device()),
-                    Reduction::kMax)
-           .item<double>();
-  if (agreed == mine) return found;
-  if (agreed < 0) {
-    throw InputError(fmt::format(
-        "save_on_each_node: a node has no checkpoint in output_dir {} while this one has {}; "
-        "copy it there, or start over without resuming",
-        args_.output_dir(), found->dir));
+  const auto agreed = static_cast<int64_t>(-largest(-static_cast<double>(mine)));
+  if (agreed != mine) {
+    const std::string dir = checkpoint_path(args_.output_dir(), agreed);
+    if (agreed < 0) {
+      problem = fmt::format(
+          "save_on_each_node: a node has no checkpoint in output_dir {} while this one has {}; "
+          "copy it there, or start over without resuming",
+          args_.output_dir(), found->dir);
+    } else if (!base::is_directory(dir)) {
+      problem = fmt::format(
+          "save_on_each_node: the nodes' newest common checkpoint is step {}, which {} lacks on "
+          "this node",
+          agreed, dir);
+    } else {
+      try {
+        found = Resumable{dir, verify_checkpoint(dir)};
+      } catch (const InputError& e) {
+        problem = e.what();
+      }
+    }
   }
-  const std::string dir = checkpoint_path(args_.output_dir(), agreed);
-  if (!base::is_directory(dir)) {
-    throw InputError(fmt::format(
-        "save_on_each_node: the nodes' newest common checkpoint is step {}, which {} lacks on this "
-        "node",
-        agreed, dir));
-  }
-  return Resumable{dir, verify_checkpoint(dir)};
+  agree_no_problem(problem);
+  return found;
 }
 
 std::optional<Trainer::Resumable> Trainer::newest_or_requested_checkpoint(
@@ -257,7 +283,6 @@ Trainer::SavedState Trainer::read_saved_state(const Resumable& checkpoint) const
 
 void Trainer::load_weights_and_optimizer(const Resumable& checkpoint, const SavedState& saved) {
   const std::string& dir = checkpoint.dir;
-  auto source = [&](const char* file) { return base::join_path(dir, file); };
   if (accelerator_->sharded_model()) {
     // Each process its slices of the weights and the moments, from the files that hold them.
     load_sharded_state(dir, checkpoint.manifest, /*with_optimizer=*/true);

@@ -202,11 +202,30 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
       if (rendezvous) rendezvous->finished();
       return result;
     }
+    // This node's ranks failed: every node learns the round's first reason to stop, so that all
+    // decide alike (another node's may have come first: a node waiting to join).
+    std::string lost;
+    bool final = false;
+    if (rendezvous && !interrupted && attempt.stopped_for.empty() && attempt.exit_code != 0) {
+      NodeRendezvous::Stop stop = rendezvous->report_failure(attempt.failure);
+      lost = stop.lost;
+      final = stop.final;
+      if (!final && !stop.reason.empty() &&
+          stop.reason.find("waits to join") != std::string::npos) {
+        attempt.stopped_for = stop.reason;
+      }
+    }
+    if (rendezvous && !interrupted && !attempt.stopped_for.empty() && rendezvous->given_up()) {
+      result.exit_code = 1;
+      result.message = fmt::format("{}: {}; stopped every rank", o.name, attempt.stopped_for);
+      return result;
+    }
     if (!interrupted && !attempt.stopped_for.empty()) {
       // Another node asked every node to stop: a new round, counted as a restart when a node
       // failed or was lost.
       const bool joining = attempt.stopped_for.find("waits to join") != std::string::npos;
       if (!joining && restarts >= o.max_restarts) {
+        if (rendezvous) rendezvous->give_up(attempt.stopped_for);
         result.exit_code = 1;
         result.message =
             o.max_restarts > 0
@@ -222,18 +241,20 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
                                                      restarts, o.max_restarts)));
       continue;
     }
-    if (rendezvous && !interrupted && attempt.exit_code != 0) {
-      std::string lost = rendezvous->report_failure(attempt.failure);
-      if (!lost.empty()) attempt.failure = lost + "; " + attempt.failure;
-    }
+    if (!lost.empty()) attempt.failure = lost + "; " + attempt.failure;
     // Bad input (exit code 2: every rank read the same arguments) and an interruption end the
     // run: a restart could not help.
-    bool restart = !interrupted && attempt.exit_code != 2 && restarts < o.max_restarts;
+    bool restart = !interrupted && !final && attempt.exit_code != 2 && restarts < o.max_restarts;
     bool port_free = true;
     if (restart) interrupted = signals.pending_interrupt();
     if (restart && !interrupted && !rendezvous && o.node_rank == 0 && options.master_port != 0)
       port_free = wait_for_free_port(o.master_port, kPortWaitSeconds, signals, interrupted);
     std::string failure = fmt::format("{}: {}", o.name, attempt.failure);
+    if (rendezvous && (interrupted || !restart)) {
+      rendezvous->give_up(interrupted
+                              ? fmt::format("node {} was interrupted", o.node_rank)
+                              : fmt::format("node {} gave up: {}", o.node_rank, attempt.failure));
+    }
     if (interrupted) {
       result.message = fmt::format("{}: interrupted by {}; stopped every rank", o.name,
                                    runtime::signal_name(interrupted));

@@ -78,10 +78,20 @@ class NodeRendezvous {
   // Called while this node's ranks run (often; it reaches the network about once a second): a
   // heartbeat, and why every node must stop its ranks now ("" while none).
   virtual std::string poll() = 0;
-  // This node's ranks failed (`what`): tells the other nodes; returns the nodes found lost
-  // meanwhile ("node 1 (192.0.2.2) was lost: ..."), or "".
-  virtual std::string report_failure(const std::string& what) = 0;
-  // This node's ranks all ended well.
+  // What every node of a round learns when it ends early.
+  struct Stop {
+    std::string reason;  // the round's first reason to stop (the same on every node)
+    std::string lost;    // the nodes found lost ("node 1 (192.0.2.2) was lost: ..."), or ""
+    bool final = false;  // a node gave up (gave_up): no node starts another round
+  };
+  // This node's ranks failed (`what`): tells the other nodes, and returns what they all learn.
+  virtual Stop report_failure(const std::string& what) = 0;
+  // This node will not start another round (bad input, no restarts left, interrupted): every
+  // other node ends too instead of waiting for it.
+  virtual void give_up(const std::string& why) = 0;
+  // Whether a node gave up in this round (known from poll or report_failure).
+  virtual bool given_up() const = 0;
+  // This node's ranks all ended well: the host keeps the rendezvous until every node has.
   virtual void finished() = 0;
 };
 

@@ -83,9 +83,9 @@ class AttemptRun {
       if (all_exited && !pipes_open) break;
       // The rendezvous: a heartbeat on every pass (it keeps beating while ranks stop), and a
       // request from another node to stop every rank.
-      if (poll_ && !all_exited) {
+      if (poll_) {
         std::string why = poll_();
-        if (!why.empty() && attempt_.stopped_for.empty() && !attempt_.interrupted &&
+        if (!why.empty() && !all_exited && attempt_.stopped_for.empty() && !attempt_.interrupted &&
             attempt_.failure.empty()) {
           attempt_.stopped_for = why;
           stop_all();

@@ -64,8 +64,10 @@ class TcpRendezvous : public NodeRendezvous {
       int nodes = o_.nnodes;
       if (elastic_) {
         if (check(pre + "final")) {
-          // The round runs without this node: every node stops for the next, which takes it in.
-          ask_restart(pre, fmt::format("a node ({}) waits to join", address_));
+          // The round runs without this node: every node stops for the next, which takes it in
+          // (unless the round is full already: this node then stands by for a later one).
+          if (std::stoi(get(pre + "final")) < o_.nnodes)
+            ask_restart(pre, fmt::format("a node ({}) waits to join", address_));
           wait_for_round_after(k, deadline);
           continue;
         }
@@ -73,12 +75,20 @@ class TcpRendezvous : public NodeRendezvous {
         set(pre + fmt::format("node{}", position), id_);
         nodes = close_round(pre, deadline);
         if (position >= nodes) {
-          ask_restart(pre, fmt::format("a node ({}) waits to join", address_));
+          if (nodes < o_.nnodes)
+            ask_restart(pre, fmt::format("a node ({}) waits to join", address_));
           deadline = after(o_.rdzv_timeout_seconds);
           wait_for_round_after(k, deadline);
           continue;
         }
       } else {
+        if (check(pre + "final")) {
+          // The round formed without this node (its launcher started again while the others
+          // run): they stop for the next round.
+          ask_restart(pre, fmt::format("a node ({}) waits to join", address_));
+          wait_for_round_after(k, deadline);
+          continue;
+        }
         set(pre + fmt::format("node{}", position), id_);
         for (int i = 0; i < nodes; ++i) {
           const std::string key = pre + fmt::format("node{}", i);
@@ -103,6 +113,7 @@ class TcpRendezvous : public NodeRendezvous {
         members_.push_back(id);
         round.addresses.push_back(id.substr(0, id.rfind('#')));
       }
+      if (!elastic_ && position == 0) compare_set(pre + "final", "", std::to_string(nodes));
       if (position == 0) {
         const std::string master = fmt::format("{}:{}", address_, free_port());
         set(pre + "master", master);
@@ -124,6 +135,10 @@ class TcpRendezvous : public NodeRendezvous {
     next_poll_ = Clock::now() + std::chrono::seconds(1);
     try {
       beat();
+      if (check(prefix_ + "abort")) {
+        given_up_ = true;
+        return get(prefix_ + "abort");
+      }
       if (check(prefix_ + "restart")) return get(prefix_ + "restart");
       if (std::string lost = lost_nodes(); !lost.empty()) {
         ask_restart(prefix_, lost);
@@ -135,9 +150,12 @@ class TcpRendezvous : public NodeRendezvous {
     }
   }
 
-  std::string report_failure(const std::string& what) override {
+  Stop report_failure(const std::string& what) override {
+    Stop stop;
     try {
       ask_restart(prefix_, fmt::format("node {} ({}): {}", position_, address_, what));
+      stop.reason = get(prefix_ + "restart");
+      stop.final = given_up_ = check(prefix_ + "abort");
       // Which nodes are gone: those whose heartbeat does not move for kNodeLostSeconds (a live
       // launcher beats once a second, also while it stops its ranks). Done as soon as every
       // other node has beaten since now.
@@ -151,24 +169,46 @@ class TcpRendezvous : public NodeRendezvous {
         beat();
         bool all_beat = true;
         for (const auto& [id, value] : before) all_beat = all_beat && add("beat/" + id, 0) != value;
-        if (all_beat) return "";
-        if (std::string lost = lost_nodes(); !lost.empty()) return lost;
+        if (all_beat) return stop;
+        if (std::string lost = lost_nodes(); !lost.empty()) {
+          stop.lost = lost;
+          return stop;
+        }
       }
-      return lost_nodes();
+      stop.lost = lost_nodes();
     } catch (const std::exception& e) {
-      return e.what();
+      stop.lost = e.what();
+    }
+    return stop;
+  }
+
+  void give_up(const std::string& why) override {
+    given_up_ = true;
+    try {
+      compare_set(prefix_ + "abort", "", why);
+      ask_restart(prefix_, why);
+    } catch (const std::exception&) {
+      // The rendezvous is gone already: nobody waits.
     }
   }
+
+  bool given_up() const override { return given_up_; }
 
   void finished() override {
     try {
       set(prefix_ + fmt::format("done{}", position_), "1");
       if (!host_) return;
-      // The host keeps the store up until every node has said it is done (or a while passed).
-      auto until = Clock::now() + std::chrono::seconds(10);
-      for (size_t i = 0; i < members_.size(); ++i) {
-        while (!check(prefix_ + fmt::format("done{}", i)) && Clock::now() < until)
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      // The host keeps the store up until every node is done, or silent for kNodeLostSeconds.
+      while (true) {
+        bool waiting = false;
+        for (size_t i = 0; i < members_.size(); ++i) {
+          if (static_cast<int>(i) == position_ || check(prefix_ + fmt::format("done{}", i)))
+            continue;
+          waiting = waiting || silent_seconds(members_[i]) < kNodeLostSeconds;
+        }
+        if (!waiting) return;
+        beat();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     } catch (const std::exception&) {
       // The run is over; a node that left early is no error.
@@ -274,16 +314,22 @@ class TcpRendezvous : public NodeRendezvous {
     add("beat/" + id_, 1);
   }
 
+  // Seconds since node `id`'s heartbeat last moved, as this launcher has watched it.
+  double silent_seconds(const std::string& id) {
+    const auto now = Clock::now();
+    const int64_t value = add("beat/" + id, 0);
+    auto [it, fresh] = seen_.try_emplace(id, Seen{value, now});
+    if (!fresh && value != it->second.value) it->second = Seen{value, now};
+    return Seconds(now - it->second.changed).count();
+  }
+
   // The members of the round whose heartbeat has not moved for kNodeLostSeconds ("" when none).
   std::string lost_nodes() {
     std::vector<std::string> lost;
-    const auto now = Clock::now();
     for (size_t i = 0; i < members_.size(); ++i) {
-      if (static_cast<int>(i) == position_) continue;
-      const int64_t value = add("beat/" + members_[i], 0);
-      auto [it, fresh] = seen_.try_emplace(members_[i], Seen{value, now});
-      if (!fresh && value != it->second.value) it->second = Seen{value, now};
-      const double silent = Seconds(now - it->second.changed).count();
+      // A node whose ranks all ended well stops beating when its launcher exits.
+      if (static_cast<int>(i) == position_ || check(prefix_ + fmt::format("done{}", i))) continue;
+      const double silent = silent_seconds(members_[i]);
       if (silent >= kNodeLostSeconds) {
         const std::string& id = members_[i];
         lost.push_back(fmt::format("node {} ({}) was lost: no heartbeat for {:.0f} s", i,
@@ -352,6 +398,7 @@ class TcpRendezvous : public NodeRendezvous {
   std::string id_;       // address#pid: several nodes may share a machine
   Store store_;
   std::string lost_;  // why the store is lost, once it is
+  bool given_up_ = false;
   int round_ = -1;
   std::string prefix_;
   int position_ = 0;

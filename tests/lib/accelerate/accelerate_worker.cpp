@@ -177,17 +177,22 @@ class RaiseAtStep : public TrainerCallback {
   int64_t step_;
 };
 
+// resume-count's and elastic's arguments: --out, --batch (default `batch`), a fast rate.
+TrainingArguments recording_arguments(int argc, char** argv, const char* batch) {
+  return TrainingArguments()
+      .output_dir(flag(argc, argv, "--out", ""))
+      .disable_tqdm(true)
+      .learning_rate(1e-2)
+      .per_device_train_batch_size(std::stoll(flag(argc, argv, "--batch", batch)));
+}
+
 int resume_count(int argc, char** argv) {
   runtime::catch_interrupts("accelerate_worker: ");
   runtime::defer_interrupts();
-  auto args = TrainingArguments()
-                  .output_dir(flag(argc, argv, "--out", ""))
-                  .disable_tqdm(true)
-                  .learning_rate(1e-2)
+  auto args = recording_arguments(argc, argv, "64")
                   .num_train_epochs(1)
                   .logging_steps(2)
-                  .save_strategy("no")
-                  .per_device_train_batch_size(std::stoll(flag(argc, argv, "--batch", "64")));
+                  .save_strategy("no");
   bool resume = false;
   for (int i = 2; i < argc; ++i) resume = resume || std::string(argv[i]) == "--resume";
   if (resume) args.resume_from_checkpoint("true");
@@ -227,15 +232,11 @@ class StepMarker : public TrainerCallback {
 int elastic(int argc, char** argv) {
   runtime::catch_interrupts("accelerate_worker: ");
   runtime::defer_interrupts();
-  auto args = TrainingArguments()
-                  .output_dir(flag(argc, argv, "--out", ""))
-                  .disable_tqdm(true)
-                  .learning_rate(1e-2)
+  auto args = recording_arguments(argc, argv, "8")
                   .num_train_epochs(std::stod(flag(argc, argv, "--epochs", "2")))
                   .logging_steps(4)
                   .save_steps(std::stoll(flag(argc, argv, "--save-steps", "2")))
-                  .ddp_timeout(30)
-                  .per_device_train_batch_size(std::stoll(flag(argc, argv, "--batch", "8")));
+                  .ddp_timeout(30);
   Accelerator probe;  // this process's round and rank, for the file name
   const std::string seen = fmt::format("{}.{}.{}", flag(argc, argv, "--seen", ""),
                                        probe.restart_count(), probe.process_index());
