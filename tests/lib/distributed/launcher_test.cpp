@@ -98,6 +98,36 @@ TEST(Launcher, ElasticNodesTakeTheirPlacesFromTheRendezvous) {
       << alone.err;
 }
 
+TEST(Launcher, AnElasticNodeBeyondMaxStandsByWithoutStoppingTheRound) {
+  // Two launchers fill a round of --nnodes 1:2; a third, come later, neither joins nor stops it:
+  // it waits for a round that never comes and ends with one line after --rdzv-timeout.
+  TempDir dir;
+  const std::string port = std::to_string(testing::free_port());
+  const std::string node = kTrainer + " launch --nnodes 1:2 --rdzv-last-call 30 --master-port " +
+                           port + " sh -c 'sleep 4; echo $RANK $WORLD_SIZE'";
+  int first = testing::start({"/bin/sh", "-c", node}, dir.file("a"), dir.file("a.err"));
+  int second = testing::start({"/bin/sh", "-c", node}, dir.file("b"), dir.file("b.err"));
+  for (int i = 0; i < 100 && testing::slurp(dir.file("a.err")).find("round 0") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto third = run(kTrainer + " launch --nnodes 1:2 --rdzv-timeout 1 --master-port " + port +
+                   " sh -c 'echo never'");
+  int status_a = 0, status_b = 0;
+  ::waitpid(first, &status_a, 0);
+  ::waitpid(second, &status_b, 0);
+  EXPECT_EQ(status_a, 0) << testing::slurp(dir.file("a.err"));
+  EXPECT_EQ(status_b, 0) << testing::slurp(dir.file("b.err"));
+  const std::string both = testing::slurp(dir.file("a")) + testing::slurp(dir.file("b"));
+  EXPECT_NE(both.find("[rank0]: 0 2\n"), std::string::npos) << both;
+  EXPECT_NE(both.find("[rank1]: 1 2\n"), std::string::npos) << both;
+  EXPECT_EQ(third.exit_code, 1);
+  EXPECT_EQ(third.out, "");
+  EXPECT_EQ(third.err,
+            "trainer: error: trainer launch: the nodes of round 0 did not start a new "
+            "round within 1 s\n");
+}
+
 TEST(Launcher, AnElasticNodeAloneBelowMinEndsWithOneLineWithinTheTimeout) {
   const std::string port = std::to_string(testing::free_port());
   const double start = testing::now_seconds();
