@@ -238,6 +238,46 @@ TEST_F(Multinode, SaveOnEachNodeGivesEveryNodeItsOwnWholeCheckpointsAndResumesFr
               slurp(dir.file("disk1") + "/model.safetensors"));
 }
 
+TEST_F(Multinode, GlooSocketIfnameNamesTheInterfaceAndAnUnknownOneEndsEveryNodeWithOneLine) {
+  TempDir dir;
+  testing::write_mnist_dir(dir.file("data"), 64, 16, false);
+  auto train = [&](const std::string& out) {
+    return testing::command_line(testing::train_argv(
+        dir.file("data"), out,
+        {"--per_device_train_batch_size", "8", "--max_steps", "2", "--save_strategy", "no",
+         "--disable_tqdm", "true", "--ddp_timeout", "30"}));
+  };
+  auto both = [&](const std::string& interface1, int port, const std::string& out) {
+    int pids[2];
+    for (int node = 0; node < 2; ++node) {
+      const std::string interface = node == 0 ? "eth0" : interface1;
+      pids[node] = start_on_node(
+          node, "env GLOO_SOCKET_IFNAME=" + interface + " " + launch_on(node, port, train(out)),
+          dir.file(fmt::format("{}-node{}", port, node)));
+    }
+    return std::make_pair(wait_exit(pids[0]), wait_exit(pids[1]));
+  };
+  auto [ok0, ok1] = both("eth0", 29417, dir.file("out"));
+  EXPECT_EQ(ok0, 0) << slurp(dir.file("29417-node0.err"));
+  EXPECT_EQ(ok1, 0) << slurp(dir.file("29417-node1.err"));
+  // Node 1's ranks refuse the interface (bad input: node 1 gives up), and node 0's launcher,
+  // told so by the rendezvous, stops its ranks rather than letting them wait 30 s.
+  const double start = testing::now_seconds();
+  auto [bad0, bad1] = both("nosuch0", 29418, dir.file("bad"));
+  const std::string err0 = slurp(dir.file("29418-node0.err")),
+                    err1 = slurp(dir.file("29418-node1.err"));
+  EXPECT_LT(testing::now_seconds() - start, 25);
+  EXPECT_EQ(bad1, 2) << err1;
+  EXPECT_NE(bad0, 0) << err0;
+  EXPECT_NE(err1.find("[rank2]: trainer: error: GLOO_SOCKET_IFNAME names interface nosuch0, "
+                      "which this machine does not have (rank 2)"),
+            std::string::npos)
+      << err1;
+  const std::string last0 = testing::lines_of(err0).back();
+  EXPECT_EQ(last0.rfind("trainer launch: node 1 (192.0.2.2): rank ", 0), 0u) << err0;
+  EXPECT_NE(last0.find(" exited with code 2; stopped every rank"), std::string::npos) << err0;
+}
+
 // What a seen file of the elastic worker holds: the examples read for each step.
 using StepExamples = std::map<int64_t, std::vector<int64_t>>;
 StepExamples read_steps(const std::string& path) {
