@@ -186,13 +186,7 @@ std::optional<FsdpPlan> TrainingArguments::fsdp_plan() const {
     } else if (key == "transformer_layer_cls_to_wrap") {
       if (value.is_string()) {
         // Accelerate's form: class names separated by commas.
-        const std::string names = value.get<std::string>();
-        for (size_t i = 0; i <= names.size();) {
-          size_t end = std::min(names.find(',', i), names.size());
-          std::string name = base::trimmed(names.substr(i, end - i));
-          if (!name.empty()) plan.layer_classes.push_back(name);
-          i = end + 1;
-        }
+        plan.layer_classes = base::comma_list(value.get<std::string>());
         if (plan.layer_classes.empty()) throw bad("a class name or a list of them");
       } else if (value.is_array() && !value.empty()) {
         for (const auto& item : value) {

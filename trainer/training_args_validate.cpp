@@ -190,11 +190,11 @@ void TrainingArguments::validate_stopping() const {
 void TrainingArguments::validate_devices() const {
   check(seed_ >= 0, "seed", std::to_string(seed_), "must be >= 0");
   check(!(bf16_ && fp16_), "fp16", "true", "bf16 is true too; choose one mixed precision");
-  check(!(fp16_ && !fsdp_.empty() && fsdp_.find("no_shard") == std::string::npos), "fp16", "true",
+  const bool sharded = !fsdp_.empty() && fsdp_.find("no_shard") == std::string::npos;
+  check(!(fp16_ && sharded), "fp16", "true",
         "fsdp shards the gradients, and fp16's loss scaling would need every process's overflow "
         "check (not built): use bf16");
-  check(!(save_on_each_node_ && !fsdp_.empty() && fsdp_.find("no_shard") == std::string::npos),
-        "save_on_each_node", "true",
+  check(!(save_on_each_node_ && sharded), "save_on_each_node", "true",
         "fsdp's checkpoints are every rank's own slices, which each node would need (not built); "
         "use a shared file system");
   if (ddp_backend_) check_choice("ddp_backend", *ddp_backend_, {"gloo", "nccl"});

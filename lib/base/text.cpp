@@ -92,6 +92,17 @@ std::string trimmed(std::string_view text, std::string_view blanks) {
   return std::string(text.substr(begin, end - begin + 1));
 }
 
+std::vector<std::string> comma_list(std::string_view text) {
+  std::vector<std::string> items;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    std::string item = trimmed(text.substr(start, end - start));
+    if (!item.empty()) items.push_back(std::move(item));
+    start = end + 1;
+  }
+  return items;
+}
+
 std::string shown_text(std::string_view text, size_t max_bytes) {
   std::string out;
   for (size_t i = 0; i < text.size() && i < max_bytes; ++i) {

@@ -38,6 +38,9 @@ bool ends_with(std::string_view text, std::string_view end);
 // `text` without the leading and trailing characters of `blanks`.
 std::string trimmed(std::string_view text, std::string_view blanks = " \t");
 
+// The items of a comma-separated list ("a, b,,c" -> a, b, c): each trimmed, empty ones left out.
+std::vector<std::string> comma_list(std::string_view text);
+
 // Text from a file as an error line quotes it: its first `max_bytes` bytes, control characters
 // as \xNN, and "..." when it was cut.
 std::string shown_text(std::string_view text, size_t max_bytes = 40);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lib/base/errors.h"
+#include "lib/base/text.h"
 #include "lib/distributed/launcher_attempt.h"
 #include "lib/distributed/launcher_network.h"
 #include "lib/distributed/launcher_processes.h"
@@ -46,6 +47,14 @@ bool wait_for_free_port(int port, double seconds, const SignalScope& signals, in
 
 }  // namespace
 
+std::string join_request(const std::string& address) {
+  return fmt::format("a node ({}) waits to join", address);
+}
+
+bool is_join_request(const std::string& reason) {
+  return base::starts_with(reason, "a node (") && base::ends_with(reason, ") waits to join");
+}
+
 void validate_launch(const LaunchOptions& o) {
   if (o.nproc_per_node < 1) {
     throw InputError(
@@ -53,7 +62,7 @@ void validate_launch(const LaunchOptions& o) {
   }
   if (o.nnodes < 1)
     throw InputError(fmt::format("--nnodes {} is not allowed (must be >= 1)", o.nnodes));
-  const bool elastic = o.min_nnodes > 0 && o.min_nnodes < o.nnodes;
+  const bool elastic = is_elastic(o);
   if (o.min_nnodes < 0 || o.min_nnodes > o.nnodes) {
     throw InputError(fmt::format("--nnodes {}:{} is not allowed (MIN:MAX with 1 <= MIN <= MAX)",
                                  o.min_nnodes, o.nnodes));
@@ -160,16 +169,15 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
   validate_launch(options);
   // Several nodes agree on each attempt through the rendezvous (node 0's launcher hosts it).
   std::unique_ptr<NodeRendezvous> rendezvous;
-  const bool several =
-      options.nnodes > 1 || (options.min_nnodes > 0 && options.min_nnodes < options.nnodes);
-  if (several && options.rendezvous) rendezvous = options.rendezvous(options);
+  if ((options.nnodes > 1 || is_elastic(options)) && options.rendezvous)
+    rendezvous = options.rendezvous(options);
   SignalScope signals;
   Watchdog watchdog;  // one for every attempt: it watches each attempt's ranks
   LaunchResult result;
   // Restarts after a failure count against max_restarts; a round that only took in a node that
   // waited to join does not.
   int restarts = 0;
-  for (int attempts = 0;; ++attempts) {
+  while (true) {
     LaunchOptions o = options;
     int attempt_number = restarts;
     if (rendezvous) {
@@ -179,8 +187,7 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
       o.master_addr = round.master_addr;
       o.master_port = round.master_port;
       attempt_number = round.number;
-      if (options.min_nnodes > 0 && options.min_nnodes < options.nnodes)
-        o.elastic_world_size = options.nnodes * options.nproc_per_node;
+      if (is_elastic(options)) o.elastic_world_size = options.nnodes * options.nproc_per_node;
       if (round.number > 0 || o.elastic_world_size > 0) {
         write_stderr(fmt::format("{}: round {}: {} node{} ({}), world size {}; this is node {}\n",
                                  o.name, round.number, round.nnodes, round.nnodes == 1 ? "" : "s",
@@ -210,8 +217,7 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
       NodeRendezvous::Stop stop = rendezvous->report_failure(attempt.failure);
       lost = stop.lost;
       final = stop.final;
-      if (!final && !stop.reason.empty() &&
-          stop.reason.find("waits to join") != std::string::npos) {
+      if (!final && is_join_request(stop.reason)) {
         attempt.stopped_for = stop.reason;
       }
     }
@@ -223,7 +229,7 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
     if (!interrupted && !attempt.stopped_for.empty()) {
       // Another node asked every node to stop: a new round, counted as a restart when a node
       // failed or was lost.
-      const bool joining = attempt.stopped_for.find("waits to join") != std::string::npos;
+      const bool joining = is_join_request(attempt.stopped_for);
       if (!joining && restarts >= o.max_restarts) {
         if (rendezvous) rendezvous->give_up(attempt.stopped_for);
         result.exit_code = 1;

@@ -95,6 +95,16 @@ class NodeRendezvous {
   virtual void finished() = 0;
 };
 
+// Whether `o` is an elastic run (--nnodes MIN:MAX with MIN < MAX).
+inline bool is_elastic(const LaunchOptions& o) {
+  return o.min_nnodes > 0 && o.min_nnodes < o.nnodes;
+}
+
+// The reason a node gives when it waits to join a running round: every node stops its ranks for
+// a new round that takes it in, which is no failure (not counted against max_restarts).
+std::string join_request(const std::string& address);
+bool is_join_request(const std::string& reason);
+
 // The largest LaunchOptions::max_restarts allowed.
 inline constexpr int kMaxRestarts = 1000;
 

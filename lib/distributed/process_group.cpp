@@ -121,12 +121,7 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const DistE
   std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
   const char* names = std::getenv("GLOO_SOCKET_IFNAME");
   if (names && *names) {
-    std::string list = names;
-    for (size_t start = 0; start <= list.size();) {
-      const size_t end = std::min(list.find(',', start), list.size());
-      const std::string name = base::trimmed(list.substr(start, end - start));
-      start = end + 1;
-      if (name.empty()) continue;
+    for (const std::string& name : base::comma_list(names)) {
       if (!std::filesystem::exists("/sys/class/net/" + name)) {
         throw InputError(
             fmt::format("GLOO_SOCKET_IFNAME names interface {}, which this machine does not have{}",

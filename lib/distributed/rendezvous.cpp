@@ -43,8 +43,7 @@ std::string text_of(const std::vector<uint8_t>& bytes) { return {bytes.begin(), 
 
 class TcpRendezvous : public NodeRendezvous {
  public:
-  explicit TcpRendezvous(const LaunchOptions& o)
-      : o_(o), elastic_(o.min_nnodes > 0 && o.min_nnodes < o.nnodes) {
+  explicit TcpRendezvous(const LaunchOptions& o) : o_(o), elastic_(is_elastic(o)) {
     address_ = local_address_towards(o.master_addr, o.master_port);
     if (address_.empty()) address_ = o.master_addr;
     id_ = fmt::format("{}#{}", address_, ::getpid());
@@ -66,8 +65,7 @@ class TcpRendezvous : public NodeRendezvous {
         if (check(pre + "final")) {
           // The round runs without this node: every node stops for the next, which takes it in
           // (unless the round is full already: this node then stands by for a later one).
-          if (std::stoi(get(pre + "final")) < o_.nnodes)
-            ask_restart(pre, fmt::format("a node ({}) waits to join", address_));
+          if (std::stoi(get(pre + "final")) < o_.nnodes) ask_restart(pre, join_request(address_));
           wait_for_round_after(k, deadline);
           continue;
         }
@@ -75,8 +73,7 @@ class TcpRendezvous : public NodeRendezvous {
         set(pre + fmt::format("node{}", position), id_);
         nodes = close_round(pre, deadline);
         if (position >= nodes) {
-          if (nodes < o_.nnodes)
-            ask_restart(pre, fmt::format("a node ({}) waits to join", address_));
+          if (nodes < o_.nnodes) ask_restart(pre, join_request(address_));
           deadline = after(o_.rdzv_timeout_seconds);
           wait_for_round_after(k, deadline);
           continue;
@@ -85,7 +82,7 @@ class TcpRendezvous : public NodeRendezvous {
         if (check(pre + "final")) {
           // The round formed without this node (its launcher started again while the others
           // run): they stop for the next round.
-          ask_restart(pre, fmt::format("a node ({}) waits to join", address_));
+          ask_restart(pre, join_request(address_));
           wait_for_round_after(k, deadline);
           continue;
         }
@@ -124,7 +121,6 @@ class TcpRendezvous : public NodeRendezvous {
       round_ = k;
       prefix_ = pre;
       position_ = position;
-      round_info_ = round;
       seen_.clear();
       return round;
     }
@@ -402,7 +398,6 @@ class TcpRendezvous : public NodeRendezvous {
   int round_ = -1;
   std::string prefix_;
   int position_ = 0;
-  Round round_info_;
   std::vector<std::string> members_;
   std::map<std::string, Seen> seen_;
   Clock::time_point next_beat_{};
