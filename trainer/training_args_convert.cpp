@@ -170,7 +170,7 @@ json text_to_json(const std::string& text) {
   const std::string start = base::trimmed(text, " \t\n");
   if (parsed.is_discarded() && !start.empty() && (start[0] == '{' || start[0] == '[')) {
     try {
-      (void)json::parse(text);
+      [[maybe_unused]] const json again = json::parse(text);  // throws, saying where and why
     } catch (const json::exception& e) {
       throw InputError(fmt::format("{} is not valid JSON: {}", base::shown_text(text),
                                    base::json_error_text(e)));

@@ -663,7 +663,9 @@ TEST_F(BadInput, AFullDiskIsOneLineAndKeepsTheEarlierFiles) {
   // No temporary file left, nothing replaced; the earlier checkpoint waits, as it was.
   auto after = contents(out);
   for (const auto& [name, text] : before) {
-    if (name != "checkpoint-1") EXPECT_EQ(after[name], text) << name;
+    if (name != "checkpoint-1") {
+      EXPECT_EQ(after[name], text) << name;
+    }
   }
   EXPECT_EQ(after.size(), before.size());
   EXPECT_EQ(contents(out + "/earlier-checkpoints/checkpoint-1"), earlier_checkpoint);

@@ -95,7 +95,9 @@ TEST(Lora, TrainableCountsArePeftsAndTheBaseIsFrozen) {
       const std::string& key = item.key();
       const bool lora =
           key.find(".lora_A.") != std::string::npos || key.find(".lora_B.") != std::string::npos;
-      if (lora) EXPECT_TRUE(item.value().requires_grad()) << name << " " << key;
+      if (lora) {
+        EXPECT_TRUE(item.value().requires_grad()) << name << " " << key;
+      }
       if (key.find("q_proj.weight") != std::string::npos) {
         EXPECT_FALSE(item.value().requires_grad()) << name << " " << key;
       }
