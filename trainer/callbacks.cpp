@@ -251,7 +251,6 @@ void ConsoleCallback::on_log(const TrainingArguments& args, TrainerState& state,
   shown.erase("total_flos");
   std::fprintf(out_, "%s\n", format_logs(shown).c_str());
   std::fflush(out_);
-  if (!rows_.empty()) interleaved_ = ever_interleaved_ = true;
   draw_bar(state, true);
 }
 
@@ -320,12 +319,12 @@ void ConsoleCallback::on_evaluate(const TrainingArguments& args, TrainerState& s
   }
   row.resize(columns_.size());
   clear_bar();
-  if (rows_.empty() || interleaved_)
-    std::fprintf(out_, "%s\n", render_row(columns_, columns_).c_str());
+  // The header once, before the first row; each later evaluation adds its row as it comes, as
+  // the tutorial's table grows (log lines may stand between rows: they are not reprinted).
+  if (!header_printed_) std::fprintf(out_, "%s\n", render_row(columns_, columns_).c_str());
+  header_printed_ = true;
   std::fprintf(out_, "%s\n", render_row(row, columns_).c_str());
   std::fflush(out_);
-  rows_.push_back(row);
-  interleaved_ = false;
   draw_bar(state, true);
 }
 
@@ -335,10 +334,6 @@ void ConsoleCallback::on_train_end(const TrainingArguments& args, TrainerState& 
   if (bar_ && bar_visible_) {
     std::fputs("\n", bar_);
     bar_visible_ = false;
-  }
-  if (ever_interleaved_ && rows_.size() > 1) {
-    std::fprintf(out_, "\n%s\n", render_row(columns_, columns_).c_str());
-    for (const auto& row : rows_) std::fprintf(out_, "%s\n", render_row(row, columns_).c_str());
   }
   std::fflush(out_);
 }

@@ -48,8 +48,8 @@ class EarlyStoppingCallback : public TrainerCallback {
 
 // What a person reads while training runs. On a terminal (and unless disable_tqdm), a progress
 // line redrawn in place on stderr as tqdm draws it; always, each log as a line and each
-// evaluation as a row of the table on stdout. If log lines came between the rows, the whole
-// table is printed again when training ends.
+// evaluation as a row of the table on stdout: its header once, before the first row, and each
+// row as its evaluation ends (never the whole table again).
 class ConsoleCallback : public TrainerCallback {
  public:
   // `out` receives log lines and the table; `bar` the progress line (nullptr: no bar).
@@ -75,9 +75,7 @@ class ConsoleCallback : public TrainerCallback {
   std::chrono::steady_clock::time_point last_draw_;
   bool bar_visible_ = false;
   std::vector<std::string> columns_;
-  std::vector<std::vector<std::string>> rows_;
-  bool interleaved_ = false;       // log lines since the last table row
-  bool ever_interleaved_ = false;  // log lines between any two rows
+  bool header_printed_ = false;
 };
 
 // A ConsoleCallback on stdout, with the progress line on stderr when stderr is a terminal and
