@@ -129,9 +129,9 @@ struct LaunchResult {
   // exited 2: bad input); 128 + signal when the launcher was interrupted by SIGINT or SIGTERM
   // (which it forwarded to every rank).
   int exit_code = 0;
-  // The last attempt's first failure, "<name>: rank N (local rank L, pid P) exited with code C;
-  // stopping the other ranks" ("...; gave up after R restarts" when max_restarts > 0 and all
-  // were made), or the interruption; empty on success.
+  // The last attempt's first failure, "<name>: rank N (local rank L, pid P) exited with code C[:
+  // the rank's last line on stderr]; stopping the other ranks" ("...; gave up after R restarts"
+  // when max_restarts > 0 and all were made), or the interruption; empty on success.
   std::string message;
   int failed_rank = -1;
   int restarts = 0;  // how many times every rank was started again after a failure

@@ -19,25 +19,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The longest stretch of a rank's last line that a failure quotes.
+constexpr size_t kQuotedLineLength = 400;
+
 // Writes complete lines of `buffer` to `fd` with `prefix`; the rest stays for later (or all of it
-// at `flush`).
-void emit_lines(std::string& buffer, int fd, const std::string& prefix, bool show, bool flush) {
+// at `flush`). `last_line` becomes the last of them that is not blank.
+void emit_lines(std::string& buffer, int fd, const std::string& prefix, bool show, bool flush,
+                std::string& last_line) {
+  auto emit = [&](std::string text) {
+    if (show) {
+      std::string line = prefix + text + "\n";
+      [[maybe_unused]] ssize_t n = ::write(fd, line.data(), line.size());
+    }
+    while (!text.empty() && (text.back() == '\r' || text.back() == ' ')) text.pop_back();
+    if (!text.empty()) last_line = text.substr(0, kQuotedLineLength);
+  };
   size_t start = 0;
   while (true) {
     size_t nl = buffer.find('\n', start);
     if (nl == std::string::npos) break;
-    if (show) {
-      std::string line = prefix + buffer.substr(start, nl - start + 1);
-      [[maybe_unused]] ssize_t n = ::write(fd, line.data(), line.size());
-    }
+    emit(buffer.substr(start, nl - start));
     start = nl + 1;
   }
   buffer.erase(0, start);
   if (flush && !buffer.empty()) {
-    if (show) {
-      std::string line = prefix + buffer + "\n";
-      [[maybe_unused]] ssize_t n = ::write(fd, line.data(), line.size());
-    }
+    emit(buffer);
     buffer.clear();
   }
 }
@@ -147,6 +153,9 @@ class AttemptRun {
       r.status = status;
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (ok || attempt_.interrupted || !attempt_.stopped_for.empty()) continue;
+      // What the rank wrote before it ended is in its pipes: read before naming why it failed,
+      // and before the others are stopped (their own last lines may never come).
+      drain(r);
       record_failure(r, status);
       stop_all();
     }
@@ -161,8 +170,12 @@ class AttemptRun {
                                                                                           : 2;
     if (priority <= failure_priority_) return;
     failure_priority_ = priority;
-    attempt_.failure = fmt::format("rank {} (local rank {}, pid {}) {}", r.global_rank,
-                                   r.local_rank, r.pid, describe_status(status));
+    // Why, in the words of a rank that ended itself: its last line on stderr (a program's error
+    // is its last word; a killed rank's last line is not why it was killed).
+    const bool quoted = WIFEXITED(status) && !r.last_error_line.empty();
+    attempt_.failure =
+        fmt::format("rank {} (local rank {}, pid {}) {}{}", r.global_rank, r.local_rank, r.pid,
+                    describe_status(status), quoted ? ": " + r.last_error_line : "");
     attempt_.failed_rank = r.global_rank;
     // Bad input (every rank read the same arguments) keeps its exit code 2.
     attempt_.exit_code = WIFEXITED(status) && WEXITSTATUS(status) == 2 ? 2 : 1;
@@ -197,6 +210,19 @@ class AttemptRun {
     }
   }
 
+  // Forwards what `r`'s pipes hold now, without waiting for more.
+  void drain(Rank& r) {
+    for (bool is_out : {true, false}) {
+      const int& fd = is_out ? r.out_fd : r.err_fd;
+      while (fd >= 0) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR))) break;
+        char buffer[65536];
+        forward_output(r, is_out, buffer, ::read(fd, buffer, sizeof buffer));
+      }
+    }
+  }
+
   // The first SIGINT or SIGTERM to the launcher goes to every rank, with SIGKILL after the grace.
   void on_signal_bytes(const char* bytes, ssize_t n) {
     for (ssize_t k = 0; k < n; ++k) {
@@ -216,11 +242,13 @@ class AttemptRun {
     const bool show = !is_out || !o_.rank0_only || r.global_rank == 0;
     const int target = is_out ? STDOUT_FILENO : STDERR_FILENO;
     int& fd = is_out ? r.out_fd : r.err_fd;
+    std::string ignored;
+    std::string& last_line = is_out ? ignored : r.last_error_line;
     if (n > 0) {
       buf.append(bytes, static_cast<size_t>(n));
-      emit_lines(buf, target, prefix, show, false);
+      emit_lines(buf, target, prefix, show, false, last_line);
     } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-      emit_lines(buf, target, prefix, show, true);
+      emit_lines(buf, target, prefix, show, true, last_line);
       ::close(fd);
       fd = -1;
     }

@@ -13,8 +13,10 @@ namespace trainer::dist {
 
 // How one attempt ended.
 struct Attempt {
-  int exit_code = 0;    // 0; 1 when a rank failed; 2 when the rank named exited 2 (bad input)
-  std::string failure;  // "rank N (local rank L, pid P) exited with code C"; empty on success
+  int exit_code = 0;  // 0; 1 when a rank failed; 2 when the rank named exited 2 (bad input)
+  // "rank N (local rank L, pid P) exited with code C[: its last line on stderr]"; empty on
+  // success.
+  std::string failure;
   int failed_rank = -1;
   int interrupted = 0;  // SIGINT or SIGTERM to the launcher, forwarded to every rank
   // Why the rendezvous stopped every rank (another node's failure, a lost node, a node waiting

@@ -23,6 +23,7 @@ struct Rank {
   int out_fd = -1;
   int err_fd = -1;
   std::string out_buffer, err_buffer;
+  std::string last_error_line;  // the last line it wrote on stderr that is not blank
   bool exited = false;
   int status = 0;
 };

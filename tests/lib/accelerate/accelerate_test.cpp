@@ -145,7 +145,7 @@ TEST(AccelerateLaunch, AFailingRankIsNamedAndStopsTheOthers) {
       << result.err;
   std::regex named(
       "accelerate_worker: error: trainer::launch: rank 1 \\(local rank 1, pid [0-9]+\\) exited "
-      "with code 1; stopping the other ranks\n$");
+      "with code 1: error: rank one gives up; stopping the other ranks\n$");
   EXPECT_TRUE(std::regex_search(result.err, named)) << result.err;
   for (int rank = 0; rank < 3; ++rank) {
     std::string pid = testing::slurp(dir.file("rank." + std::to_string(rank)));

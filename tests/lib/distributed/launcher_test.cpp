@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "lib/base/text.h"
 #include "tests/test_util.h"
 
 namespace trainer {
@@ -141,14 +142,20 @@ TEST(Launcher, AnElasticNodeAloneBelowMinEndsWithOneLineWithinTheTimeout) {
                 port + " within 1 s\n");
 }
 
-TEST(Launcher, AFailingRankStopsTheOthers) {
+TEST(Launcher, AFailingRankStopsTheOthersAndItsLastLineSaysWhy) {
   double start = testing::now_seconds();
   auto result =
-      run(launch("--nproc-per-node 2 sh -c 'if [ $RANK = 1 ]; then exit 3; fi; sleep 60'"));
+      run(launch("--nproc-per-node 2 sh -c 'if [ $RANK = 1 ]; then echo step 1 >&2; echo no space "
+                 "left on device >&2; echo; exit 3; fi; sleep 60'"));
   EXPECT_LT(testing::now_seconds() - start, 10.0);
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_NE(result.err.find("trainer launch: rank 1 (local rank 1, pid "), std::string::npos)
+  const std::string last = testing::lines_of(result.err).back();
+  EXPECT_EQ(last.rfind("trainer launch: rank 1 (local rank 1, pid ", 0), 0u) << result.err;
+  EXPECT_TRUE(base::ends_with(
+      last, ") exited with code 3: no space left on device; stopping the other ranks"))
       << result.err;
+  // A rank that says nothing is named without a reason.
+  result = run(launch("--nproc-per-node 2 sh -c 'if [ $RANK = 1 ]; then exit 3; fi; sleep 60'"));
   EXPECT_NE(result.err.find(") exited with code 3; stopping the other ranks\n"), std::string::npos)
       << result.err;
 }
