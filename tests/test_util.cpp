@@ -3,11 +3,13 @@
 
 #include "lib/distributed/launcher.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -33,9 +35,53 @@ TempDir::TempDir() {
   path_ = buffer.data();
 }
 
+namespace {
+
+// The files start() wrote a program's output into, until the TempDir holding them goes.
+std::mutex g_output_files_mutex;
+std::vector<std::string> g_output_files;
+
+// Whether `command` runs one of our programs (not Python, which prints LibTorch's text its own
+// way, nor with TORCH_CPP_LOG_LEVEL, which asks for LibTorch's text).
+bool runs_our_program(const std::string& command) {
+  const std::string python = TRAINER_PYTHON;
+  return command.find(std::string(BINARY_DIR) + "/bin/") != std::string::npos &&
+         (python.empty() || command.find(python) == std::string::npos) &&
+         command.find("torchrun") == std::string::npos &&
+         command.find("TORCH_CPP_LOG_LEVEL") == std::string::npos;
+}
+
+void expect_no_libtorch_text(const std::string& output, const std::string& what) {
+  const std::string line = libtorch_text(output);
+  EXPECT_EQ(line, "") << "LibTorch's own text in the output of " << what;
+}
+
+}  // namespace
+
 TempDir::~TempDir() {
+  {
+    std::lock_guard<std::mutex> lock(g_output_files_mutex);
+    auto inside = [&](const std::string& file) { return file.rfind(path_ + "/", 0) == 0; };
+    for (const auto& file : g_output_files) {
+      if (inside(file)) expect_no_libtorch_text(slurp(file), file);
+    }
+    g_output_files.erase(std::remove_if(g_output_files.begin(), g_output_files.end(), inside),
+                         g_output_files.end());
+  }
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+std::string libtorch_text(const std::string& output) {
+  static const std::regex kLibTorch(
+      R"(^(\[rank\d+\]: )?(\[[WEIF]\d{4} \d\d:\d\d:\d\d|frame #\d+: |libgomp: |OMP: ))");
+  for (const std::string& line : lines_of(output)) {
+    if (std::regex_search(line, kLibTorch) ||
+        line.find("Exception raised from ") != std::string::npos) {
+      return line;
+    }
+  }
+  return "";
 }
 
 void write_idx(const std::string& path, const std::vector<uint32_t>& dims,
@@ -126,6 +172,7 @@ ProcessResult run(const std::string& command) {
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.out = slurp(dir.file("out"));
   result.err = slurp(dir.file("err"));
+  if (runs_our_program(command)) expect_no_libtorch_text(result.err + result.out, command);
   return result;
 }
 
@@ -144,6 +191,11 @@ std::vector<std::string> train_argv(const std::string& dataset_dir, const std::s
 }
 
 int start(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
+  if (runs_our_program(command_line(argv))) {
+    std::lock_guard<std::mutex> lock(g_output_files_mutex);
+    g_output_files.push_back(std::filesystem::absolute(out).string());
+    g_output_files.push_back(std::filesystem::absolute(err).string());
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

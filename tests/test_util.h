@@ -20,7 +20,9 @@ inline const std::string kAccelerateWorkerBin = ACCELERATE_WORKER_BIN;
 inline const std::string kAccelerateBasicBin = ACCELERATE_BASIC_BIN;
 inline const std::string kCustomLossBin = CUSTOM_LOSS_BIN;
 
-// A fresh empty directory under the system's temp directory, removed by the destructor.
+// A fresh empty directory under the system's temp directory, removed by the destructor (which
+// first checks what start() wrote into it, as run() checks what it captures: see
+// libtorch_text).
 class TempDir {
  public:
   TempDir();
@@ -46,7 +48,15 @@ struct ProcessResult {
   std::string err;
 };
 
-// Runs `command` through /bin/sh, capturing stdout and stderr.
+// The first line of `output` that is LibTorch's own text rather than ours (a c10 log line such as
+// "[W1203 05:01:35.123456 42 TCPStore.cpp:125] ...", possibly behind a launcher's "[rankN]: ",
+// a C++ backtrace's "Exception raised from ..." or "frame #3: ...", libgomp's or OpenMP's
+// complaints), or "" when there is none.
+std::string libtorch_text(const std::string& output);
+
+// Runs `command` through /bin/sh, capturing stdout and stderr. When the command runs one of our
+// programs (and neither Python nor TORCH_CPP_LOG_LEVEL is part of it), LibTorch's own text in
+// what it printed is a test failure naming the line.
 ProcessResult run(const std::string& command);
 
 // `argv` as a command line for run(): its words, each followed by a space (none may need quotes).
@@ -83,7 +93,8 @@ double now_seconds();
 
 // Starts `argv` with stdout and stderr into files and SIGINT/SIGTERM at their defaults (a shell
 // would start a background job with SIGINT ignored, which the trainer respects, as Python does).
-// Returns the pid, or -1.
+// Returns the pid, or -1. The files, when they lie in a TempDir, are checked for LibTorch's own
+// text as run() checks its output, once the TempDir goes.
 int start(const std::vector<std::string>& argv, const std::string& out, const std::string& err);
 
 // Reads a whole file into a string ("" when missing).

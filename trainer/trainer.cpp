@@ -11,6 +11,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/text.h"
 #include "lib/runtime/allocator.h"
+#include "lib/runtime/torch_logs.h"
 #include "lib/runtime/cuda.h"
 #include "lib/runtime/signals.h"
 #include "trainer/callbacks.h"
@@ -33,6 +34,7 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
       compute_metrics_(std::move(compute_metrics)) {
   if (!model_) throw std::invalid_argument("Trainer: model is null");
   runtime::configure_allocator();
+  runtime::route_torch_logs();
   args_.validate();
   torch::manual_seed(static_cast<uint64_t>(args_.seed()));
   // An elastic run on fewer nodes than its most: more accumulation, the same total batch.

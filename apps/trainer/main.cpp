@@ -20,6 +20,7 @@
 #include "lib/report/plot.h"
 #include "lib/runtime/allocator.h"
 #include "lib/runtime/signals.h"
+#include "lib/runtime/torch_logs.h"
 
 namespace trainer::cli {
 
@@ -38,6 +39,7 @@ using namespace trainer::cli;
 int main(int argc, char** argv) {
   trainer::base::open_standard_streams();
   trainer::runtime::configure_allocator();
+  trainer::runtime::route_torch_logs();
   trainer::runtime::catch_interrupts("trainer: ");
   // A closed stdout (trainer train ... | head -1) makes writes fail instead of killing the run.
   std::signal(SIGPIPE, SIG_IGN);

@@ -13,6 +13,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/text.h"
 #include "lib/runtime/allocator.h"
+#include "lib/runtime/torch_logs.h"
 #include "lib/runtime/cuda.h"
 
 namespace trainer {
@@ -142,6 +143,7 @@ int64_t Accelerator::elastic_accumulation(int64_t accumulation) {
 
 Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)) {
   runtime::configure_allocator();
+  runtime::route_torch_logs();
   autocast_dtype_ = autocast_dtype(options_.mixed_precision());
   if (options_.gradient_accumulation_steps() < 1) {
     throw InputError(fmt::format("gradient_accumulation_steps {} is not allowed (must be >= 1)",

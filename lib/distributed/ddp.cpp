@@ -11,6 +11,7 @@
 #include "lib/distributed/c10d.h"
 #include "lib/distributed/process_group.h"
 #include "lib/runtime/allocator.h"
+#include "lib/runtime/torch_logs.h"
 
 namespace trainer::dist {
 namespace {
@@ -75,6 +76,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<models::Model> 
                                                  DdpOptions options)
     : module_(std::move(module)), options_(options) {
   runtime::configure_allocator();
+  runtime::route_torch_logs();
   register_module("module", module_);
   auto group = default_group();
   verify_same_parameters(*module_);

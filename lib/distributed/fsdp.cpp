@@ -15,6 +15,7 @@
 #include "lib/distributed/c10d.h"
 #include "lib/distributed/ddp.h"
 #include "lib/runtime/allocator.h"
+#include "lib/runtime/torch_logs.h"
 
 namespace trainer::dist {
 namespace {
@@ -42,6 +43,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<models::Model
                                                    FsdpOptions options)
     : module_(std::move(module)), options_(options) {
   runtime::configure_allocator();
+  runtime::route_torch_logs();
   register_module("module", module_);
   world_ = get_world_size();
   rank_ = get_rank();

@@ -16,6 +16,7 @@
 #include "lib/distributed/c10d.h"
 #include "lib/distributed/launcher_network.h"
 #include "lib/runtime/error_text.h"
+#include "lib/runtime/torch_logs.h"
 
 namespace trainer::dist {
 namespace {
@@ -164,6 +165,7 @@ c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& backend,
 }  // namespace
 
 void init_process_group(const InitOptions& options) {
+  runtime::route_torch_logs();
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_state)
     throw std::logic_error("init_process_group: the default process group is already initialised");

@@ -6,7 +6,6 @@
 #include "lib/distributed/rendezvous.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <future>
 #include <map>
 #include <stdexcept>
@@ -14,13 +13,13 @@
 #include <type_traits>
 #include <utility>
 
-#include <c10/util/Logging.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include "lib/distributed/c10d.h"
 #include "lib/distributed/launcher_network.h"
 #include "lib/runtime/error_text.h"
+#include "lib/runtime/torch_logs.h"
 
 namespace trainer::dist {
 namespace {
@@ -219,9 +218,8 @@ class TcpRendezvous : public NodeRendezvous {
     options.waitWorkers = false;
     options.timeout = std::chrono::milliseconds(
         static_cast<int64_t>(std::max(1.0, o_.rdzv_timeout_seconds) * 1000));
-    // c10d logs every failed connection attempt with a backtrace; the one error line says it.
-    const int previous = FLAGS_caffe2_log_level;
-    if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = 3;
+    // c10d's log line for every failed connection attempt (with a backtrace) is silent
+    // (make_tcp_rendezvous routes LibTorch's text): the one error line below says it.
     std::string cause;
     for (int tries = 0; tries < 2 && !store_; ++tries) {
       options.isServer = host_;
@@ -237,7 +235,6 @@ class TcpRendezvous : public NodeRendezvous {
         break;
       }
     }
-    FLAGS_caffe2_log_level = previous;
     if (!store_) {
       throw std::runtime_error(fmt::format("{}: {} the rendezvous at {}:{} within {} s: {}",
                                            o_.name, host_ ? "could not host" : "could not reach",
@@ -407,6 +404,7 @@ class TcpRendezvous : public NodeRendezvous {
 }  // namespace
 
 std::unique_ptr<NodeRendezvous> make_tcp_rendezvous(const LaunchOptions& options) {
+  runtime::route_torch_logs();
   return std::make_unique<TcpRendezvous>(options);
 }
 
