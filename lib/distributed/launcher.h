@@ -91,7 +91,9 @@ class NodeRendezvous {
   virtual void give_up(const std::string& why) = 0;
   // Whether a node gave up in this round (known from poll or report_failure).
   virtual bool given_up() const = 0;
-  // This node's ranks all ended well: the host keeps the rendezvous until every node has.
+  // This node's ranks all ended well: the host keeps the rendezvous until every node has left
+  // (a rendezvous destroyed for any other reason leaves the same way: the host then keeps it
+  // until every node that is still reporting its own end has done so).
   virtual void finished() = 0;
 };
 

@@ -50,6 +50,8 @@ class TcpRendezvous : public NodeRendezvous {
     connect();
     if (host_) compare_set("round", "", "0");
   }
+  // Leaves the round whatever ended the run (see leave()).
+  ~TcpRendezvous() override { leave(); }
 
   Round join() override {
     // The round just ended gives way to the next (whichever node gets here first moves it on).
@@ -189,11 +191,20 @@ class TcpRendezvous : public NodeRendezvous {
 
   bool given_up() const override { return given_up_; }
 
-  void finished() override {
+  void finished() override { leave(); }
+
+ private:
+  // This node is done with the run, whether its ranks ended well, it gave up, or it was
+  // interrupted: it says so (done<i>), and the host keeps the store up, beating, until every
+  // other node of the round has left too or fell silent for kNodeLostSeconds. A node that is
+  // still telling the others of its failure (report_failure) then gets its answer, instead of
+  // finding the rendezvous gone because the host learned of that failure first. Once.
+  void leave() {
+    if (left_ || !store_ || members_.empty()) return;
+    left_ = true;
     try {
       set(prefix_ + fmt::format("done{}", position_), "1");
       if (!host_) return;
-      // The host keeps the store up until every node is done, or silent for kNodeLostSeconds.
       while (true) {
         bool waiting = false;
         for (size_t i = 0; i < members_.size(); ++i) {
@@ -210,7 +221,6 @@ class TcpRendezvous : public NodeRendezvous {
     }
   }
 
- private:
   // The store: hosted here (the server), or reached at master_addr:master_port.
   void connect() {
     c10d::TCPStoreOptions options;
@@ -392,6 +402,7 @@ class TcpRendezvous : public NodeRendezvous {
   Store store_;
   std::string lost_;  // why the store is lost, once it is
   bool given_up_ = false;
+  bool left_ = false;
   int round_ = -1;
   std::string prefix_;
   int position_ = 0;
