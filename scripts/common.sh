@@ -44,3 +44,17 @@ phase() {
     "$([ "$status" -eq 0 ] || echo " and failed (exit $status)")"
   return "$status"
 }
+
+# How many GoogleTest tests the build's CTest tests hold, by label (from the lists
+# tests/discover_groups.cmake writes beside each test binary), only those labelled LABEL when
+# one is named: test_counts [BUILD_DIR [LABEL]].
+test_counts() {
+  cat "${1:-$BUILD_DIR}"/tests/*_groups.cmake.counts 2>/dev/null | awk -v only="${2:-}" '
+    only != "" && index("|" $2 "|", "|" only "|") == 0 { next }
+    { tests += $3; ctests++; n = split($2, labels, "|"); for (i = 1; i <= n; i++) by[labels[i]] += $3 }
+    END {
+      line = sprintf("%d GoogleTest tests in %d CTest tests; by label:", tests, ctests)
+      for (label in by) line = line sprintf(" %s %d", label, by[label])
+      print line
+    }'
+}
