@@ -251,40 +251,64 @@ std::string torchrun_path() {
   return python.substr(0, python.rfind('/')) + "/torchrun";
 }
 
+namespace {
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+}  // namespace
+
+std::string cached_reference(const std::string& name, const std::string& command) {
+  const char* cache = std::getenv("TRAINER_CACHE");
+  const char* home = std::getenv("HOME");
+  const std::string dir =
+      (cache && *cache ? std::string(cache) : std::string(home ? home : "/tmp") + "/.cache/trainer") +
+      "/reference";
+  std::filesystem::create_directories(dir);
+  TempDir scratch;
+  std::ofstream(scratch.file("command"))
+      << replaced(replaced(command, SOURCE_DIR, "{source}"), BINARY_DIR, "{build}");
+  const auto key = run("cat " + scratch.file("command") + " " + SOURCE_DIR +
+                       "/scripts/reference/*.py " + SOURCE_DIR + "/scripts/common.sh | sha256sum");
+  if (key.exit_code != 0 || key.out.size() < 16) {
+    ADD_FAILURE() << "cached_reference: no key for " << command << ": " << key.err;
+    return "";
+  }
+  const std::string out = dir + "/" + name + "-" + key.out.substr(0, 16);
+  if (std::filesystem::exists(out)) return out;
+  // Under the lock: made by nobody else meanwhile, then made beside and renamed into place.
+  const std::string partial = out + ".partial";
+  std::ofstream(scratch.file("make.sh"))
+      << "[ -e " << out << " ] && exit 0\nrm -rf " << partial << "\n"
+      << replaced(replaced(command, "{out}", partial), "{tmp}", scratch.path())
+      << " || exit 1\nmv " << partial << " " << out << "\n";
+  const auto made = run("flock " + out + ".lock sh " + scratch.file("make.sh"));
+  if (made.exit_code != 0 || !std::filesystem::exists(out)) {
+    ADD_FAILURE() << "the reference run failed: " << command << "\n" << made.out << made.err;
+    return "";
+  }
+  return out;
+}
+
 std::string hf_fixtures_dir() {
-  static const std::string dir = [] {
-    const std::string out = std::string(BINARY_DIR) + "/hf_fixtures";
-    if (std::filesystem::exists(out + "/done")) return out;
-    if (!python_has("transformers")) return std::string();
-    // flock serialises the test processes that ask at once; the script writes `done` last.
-    const std::string script = std::string(SOURCE_DIR) + "/scripts/reference/hf_fixtures.py";
-    const auto result =
-        run("flock " + out + ".lock sh -c '[ -f " + out + "/done ] || " +
-            std::string(TRAINER_PYTHON) + " " + script + " " + out + " >/dev/null 2>&1'");
-    if (result.exit_code != 0 || !std::filesystem::exists(out + "/done")) {
-      ADD_FAILURE() << "scripts/reference/hf_fixtures.py failed: " << result.err;
-      return std::string();
-    }
-    return out;
-  }();
+  static const std::string dir =
+      python_has("transformers")
+          ? cached_reference("hf_fixtures", std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
+                                                "/scripts/reference/hf_fixtures.py {out}")
+          : std::string();
   return dir;
 }
 
 std::string peft_fixtures_dir() {
   static const std::string dir = [] {
-    const std::string out = std::string(BINARY_DIR) + "/peft_fixtures";
-    if (std::filesystem::exists(out + "/done")) return out;
     const std::string hf = hf_fixtures_dir();
     if (hf.empty() || !python_has("peft")) return std::string();
-    const std::string script = std::string(SOURCE_DIR) + "/scripts/reference/peft_reference.py";
-    const auto result = run("flock " + out + ".lock sh -c '[ -f " + out + "/done ] || " +
-                            std::string(TRAINER_PYTHON) + " " + script + " make " + hf + " " + out +
-                            " >/dev/null 2>&1'");
-    if (result.exit_code != 0 || !std::filesystem::exists(out + "/done")) {
-      ADD_FAILURE() << "scripts/reference/peft_reference.py make failed: " << result.err;
-      return std::string();
-    }
-    return out;
+    return cached_reference("peft_fixtures", std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
+                                                 "/scripts/reference/peft_reference.py make " +
+                                                 hf + " {out}");
   }();
   return dir;
 }

@@ -139,17 +139,28 @@ bool python_has_torch();
 // torchrun beside TRAINER_PYTHON ("" without it).
 std::string torchrun_path();
 
+// The output of a Python reference run, made once and kept between test processes, builds, clones
+// and CI runs in the reference cache ($TRAINER_CACHE/reference, by default
+// ~/.cache/trainer/reference, beside the reference environment scripts/setup makes).
+// `command` is a shell command line in which "{out}" names the output (a file or a folder the
+// command creates) and "{tmp}" a scratch folder of its own; its inputs must be fixed files or
+// earlier cached outputs (whose paths name their keys). The key: the command (SOURCE_DIR and
+// BINARY_DIR written as placeholders), the text of scripts/reference/*.py and of
+// scripts/common.sh (the pinned versions). Processes asking at once wait on a lock; the output
+// appears by rename once whole. Returns its path, or "" after a test failure with the command's
+// output when the command fails.
+std::string cached_reference(const std::string& name, const std::string& command);
+
 // The Hugging Face fixtures that scripts/reference/hf_fixtures.py builds with Transformers and
 // `tokenizers` (tiny GPT-2 and Llama folders, the fortunes BPE in GPT-2's and Llama-3's layouts,
-// reference logits), built once per build folder (BINARY_DIR/hf_fixtures) under a lock, so that
-// tests running side by side share them. "" when TRAINER_PYTHON lacks transformers (the caller
+// reference logits), a cached_reference. "" when TRAINER_PYTHON lacks transformers (the caller
 // skips, saying why).
 std::string hf_fixtures_dir();
 
 // The LoRA adapters that scripts/reference/peft_reference.py makes with PEFT on those fixtures
 // (one folder per case, each with its merged model; the reference logits; PEFT's
-// print_trainable_parameters lines), built once per build folder under a lock. "" when
-// TRAINER_PYTHON lacks transformers or peft.
+// print_trainable_parameters lines), a cached_reference. "" when TRAINER_PYTHON lacks
+// transformers or peft.
 std::string peft_fixtures_dir();
 
 }  // namespace trainer::testing

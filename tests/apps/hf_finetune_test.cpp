@@ -28,19 +28,16 @@ constexpr int kSteps = 30;
 
 std::string python() { return std::string(TRAINER_PYTHON); }
 
-// The reference run's JSON for `model` (a fixture name), computed once per model.
+// The reference run's JSON for `model` (a fixture name), a cached_reference (its datasets cache
+// of its own: runs side by side must not share one).
 json reference(const std::string& fixtures, const std::string& model) {
-  static std::map<std::string, json> done;
-  if (done.count(model)) return done[model];
-  const std::string out = std::string(BINARY_DIR) + "/hf_finetune_" + model + ".json";
-  // A datasets cache of its own: runs side by side (ctest -j) must not share one.
-  testing::TempDir cache;
-  auto r = run("HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + cache.path() + " " + python() + " " +
-               SOURCE_DIR + "/scripts/reference/hf_finetune.py " + fixtures + "/" + model + " " +
-               kCorpus + " " + out + " --steps " + std::to_string(kSteps) + " 2>&1");
-  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const std::string out = testing::cached_reference(
+      "hf_finetune_" + model, "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE={tmp} " + python() + " " +
+                                  SOURCE_DIR + "/scripts/reference/hf_finetune.py " + fixtures +
+                                  "/" + model + " " + kCorpus + " {out} --steps " +
+                                  std::to_string(kSteps) + " 2>&1");
   std::ifstream in(out);
-  return done[model] = json::parse(in);
+  return json::parse(in);
 }
 
 // Our run's trainer_state.json after `trainer train` (or `launch`) with run_clm's arguments.

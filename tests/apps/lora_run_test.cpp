@@ -41,13 +41,26 @@ std::string with_commas(int64_t n) {
   return out;
 }
 
-// hf_finetune.py on BASE with --adapter ADAPTER: its JSON.
-json reference(const std::string& base, const std::string& adapter, int steps,
-               const std::string& out) {
+// hf_finetune.py's command line on BASE with --adapter ADAPTER, writing OUT.
+std::string hf_finetune(const std::string& base, const std::string& adapter, int steps,
+                        const std::string& out, const std::string& datasets_cache) {
+  return "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + datasets_cache + " " + python() + " " +
+         SOURCE_DIR + "/scripts/reference/hf_finetune.py " + base + " " + kCorpus + " " + out +
+         " --steps " + std::to_string(steps) + " --adapter " + adapter + " 2>&1";
+}
+
+// Its JSON for a fixture's adapter: a cached_reference (a datasets cache of its own: runs side
+// by side must not share one).
+json reference(const std::string& base, const std::string& adapter, int steps) {
+  std::ifstream in(testing::cached_reference(
+      "hf_finetune_lora", hf_finetune(base, adapter, steps, "{out}", "{tmp}")));
+  return json::parse(in);
+}
+
+// Its JSON for an adapter of ours, run now.
+json scored(const std::string& base, const std::string& adapter, const std::string& out) {
   testing::TempDir cache;
-  auto r = run("HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + cache.path() + " " + python() + " " +
-               SOURCE_DIR + "/scripts/reference/hf_finetune.py " + base + " " + kCorpus + " " +
-               out + " --steps " + std::to_string(steps) + " --adapter " + adapter + " 2>&1");
+  auto r = run(hf_finetune(base, adapter, 0, out, cache.path()));
   EXPECT_EQ(r.exit_code, 0) << r.out;
   std::ifstream in(out);
   return json::parse(in);
@@ -100,7 +113,7 @@ TEST_P(LoraRun, LossesEqualPeftAndTheFolderGoesBackToPeft) {
   const std::string adapter = peft + "/" + name;
   const std::string base = fixtures + "/" + (name.rfind("gpt2", 0) == 0 ? "gpt2" : "llama");
   testing::TempDir tmp;
-  const json ref = reference(base, adapter, kSteps, tmp.file("ref.json"));
+  const json ref = reference(base, adapter, kSteps);
   auto one = train(adapter, tmp.file("one"), 1);
   ASSERT_EQ(one.exit_code, 0) << one.out;
   expect_same_losses(losses_of(tmp.file("one")), ref);
@@ -127,7 +140,7 @@ TEST_P(LoraRun, LossesEqualPeftAndTheFolderGoesBackToPeft) {
   for (const char* file : {"model.safetensors", "config.json"}) {
     EXPECT_FALSE(std::filesystem::exists(tmp.file("one/") + file)) << file;
   }
-  const json back = reference(base, tmp.file("one"), 0, tmp.file("back.json"));
+  const json back = scored(base, tmp.file("one"), tmp.file("back.json"));
   EXPECT_NEAR(back["eval_loss"].get<double>(), eval_loss_of(tmp.file("one")),
               1e-5 * eval_loss_of(tmp.file("one")));
 
