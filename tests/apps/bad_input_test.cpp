@@ -19,7 +19,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/trainer/cli.h"
+#include "lib/distributed/launcher.h"
 #include "tests/test_util.h"
+#include "trainer/training_args.h"
 
 namespace trainer {
 namespace bad_input_test {
@@ -114,107 +117,161 @@ class BadInput : public ::testing::Test {
 };
 TempDir* BadInput::tmp_ = nullptr;
 
+// A row of arguments checked in-process: argv after "trainer" ({out}, {config}, {data} and
+// {tmp} expanded as in Row), and the words its one line must hold.
+struct ArgumentsRow {
+  std::string name;
+  std::vector<std::string> argv;
+  std::vector<std::string> words;
+  std::string config = "";  // written to {config} when not empty
+};
+
+// Arguments the program refuses before it starts anything, checked where the program checks
+// them: the command line (parse_command_line), TrainingArguments::parse (the config file, the
+// overrides, validate) and the launcher's options (validate_launch). The process-level contract
+// (exit code 2, one line on stderr, nothing created) is held for each of those by the rows of
+// ArgumentsAreOneLineAndExitTwoInTheProgram below; here each message must hold its row's words
+// and be one line.
 TEST_F(BadInput, ArgumentsAreNeverSilentlyMisread) {
+  const std::vector<ArgumentsRow> rows = {
+      {"trailing flag without a value",
+       {"train", "--output_dir", "{out}", "--learning_rate"},
+       {"argument --learning_rate: no value given", "a number"}},
+      {"empty output_dir",
+       {"train", "--output_dir", ""},
+       {"argument --output_dir: the value is empty"}},
+      {"empty dataset_dir",
+       {"train", "--output_dir", "{out}", "--dataset_dir", ""},
+       {"argument --dataset_dir: the value is empty"}},
+      {"empty number",
+       {"train", "--output_dir", "{out}", "--learning_rate", ""},
+       {"argument --learning_rate: the value is empty", "a number"}},
+      {"empty backend",
+       {"train", "--output_dir", "{out}", "--ddp_backend", ""},
+       {"argument --ddp_backend: the value is empty"}},
+      {"empty flag value",
+       {"train", "--output_dir", "{out}", "--do_eval="},
+       {"argument --do_eval: the value is empty", "true or false"}},
+      {"name=value with a negative number",
+       {"train", "--output_dir", "{out}", "--seed=-3"},
+       {"argument seed: -3 is not allowed"}},
+      {"negative number as a value",
+       {"train", "--output_dir", "{out}", "--warmup_steps", "-2"},
+       {"argument warmup_steps: -2 is not allowed"}},
+      {"same flag twice",
+       {"train", "--output_dir", "{out}", "--max_steps", "1", "--max_steps", "2"},
+       {"argument --max_steps is given twice (1 and 2)"}},
+      {"eval_strategy and its old name disagree",
+       {"train", "--output_dir", "{out}", "--eval_strategy", "no", "--evaluation_strategy",
+        "steps"},
+       {"--eval_strategy no", "--evaluation_strategy steps", "disagree"}},
+      {"alias disagreement in the JSON",
+       {"train", "{config}", "--output_dir", "{out}"},
+       {"eval_strategy \"no\"", "evaluation_strategy \"epoch\"", "disagree"},
+       R"({"eval_strategy": "no", "evaluation_strategy": "epoch"})"},
+      {"two config files", {"train", "{config}", "{config}"}, {"unexpected argument"}, "{}"},
+      {"single-dash option", {"train", "-x", "1"}, {"unknown argument -x"}},
+      {"a batch size past int32",
+       {"train", "--per_device_train_batch_size", "1e15"},
+       {"argument per_device_train_batch_size: 1000000000000000 is not allowed"}},
+      {"logging_steps that no step count reaches",
+       {"train", "--logging_steps", "1e300"},
+       {"argument logging_steps: 1e+300 is not allowed"}},
+      {"a flag's value that is not a boolean",
+       {"train", "--output_dir", "{out}", "--do_eval", "off"},
+       {"argument --do_eval: 'off' is not true or false"}},
+      {"a flag's value that names a file",
+       {"train", "--do_eval", "{config}"},
+       {"argument --do_eval: '", "is not true or false"},
+       "{}"},
+      {"an integer past int64",
+       {"train", "--max_steps", "18446744073709551615"},
+       {"argument max_steps: 18446744073709551615 is out of range"}},
+      {"an integer past int64 in the JSON",
+       {"train", "{config}"},
+       {"argument seed: 18446744073709551615 is out of range"},
+       R"({"seed": 18446744073709551615})"},
+      {"a number past double in the JSON",
+       {"train", "{config}"},
+       {"is not valid JSON: number overflow parsing '1e400'"},
+       R"({"max_steps": 1e400})"},
+      {"a learning rate past float32",
+       {"train", "--learning_rate", "1e39"},
+       {"argument learning_rate: 1e+39 is not allowed", "float32"}},
+      {"no command", {}, {"a command is required"}},
+      {"launcher: infinite grace period",
+       {"launch", "--grace-period", "inf", "true"},
+       {"--grace-period inf is not allowed"}},
+      {"launcher: negative grace period",
+       {"launch", "--grace-period", "-1", "true"},
+       {"--grace-period -1 is not allowed"}},
+      {"launcher: process count not a number",
+       {"launch", "--nproc-per-node", "abc", "true"},
+       {"--nproc-per-node abc is not allowed", "an integer in 1..4096"}},
+      {"launcher: nan rendezvous timeout",
+       {"launch", "--rdzv-timeout", "nan", "true"},
+       {"--rdzv-timeout nan is not allowed"}},
+      {"launcher: no program", {"launch", "--nproc-per-node", "2"}, {"needs PROGRAM"}},
+      {"launcher: a boolean word after --rank0-only",
+       {"launch", "--rank0-only", "true", "echo", "hi"},
+       {"--rank0-only takes no value", "'true'"}},
+      {"launcher: unknown option",
+       {"launch", "--bogus", "1", "true"},
+       {"unknown launcher option --bogus"}},
+      {"launcher: hexadecimal count",
+       {"launch", "--nproc-per-node", "0x2", "true"},
+       {"--nproc-per-node 0x2 is not allowed"}},
+  };
+  static int counter = 0;
+  for (const ArgumentsRow& row : rows) {
+    const std::string out = tmp_->file("in-process-out" + std::to_string(++counter));
+    const std::string config = tmp_->file("in-process-config" + std::to_string(counter) + ".json");
+    if (!row.config.empty()) std::ofstream(config) << row.config;
+    std::vector<std::string> argv = {testing::kTrainerBin};
+    for (const auto& arg : row.argv) argv.push_back(expand(arg, out, config));
+    SCOPED_TRACE(row.name + ": " + testing::command_line(argv));
+    const std::string message = testing::input_error_of([&] {
+      std::vector<char*> args;
+      for (auto& arg : argv) args.push_back(arg.data());
+      args.push_back(nullptr);
+      auto command = cli::parse_command_line(static_cast<int>(argv.size()), args.data());
+      if (!command) return;
+      if (command->name == "launch") {
+        dist::validate_launch(command->launch);
+      } else {
+        TrainingArguments::parse(command->config, command->overrides);
+      }
+    });
+    EXPECT_NE(message, "") << "accepted";
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    for (const auto& word : row.words) {
+      EXPECT_NE(message.find(word), std::string::npos) << "lacks '" << word << "': " << message;
+    }
+    EXPECT_FALSE(std::filesystem::exists(out)) << "a refused command line created its output_dir";
+  }
+}
+
+// The program's own contract for refused arguments, once for each place that refuses them:
+// exit code 2, one line, nothing created.
+TEST_F(BadInput, ArgumentsAreOneLineAndExitTwoInTheProgram) {
   const std::vector<Row> rows = {
       {"flag without a value before another flag",
        "{trainer} train --max_steps --output_dir {out}",
        2,
        {"argument --max_steps: no value given", "--output_dir"}},
-      {"trailing flag without a value",
-       "{trainer} train --output_dir {out} --learning_rate",
-       2,
-       {"argument --learning_rate: no value given", "a number"}},
-      {"empty output_dir",
-       "{trainer} train --output_dir ''",
-       2,
-       {"argument --output_dir: the value is empty"}},
-      {"empty dataset_dir",
-       "{trainer} train --output_dir {out} --dataset_dir ''",
-       2,
-       {"argument --dataset_dir: the value is empty"}},
-      {"empty number",
-       "{trainer} train --output_dir {out} --learning_rate ''",
-       2,
-       {"argument --learning_rate: the value is empty", "a number"}},
-      {"empty backend",
-       "{trainer} train --output_dir {out} --ddp_backend ''",
-       2,
-       {"argument --ddp_backend: the value is empty"}},
-      {"empty flag value",
-       "{trainer} train --output_dir {out} --do_eval=",
-       2,
-       {"argument --do_eval: the value is empty", "true or false"}},
       {"name=value is read",
        "{trainer} train --output_dir={out} --max_steps=0",
        2,
        {"argument max_steps: 0 is not allowed"}},
-      {"name=value with a negative number",
-       "{trainer} train --output_dir {out} --seed=-3",
-       2,
-       {"argument seed: -3 is not allowed"}},
-      {"negative number as a value",
-       "{trainer} train --output_dir {out} --warmup_steps -2",
-       2,
-       {"argument warmup_steps: -2 is not allowed"}},
-      {"same flag twice",
-       "{trainer} train --output_dir {out} --max_steps 1 --max_steps 2",
-       2,
-       {"argument --max_steps is given twice (1 and 2)"}},
-      {"eval_strategy and its old name disagree",
-       "{trainer} train --output_dir {out} --eval_strategy no --evaluation_strategy steps",
-       2,
-       {"--eval_strategy no", "--evaluation_strategy steps", "disagree"}},
       {"same key twice in the JSON",
        "{trainer} train {config} --output_dir {out}",
        2,
        {"max_steps is given twice (first 1)"},
        R"({"max_steps": 1, "max_steps": 2})"},
-      {"alias disagreement in the JSON",
-       "{trainer} train {config} --output_dir {out}",
-       2,
-       {"eval_strategy \"no\"", "evaluation_strategy \"epoch\"", "disagree"},
-       R"({"eval_strategy": "no", "evaluation_strategy": "epoch"})"},
-      {"two config files", "{trainer} train {config} {config}", 2, {"unexpected argument"}, "{}"},
-      {"single-dash option", "{trainer} train -x 1", 2, {"unknown argument -x"}},
       {"an epoch count that overflows the steps",
        "{trainer} train --output_dir {out} --dataset_dir {data} --num_train_epochs 1e308",
        2,
        {"argument num_train_epochs: 1e+308", "at most 2^53"}},
-      {"a batch size past int32",
-       "{trainer} train --per_device_train_batch_size 1e15",
-       2,
-       {"argument per_device_train_batch_size: 1000000000000000 is not allowed"}},
-      {"logging_steps that no step count reaches",
-       "{trainer} train --logging_steps 1e300",
-       2,
-       {"argument logging_steps: 1e+300 is not allowed"}},
-      {"a flag's value that is not a boolean",
-       "{trainer} train --output_dir {out} --do_eval off",
-       2,
-       {"argument --do_eval: 'off' is not true or false"}},
-      {"a flag's value that names a file",
-       "{trainer} train --do_eval {config}",
-       2,
-       {"argument --do_eval: '", "is not true or false"},
-       "{}"},
-      {"an integer past int64",
-       "{trainer} train --max_steps 18446744073709551615",
-       2,
-       {"argument max_steps: 18446744073709551615 is out of range"}},
-      {"an integer past int64 in the JSON",
-       "{trainer} train {config}",
-       2,
-       {"argument seed: 18446744073709551615 is out of range"},
-       R"({"seed": 18446744073709551615})"},
-      {"a number past double in the JSON",
-       "{trainer} train {config}",
-       2,
-       {"is not valid JSON: number overflow parsing '1e400'"},
-       R"({"max_steps": 1e400})"},
-      {"a learning rate past float32",
-       "{trainer} train --learning_rate 1e39",
-       2,
-       {"argument learning_rate: 1e+39 is not allowed", "float32"}},
       {"deeply nested values",
        "{trainer} train {config}",
        2,
@@ -230,40 +287,10 @@ TEST_F(BadInput, ArgumentsAreNeverSilentlyMisread) {
        2,
        {"unknown command 'trian'", "did you mean 'train'?",
         "train, evaluate, predict, plot, env, launch"}},
-      {"no command", "{trainer}", 2, {"a command is required"}},
       {"launcher: nan grace period",
        "{trainer} launch --grace-period nan true",
        2,
        {"--grace-period nan is not allowed", "finite"}},
-      {"launcher: infinite grace period",
-       "{trainer} launch --grace-period inf true",
-       2,
-       {"--grace-period inf is not allowed"}},
-      {"launcher: negative grace period",
-       "{trainer} launch --grace-period -1 true",
-       2,
-       {"--grace-period -1 is not allowed"}},
-      {"launcher: process count not a number",
-       "{trainer} launch --nproc-per-node abc true",
-       2,
-       {"--nproc-per-node abc is not allowed", "an integer in 1..4096"}},
-      {"launcher: nan rendezvous timeout",
-       "{trainer} launch --rdzv-timeout nan true",
-       2,
-       {"--rdzv-timeout nan is not allowed"}},
-      {"launcher: no program", "{trainer} launch --nproc-per-node 2", 2, {"needs PROGRAM"}},
-      {"launcher: a boolean word after --rank0-only",
-       "{trainer} launch --rank0-only true echo hi",
-       2,
-       {"--rank0-only takes no value", "'true'"}},
-      {"launcher: unknown option",
-       "{trainer} launch --bogus 1 true",
-       2,
-       {"unknown launcher option --bogus"}},
-      {"launcher: hexadecimal count",
-       "{trainer} launch --nproc-per-node 0x2 true",
-       2,
-       {"--nproc-per-node 0x2 is not allowed"}},
       {"launcher: empty master address",
        "{trainer} launch --master-addr '' true",
        2,
