@@ -6,6 +6,9 @@
 // with one line. Each command is a file of its own.
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -19,6 +22,7 @@
 #include "lib/distributed/rendezvous.h"
 #include "lib/report/plot.h"
 #include "lib/runtime/allocator.h"
+#include "lib/runtime/omp_env.h"
 #include "lib/runtime/signals.h"
 #include "lib/runtime/torch_logs.h"
 
@@ -30,6 +34,34 @@ int plot_command(const std::vector<std::string>& output_dirs, const std::string&
   fmt::print("Wrote {} and {}\n", svg, html);
   return 0;
 }
+
+namespace {
+
+// Runs before every library's initialiser (the executable's .preinit_array comes first): libgomp's
+// reads OMP_NUM_THREADS and would print a complaint of its own about a value it cannot read, so
+// such a value is bad input here, said in one line before anything else runs. The environment
+// as the loader passes it (environ is not set yet), write(2) and _exit: nothing of the C or C++
+// runtime is needed this early.
+void check_omp_num_threads(int, char**, char** environment) {
+  const char* value = nullptr;
+  constexpr char kName[] = "OMP_NUM_THREADS=";
+  for (char** entry = environment; entry && *entry && !value; ++entry) {
+    if (std::strncmp(*entry, kName, sizeof kName - 1) == 0) value = *entry + sizeof kName - 1;
+  }
+  if (value == nullptr || runtime::omp_num_threads_is_valid(value)) return;
+  const char* parts[] = {"trainer: error: OMP_NUM_THREADS is '", value,
+                         "', which is not a number of threads (a whole number from 1, or a "
+                         "comma-separated list of them)\n"};
+  for (const char* part : parts) {
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, part, std::strlen(part));
+  }
+  ::_exit(2);
+}
+
+[[gnu::section(".preinit_array"),
+  gnu::used]] void (*const kCheckOmpNumThreads)(int, char**, char**) = check_omp_num_threads;
+
+}  // namespace
 
 }  // namespace trainer::cli
 

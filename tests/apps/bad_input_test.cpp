@@ -295,6 +295,15 @@ TEST_F(BadInput, ArgumentsAreOneLineAndExitTwoInTheProgram) {
        "{trainer} launch --master-addr '' true",
        2,
        {"--master-addr \"\" is not allowed"}},
+      // Read before anything else runs: libgomp would complain in words of its own.
+      {"OMP_NUM_THREADS that OpenMP cannot read",
+       "OMP_NUM_THREADS=2x {trainer} train --output_dir {out}",
+       2,
+       {"trainer: error: OMP_NUM_THREADS is '2x', which is not a number of threads"}},
+      {"an empty OMP_NUM_THREADS under the launcher",
+       "OMP_NUM_THREADS= {trainer} launch --nproc-per-node 2 {trainer} train --output_dir {out}",
+       2,
+       {"trainer: error: OMP_NUM_THREADS is ''"}},
   };
   for (const Row& row : rows) check(row);
 }
