@@ -210,11 +210,12 @@ class AttemptRun {
     }
   }
 
-  // Forwards what `r`'s pipes hold now, without waiting for more.
+  // Forwards what `r`'s pipes hold now, without waiting for more (and at most a few pipes' worth:
+  // a process the rank started may still be writing to them).
   void drain(Rank& r) {
     for (bool is_out : {true, false}) {
       const int& fd = is_out ? r.out_fd : r.err_fd;
-      while (fd >= 0) {
+      for (int reads = 0; fd >= 0 && reads < 16; ++reads) {
         pollfd p{fd, POLLIN, 0};
         if (::poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR))) break;
         char buffer[65536];
