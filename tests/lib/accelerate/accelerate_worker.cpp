@@ -302,24 +302,27 @@ int launch_ok(int argc, char** argv) {
   return 0;
 }
 
-// Proportional set size in KiB: of the whole process, and of the mappings of `file`.
-std::pair<int64_t, int64_t> pss_kib(const std::string& file) {
+// In KiB: the pages this process alone maps (Private_Clean and Private_Dirty: its heap, the
+// libraries' pages no other rank touched) outside the mappings of `file`, and the proportional set
+// size of those mappings. Unlike the whole process' PSS, neither moves with how many other
+// processes on the machine map the same libraries.
+std::pair<int64_t, int64_t> private_and_file_pss_kib(const std::string& file) {
   std::ifstream smaps("/proc/self/smaps");
   std::string line;
   bool in_file = false;
-  int64_t total = 0, of_file = 0;
+  int64_t own = 0, of_file = 0;
   while (std::getline(smaps, line)) {
-    if (line.rfind("Pss:", 0) == 0) {
-      int64_t kib = std::stoll(line.substr(4));
-      total += kib;
-      if (in_file) of_file += kib;
+    if (line.rfind("Private_Clean:", 0) == 0 || line.rfind("Private_Dirty:", 0) == 0) {
+      if (!in_file) own += std::stoll(line.substr(14));
+    } else if (line.rfind("Pss:", 0) == 0) {
+      if (in_file) of_file += std::stoll(line.substr(4));
     } else if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
                line.find('-') != std::string::npos && line.find(' ') > line.find('-')) {
       in_file = !file.empty() && line.size() >= file.size() &&
                 line.compare(line.size() - file.size(), file.size(), file) == 0;
     }
   }
-  return {total, of_file};
+  return {own, of_file};
 }
 
 int pss(int argc, char** argv) {
@@ -336,11 +339,12 @@ int pss(int argc, char** argv) {
       dataset->images().sum().item<int64_t>() + dataset->labels().sum().item<int64_t>();
   (void)checksum;
   accelerator.wait_for_everyone();
-  auto [total, of_file] = pss_kib(dataset->cache_file());
-  torch::Tensor mine = torch::tensor({total, of_file}, torch::kLong);
+  auto [own, of_file] = private_and_file_pss_kib(dataset->cache_file());
+  // What the ranks hold between them: each one's private pages, and the file's pages once.
+  torch::Tensor mine = torch::tensor({own + of_file, of_file}, torch::kLong);
   torch::Tensor sums = accelerator.reduce(mine);
   int64_t bytes = dataset->images().numel() + dataset->labels().numel() * 8;
-  accelerator.print("processes {} dataset_kib {} data_pss_kib {} total_pss_kib {} mapped {}",
+  accelerator.print("processes {} dataset_kib {} data_pss_kib {} held_kib {} mapped {}",
                     accelerator.num_processes(), bytes / 1024, sums[1].item<int64_t>(),
                     sums[0].item<int64_t>(), dataset->cache_file().empty() ? 0 : 1);
   accelerator.wait_for_everyone();
