@@ -137,7 +137,9 @@ void Trainer::load_own_slices(const std::string& dir, const Manifest& manifest,
     for (const SavedSlices& saved : files) {
       auto found = saved.slices.find(slice.name);
       if (found == saved.slices.end()) continue;
-      const auto& [saved_begin, shape] = found->second;
+      // Named apart, not bound as a structure: the lambda below captures saved_begin (C++17).
+      const int64_t saved_begin = found->second.first;
+      const auto& shape = found->second.second;
       if (shape != slice.shape) {
         throw InputError(fmt::format("{}: {} has shape {}, this model's is {}", saved.path,
                                      slice.name, fmt::join(shape, "x"),

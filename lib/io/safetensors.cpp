@@ -256,7 +256,8 @@ void load_state_dict(torch::nn::Module& module, const NamedTensors& tensors,
     }
   }
   if (by_name.size() != targets.size()) {
-    for (const auto& [name, t] : tensors) {
+    for (const auto& tensor : tensors) {
+      const std::string& name = tensor.first;
       bool known = std::any_of(targets.begin(), targets.end(),
                                [&](const auto& p) { return p.first == name; });
       if (!known) throw InputError(fmt::format("{}: unexpected tensor '{}'", source, name));

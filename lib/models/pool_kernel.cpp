@@ -61,9 +61,11 @@ void unpool_row_scalar(const float* tile, const uint8_t* code, int64_t c, int64_
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TRAINER_HAVE_AVX512 1
 // GCC 12's AVX-512 headers start some intrinsics from an undefined vector and then warn that it
-// may be used uninitialized (it is not: every lane is written).
+// may be used uninitialized (it is not: every lane is written). Clang has no such warning.
 #pragma GCC diagnostic push
+#ifndef __clang__
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // The same two loops for channels-last input (sc == 1, an even number of channels), 16 channels
 // at a time with AVX-512 (F, BW, VL, and DQ for the mask's 64-bit multiplies).
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void pool_row_avx512(

@@ -56,6 +56,7 @@ class TorchScriptModel : public Model {
   // (atomically: a temporary file renamed into place). Python's torch.jit.load reads it back.
   // Throws std::runtime_error naming the path when it cannot be written.
   void save(const std::string& path) const;
+  using Model::save;
 
   const std::string& path() const { return path_; }
   torch::jit::Module& module() { return *module_; }

@@ -418,8 +418,14 @@ TEST(TrainerCli, EnvNamesLibTorchsVersionAndTheDevices) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.err, "");
   const std::string libtorch = std::string("- LibTorch version: ") + TORCH_VERSION + "\n";
+  // The compiler that built the tests built the program (GCC here, clang in the sanitizer build).
+#ifdef __clang__
+  const std::string compiler = "- Compiler: Clang ";
+#else
+  const std::string compiler = "- Compiler: GCC ";
+#endif
   for (const std::string& text :
-       {std::string("- `trainer` version: "), libtorch, std::string("- Compiler: GCC "),
+       {std::string("- `trainer` version: "), libtorch, compiler,
         std::string("- LibTorch built with CUDA: "), std::string("; NCCL: 2."),
         std::string("Gloo: yes"), std::string("- BLAS: Intel MKL "), std::string("- oneDNN: v"),
         std::string("- Threads: ")}) {
