@@ -34,6 +34,29 @@ build_project() {
   fi
 }
 
+# The sanitizer build (build-asan/, or SANITIZE_BUILD_DIR): clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer on our code (LibTorch stays uninstrumented), the libFuzzer targets of
+# fuzz/ beside the tests; -O1 as the sanitizers recommend (and quicker to compile), -g1 for
+# file:line in reports. Configured once, then builds the targets named (all when none is).
+SANITIZE_BUILD_DIR="${SANITIZE_BUILD_DIR:-$REPO_ROOT/build-asan}"
+build_sanitized() {
+  # A folder configured with GCC (as it was before the fuzz targets joined it) is made again.
+  if [ -f "$SANITIZE_BUILD_DIR/CMakeCache.txt" ] &&
+    ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang' "$SANITIZE_BUILD_DIR/CMakeCache.txt"; then
+    rm -rf "$SANITIZE_BUILD_DIR"
+  fi
+  if [ ! -f "$SANITIZE_BUILD_DIR/build.ninja" ]; then
+    cmake -S "$REPO_ROOT" -B "$SANITIZE_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_CXX_COMPILER=clang++ -DTRAINER_SANITIZE=ON \
+      -DCMAKE_PREFIX_PATH="$(torch_prefix)" -DTRAINER_PYTHON="$TORCH_VENV/bin/python" >/dev/null
+  fi
+  if [ "$#" -gt 0 ]; then
+    cmake --build "$SANITIZE_BUILD_DIR" --target "$@"
+  else
+    cmake --build "$SANITIZE_BUILD_DIR"
+  fi
+}
+
 # Runs a phase of a script and prints how long it took: phase NAME COMMAND [ARGS...].
 phase() {
   local name="$1" start=$SECONDS status=0
