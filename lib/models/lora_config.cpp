@@ -4,9 +4,10 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <regex>
+#include <memory>
 
 #include <fmt/format.h>
+#include <unicode/regex.h>
 #include <nlohmann/json.hpp>
 
 #include "lib/base/errors.h"
@@ -21,6 +22,20 @@ namespace {
 using json = nlohmann::ordered_json;
 
 constexpr size_t kMaxTargetRegex = 256;
+// How long ICU may try to match the regex of target_modules against one module name, in its
+// units of about a millisecond: a nested repetition (".*+" read as "(.*)+") backtracks without end.
+constexpr int32_t kTargetRegexTimeLimit = 1000;
+
+// The regex of target_modules as ICU reads it (the syntax of Python's re, which PEFT matches
+// with): compiled, or null with `status` set. ICU backtracks on a heap stack of bounded size and
+// under a time limit, where std::regex recursed (a pattern could overflow the stack) and had none.
+std::unique_ptr<icu::RegexPattern> compile_target_regex(const std::string& pattern,
+                                                        UErrorCode& status) {
+  UParseError where;
+  std::unique_ptr<icu::RegexPattern> compiled(
+      icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(pattern), 0, where, status));
+  return U_SUCCESS(status) ? std::move(compiled) : nullptr;
+}
 
 // A number as Python's json writes it: an integral value as an int (PEFT's lora_alpha: 16).
 json python_number(double v) {
@@ -77,7 +92,24 @@ void check_lora_config(const LoraConfig& c) {
 }
 
 bool lora_target_matches(const LoraConfig& config, const std::string& key) {
-  if (config.target_regex) return std::regex_match(key, std::regex(*config.target_regex));
+  if (config.target_regex) {
+    UErrorCode status = U_ZERO_ERROR;
+    const std::unique_ptr<icu::RegexPattern> pattern =
+        compile_target_regex(*config.target_regex, status);
+    const icu::UnicodeString name = icu::UnicodeString::fromUTF8(key);
+    std::unique_ptr<icu::RegexMatcher> matcher;
+    if (U_SUCCESS(status)) matcher.reset(pattern->matcher(name, status));
+    if (U_SUCCESS(status)) matcher->setTimeLimit(kTargetRegexTimeLimit, status);
+    const bool matched = U_SUCCESS(status) && matcher->matches(status);
+    if (U_FAILURE(status)) {
+      throw InputError(fmt::format(
+          "argument target_modules: the regular expression {} could not be matched against the "
+          "module name {} ({}: it backtracks too long or too deep, as a nested repetition such "
+          "as (a*)* does); simplify it",
+          base::shown_text(*config.target_regex), base::shown_text(key), u_errorName(status)));
+    }
+    return matched;
+  }
   for (const std::string& t : config.target_modules) {
     if (names_module(t, key)) return true;
   }
@@ -126,14 +158,13 @@ LoraConfig parse_adapter_config(const nlohmann::ordered_json& j, const std::stri
     if (lower == "all-linear") {  // PEFT's spelling test is case-insensitive
       c.target_modules = {"all-linear"};
     } else {
-      // std::regex compiles recursively: a pattern of PEFT's size (a module name's) only.
+      // A pattern of PEFT's size (a module name's) only.
       if (t.size() > kMaxTargetRegex) {
         f.fail("target_modules", fmt::format("is a regular expression of {} bytes (at most {})",
                                              t.size(), kMaxTargetRegex));
       }
-      try {
-        std::regex check(t);
-      } catch (const std::regex_error&) {
+      UErrorCode status = U_ZERO_ERROR;
+      if (!compile_target_regex(t, status)) {
         f.fail("target_modules",
                fmt::format("{} is not a regular expression", base::shown(j.at("target_modules"))));
       }

@@ -14,6 +14,7 @@
 #include "lib/io/safetensors.h"
 #include "lib/models/hf_pretrained.h"
 #include "lib/models/lora.h"
+#include "lib/models/lora_config.h"
 #include "lib/models/registry.h"
 #include "tests/test_util.h"
 
@@ -219,6 +220,33 @@ TEST(Lora, BadConfigsAndForeignAdaptersAreOneLine) {
   base::write_file_atomic(moved + "/" + models::kAdapterConfigFile, config.dump());
   expect_input_error([&] { models::load_peft_model(moved); },
                      {"base_model_name_or_path", "nowhere", "not a Hugging Face model folder"});
+}
+
+// target_modules as one string is a regular expression that must match a whole module name, in
+// the syntax of Python's re (PEFT's re.fullmatch), possessive quantifiers included; one that
+// backtracks without end is one line naming it (a fuzzer's finding: std::regex ran for ever).
+TEST(Lora, TargetModulesRegexMatchesAsPeftsAndOneThatBacktracksWithoutEndIsOneLine) {
+  auto config_with = [](const std::string& regex) {
+    nlohmann::ordered_json j = {{"r", 4}, {"lora_alpha", 8}, {"target_modules", regex}};
+    return models::parse_adapter_config(j, "adapter_config.json");
+  };
+  const std::string q = "model.layers.0.self_attn.q_proj", k = "model.layers.0.self_attn.k_proj";
+  models::LoraConfig c = config_with(R"(.*\.(q_proj|v_proj))");
+  EXPECT_TRUE(models::lora_target_matches(c, q));
+  EXPECT_FALSE(models::lora_target_matches(c, k));
+  EXPECT_FALSE(models::lora_target_matches(config_with("q_proj"), q));  // the whole name
+  EXPECT_TRUE(models::lora_target_matches(config_with(R"(model\.layers\.0.*+)"), q));
+  EXPECT_FALSE(models::lora_target_matches(config_with(R"(model\.layers\.0.*+j)"), q));
+  expect_input_error([&] { config_with("(q_proj"); },
+                     {"target_modules", "(q_proj", "is not a regular expression"});
+
+  c = config_with("(a+)+b");
+  const double start = testing::now_seconds();
+  expect_input_error([&] { models::lora_target_matches(c, std::string(40, 'a') + "c"); },
+                     {"argument target_modules: the regular expression (a+)+b could not be "
+                      "matched against the module name aaaa",
+                      "U_REGEX_TIME_OUT", "simplify it"});
+  EXPECT_LT(testing::now_seconds() - start, 10.0);
 }
 
 // A registry model takes adapters too: "all-linear" leaves its output layer out, and the adapter
