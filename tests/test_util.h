@@ -12,6 +12,21 @@
 
 namespace trainer::testing {
 
+// Where this build's tests find the sources, the build folder, Python and the programs
+// (test_paths.cpp, made by tests/CMakeLists.txt): SOURCE_DIR, BINARY_DIR, TRAINER_PYTHON and the
+// *_BIN names call these.
+namespace paths {
+const std::string& source_dir();
+const std::string& binary_dir();
+const std::string& python();
+const std::string& trainer_bin();
+const std::string& ddp_worker_bin();
+const std::string& ddp_basic_bin();
+const std::string& accelerate_worker_bin();
+const std::string& accelerate_basic_bin();
+const std::string& custom_loss_bin();
+}  // namespace paths
+
 // The programs under test, built beside the tests (paths from CMake).
 inline const std::string kTrainerBin = TRAINER_BIN;
 inline const std::string kWorkerBin = DDP_WORKER_BIN;

@@ -12,6 +12,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/data/mnist_defaults.h"
+#include "tests/test_util.h"
 
 namespace trainer {
 namespace training_args_test {

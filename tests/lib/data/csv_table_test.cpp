@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "lib/base/errors.h"
+#include "tests/test_util.h"
 
 namespace trainer::data {
 namespace csv_table_test {

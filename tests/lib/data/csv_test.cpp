@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "lib/base/errors.h"
+#include "tests/test_util.h"
 
 namespace trainer::data {
 namespace csv_test {
