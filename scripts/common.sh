@@ -21,17 +21,25 @@ torch_prefix() {
   "$TORCH_VENV/bin/python" -W ignore -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null
 }
 
+# Builds the targets named in a configured folder (all of them when none is): cmake_build DIR
+# [TARGET...].
+cmake_build() {
+  local dir="$1"
+  shift
+  if [ "$#" -gt 0 ]; then
+    cmake --build "$dir" --target "$@"
+  else
+    cmake --build "$dir"
+  fi
+}
+
 # Configures the build folder once, then builds the targets named (all of them when none is).
 build_project() {
   if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     cmake -S "$REPO_ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$(torch_prefix)" -DTRAINER_PYTHON="$TORCH_VENV/bin/python"
   fi
-  if [ "$#" -gt 0 ]; then
-    cmake --build "$BUILD_DIR" --target "$@"
-  else
-    cmake --build "$BUILD_DIR"
-  fi
+  cmake_build "$BUILD_DIR" "$@"
 }
 
 # The sanitizer build (build-asan/, or SANITIZE_BUILD_DIR): clang, AddressSanitizer and
@@ -50,11 +58,7 @@ build_sanitized() {
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_CXX_COMPILER=clang++ -DTRAINER_SANITIZE=ON \
       -DCMAKE_PREFIX_PATH="$(torch_prefix)" -DTRAINER_PYTHON="$TORCH_VENV/bin/python" >/dev/null
   fi
-  if [ "$#" -gt 0 ]; then
-    cmake --build "$SANITIZE_BUILD_DIR" --target "$@"
-  else
-    cmake --build "$SANITIZE_BUILD_DIR"
-  fi
+  cmake_build "$SANITIZE_BUILD_DIR" "$@"
 }
 
 # Runs a phase of a script and prints how long it took: phase NAME COMMAND [ARGS...].
