@@ -141,6 +141,7 @@ json text_to_json(const std::string& text) {
   }
   if constexpr (std::is_same_v<T, std::vector<std::string>>) {
     if (!text.empty() && text.front() == '[') {
+      base::check_json_depth(text, base::shown_text(text));
       json parsed = json::parse(text, nullptr, false);
       if (!parsed.is_discarded()) return parsed;
     }
@@ -165,6 +166,7 @@ json text_to_json(const std::string& text) {
         std::is_same_v<T, int64_t> || std::is_same_v<T, std::optional<int64_t>>;
     if (auto number = python_number(text, integer_wanted)) return *number;
   }
+  base::check_json_depth(text, base::shown_text(text));
   json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
   // Text that means to be a JSON object or list and is not one says why, not "a string".
   const std::string start = base::trimmed(text, " \t\n");

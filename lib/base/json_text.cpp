@@ -1,6 +1,7 @@
 // JSON values as error messages show them.
 #include "lib/base/json_text.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -23,6 +24,29 @@ std::string json_error_text(const nlohmann::json::exception& error) {
     if (end != std::string::npos) what.erase(0, end + 2);
   }
   return what;
+}
+
+size_t json_too_deep_at(std::string_view text) {
+  return walk_json_brackets(text, 0, [](size_t, int64_t depth) { return depth > kMaxJsonDepth; });
+}
+
+void check_json_depth(std::string_view text, const std::string& what) {
+  const size_t at = json_too_deep_at(text);
+  if (at == std::string_view::npos) return;
+  const size_t line_start = text.rfind('\n', at) + 1;  // 0 past npos: the first line
+  throw InputError(fmt::format(
+      "{} is not valid JSON: values nested deeper than {} levels (line {}, column {})", what,
+      kMaxJsonDepth, std::count(text.begin(), text.begin() + at, '\n') + 1, at - line_start + 1));
+}
+
+json parse_json(std::string_view text, const std::string& what) {
+  check_json_depth(text, what);
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
+    throw InputError(fmt::format("{} is not valid JSON: {}", what,
+                                 shown_text(json_error_text(e), std::string::npos)));
+  }
 }
 
 std::string shown(const json& value) {

@@ -5,10 +5,57 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 namespace trainer::base {
+
+// The deepest a JSON value we read may nest arrays and objects: serde_json's recursion limit, with
+// which `tokenizers` and `safetensors` read the same files. nlohmann's copies, comparisons and
+// dumps recurse once a level, so a value nested 100,000 deep would overflow the stack.
+inline constexpr int kMaxJsonDepth = 128;
+
+// Walks `text` from `begin`, outside strings (a backslash's next byte skipped inside them), and
+// calls visit(i, depth) at each bracket: after '[' or '{' with the depth it opened, after ']' or
+// '}' with the depth left (never below 0). Returns the first i for which visit returns true, or
+// npos. Reads the text once, without parsing it.
+template <typename Visit>
+size_t walk_json_brackets(std::string_view text, size_t begin, Visit visit) {
+  int64_t depth = 0;
+  bool in_string = false;
+  for (size_t i = begin; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (visit(i, ++depth)) return i;
+    } else if (c == ']' || c == '}') {
+      if (depth > 0) --depth;
+      if (visit(i, depth)) return i;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// The offset of the bracket that opens a level past kMaxJsonDepth in `text`, or npos (brackets
+// inside strings are text). Reads the text once, without parsing it.
+size_t json_too_deep_at(std::string_view text);
+
+// Throws InputError "<what> is not valid JSON: values nested deeper than 128 levels (line L,
+// column C)" when json_too_deep_at finds such a bracket.
+void check_json_depth(std::string_view text, const std::string& what);
+
+// Every JSON file and value the program reads goes through here: check_json_depth, then
+// nlohmann's parser. Throws InputError "<what> is not valid JSON: <why>" ("parse error at line
+// 1, column 2: syntax error ..."; bytes that are not UTF-8 shown as \xNN).
+nlohmann::ordered_json parse_json(std::string_view text, const std::string& what);
 
 // A value's whole JSON text, invalid UTF-8 replaced (U+FFFD) rather than thrown on.
 std::string json_text(const nlohmann::ordered_json& value);

@@ -107,7 +107,13 @@ std::string shown_text(std::string_view text, size_t max_bytes) {
   std::string out;
   for (size_t i = 0; i < text.size() && i < max_bytes; ++i) {
     unsigned char c = static_cast<unsigned char>(text[i]);
-    out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, text[i]);
+    const size_t length = c < 0x80 ? 1 : utf8_sequence_length(text, i);
+    if (c < 0x20 || c == 0x7f || length == 0) {
+      out += fmt::format("\\x{:02x}", c);  // a control character, or a byte that is not UTF-8
+    } else {
+      out.append(text.substr(i, length));
+      i += length - 1;
+    }
   }
   if (text.size() > max_bytes) out += "...";
   return out;

@@ -42,7 +42,7 @@ std::string trimmed(std::string_view text, std::string_view blanks = " \t");
 std::vector<std::string> comma_list(std::string_view text);
 
 // Text from a file as an error line quotes it: its first `max_bytes` bytes, control characters
-// as \xNN, and "..." when it was cut.
+// and bytes that are not UTF-8 as \xNN, and "..." when it was cut.
 std::string shown_text(std::string_view text, size_t max_bytes = 40);
 
 // A shape as messages print it: "[1, 28, 28]" ("[]" for a scalar).

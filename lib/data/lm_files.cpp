@@ -72,25 +72,9 @@ bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'
 // Where the JSON object or array that opens at text[begin] closes (one past its last byte), or
 // npos when the text ends first. Counts brackets outside strings; the parser checks the rest.
 size_t value_end(std::string_view text, size_t begin) {
-  int64_t depth = 0;
-  bool in_string = false;
-  for (size_t i = begin; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if ((c == '}' || c == ']') && --depth == 0) {
-      return i + 1;
-    }
-  }
-  return std::string_view::npos;
+  const size_t close =
+      base::walk_json_brackets(text, begin, [](size_t, int64_t depth) { return depth == 0; });
+  return close == std::string_view::npos ? close : close + 1;
 }
 
 // Parses text[begin, end) as JSON. With `unique_keys`, a key given twice in the top-level object
@@ -107,6 +91,11 @@ Json parse_json(std::string_view text, size_t begin, size_t end, const std::stri
     }
     return true;
   };
+  if (size_t deep = base::json_too_deep_at(text.substr(begin, end - begin));
+      deep != std::string_view::npos) {
+    throw InputError(fmt::format("{} line {}: invalid JSON: values nested deeper than {} levels",
+                                 named, line_at(text, begin + deep), base::kMaxJsonDepth));
+  }
   Json value;
   try {
     value = Json::parse(text.begin() + begin, text.begin() + end, check_keys);

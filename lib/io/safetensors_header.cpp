@@ -118,9 +118,9 @@ SafetensorsHeader parse_safetensors_header(const char* bytes, uint64_t size,
   }
   nlohmann::ordered_json json;
   try {
-    json = nlohmann::ordered_json::parse(bytes + 8, bytes + 8 + length);
-  } catch (const nlohmann::json::exception& e) {
-    throw bad(fmt::format("header is not valid JSON ({})", base::json_error_text(e)));
+    json = base::parse_json(std::string_view(bytes + 8, length), "header");
+  } catch (const InputError& e) {
+    throw bad(e.what());  // "header is not valid JSON: ..."
   }
   if (!json.is_object()) throw bad("header is not a JSON object");
   SafetensorsHeader header;

@@ -77,6 +77,7 @@ json parse_state(const std::string& text, const std::string& path) {
                            event != json::parse_event_t::array_start);
     });
   };
+  base::check_json_depth(text, path);
   try {
     return parse(text);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400

@@ -1,0 +1,87 @@
+// The one JSON reader (base::parse_json): nesting past serde_json's limit refused in one line
+// before anything recurses, parse errors without nlohmann's tag, bytes that are not UTF-8 shown
+// escaped; and the path checks every file read goes through.
+#include "lib/base/json_text.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
+#include "lib/base/text.h"
+#include "tests/test_util.h"
+
+namespace trainer::base {
+namespace json_text_test {
+
+using testing::expect_input_error;
+using testing::TempDir;
+
+TEST(JsonText, NestingPastTheLimitIsOneLineNotACrash) {
+  // 128 levels read (serde_json's limit, as tokenizers and safetensors read these files).
+  const std::string deepest = std::string(128, '[') + std::string(128, ']');
+  EXPECT_EQ(parse_json(deepest, "x").dump().size(), 256u);
+  EXPECT_EQ(json_too_deep_at(deepest), std::string_view::npos);
+  // 200,000 levels (a crash of the stack when copied or printed) refused where level 129 opens.
+  const std::string deep =
+      "{\"a\": \n " + std::string(200000, '[') + std::string(200000, ']') + "}";
+  EXPECT_EQ(json_too_deep_at(deep), 8u + 127);  // the object is the first level
+  expect_input_error([&] { parse_json(deep, "config.json"); },
+                     {"config.json is not valid JSON: values nested deeper than 128 levels (line "
+                      "2, column 129)"});
+  // Brackets inside strings are text, escaped quotes included.
+  const std::string quoted = "[\"" + std::string(500, '[') + "\\\"" + std::string(500, '{') + "\"]";
+  EXPECT_EQ(parse_json(quoted, "x")[0].get<std::string>().size(), 1001u);
+  // The same limit where a callback parser reads (training arguments, data files).
+  expect_input_error([&] { check_json_depth(std::string(129, '{'), "args.json"); },
+                     {"args.json is not valid JSON: values nested deeper than 128 levels (line 1, "
+                      "column 129)"});
+}
+
+TEST(JsonText, ParseErrorsAreOneLineWithoutTheLibrarysTagOrRawBytes) {
+  expect_input_error([&] { parse_json("", "t.json"); },
+                     {"t.json is not valid JSON: parse error at line 1, column 1"});
+  expect_input_error([&] { parse_json("{\"model\": {", "t.json"); },
+                     {"t.json is not valid JSON: parse error", "unexpected end of input"});
+  const std::string message = testing::input_error_of([&] { parse_json("\xff\xfe{}", "t.json"); });
+  EXPECT_EQ(message.find("[json.exception"), std::string::npos) << message;
+  EXPECT_NE(message.find("last read: '\\xff'"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\xff'), std::string::npos) << message;
+  EXPECT_EQ(shown_text("caf\xc3\xa9 \xe9t\xe9"), "caf\xc3\xa9 \\xe9t\\xe9");
+}
+
+TEST(JsonText, PathsThatCannotBeLookedAtSayWhy) {
+  TempDir dir;
+  std::filesystem::create_symlink("loop", dir.file("loop"));
+  std::ofstream(dir.file("file")) << "x";
+  EXPECT_EQ(path_problem(dir.file("file")), "");
+  EXPECT_EQ(path_problem(dir.file("missing")), "does not exist");
+  EXPECT_EQ(path_problem(dir.file("file") + "/x"), "does not exist");
+  EXPECT_EQ(path_problem(dir.file("loop")), "cannot be read: Too many levels of symbolic links");
+  // A loop counts as there (never throws, as std::filesystem::exists does): opening it says why.
+  EXPECT_TRUE(exists(dir.file("loop")));
+  EXPECT_FALSE(exists(dir.file("missing")));
+  expect_input_error([&] { read_json(dir.file("loop")); },
+                     {"cannot open " + dir.file("loop") + ": Too many levels of symbolic links"});
+}
+
+TEST(JsonText, AnOutputFolderThatCannotBeMadeIsInputError) {
+  TempDir dir;
+  std::ofstream(dir.file("file")) << "x";
+  std::filesystem::create_symlink("loop", dir.file("loop"));
+  for (const auto& [path, words] : std::vector<std::pair<std::string, std::string>>{
+           {dir.file("file"), "--output_dir " + dir.file("file") + " is a file, not a directory"},
+           {dir.file("file") + "/x", "is not a directory"},
+           {"/dev/null/x", "is not a directory"},
+           {"/proc/1/x", "cannot create --output_dir /proc/1/x"},
+           {dir.file("loop") + "/x", "Too many levels of symbolic links"}}) {
+    expect_input_error([&] { make_output_directory(path, "--output_dir"); }, {words});
+  }
+  EXPECT_EQ(make_output_directory(dir.file("a/b"), "--output_dir").size(), 2u);
+  EXPECT_TRUE(make_output_directory(dir.file("a/b"), "--output_dir").empty());
+}
+
+}  // namespace json_text_test
+}  // namespace trainer::base
