@@ -32,27 +32,8 @@ const std::vector<std::string>& run_result_files() {
 
 OutputDir::OutputDir(const std::string& dir)
     : dir_(dir), lock_path_(base::join_path(dir, kLockName)) {
-  // stat, not std::filesystem's status: LibTorch exports a copy of the latter that some builds
-  // (the sanitizer's) bind to.
-  struct stat info {};
-  bool found = ::stat(dir.c_str(), &info) == 0;
-  if (!found && errno != ENOENT) {
-    throw InputError(fmt::format("output_dir {}: {}", dir, std::strerror(errno)));
-  }
-  if (found && !S_ISDIR(info.st_mode)) {
-    throw InputError(fmt::format("output_dir {} is a file, not a directory", dir));
-  }
-  if (!found) {
-    // Every level this run creates, deepest first, so that a failed run removes them all.
-    try {
-      created_ = base::make_directories(dir, "output_dir");
-    } catch (const std::runtime_error& e) {
-      throw InputError(e.what());
-    }
-  }
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    throw InputError(fmt::format("output_dir {} is not writable: {}", dir, std::strerror(errno)));
-  }
+  // Every level this run creates, deepest first, so that a failed run removes them all.
+  created_ = base::make_output_directory(dir, "output_dir");
   // The lock lives on an inode the path still names: a run that removed the file between our
   // open and our lock leaves us holding a lock nobody else sees, so check and retry.
   for (int attempt = 0; lock_fd_ < 0; ++attempt) {

@@ -17,6 +17,7 @@ namespace trainer {
 using json = nlohmann::ordered_json;
 
 void Trainer::save_model(const std::string& dir) const {
+  refuse_nonfinite_weights();
   // A sharded model's full weights are gathered on the main process for it (every process
   // takes part); otherwise every process holds them already.
   accelerator_->with_full_params([&] { write_model(dir); }, /*rank0_only=*/true);
@@ -62,7 +63,7 @@ void Trainer::save_metrics(const std::string& split, const Metrics& metrics) con
   std::string all_path = base::join_path(args_.output_dir(), "all_results.json");
   if (!all_results_) {
     all_results_ = json::object();
-    if (std::filesystem::exists(all_path)) {
+    if (base::exists(all_path)) {
       all_results_ = base::read_json_object(all_path);  // a damaged file is not replaced
     }
   }

@@ -25,11 +25,13 @@ int merge_command(const MergeOptions& options) {
                                  base::shown_text(dir), models::kAdapterConfigFile));
   }
   if (options.torch_dtype != "auto") models::hf_dtype(options.torch_dtype, "--torch_dtype");
+  // A destination that cannot be written fails now, before the model is loaded and merged.
+  base::check_writable_dir(options.output_dir, "trainer merge: --output_dir");
   // Nothing already saved is replaced: a model or adapter folder is refused as the output.
   for (const char* name : {"config.json", "model.safetensors", "model.safetensors.index.json",
                            models::kAdapterConfigFile, models::kAdapterWeightsFile}) {
     const std::string path = base::join_path(options.output_dir, name);
-    if (std::filesystem::exists(path)) {
+    if (base::exists(path)) {
       throw InputError(fmt::format(
           "trainer merge: --output_dir {} already holds {} (choose a new folder; nothing there is "
           "replaced)",
@@ -46,7 +48,7 @@ int merge_command(const MergeOptions& options) {
   for (auto& [name, contents] : tokenizer_files(models::adapter_tokenizer_dir(dir))) {
     files[name] = contents;
   }
-  base::make_directories(options.output_dir, "--output_dir");
+  base::make_output_directory(options.output_dir, "--output_dir");
   base::WriteBatch batch;
   merged->save_weights(options.output_dir, io::parse_file_size("50GB", "merge:"));
   for (const auto& [name, contents] : files) {

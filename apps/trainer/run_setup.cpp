@@ -27,24 +27,47 @@
 
 namespace trainer::cli {
 
+namespace {
+
+// Refuses a model_name_or_path that is neither a Hugging Face model folder nor an adapter folder
+// when it cannot be the TorchScript file either: a folder without config.json (or whose
+// config.json cannot be read: say why), a path that cannot be looked at (a loop of links, no
+// permission), or, in a text-file run, a missing path.
+void check_model_name_or_path(const TrainingArguments& args) {
+  if (!args.model_name_or_path()) return;
+  const std::string& path = *args.model_name_or_path();
+  if (models::is_hf_model_dir(path) || models::is_adapter_dir(path)) return;
+  const std::string problem = base::path_problem(path);
+  // A missing file outside a text-file run is a TorchScript file's to report.
+  if (problem == "does not exist" && uses_text_files(args)) {
+    throw InputError(fmt::format(
+        "model_name_or_path {} does not exist (a Hugging Face model folder, or a TorchScript "
+        "file; nothing is downloaded)",
+        path));
+  }
+  if (!problem.empty() && problem != "does not exist") {
+    throw InputError(fmt::format("model_name_or_path {} {}", path, problem));
+  }
+  if (base::is_directory(path)) {
+    const std::string config = base::join_path(path, "config.json");
+    const std::string config_problem = base::path_problem(config);
+    if (!config_problem.empty() && config_problem != "does not exist") {
+      throw InputError(fmt::format("model_name_or_path {}: {} {}", path, config, config_problem));
+    }
+    throw InputError(fmt::format(
+        "model_name_or_path {} holds no config.json (not a Hugging Face model folder)", path));
+  }
+}
+
+}  // namespace
+
 std::optional<models::HfConfig> hf_config(const TrainingArguments& args, int64_t vocab_size) {
   if (args.model_name_or_path()) {
     const std::string& path = *args.model_name_or_path();
     if (models::is_hf_model_dir(path)) return models::read_hf_config(path);
     if (models::is_adapter_dir(path))
       return models::read_hf_config(models::adapter_base_model(path));
-    std::error_code ec;
-    // A missing file outside a text-file run is a TorchScript file's to report.
-    if (!std::filesystem::exists(path, ec) && uses_text_files(args)) {
-      throw InputError(fmt::format(
-          "model_name_or_path {} does not exist (a Hugging Face model folder, or a TorchScript "
-          "file; nothing is downloaded)",
-          path));
-    }
-    if (std::filesystem::is_directory(path, ec)) {
-      throw InputError(fmt::format(
-          "model_name_or_path {} holds no config.json (not a Hugging Face model folder)", path));
-    }
+    check_model_name_or_path(args);
   }
   if (args.config_name()) {
     const std::string& name = *args.config_name();
@@ -423,6 +446,7 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
   // run_clm's --do_eval without --do_train: a Hugging Face folder without LoRA, or an adapter
   // folder, is evaluated as it is (its weights come with the model); otherwise output_dir's
   // weights are loaded into the model (LoRA on a model folder: output_dir's adapter).
+  check_model_name_or_path(args);
   const bool hf_folder =
       args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path());
   const bool folder =
@@ -431,9 +455,9 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
   const bool adapter = hf_folder && args.uses_lora();
   std::string weights = base::join_path(
       args.output_dir(), adapter ? models::kAdapterWeightsFile : "model.safetensors");
-  if (!folder && !std::filesystem::exists(weights) &&
-      (adapter || !std::filesystem::exists(
-                      base::join_path(args.output_dir(), "model.safetensors.index.json")))) {
+  if (!folder && !base::exists(weights) &&
+      (adapter ||
+       !base::exists(base::join_path(args.output_dir(), "model.safetensors.index.json")))) {
     throw InputError(fmt::format(
         "{} does not exist (train first, or set output_dir to a trained run)", weights));
   }
@@ -460,7 +484,7 @@ void add_perplexity(Metrics& metrics, data::TaskKind task) {
 std::unique_ptr<OutputDir> lock_for_results(const TrainingArguments& args) {
   auto output = lock_output_dir(args);
   std::string all_results = base::join_path(args.output_dir(), "all_results.json");
-  if (output && std::filesystem::exists(all_results)) base::read_json_object(all_results);
+  if (output && base::exists(all_results)) base::read_json_object(all_results);
   return output;
 }
 

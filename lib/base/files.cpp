@@ -54,6 +54,18 @@ bool is_regular_file(const std::string& path) {
   return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
 }
 
+bool exists(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 || (errno != ENOENT && errno != ENOTDIR);
+}
+
+std::string path_problem(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) return "";
+  if (errno == ENOENT || errno == ENOTDIR) return "does not exist";
+  return fmt::format("cannot be read: {}", std::strerror(errno));
+}
+
 std::string read_file(const std::string& path, size_t max_bytes, const std::string& label,
                       bool allow_pipes) {
   int fd = open_for_reading(path, label, allow_pipes);
@@ -334,12 +346,7 @@ void write_json(const std::string& path, const nlohmann::ordered_json& value) {
 }
 
 nlohmann::ordered_json read_json(const std::string& path) {
-  std::string text = read_file(path, SIZE_MAX, "", /*allow_pipes=*/false);
-  try {
-    return nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
-    throw InputError(fmt::format("{} is not valid JSON: {}", path, json_error_text(e)));
-  }
+  return parse_json(read_file(path, SIZE_MAX, "", /*allow_pipes=*/false), path);
 }
 
 nlohmann::ordered_json read_json_object(const std::string& path) {
@@ -401,6 +408,30 @@ void check_writable_dir(const std::string& dir, const std::string& label) {
                                  existing == dir ? "" : fmt::format(" (in {})", existing)));
   }
   ::rmdir(probe.c_str());
+}
+
+std::vector<std::string> make_output_directory(const std::string& dir, const std::string& label) {
+  struct stat info {};
+  const bool found = ::stat(dir.c_str(), &info) == 0;
+  // Missing, or under a file (ENOTDIR: make_directories names the file).
+  if (!found && errno != ENOENT && errno != ENOTDIR) {
+    throw InputError(fmt::format("{} {}: {}", label, dir, std::strerror(errno)));
+  }
+  if (found && !S_ISDIR(info.st_mode)) {
+    throw InputError(fmt::format("{} {} is a file, not a directory", label, dir));
+  }
+  std::vector<std::string> created;
+  if (!found) {
+    try {
+      created = make_directories(dir, label);
+    } catch (const std::runtime_error& e) {
+      throw InputError(e.what());
+    }
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw InputError(fmt::format("{} {} is not writable: {}", label, dir, std::strerror(errno)));
+  }
+  return created;
 }
 
 std::string parent_dir(const std::string& path) {

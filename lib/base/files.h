@@ -22,6 +22,16 @@ int open_for_reading(const std::string& path, const std::string& label = "",
 bool is_directory(const std::string& path);
 bool is_regular_file(const std::string& path);
 
+// Whether something is at `path` (links followed). A path that cannot be looked at for another
+// reason than its absence (a loop of links, a folder one may not search) counts as there, so
+// that opening it next says why. Never throws (std::filesystem::exists does, on a loop).
+bool exists(const std::string& path);
+
+// Why `path` cannot be looked at, as a message goes on after the path: "" when it can; "does
+// not exist"; else "cannot be read: " and strerror's words ("Too many levels of symbolic
+// links", "Permission denied").
+std::string path_problem(const std::string& path);
+
 // How long read_file waits on a named FIFO (one in a folder) that sends nothing before it gives
 // up; a pipe from the shell (/dev/stdin) is waited for without end, as cat would.
 inline constexpr int kPipeWaitSeconds = 10;
@@ -132,6 +142,13 @@ std::string cache_dir();
 // /x/f is a file, not a directory", "argument logging_dir: /proc/1/logs cannot be written: No such
 // file or directory (in /proc/1)".
 void check_writable_dir(const std::string& dir, const std::string& label);
+
+// The folder a command writes its results into (output_dir, merge's --output_dir): `dir` as it
+// is when it is a folder this process may write, else created with its missing parents. Every
+// way it can fail is the user's destination, an InputError (exit code 2) naming `label` and
+// `dir`: a file in its place or on its path, a loop of links, a parent that cannot be written
+// (/proc/1/x, /sys/x). Returns the directories it created, deepest first.
+std::vector<std::string> make_output_directory(const std::string& dir, const std::string& label);
 
 // Flushes a file or a directory to the disk (fsync). Throws std::runtime_error naming it.
 void sync_path(const std::string& path);

@@ -116,7 +116,7 @@ void write_cache(const std::string& path, const Tokenized& t) {
 
 // The cached ids, or nothing when the file is absent or not whole.
 std::optional<Tokenized> read_cache(const std::string& path) {
-  if (!std::filesystem::exists(path)) return std::nullopt;
+  if (!base::exists(path)) return std::nullopt;
   std::string bytes = base::read_file(path);
   int64_t counts[2];
   if (bytes.size() < sizeof kCacheMagic + sizeof counts ||

@@ -55,8 +55,8 @@ TEST(OutputDir, PathsThatCannotBeAnOutputDirAreOneLine) {
   };
   EXPECT_EQ(error_of(dir.file("file")),
             "output_dir " + dir.file("file") + " is a file, not a directory");
-  EXPECT_EQ(error_of(dir.file("file/run")),
-            "output_dir " + dir.file("file/run") + ": Not a directory");
+  EXPECT_EQ(error_of(dir.file("file/run")), "cannot create output_dir " + dir.file("file/run") +
+                                                ": " + dir.file("file") + " is not a directory");
   EXPECT_EQ(error_of("/proc/1/run"),
             "cannot create output_dir /proc/1/run: No such file or directory");
 }
