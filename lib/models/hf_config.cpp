@@ -59,6 +59,10 @@ HfConfig parse_hf_config(const json& j, const std::string& source) {
     c.num_attention_heads = f.positive("n_head", 12);
     c.num_key_value_heads = c.num_attention_heads;
     c.max_position_embeddings = f.positive("n_positions", 1024);
+    refuse_if(
+        c.hidden_size > INT64_MAX / 4 && !f.has("n_inner"), f, "n_embd",
+        fmt::format("{} is too large (n_inner, 4 n_embd by default, would not fit in 64 bits)",
+                    c.hidden_size));
     c.intermediate_size = f.positive("n_inner", 4 * c.hidden_size);
     c.norm_eps = f.number("layer_norm_epsilon", 1e-5);
     c.activation = f.string("activation_function", "gelu_new");
@@ -145,22 +149,103 @@ HfConfig parse_hf_config(const json& j, const std::string& source) {
   refuse_if(f.has("bos_token_id") && (c.bos_token_id < 0 || c.bos_token_id >= c.vocab_size), f,
             "bos_token_id",
             fmt::format("{} is outside the vocabulary (0..{})", c.bos_token_id, c.vocab_size - 1));
+  if (hf_num_parameters(c) < 0) {
+    // The largest of the sizes is the one to blame.
+    const bool gpt2 = c.model_type == "gpt2";
+    std::pair<const char*, int64_t> largest{gpt2 ? "n_embd" : "hidden_size", c.hidden_size};
+    for (const std::pair<const char*, int64_t>& size :
+         {std::pair<const char*, int64_t>{"vocab_size", c.vocab_size},
+          {gpt2 ? "n_inner" : "intermediate_size", c.intermediate_size},
+          {gpt2 ? "n_layer" : "num_hidden_layers", c.num_hidden_layers},
+          {gpt2 ? "n_positions" : "max_position_embeddings", c.max_position_embeddings},
+          {gpt2 ? "n_head" : "num_attention_heads", c.num_attention_heads},
+          {"head_dim", c.head_dim}}) {
+      if (size.second > largest.second) largest = size;
+    }
+    f.fail(largest.first, fmt::format("{} is too large: the model would hold more than 2^63 "
+                                      "parameters",
+                                      largest.second));
+  }
   return c;
 }
 
-int64_t hf_num_parameters(const HfConfig& c) {
-  const int64_t E = c.hidden_size, V = c.vocab_size, I = c.intermediate_size,
-                L = c.num_hidden_layers;
-  const int64_t head = c.tie_word_embeddings ? 0 : V * E;
+std::vector<std::pair<std::string, std::vector<int64_t>>> hf_parameter_shapes(const HfConfig& c,
+                                                                              int64_t max_layers) {
+  const int64_t layers = std::min(c.num_hidden_layers, max_layers);
+  const int64_t E = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  auto add = [&](std::string name, std::vector<int64_t> shape) {
+    shapes.emplace_back(std::move(name), std::move(shape));
+  };
   if (c.model_type == "gpt2") {
-    const int64_t block =
-        2 * E + (E * 3 * E + 3 * E) + (E * E + E) + 2 * E + (E * I + I) + (I * E + E);
-    return V * E + c.max_position_embeddings * E + L * block + 2 * E + head;
+    // GPT-2's Conv1D holds its weight as [in, out].
+    add("transformer.wte.weight", {V, E});
+    add("transformer.wpe.weight", {c.max_position_embeddings, E});
+    for (int64_t l = 0; l < layers; ++l) {
+      const std::string h = fmt::format("transformer.h.{}.", l);
+      add(h + "ln_1.weight", {E});
+      add(h + "ln_1.bias", {E});
+      add(h + "attn.c_attn.weight", {E, 3 * E});
+      add(h + "attn.c_attn.bias", {3 * E});
+      add(h + "attn.c_proj.weight", {E, E});
+      add(h + "attn.c_proj.bias", {E});
+      add(h + "ln_2.weight", {E});
+      add(h + "ln_2.bias", {E});
+      add(h + "mlp.c_fc.weight", {E, I});
+      add(h + "mlp.c_fc.bias", {I});
+      add(h + "mlp.c_proj.weight", {I, E});
+      add(h + "mlp.c_proj.bias", {E});
+    }
+    add("transformer.ln_f.weight", {E});
+    add("transformer.ln_f.bias", {E});
+  } else {
+    const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+    add("model.embed_tokens.weight", {V, E});
+    for (int64_t l = 0; l < layers; ++l) {
+      const std::string h = fmt::format("model.layers.{}.", l);
+      add(h + "input_layernorm.weight", {E});
+      for (const auto& [name, rows] :
+           {std::pair<const char*, int64_t>{"q_proj", q}, {"k_proj", kv}, {"v_proj", kv}}) {
+        add(h + "self_attn." + name + ".weight", {rows, E});
+        if (c.attention_bias) add(h + "self_attn." + name + ".bias", {rows});
+      }
+      add(h + "self_attn.o_proj.weight", {E, q});
+      if (c.attention_bias) add(h + "self_attn.o_proj.bias", {E});
+      add(h + "post_attention_layernorm.weight", {E});
+      for (const char* name : {"gate_proj", "up_proj"}) {
+        add(h + "mlp." + name + ".weight", {I, E});
+        if (c.mlp_bias) add(h + "mlp." + name + ".bias", {I});
+      }
+      add(h + "mlp.down_proj.weight", {E, I});
+      if (c.mlp_bias) add(h + "mlp.down_proj.bias", {E});
+    }
+    add("model.norm.weight", {E});
   }
-  const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
-  const int64_t attention = E * q + 2 * E * kv + q * E + (c.attention_bias ? q + 2 * kv + E : 0);
-  const int64_t mlp = 3 * E * I + (c.mlp_bias ? 2 * I + E : 0);
-  return V * E + L * (2 * E + attention + mlp) + E + head;
+  if (!c.tie_word_embeddings) add("lm_head.weight", {V, E});
+  return shapes;
+}
+
+int64_t hf_num_parameters(const HfConfig& c) {
+  // The tensors outside the layers, and one layer's, each counted once: the layers are alike.
+  auto count = [&](int64_t layers) {
+    int64_t total = 0;
+    for (const auto& [name, shape] : hf_parameter_shapes(c, layers)) {
+      int64_t size = 1;
+      for (int64_t d : shape) {
+        if (__builtin_mul_overflow(size, d, &size)) return int64_t{-1};
+      }
+      if (__builtin_add_overflow(total, size, &total)) return int64_t{-1};
+    }
+    return total;
+  };
+  const int64_t outside = count(0), with_one = count(1);
+  int64_t total = 0;
+  if (outside < 0 || with_one < 0 ||
+      __builtin_mul_overflow(with_one - outside, c.num_hidden_layers, &total) ||
+      __builtin_add_overflow(total, outside, &total)) {
+    return -1;
+  }
+  return total;
 }
 
 HfConfig read_hf_config(const std::string& dir) {

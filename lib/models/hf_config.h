@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -50,8 +51,16 @@ struct HfConfig {
 // num_key_value_heads, a bos or eos token id outside the vocabulary.
 HfConfig parse_hf_config(const nlohmann::ordered_json& json, const std::string& source);
 
-// The number of parameters a model of this config holds (the tied lm_head counted once), from
-// the config alone: what a folder's weights must add up to, and what a fresh model will allocate.
+// The parameters a model of this config holds, by Transformers' names, with their shapes (the
+// tied lm_head once, as the embedding), in the order of the model: what a folder's weights must
+// be, from the config alone. Only the first `max_layers` layers are listed (a config may say
+// 10^9).
+std::vector<std::pair<std::string, std::vector<int64_t>>> hf_parameter_shapes(
+    const HfConfig& config, int64_t max_layers = INT64_MAX);
+
+// The number of parameters a model of this config holds (the tied lm_head counted once): what a
+// fresh model will allocate. -1 when it does not fit in 64 bits (parse_hf_config refuses such a
+// config).
 int64_t hf_num_parameters(const HfConfig& config);
 
 // DIR/config.json, parsed (InputError for a missing or invalid file, as above).

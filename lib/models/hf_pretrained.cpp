@@ -3,6 +3,7 @@
 #include "lib/models/hf_pretrained.h"
 
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -16,8 +17,6 @@
 
 namespace trainer::models {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Transformers' name for a tensor of a GPT-2 file in the old spelling (no "transformer."
 // prefix), "" for the buffers it ignores (attn.bias, attn.masked_bias: the causal masks).
@@ -34,6 +33,56 @@ std::string llama_name(const std::string& name) {
   return name;
 }
 
+// The config must describe the weights before a model of its size is allocated: a config of
+// another model (or 10^9 layers) beside small weights says so here, naming the first tensor
+// that is missing, left over or of another shape, not by running out of memory.
+void check_weights_fit_config(const std::string& dir, const HfConfig& config,
+                              const io::NamedTensors& weights) {
+  // More layers than the file has tensors cannot all be there: the list stops one layer past.
+  const int64_t layers =
+      std::min<int64_t>(config.num_hidden_layers, static_cast<int64_t>(weights.size()) + 1);
+  const auto expected = hf_parameter_shapes(config, layers);
+  std::map<std::string, const torch::Tensor*> in_file;
+  for (const auto& [name, tensor] : weights) in_file[name] = &tensor;
+  const std::string model =
+      fmt::format("config.json's {} of {} layer{}", config.model_type, config.num_hidden_layers,
+                  config.num_hidden_layers == 1 ? "" : "s");
+  auto more = [&](size_t count) {
+    if (layers < config.num_hidden_layers) return std::string(" and more");
+    return count > 1 ? fmt::format(" and {} more", count - 1) : std::string();
+  };
+  std::vector<std::string> missing;
+  std::set<std::string> known;
+  for (const auto& [name, shape] : expected) {
+    known.insert(name);
+    if (!in_file.count(name)) missing.push_back(name);
+  }
+  if (!missing.empty()) {
+    throw InputError(fmt::format(
+        "{}: the weights lack tensor '{}'{} that {} has: the config does not belong to these "
+        "weights",
+        dir, missing.front(), more(missing.size()), model));
+  }
+  std::vector<std::string> extra;
+  for (const auto& [name, tensor] : weights) {
+    if (!known.count(name)) extra.push_back(name);
+  }
+  if (!extra.empty()) {
+    throw InputError(fmt::format(
+        "{}: the weights hold tensor '{}'{} that {} has no place for: the config does not belong "
+        "to these weights",
+        dir, extra.front(), more(extra.size()), model));
+  }
+  for (const auto& [name, shape] : expected) {
+    const torch::Tensor& tensor = *in_file.at(name);
+    if (tensor.sizes().vec() != shape) {
+      throw InputError(fmt::format(
+          "{}: tensor '{}' is {}, where {} has {}: the config does not belong to these weights",
+          dir, name, base::shape_text(tensor.sizes().vec()), model, base::shape_text(shape)));
+    }
+  }
+}
+
 }  // namespace
 
 torch::Dtype hf_dtype(const std::string& name, const std::string& what) {
@@ -45,7 +94,7 @@ torch::Dtype hf_dtype(const std::string& name, const std::string& what) {
 }
 
 io::NamedTensors read_hf_weights(const std::string& dir, const HfConfig& config) {
-  const bool bin = fs::exists(base::join_path(dir, "pytorch_model.bin"));
+  const bool bin = base::exists(base::join_path(dir, "pytorch_model.bin"));
   const std::vector<std::string> files = io::model_weight_files(
       dir, bin ? " (pytorch_model.bin is not read: save the model with safe_serialization, the "
                  "default of save_pretrained)"
@@ -96,19 +145,7 @@ std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir, const std::str
       dtype == "auto" ? (config.dtype.empty() ? "float32" : config.dtype) : dtype;
   const torch::Dtype type = hf_dtype(chosen, dtype == "auto" ? "config.json dtype" : "torch_dtype");
   io::NamedTensors weights = read_hf_weights(dir, config);
-  // The config must describe the weights before a model of its size is allocated: a config of
-  // another model (or 10^9 layers) beside small weights says so here, not by running out of
-  // memory.
-  int64_t in_file = 0;
-  for (const auto& [name, tensor] : weights) in_file += tensor.numel();
-  const int64_t expected = hf_num_parameters(config);
-  if (in_file != expected) {
-    throw InputError(
-        fmt::format("{}/config.json describes a {} model of {} parameters; its weights hold {}: "
-                    "the config does "
-                    "not belong to these weights",
-                    dir, config.model_type, base::thousands(expected), base::thousands(in_file)));
-  }
+  check_weights_fit_config(dir, config, weights);
   for (const auto& [name, tensor] : weights) {
     if (!torch::isfinite(tensor).all().item<bool>()) {
       throw InputError(fmt::format("{}: tensor '{}' holds NaN or infinite values", dir, name));
@@ -135,7 +172,7 @@ std::map<std::string, std::string> hf_pretrained_files(const HfCausalLM& model,
   files["config.json"] = config.dump(2) + "\n";
   const std::string generation =
       source_dir.empty() ? "" : base::join_path(source_dir, "generation_config.json");
-  if (!generation.empty() && fs::exists(generation)) {
+  if (!generation.empty() && base::exists(generation)) {
     files["generation_config.json"] = base::read_file(generation);
   } else {
     files["generation_config.json"] = hf_generation_config(model.config()).dump(2) + "\n";

@@ -135,18 +135,34 @@ TEST(HfModels, UnsupportedConfigsAndFoldersAreOneLineNamingTheField) {
   bad(gpt2, [](auto& j) { j["add_cross_attention"] = true; }, {"add_cross_attention"});
   bad(llama, [](auto& j) { j["hidden_act"] = "swish2"; }, {"hidden_act", "swish2"});
   bad(llama, [](auto& j) { j["num_key_value_heads"] = 3; }, {"num_key_value_heads", "3"});
+  // The first tensor that does not fit the config is named: its shape, or missing, or left over.
   bad(llama, [](auto& j) { j["hidden_size"] = 96; },
-      {"config.json", "does not belong to these weights"});
-  bad(gpt2, [](auto& j) { j["model_type"] = "llama"; }, {"llama model of", "does not belong"});
-  bad(gpt2, [](auto& j) { j["n_layer"] = 1000000000; }, {"does not belong"});
+      {"tensor 'model.embed_tokens.weight' is [512, 64], where config.json's llama of 2 layers "
+       "has [512, 96]: the config does not belong to these weights"});
+  bad(gpt2, [](auto& j) { j["model_type"] = "llama"; },
+      {"the weights lack tensor 'model.embed_tokens.weight' and more that config.json's llama of "
+       "32 layers has"});
+  bad(gpt2, [](auto& j) { j["n_layer"] = 1000000000; },
+      {"lack tensor 'transformer.h.2.ln_1.weight' and more that config.json's gpt2 of "
+       "1000000000 layers has"});
+  bad(gpt2, [](auto& j) { j["n_layer"] = 1; },
+      {"the weights hold tensor 'transformer.h.1.",
+       "and 11 more that config.json's gpt2 of 1 "
+       "layer has no place for"});
+  bad(gpt2, [](auto& j) { j["n_embd"] = INT64_MAX; },
+      {"config.json: n_embd 9223372036854775807 is too large (n_inner, 4 n_embd by default"});
+  bad(gpt2, [](auto& j) { j["n_inner"] = INT64_MAX / 2; },
+      {"config.json: n_inner 4611686018427387903 is too large: the model would hold more than "
+       "2^63 parameters"});
   bad(gpt2, [](auto& j) { j["eos_token_id"] = 600; },
       {"eos_token_id", "600", "outside the vocabulary"});
   bad(llama, [](auto& j) { j["tie_word_embeddings"] = true; },
       {"tie_word_embeddings", "lm_head.weight", "differs"});
   bad(fixtures + "/llama_tied", [](auto& j) { j["tie_word_embeddings"] = false; },
-      {"does not belong to these weights"});
+      {"lack tensor 'lm_head.weight' that"});
   bad(gpt2, [](auto& j) { j["dtype"] = "float64"; }, {"dtype", "float64"});
-  bad(gpt2, [](auto& j) { j["n_layer"] = 3; }, {"does not belong to these weights"});
+  bad(gpt2, [](auto& j) { j["n_layer"] = 3; },
+      {"lack tensor 'transformer.h.2.ln_1.weight' and 11 more"});
   bad(gpt2, [](auto& j) { j.erase("vocab_size"); }, {"vocab_size", "missing"});
   // No weights at all; pytorch_model.bin alone.
   const std::string empty = edited_copy(gpt2, tmp, [](auto&) {});
