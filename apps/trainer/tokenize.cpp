@@ -13,6 +13,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/base/text.h"
+#include "lib/data/text_files.h"
 #include "lib/data/tokenizer.h"
 
 namespace trainer::cli {
@@ -64,8 +65,22 @@ int tokenize_command(const TokenizeOptions& options) {
   const bool interactive = options.file.empty();
   std::string line, out;
   int64_t line_number = 0;
+  const std::string named =
+      options.file.empty() ? std::string("standard input") : fmt::format("FILE '{}'", options.file);
   while (std::getline(in, line)) {
     ++line_number;
+    // Text, as train_file reads it: UTF-16 or UTF-32 named (its first line holds the mark or the
+    // NUL lanes), any other bytes that are not UTF-8 refused with the line they are on.
+    if (line_number == 1) {
+      data::refuse_wide_text(line + "\n", "trainer tokenize: " + named,
+                             options.file.empty() ? "FILE" : options.file);
+    }
+    if (!data::is_utf8_text(line)) {
+      throw InputError(fmt::format(
+          "trainer tokenize: {} line {} is not UTF-8 text (invalid UTF-8 or a NUL byte): {}; give "
+          "UTF-8 text",
+          named, line_number, base::shown_text(line, 40)));
+    }
     if (options.decode) {
       out += tokenizer.decode(ids_of_line(line, line_number, tokenizer.vocab_size()),
                               !options.special_tokens);

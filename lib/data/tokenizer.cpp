@@ -20,6 +20,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/json_text.h"
 #include "lib/base/text.h"
 
 namespace trainer::data {
@@ -280,17 +281,34 @@ std::string icu_pattern(std::string_view pattern, const std::string& where) {
 
 enum class Scanner { kNone, kGpt2, kLlama3 };
 
+// How long one search of a Split pattern may run, in ICU's units (about a millisecond each on
+// these machines): a nested repetition ("(a+)+$") backtracks without end on a line of 40 letters,
+// where `tokenizers` (Oniguruma's retry limit) gives up too.
+constexpr int32_t kRegexTimeLimit = 200;
+
 // One way of cutting a piece: a scanner, an ICU regex, or a literal string.
 struct Splitter {
   Scanner scanner = Scanner::kNone;
   std::unique_ptr<icu::RegexPattern> regex;
   std::string literal;  // when neither
+  std::string pattern;  // the regex as tokenizer.json gives it, and the file, for messages
+  std::string where;
 
   void matches(std::string_view s, std::vector<Span>& out) const {
     if (scanner == Scanner::kGpt2) return split_gpt2(s, out);
     if (scanner == Scanner::kLlama3) return split_llama3(s, out);
     if (!regex) {
-      if (literal.empty()) return;
+      if (literal.empty()) {
+        // `tokenizers` compiles a String pattern as the escaped regex: "" is the empty regex,
+        // which matches between every two characters (below).
+        for (size_t i = 0; i < s.size();) {
+          size_t length;
+          next_code_point(s, i, length);
+          i += length;
+          out.push_back({i, i});
+        }
+        return;
+      }
       for (size_t at = s.find(literal); at != std::string_view::npos;
            at = s.find(literal, at + literal.size())) {
         out.push_back({at, at + literal.size()});
@@ -312,10 +330,19 @@ struct Splitter {
     offsets.push_back(s.size());
     UErrorCode status = U_ZERO_ERROR;
     std::unique_ptr<icu::RegexMatcher> matcher(regex->matcher(text, status));
+    if (U_SUCCESS(status)) matcher->setTimeLimit(kRegexTimeLimit, status);
     while (U_SUCCESS(status) && matcher->find(status)) {
       const int32_t b = matcher->start(status), e = matcher->end(status);
       if (U_FAILURE(status)) break;
-      if (e > b) out.push_back({offsets[b], offsets[e]});
+      // An empty match cuts the text where it is, as in `tokenizers` (an empty piece is
+      // dropped): "" or "x*" splits between characters that match nothing else.
+      out.push_back({offsets[b], offsets[e]});
+    }
+    if (status == U_REGEX_TIME_OUT || status == U_REGEX_STACK_OVERFLOW) {
+      throw InputError(fmt::format(
+          "{}: the pre_tokenizer's Split pattern {} backtracks without end on the text {} ({}; "
+          "tokenizers gives up on it too); simplify the pattern",
+          where, base::shown_text(pattern, 60), base::shown_text(s, 40), u_errorName(status)));
     }
     if (U_FAILURE(status)) {
       throw std::runtime_error(fmt::format("ICU regex failed: {}", u_errorName(status)));
@@ -451,11 +478,12 @@ namespace {
 
 using Impl = Tokenizer::Impl;
 
+// A component's "type" as messages name it (cut short), or the component's JSON, cut short.
 std::string json_type_name(const json& j) {
   if (j.is_object() && j.contains("type") && j["type"].is_string()) {
-    return j["type"].get<std::string>();
+    return base::shown_text(j["type"].get<std::string>(), 60);
   }
-  return j.dump();
+  return base::shown(j);
 }
 
 // Loads tokenizer.json's components into `t`, refusing what is not supported in one line.
@@ -486,6 +514,11 @@ class Loader {
 
   void load(const json& root) {
     if (!root.is_object()) refuse("the file holds no JSON object");
+    // tokenizers reads format 1.0 (and a file without a version); another is refused there.
+    if (root.contains("version") && root["version"] != "1.0") {
+      refuse(fmt::format("version {} is not supported (tokenizers reads \"1.0\")",
+                         base::shown(root["version"])));
+    }
     for (const char* key : {"truncation", "padding"}) {
       if (root.contains(key) && !root[key].is_null()) {
         refuse(fmt::format("{} is not supported (it must be null)", key));
@@ -514,11 +547,13 @@ class Loader {
     if (type != "BPE") refuse(fmt::format("model type {} is not supported (only BPE)", type));
     if (m.contains("dropout") && !m["dropout"].is_null() &&
         !(m["dropout"].is_number() && m["dropout"].get<double>() == 0)) {
-      refuse(fmt::format("BPE dropout {} is not supported (it must be null)", m["dropout"].dump()));
+      refuse(fmt::format("BPE dropout {} is not supported (it must be null)",
+                         base::shown(m["dropout"])));
     }
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
       if (m.contains(key) && !m[key].is_null() && m[key] != "") {
-        refuse(fmt::format("BPE {} {} is not supported (it must be null)", key, m[key].dump()));
+        refuse(
+            fmt::format("BPE {} {} is not supported (it must be null)", key, base::shown(m[key])));
       }
     }
     if (flag(m, "byte_fallback", false)) refuse("BPE byte_fallback is not supported");
@@ -530,7 +565,7 @@ class Loader {
     for (const auto& [token, id] : vocab.items()) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
         refuse(fmt::format("model's vocab gives {} the id {} (ids are integers >= 0)",
-                           base::shown_text(token), id.dump()));
+                           base::shown_text(token), base::shown(id)));
       }
       t_.vocab.emplace(token, id.get<int32_t>());
     }
@@ -553,7 +588,7 @@ class Loader {
         a = merge[0].get<std::string>(), b = merge[1].get<std::string>();
       } else {
         refuse(fmt::format("merge {} of model's merges is not \"a b\" or [\"a\", \"b\"]",
-                           base::shown_text(merge.dump())));
+                           base::shown(merge)));
       }
       auto ia = t_.vocab.find(a), ib = t_.vocab.find(b), iab = t_.vocab.find(a + b);
       const std::string missing = ia == t_.vocab.end()    ? a
@@ -572,7 +607,8 @@ class Loader {
       if (!m["unk_token"].is_string()) refuse("model's unk_token is not a string");
       auto it = t_.vocab.find(m["unk_token"].get<std::string>());
       if (it == t_.vocab.end()) {
-        refuse(fmt::format("model's unk_token {} is not in the vocab", m["unk_token"].dump()));
+        refuse(
+            fmt::format("model's unk_token {} is not in the vocab", base::shown(m["unk_token"])));
       }
       t_.unk_id = it->second;
     }
@@ -585,7 +621,7 @@ class Loader {
       const json& id = field(token, "id", "an added token");
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
         refuse(fmt::format("added token {} has the id {} (ids are integers >= 0)",
-                           base::shown_text(content), id.dump()));
+                           base::shown_text(content), base::shown(id)));
       }
       for (const char* key : {"single_word", "lstrip", "rstrip"}) {
         if (flag(token, key, false)) {
@@ -621,6 +657,8 @@ class Loader {
       s.scanner = Scanner::kLlama3;
       return s;
     }
+    s.pattern = std::string(pattern);
+    s.where = where_;
     const std::string translated = icu_pattern(pattern, where_);
     UErrorCode status = U_ZERO_ERROR;
     UParseError error;
@@ -705,16 +743,17 @@ class Loader {
         }
         std::vector<int32_t> ids;
         for (const json& id : specials[name]["ids"]) {
-          if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+          if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
             refuse(fmt::format("post_processor TemplateProcessing: special token {} has id {}",
-                               base::shown_text(name), id.dump()));
+                               base::shown_text(name), base::shown(id)));
           }
           ids.push_back(id.get<int32_t>());
+          template_tokens_.emplace_back(name, ids.back());
         }
         t_.template_parts.push_back(std::move(ids));
       } else {
         refuse(fmt::format("post_processor TemplateProcessing: piece {} is not understood",
-                           base::shown_text(piece.dump())));
+                           base::shown(piece)));
       }
     }
   }
@@ -732,6 +771,14 @@ class Loader {
     t_.tokens.assign(size, "");
     t_.has_token.assign(size, false);
     t_.special.assign(size, false);
+    for (const auto& [name, id] : template_tokens_) {
+      if (id >= size) {
+        refuse(fmt::format(
+            "post_processor TemplateProcessing: special token {} has id {}, outside the "
+            "vocabulary (0..{})",
+            base::shown_text(name), id, size - 1));
+      }
+    }
     for (const auto& [token, id] : t_.vocab) t_.tokens[id] = token, t_.has_token[id] = true;
     for (const auto& a : added_) {
       t_.tokens[a.id] = a.content, t_.has_token[a.id] = true, t_.special[a.id] = a.special;
@@ -755,6 +802,7 @@ class Loader {
   Impl& t_;
   std::string where_;
   std::vector<AddedToken> added_;
+  std::vector<std::pair<std::string, int32_t>> template_tokens_;  // the template's ids, by name
 
  public:
   bool options_fast = true;
@@ -1006,28 +1054,21 @@ Tokenizer Tokenizer::load(const std::string& path, const Options& options) {
   }
   impl->json_bytes = base::read_file(impl->path, SIZE_MAX, "tokenizer ");
   const std::string where = fmt::format("tokenizer {}", impl->path);
-  json root;
-  try {
-    root = json::parse(impl->json_bytes);
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format("{}: not valid JSON ({})", where, base::first_line(e.what())));
-  }
+  const json root = base::parse_json(impl->json_bytes, where);
   Loader loader(*impl, where);
   loader.options_fast = options.fast_split;
-  loader.load(root);
+  try {
+    loader.load(root);
+  } catch (const json::exception& e) {  // a value of another type where the loader reads one
+    throw InputError(fmt::format("{}: {}", where, base::json_error_text(e)));
+  }
 
   impl->config_path = base::join_path(base::parent_dir(impl->path), "tokenizer_config.json");
   if (base::is_regular_file(impl->config_path)) {
     impl->has_config = true;
     impl->config_bytes = base::read_file(impl->config_path, SIZE_MAX, "tokenizer config ");
     const std::string config_where = fmt::format("tokenizer config {}", impl->config_path);
-    json config;
-    try {
-      config = json::parse(impl->config_bytes);
-    } catch (const json::exception& e) {
-      throw InputError(
-          fmt::format("{}: not valid JSON ({})", config_where, base::first_line(e.what())));
-    }
+    const json config = base::parse_json(impl->config_bytes, config_where);
     if (!config.is_object()) throw InputError(config_where + ": the file holds no JSON object");
     // AutoTokenizer builds the class tokenizer_config.json names: those below use tokenizer.json
     // as it is; another (BertTokenizer, LlamaTokenizer, ...) may build a different tokenizer
@@ -1042,7 +1083,7 @@ Tokenizer Tokenizer::load(const std::string& path, const Options& options) {
             fmt::format("{}: tokenizer_class {} is not supported (PreTrainedTokenizerFast, "
                         "TokenizersBackend, GPT2Tokenizer, GPT2TokenizerFast: the classes that use "
                         "tokenizer.json as it is)",
-                        config_where, named.dump()));
+                        config_where, base::shown(named)));
       }
     }
     impl->bos = config_token(config, "bos_token", *impl, config_where);

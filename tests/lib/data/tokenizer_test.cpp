@@ -331,6 +331,48 @@ TEST(Tokenizer, RefusesWhatItDoesNotSupportInOneLine) {
                               {"invert", false}};
       },
       {"behavior MergedWithNext"});
+  // tokenizers reads format 1.0 only ("Unknown tokenizer version '2.0'").
+  refused([](auto& j) { j["version"] = "2.0"; }, {"version \"2.0\" is not supported", "1.0"});
+  // A component that is not understood is quoted cut short, not dumped whole (the vocabulary).
+  refused([](auto& j) { j["model"]["type"] = j["model"]["vocab"]; },
+          {"model type {\"", "...", "is not supported (only BPE)"});
+  {
+    TempDir dir;
+    const std::string path =
+        changed_tokenizer(dir, [](auto& j) { j["model"]["type"] = j["model"]["vocab"]; });
+    EXPECT_LT(trainer::testing::input_error_of([&] { Tokenizer::load(path); }).size(), 300u);
+  }
+  // A template's special token past the vocabulary: named at load, not "index out of range".
+  refused(
+      [](auto& j) {
+        j["post_processor"] = {
+            {"type", "TemplateProcessing"},
+            {"single",
+             {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+              {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+            {"pair", nlohmann::json::array()},
+            {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {600}}, {"tokens", {"<s>"}}}}}}};
+      },
+      {"special token <s> has id 600, outside the vocabulary (0..511)"});
+  // A value of another type where one is read: one line naming the file, not nlohmann's tag.
+  refused([](auto& j) { j["model"]["vocab"]["hello"] = "x"; }, {"hello"});
+
+  // A Split pattern that backtracks without end (nested repetition) is given up on, naming the
+  // pattern, as `tokenizers` gives up (Oniguruma's retry limit): not a hang.
+  for (const std::string pattern : {"(a+)+$", "(a|aa)+b"}) {
+    TempDir dir;
+    const std::string path = changed_tokenizer(dir, [&](auto& j) {
+      j["pre_tokenizer"] = {{"type", "Split"},
+                            {"pattern", {{"Regex", pattern}}},
+                            {"behavior", "Isolated"},
+                            {"invert", false}};
+    });
+    const Tokenizer t = Tokenizer::load(path);
+    expect_input_error(
+        [&] { t.encode(std::string(40, 'a') + "!"); },
+        {path, "Split pattern " + pattern, "backtracks without end", "U_REGEX_TIME_OUT"});
+    EXPECT_FALSE(t.encode("ab").empty());  // text without the trap still encodes
+  }
 
   TempDir dir;
   std::ofstream(dir.file("tokenizer.json")) << "{\"model\": {";
@@ -378,42 +420,42 @@ TEST(Tokenizer, OtherLayoutsMatchTokenizers) {
                                           "<|endoftext|>",
                                           "snow\u2603man\U0001F600",
                                           "line\r"};
+  // A Split of `pattern` ({"Regex": ...} or {"String": ...}) with `behavior`, then ByteLevel.
+  auto split_then_bytes = [](nlohmann::json pattern, const std::string& behavior,
+                             bool byte_level_regex) {
+    return [=](nlohmann::json& j) {
+      j["pre_tokenizer"] = {
+          {"type", "Sequence"},
+          {"pretokenizers",
+           {{{"type", "Split"}, {"pattern", pattern}, {"behavior", behavior}, {"invert", false}},
+            {{"type", "ByteLevel"},
+             {"add_prefix_space", false},
+             {"trim_offsets", true},
+             {"use_regex", byte_level_regex}}}}};
+    };
+  };
   const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> layouts = {
       {"Split on a literal space (Removed), ByteLevel without its regex",
-       [](nlohmann::json& j) {
-         j["pre_tokenizer"] = {{"type", "Sequence"},
-                               {"pretokenizers",
-                                {{{"type", "Split"},
-                                  {"pattern", {{"String", " "}}},
-                                  {"behavior", "Removed"},
-                                  {"invert", false}},
-                                 {{"type", "ByteLevel"},
-                                  {"add_prefix_space", false},
-                                  {"trim_offsets", true},
-                                  {"use_regex", false}}}}};
-       }},
+       split_then_bytes({{"String", " "}}, "Removed", false)},
       {"ByteLevel with add_prefix_space, a normalized added token",
        [](nlohmann::json& j) {
          j["pre_tokenizer"]["add_prefix_space"] = true;
          j["added_tokens"][0]["normalized"] = true;
        }},
       {"a Split regex of digits (ICU), then GPT-2's ByteLevel",
-       [](nlohmann::json& j) {
-         j["pre_tokenizer"] = {{"type", "Sequence"},
-                               {"pretokenizers",
-                                {{{"type", "Split"},
-                                  {"pattern", {{"Regex", "\\p{N}|\\s+"}}},
-                                  {"behavior", "Isolated"},
-                                  {"invert", false}},
-                                 {{"type", "ByteLevel"},
-                                  {"add_prefix_space", false},
-                                  {"trim_offsets", true},
-                                  {"use_regex", true}}}}};
-       }},
+       split_then_bytes({{"Regex", "\\p{N}|\\s+"}}, "Isolated", true)},
       {"no pre_tokenizer: characters, not bytes (those not in the vocab dropped)",
        [](nlohmann::json& j) { j["pre_tokenizer"] = nullptr; }},
       {"ignore_merges with GPT-2's pattern",
        [](nlohmann::json& j) { j["model"]["ignore_merges"] = true; }},
+      // An empty match cuts the text where it is (Oniguruma's find_iter, then empty pieces
+      // dropped): "" splits between every two characters, "t*" around each run of t.
+      {"an empty Split regex (Isolated): one piece per character",
+       split_then_bytes({{"Regex", ""}}, "Isolated", false)},
+      {"an empty Split string (Removed): one piece per character",
+       split_then_bytes({{"String", ""}}, "Removed", false)},
+      {"a Split regex that matches empty too (t*)",
+       split_then_bytes({{"Regex", "t*"}}, "Isolated", false)},
   };
   for (const auto& [what, change] : layouts) {
     TempDir dir;
