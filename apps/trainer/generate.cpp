@@ -20,6 +20,7 @@
 #include "lib/data/registry.h"
 #include "lib/data/tokenizer.h"
 #include "lib/io/safetensors.h"
+#include "lib/models/generation_config.h"
 #include "lib/models/gpt.h"
 #include "lib/models/hf_pretrained.h"
 #include "lib/models/lora.h"
@@ -52,28 +53,43 @@ std::string sample_text(models::Gpt& model, const cli::GenerateOptions& options,
 
 namespace {
 
-// generation_config.json's value of `key` (the config's when the file lacks it).
-nlohmann::ordered_json generation_value(const std::string& dir, const std::string& key) {
-  const std::string path = base::join_path(dir, "generation_config.json");
-  if (std::filesystem::exists(path)) {
-    auto j = base::read_json_object(path);
-    if (j.contains(key)) return j[key];
+// Transformers' logits processors that generation_config.json may ask for, in their order, on
+// the last position's logits given every id so far (the prompt's included): RepetitionPenalty
+// (each id seen once: a negative score times the penalty, a positive one divided by it),
+// NoRepeatNGram (the token that would repeat an n-gram of the sequence), NoBadWords (a bad
+// word's last token where the sequence ends with the rest of it).
+torch::Tensor process_logits(torch::Tensor logits, const std::vector<int64_t>& ids,
+                             const models::GenerationConfig& g) {
+  if (g.repetition_penalty != 1.0) {
+    std::vector<int64_t> seen(ids);
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    torch::Tensor index = torch::tensor(seen, torch::kLong);
+    torch::Tensor score = logits.index_select(0, index);
+    score = torch::where(score < 0, score * g.repetition_penalty, score / g.repetition_penalty);
+    logits = logits.index_copy(0, index, score);
   }
-  return nlohmann::ordered_json();
-}
-
-// The ids generation stops at: generation_config.json's eos_token_id (one or a list), else the
-// config's.
-std::vector<int64_t> eos_ids(const std::string& dir, const models::HfConfig& config) {
-  auto value = generation_value(dir, "eos_token_id");
-  std::vector<int64_t> ids;
-  if (value.is_number_integer()) ids.push_back(value.get<int64_t>());
-  if (value.is_array()) {
-    for (const auto& v : value) {
-      if (v.is_number_integer()) ids.push_back(v.get<int64_t>());
+  std::vector<int64_t> banned;
+  const auto n = static_cast<size_t>(g.no_repeat_ngram_size);
+  if (n > 0 && ids.size() + 1 >= n) {
+    // The last n - 1 ids, and every earlier n-gram that starts with them.
+    const size_t prefix = ids.size() - (n - 1);
+    for (size_t i = 0; i + n <= ids.size(); ++i) {
+      if (std::equal(ids.begin() + i, ids.begin() + i + n - 1, ids.begin() + prefix)) {
+        banned.push_back(ids[i + n - 1]);
+      }
     }
   }
-  return value.is_null() ? config.eos_token_ids : ids;
+  for (const auto& word : g.bad_words_ids) {
+    const size_t rest = word.size() - 1;
+    if (rest <= ids.size() && std::equal(word.begin(), word.end() - 1, ids.end() - rest)) {
+      banned.push_back(word.back());
+    }
+  }
+  if (!banned.empty()) {
+    logits = logits.index_fill(0, torch::tensor(banned, torch::kLong), -INFINITY);
+  }
+  return logits;
 }
 
 // One next token from the last position's logits: the argmax (greedy), or drawn after
@@ -117,12 +133,12 @@ int generate_hf(const cli::GenerateOptions& options) {
   if (model->dtype() != torch::kFloat) loaded->to(torch::kFloat);
   loaded->eval();
   data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_dir);
+  const models::GenerationConfig generation =
+      models::read_generation_config(dir, model->config().vocab_size);
   std::vector<int32_t> prompt = tokenizer.encode(options.prompt);
   if (prompt.empty()) {
-    const auto bos = generation_value(dir, "bos_token_id");
-    if (bos.is_number_integer() && bos.get<int64_t>() >= 0 &&
-        bos.get<int64_t>() < model->config().vocab_size) {
-      prompt.push_back(bos.get<int32_t>());
+    if (generation.bos_token_id) {
+      prompt.push_back(static_cast<int32_t>(*generation.bos_token_id));
     } else if (model->config().bos_token_id < 0) {
       throw InputError(
           "trainer generate: the prompt gives no tokens and the model has no "
@@ -138,10 +154,9 @@ int generate_hf(const cli::GenerateOptions& options) {
         "(max_position_embeddings) and must have room for one more",
         prompt.size(), positions));
   }
-  const auto sample_value = generation_value(dir, "do_sample");
-  const bool sample =
-      options.do_sample.value_or(sample_value.is_boolean() && sample_value.get<bool>());
-  const std::vector<int64_t> eos = eos_ids(dir, model->config());
+  const bool sample = options.do_sample.value_or(generation.do_sample.value_or(false));
+  const std::vector<int64_t> eos =
+      generation.has_eos ? generation.eos_token_ids : model->config().eos_token_ids;
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
   std::vector<int64_t> ids(prompt.begin(), prompt.end());
   const int64_t limit = model->config().max_position_embeddings;
@@ -157,7 +172,9 @@ int generate_hf(const cli::GenerateOptions& options) {
     torch::Tensor logits = options.use_cache
                                ? model->logits(input, {}, &cache)
                                : model->logits(torch::tensor(ids, torch::kLong).unsqueeze(0));
-    const int64_t token = next_token(logits[0][-1].to(torch::kFloat), options, sample, generator);
+    const int64_t token =
+        next_token(process_logits(logits[0][-1].to(torch::kFloat), ids, generation), options,
+                   sample, generator);
     ids.push_back(token);
     if (std::find(eos.begin(), eos.end(), token) != eos.end()) break;
     input = torch::full({1, 1}, token, torch::kLong);

@@ -221,6 +221,19 @@ TEST(HfFineTuneFolders, BadFoldersAndFilesAreOneLineAndWriteNothing) {
 namespace trainer::hf_finetune_test {
 namespace {
 
+// The ids (prompt and 24 new tokens) of Transformers' model.generate(do_sample=False) on the
+// folder `dir` (its generation_config.json applies), as `trainer generate --output_ids` prints
+// them.
+testing::ProcessResult transformers_greedy(const std::string& dir, const std::string& prompt) {
+  return run(python() +
+             " -c \"import sys; from transformers import AutoModelForCausalLM as M, "
+             "AutoTokenizer as T; m = M.from_pretrained(sys.argv[1]); t = "
+             "T.from_pretrained(sys.argv[1]); ids = t(sys.argv[2], return_tensors='pt')"
+             ".input_ids; print(' '.join(map(str, m.generate(ids, do_sample=False, "
+             "max_new_tokens=24)[0].tolist())))\" " +
+             dir + " '" + prompt + "' 2>/dev/null");
+}
+
 // Greedy generation equals Transformers' model.generate(do_sample=False) token for token, with
 // and without the KV cache; sampling is seeded.
 TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
@@ -228,13 +241,7 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
   for (const std::string model : {"gpt2", "llama"}) {
     const std::string dir = fixtures + "/" + model;
     const std::string prompt = "The meaning of life";
-    auto theirs = run(python() +
-                      " -c \"import sys; from transformers import AutoModelForCausalLM as M, "
-                      "AutoTokenizer as T; m = M.from_pretrained(sys.argv[1]); t = "
-                      "T.from_pretrained(sys.argv[1]); ids = t(sys.argv[2], return_tensors='pt')"
-                      ".input_ids; print(' '.join(map(str, m.generate(ids, do_sample=False, "
-                      "max_new_tokens=24)[0].tolist())))\" " +
-                      dir + " '" + prompt + "' 2>/dev/null");
+    auto theirs = transformers_greedy(dir, prompt);
     ASSERT_EQ(theirs.exit_code, 0);
     for (const std::string cache : {"true", "false"}) {
       auto ours = run(testing::kTrainerBin + " generate " + dir + " --prompt '" + prompt +
@@ -242,6 +249,29 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
       ASSERT_EQ(ours.exit_code, 0) << ours.err;
       EXPECT_EQ(ours.out, theirs.out) << model << " use_cache " << cache;
     }
+  }
+  // generation_config.json's logits processors, as model.generate applies them (the prompt's
+  // ids count): a repetition penalty, no repeated bigram, and bad words (one token, and two).
+  testing::TempDir tmp;
+  for (const std::string model : {"gpt2", "llama"}) {
+    const std::string dir = tmp.file(model);
+    std::filesystem::copy(fixtures + "/" + model, dir, std::filesystem::copy_options::recursive);
+    json generation = json::parse(testing::slurp(dir + "/generation_config.json"));
+    generation["repetition_penalty"] = 1.3;
+    generation["no_repeat_ngram_size"] = 2;
+    generation["bad_words_ids"] = {{5}, {264, 72}};
+    std::filesystem::remove(dir + "/generation_config.json");
+    std::ofstream(dir + "/generation_config.json") << generation.dump(2);
+    const std::string prompt = "the the the the";
+    auto theirs = transformers_greedy(dir, prompt);
+    ASSERT_EQ(theirs.exit_code, 0);
+    auto ours = run(testing::kTrainerBin + " generate " + dir + " --prompt '" + prompt +
+                    "' --max_new_tokens 24 --output_ids true");
+    ASSERT_EQ(ours.exit_code, 0) << ours.err;
+    EXPECT_EQ(ours.out, theirs.out) << model << " with logits processors";
+    auto plain = run(testing::kTrainerBin + " generate " + fixtures + "/" + model + " --prompt '" +
+                     prompt + "' --max_new_tokens 24 --output_ids true");
+    EXPECT_NE(plain.out, ours.out) << "the processors changed nothing: a weak test";
   }
   auto a =
       run(testing::kTrainerBin + " generate " + fixtures +
