@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -119,6 +120,9 @@ class TrainingArguments {
   std::optional<FsdpPlan> fsdp_plan() const;
 
  private:
+  // The names given on the command line (set_from_text): a LoRA setting given there is refused
+  // beside an adapter folder even when it equals the default.
+  std::set<std::string> command_line_;
   // validate()'s groups of checks (training_args_validate.cpp).
   void validate_steps_and_batches() const;
   void validate_optimizer() const;

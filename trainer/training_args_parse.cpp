@@ -180,6 +180,7 @@ void TrainingArguments::set_from_text(const std::string& name, const std::string
     throw InputError(fmt::format("argument {}: {}", name, e.what()));
   }
   spec.set(*this, parsed);
+  command_line_.insert(spec.name);
 }
 
 TrainingArguments TrainingArguments::parse(

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdio>
+#include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -19,6 +21,15 @@ inline void warn(const std::string& line) {
 template <typename... Args>
 void warn(fmt::format_string<Args...> format, Args&&... args) {
   warn(fmt::format(format, std::forward<Args>(args)...));
+}
+
+// warn() once per process for each distinct line: for what is found again each time the same
+// thing is built (a trained adapter loaded again for the sample at the end of the run).
+inline void warn_once(const std::string& line) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (said.insert(line).second) warn(line);
 }
 
 }  // namespace trainer::base

@@ -83,6 +83,19 @@ PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
   auto holder = register_module("base_model", std::make_shared<torch::nn::Module>());
   holder->register_module("model", base_);
 
+  // PEFT adapts a Hugging Face model's lm_head as a linear layer (and, tied, its merge changes
+  // the input embedding as well); here the output layer is no linear layer: refused by name.
+  if (as_hf_causal_lm(*base_) && !config_.target_regex) {
+    for (const std::string& t : config_.target_modules) {
+      if (t == "lm_head" || base::ends_with(t, ".lm_head")) {
+        throw InputError(fmt::format(
+            "target_modules: {} is the model's output layer, which LoRA does not adapt here "
+            "(PEFT does, as a linear layer; merged into a tied model it changes the input "
+            "embedding too); leave it out",
+            t));
+      }
+    }
+  }
   const auto layers = linear_layers(*base_);
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> targets;
   std::set<std::string> matched_targets;
@@ -126,10 +139,10 @@ PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
   if (!config_.target_regex && !config_.all_linear()) {
     for (const std::string& t : config_.target_modules) {
       if (!matched_targets.count(t)) {
-        base::warn(
+        base::warn_once(fmt::format(
             "target_modules: {} matches no linear layer of the model (its linear layers are "
             "{})",
-            t, layer_names_text(layers));
+            t, layer_names_text(layers)));
       }
     }
   }
@@ -370,7 +383,7 @@ std::string adapter_base_model(const std::string& dir) {
 }
 
 std::string adapter_tokenizer_dir(const std::string& dir) {
-  if (std::filesystem::exists(base::join_path(dir, "tokenizer.json"))) return dir;
+  if (base::exists(base::join_path(dir, "tokenizer.json"))) return dir;
   return adapter_base_model(dir);
 }
 
@@ -379,7 +392,7 @@ std::shared_ptr<PeftModel> load_peft_model(const std::string& dir, const std::st
   const std::string base_dir = checked_base_model(config, dir);
   const std::string config_path = base::join_path(dir, kAdapterConfigFile);
   const std::string path = base::join_path(dir, kAdapterWeightsFile);
-  if (!std::filesystem::exists(path)) {
+  if (!base::exists(path)) {
     throw InputError(fmt::format(
         "{} does not exist (an adapter folder holds it beside {}; adapter_model.bin is not read)",
         path, kAdapterConfigFile));

@@ -148,6 +148,12 @@ LoraConfig parse_adapter_config(const nlohmann::ordered_json& j, const std::stri
   if (peft_type != "LORA") {
     f.fail("peft_type", fmt::format("\"{}\" is not supported (LORA)", peft_type));
   }
+  // PEFT computes with these as they are: a null fails there (lora_alpha / r), so here too.
+  for (const char* key : {"r", "lora_alpha", "lora_dropout"}) {
+    if (j.contains(key) && j.at(key).is_null()) {
+      f.fail(key, "null is not allowed (a number; PEFT cannot compute its scaling with null)");
+    }
+  }
   c.r = f.positive("r", 8);
   c.lora_alpha = f.number("lora_alpha", 8);
   c.lora_dropout = f.number("lora_dropout", 0.0);

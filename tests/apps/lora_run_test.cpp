@@ -52,8 +52,8 @@ std::string hf_finetune(const std::string& base, const std::string& adapter, int
 // Its JSON for a fixture's adapter: a cached_reference (a datasets cache of its own: runs side
 // by side must not share one).
 json reference(const std::string& base, const std::string& adapter, int steps) {
-  std::ifstream in(testing::cached_reference(
-      "hf_finetune_lora", hf_finetune(base, adapter, steps, "{out}", "{tmp}")));
+  std::ifstream in(testing::cached_reference("hf_finetune_lora",
+                                             hf_finetune(base, adapter, steps, "{out}", "{tmp}")));
   return json::parse(in);
 }
 
@@ -218,6 +218,23 @@ TEST(LoraRuns, ResumeIsExactAndCheckpointsHoldTheAdapterOnly) {
                   tmp.file("bare") + " 2>&1");
   ASSERT_EQ(bare.exit_code, 0) << bare.out;
   EXPECT_NE(eval_loss_of(tmp.file("bare")), with_args);
+}
+
+// A target that matches nothing beside one that does trains (PEFT says nothing) and is warned
+// about once, though the adapter is built again for the sample at the end of the run.
+TEST(LoraRuns, ATargetThatMatchesNothingIsWarnedOnce) {
+  NEED_PEFT();
+  testing::TempDir tmp;
+  auto r = run(testing::kTrainerBin + " train --model_name_or_path " + fixtures +
+               "/llama --target_modules q_proj,nothing --train_file " + kCorpus +
+               " --block_size 32 --max_steps 1 --max_train_samples 8 --disable_tqdm true "
+               "--output_dir " +
+               tmp.file("run"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string warning = "trainer: warning: target_modules: nothing matches no linear layer";
+  const size_t first = r.err.find(warning);
+  ASSERT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(warning, first + 1), std::string::npos) << r.err;
 }
 
 TEST(LoraRuns, BadSettingsAreOneLineAndWriteNothing) {
