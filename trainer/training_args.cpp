@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "lib/base/errors.h"
+#include "lib/base/json_text.h"
 #include "lib/base/text.h"
 #include "lib/data/mnist_defaults.h"
 #include "lib/models/lora_config.h"
@@ -162,14 +164,23 @@ std::optional<FsdpPlan> TrainingArguments::fsdp_plan() const {
     return std::nullopt;
   }
   plan.strategy = strategies[0];
+  // Transformers drops the "fsdp_" prefix (the later of two spellings wins); two spellings of one
+  // key that disagree are refused rather than one chosen in silence.
+  std::map<std::string, std::pair<std::string, nlohmann::ordered_json>> spelled;
   for (const auto& entry : fsdp_config_.items()) {
     // Named, not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
     const std::string& raw_key = entry.key();
     const auto& value = entry.value();
     const std::string key = raw_key.rfind("fsdp_", 0) == 0 ? raw_key.substr(5) : raw_key;
+    if (auto [it, fresh] = spelled.try_emplace(key, raw_key, value);
+        !fresh && it->second.second != value) {
+      throw InputError(fmt::format(
+          "argument fsdp_config: {} {} and {} {} name one setting; give it once", it->second.first,
+          base::shown(it->second.second), raw_key, base::shown(value)));
+    }
     auto bad = [&](const std::string& allowed) {
       return InputError(fmt::format("argument fsdp_config: {} {} is not allowed ({})", raw_key,
-                                    value.dump(), allowed));
+                                    base::shown(value), allowed));
     };
     // Transformers reads flags given as "true"/"false" too, and Accelerate numbers as 1e8.
     auto flag = [&]() {

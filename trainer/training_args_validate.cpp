@@ -244,7 +244,14 @@ void TrainingArguments::validate_reporting_model_and_data() const {
         "validation_split_percentage", fmt::format("{}", validation_split_percentage_),
         "must be between 0 and 100");
   if (block_size_) {
-    check(*block_size_ >= 1, "block_size", std::to_string(*block_size_), "must be >= 1");
+    // A block of one token has no next token: no position would have a label.
+    check(*block_size_ >= 2, "block_size", std::to_string(*block_size_),
+          "must be >= 2 (each token learns to predict the next one in its block)");
+  }
+  if (preprocessing_num_workers_) {
+    // datasets' map(num_proc=...) refuses the same.
+    check(*preprocessing_num_workers_ >= 1, "preprocessing_num_workers",
+          std::to_string(*preprocessing_num_workers_), "must be >= 1, or null");
   }
   if (model_type_) check_choice("model_type", *model_type_, {"gpt2", "llama"});
   check_choice("torch_dtype", torch_dtype_, {"auto", "float32", "bfloat16", "float16"});
@@ -262,10 +269,11 @@ void TrainingArguments::validate_lora() const {
   }
   const models::LoraConfig defaults;
   const std::vector<std::pair<const char*, bool>> given = {
-      {"lora_r", lora_r_ != defaults.r},
-      {"lora_alpha", lora_alpha_ != defaults.lora_alpha},
-      {"lora_dropout", lora_dropout_ != defaults.lora_dropout},
-      {"bias", bias_ != defaults.bias},
+      {"lora_r", lora_r_ != defaults.r || command_line_.count("lora_r")},
+      {"lora_alpha", lora_alpha_ != defaults.lora_alpha || command_line_.count("lora_alpha")},
+      {"lora_dropout",
+       lora_dropout_ != defaults.lora_dropout || command_line_.count("lora_dropout")},
+      {"bias", bias_ != defaults.bias || command_line_.count("bias")},
       {"modules_to_save", !modules_to_save_.empty()},
       {"use_rslora", use_rslora_},
       {"init_lora_weights", init_lora_weights_ != defaults.init_lora_weights}};
