@@ -114,10 +114,11 @@ std::optional<Trainer::Resumable> Trainer::checkpoint_to_resume(
   // Every node learns whether one could not go on (each collective here runs on every node).
   auto agree_no_problem = [&](const std::string& problem) {
     if (largest(problem.empty() ? 0.0 : 1.0) > 0) {
-      throw InputError(problem.empty()
-                           ? "save_on_each_node: another node cannot resume from its copy of the "
-                             "checkpoint (its error says why)"
-                           : problem);
+      if (!problem.empty()) throw InputError(problem);
+      // A PeerFailure (exit code 3): the launcher names the node that failed, not this echo of it.
+      throw PeerFailure(
+          "save_on_each_node: another node cannot resume from its copy of the checkpoint (its "
+          "error says why)");
     }
   };
   std::optional<Resumable> found;

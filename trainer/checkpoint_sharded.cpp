@@ -6,6 +6,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/json_text.h"
 #include "lib/io/safetensors.h"
 #include "lib/optim/adamw.h"
 #include "trainer/checkpoint_manifest.h"
@@ -34,7 +35,9 @@ SavedSlices read_slices(const std::string& path) {
   saved.file = io::map_safetensors(path);
   for (const auto& [name, tensor] : saved.file.tensors) saved.tensors[name] = &tensor;
   auto it = saved.file.metadata.find("slices");
-  json slices = it == saved.file.metadata.end() ? json() : json::parse(it->second, nullptr, false);
+  json slices = it == saved.file.metadata.end()
+                    ? json()
+                    : base::parse_json(it->second, fmt::format("{}: its metadata's slices", path));
   if (!slices.is_object()) throw InputError(fmt::format("{}: its metadata has no slices", path));
   for (const auto& [name, entry] : slices.items()) {
     if (!entry.is_array() || entry.size() != 2 || !entry[0].is_number_integer() ||
@@ -97,7 +100,8 @@ void Trainer::load_sharded_state(const std::string& dir, const Manifest& manifes
           .item<double>() > 0;
   if (error) std::rethrow_exception(error);
   if (failed) {
-    throw InputError(fmt::format(
+    // A PeerFailure (exit code 3): the launcher names the rank that failed, not this echo of it.
+    throw PeerFailure(fmt::format(
         "checkpoint {}: another process could not load its slices (its error says why)", dir));
   }
   accelerator_->sharded_model()->after_optimizer_step();
@@ -185,6 +189,21 @@ void Trainer::load_own_slices(const std::string& dir, const Manifest& manifest,
       optimizer_->state()[slice.view.unsafeGetTensorImpl()] = std::move(state);
     }
   }
+}
+
+void Trainer::refuse_nonfinite_weights() const {
+  const auto name = nonfinite_weights();
+  if (!name) return;
+  // A run that ends so fails, whatever its logged losses say (logging_nan_inf_filter shows a
+  // non-finite step's loss as the mean of the ones before).
+  throw std::runtime_error(fmt::format(
+      "training diverged: the weights are not finite at step {} ({} holds NaN or infinite "
+      "values); they were not saved ({})",
+      state_.global_step, *name,
+      args_.torch_dtype() == "float16"
+          ? "torch_dtype float16 trains float16 weights, whose optimizer updates overflow; keep "
+            "float32 weights and train in mixed precision (fp16 or bf16)"
+          : "lower learning_rate, or set max_grad_norm"));
 }
 
 std::optional<std::string> Trainer::nonfinite_weights() const {

@@ -30,6 +30,9 @@ int report_error(const std::string& prefix) {
   } catch (const dist::DistError& e) {
     message = e.what();
     status = dist::kPeerFailureExitCode;
+  } catch (const PeerFailure& e) {
+    message = e.what();
+    status = dist::kPeerFailureExitCode;
   } catch (const dist::LaunchError& e) {
     message = e.what();
     status = e.status();

@@ -14,6 +14,14 @@ class InputError : public std::runtime_error {
 
 // The run stopped because of a signal (SIGINT, SIGTERM); main prints what() and exits
 // 128 + signal().
+// This process stops because another process of the run failed, as it learned through a
+// collective (every process agrees whether one could not go on): the program exits with code 3
+// (dist::kPeerFailureExitCode), so that a launcher names the process that failed, not its echo.
+class PeerFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Interrupted : public std::runtime_error {
  public:
   Interrupted(int signal, const std::string& message)

@@ -167,11 +167,13 @@ int launch(const LaunchOptions& o) {
 
 LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) {
   validate_launch(options);
+  // SIGINT and SIGTERM are caught from here: at the rendezvous too, where a launcher waits for
+  // the other nodes (join ends with Interrupted).
+  SignalScope signals;
   // Several nodes agree on each attempt through the rendezvous (node 0's launcher hosts it).
   std::unique_ptr<NodeRendezvous> rendezvous;
   if ((options.nnodes > 1 || is_elastic(options)) && options.rendezvous)
     rendezvous = options.rendezvous(options);
-  SignalScope signals;
   Watchdog watchdog;  // one for every attempt: it watches each attempt's ranks
   LaunchResult result;
   // Restarts after a failure count against max_restarts; a round that only took in a node that
@@ -181,7 +183,8 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
     LaunchOptions o = options;
     int attempt_number = restarts;
     if (rendezvous) {
-      NodeRendezvous::Round round = rendezvous->join();
+      NodeRendezvous::Round round =
+          rendezvous->join([&signals] { return signals.pending_interrupt(); });
       o.node_rank = round.node_rank;
       o.nnodes = round.nnodes;
       o.master_addr = round.master_addr;

@@ -73,8 +73,9 @@ class NodeRendezvous {
     std::vector<std::string> addresses;  // every node's address, by node rank
   };
   // Blocks until a round closes with this node in it. Throws std::runtime_error (one line) when
-  // none does within the rendezvous timeout or the rendezvous is lost.
-  virtual Round join() = 0;
+  // none does within the rendezvous timeout or the rendezvous is lost, and Interrupted as soon
+  // as `interrupted` (asked between waits, about every 100 ms) names a signal (SIGINT, SIGTERM).
+  virtual Round join(const std::function<int()>& interrupted) = 0;
   // Called while this node's ranks run (often; it reaches the network about once a second): a
   // heartbeat, and why every node must stop its ranks now ("" while none).
   virtual std::string poll() = 0;

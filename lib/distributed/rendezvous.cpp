@@ -6,6 +6,7 @@
 #include "lib/distributed/rendezvous.h"
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <stdexcept>
@@ -16,9 +17,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "lib/base/errors.h"
 #include "lib/distributed/c10d.h"
 #include "lib/distributed/launcher_network.h"
 #include "lib/runtime/error_text.h"
+#include "lib/runtime/signals.h"
 #include "lib/runtime/torch_logs.h"
 
 namespace trainer::dist {
@@ -53,7 +56,8 @@ class TcpRendezvous : public NodeRendezvous {
   // Leaves the round whatever ended the run (see leave()).
   ~TcpRendezvous() override { leave(); }
 
-  Round join() override {
+  Round join(const std::function<int()>& interrupted) override {
+    interrupted_ = interrupted;
     // The round just ended gives way to the next (whichever node gets here first moves it on).
     if (round_ >= 0) compare_set("round", std::to_string(round_), std::to_string(round_ + 1));
     Clock::time_point deadline = after(o_.rdzv_timeout_seconds);
@@ -96,8 +100,7 @@ class TcpRendezvous : public NodeRendezvous {
                   "{}: node {} did not join round {} of the rendezvous at {}:{} within {} s",
                   o_.name, i, k, o_.master_addr, o_.master_port, o_.rdzv_timeout_seconds));
             }
-            beat();
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            wait_a_little();
           }
         }
       }
@@ -372,7 +375,23 @@ class TcpRendezvous : public NodeRendezvous {
             "{}: only {} of at least {} nodes joined the rendezvous at {}:{} within {} s", o_.name,
             joined, o_.min_nnodes, o_.master_addr, o_.master_port, o_.rdzv_timeout_seconds));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      wait_a_little(/*beat_now=*/false);
+    }
+  }
+
+  // One pause of a wait for the other nodes (a beat first, unless the caller just beat): 100 ms,
+  // or less when SIGINT or SIGTERM came, which ends the wait (Interrupted) rather than being
+  // answered only when the rendezvous times out.
+  void wait_a_little(bool beat_now = true) {
+    if (beat_now) beat();
+    for (int i = 0; i < 10; ++i) {
+      if (const int signal = interrupted_ ? interrupted_() : 0) {
+        throw Interrupted(signal, fmt::format("{}: interrupted by {} while waiting at the "
+                                              "rendezvous at {}:{}; no rank was started",
+                                              o_.name, runtime::signal_name(signal), o_.master_addr,
+                                              o_.master_port));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
 
@@ -384,8 +403,7 @@ class TcpRendezvous : public NodeRendezvous {
             fmt::format("{}: the nodes of round {} did not start a new round within {} s", o_.name,
                         k, o_.rdzv_timeout_seconds));
       }
-      beat();
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      wait_a_little();
     }
   }
 
@@ -410,6 +428,7 @@ class TcpRendezvous : public NodeRendezvous {
   std::map<std::string, Seen> seen_;
   Clock::time_point next_beat_{};
   Clock::time_point next_poll_{};
+  std::function<int()> interrupted_;  // join's: the signal that ends a wait (0: none)
 };
 
 }  // namespace

@@ -160,6 +160,28 @@ TEST(Launcher, AFailingRankStopsTheOthersAndItsLastLineSaysWhy) {
       << result.err;
 }
 
+// A rank that only learned that another failed (a collective's agreement: exit code 3, as the
+// Trainer's "another process could not load its slices") is not the one named, even when it ends
+// first: the rank that failed by itself, ending in its own error path, is.
+TEST(Launcher, TheRankThatFailedIsNamedNotOneThatEchoedIt) {
+  // Rank 1 is in its error path (SIGTERM ignored, as report_error defers it) before rank 0
+  // echoes: rank 0 waits for its word.
+  TempDir dir;
+  const std::string ready = dir.file("ready");
+  auto result = run(
+      launch("--nproc-per-node 2 sh -c 'if [ $RANK = 0 ]; then while [ ! -e " + ready +
+             " ]; do sleep 0.05; done; echo another process could not load its slices >&2; exit "
+             "3; fi; trap \"\" TERM; touch " +
+             ready + "; sleep 0.5; echo rank 1 slice is corrupt >&2; exit 2'"));
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  const std::string last = testing::lines_of(result.err).back();
+  EXPECT_EQ(last.rfind("trainer launch: rank 1 (local rank 1, pid ", 0), 0u) << result.err;
+  EXPECT_TRUE(base::ends_with(last,
+                              "exited with code 2: rank 1 slice is corrupt; stopping the "
+                              "other ranks"))
+      << result.err;
+}
+
 TEST(Launcher, AKilledRankEndsTheRunWithin10sAndLeavesNoProcess) {
   TempDir dir;
   std::string command = launch("--nproc-per-node 2 " + kWorker + " hang --pid-dir " + dir.path());
@@ -199,6 +221,35 @@ TEST(Launcher, SigtermToTheLauncherReachesEveryRank) {
   EXPECT_NE(result.out.find("code=143"), std::string::npos) << result.out;
   EXPECT_NE(result.err.find("trainer launch: interrupted by SIGTERM; stopped every rank"),
             std::string::npos);
+}
+
+// A launcher waiting at the rendezvous for a node that never comes (static and elastic) ends at
+// SIGTERM or SIGINT within a second, saying so (exit 128 + the signal), rather than when the
+// rendezvous times out blaming the missing node.
+TEST(Launcher, ASignalEndsAWaitAtTheRendezvousAtOnce) {
+  for (const std::string nodes : {"--nnodes 2 --node-rank 0", "--nnodes 2:3"}) {
+    for (const std::string signal : {"TERM", "INT"}) {
+      SCOPED_TRACE(nodes + " SIG" + signal);
+      const std::string port = std::to_string(testing::free_port());
+      // Started in its own process group with SIGINT as the default (a background job of sh
+      // ignores it); the signal comes once the launcher holds the rendezvous port.
+      auto result =
+          run("setsid sh -c 'trap - INT; exec " + kTrainer + " launch " + nodes +
+              " --rdzv-timeout 60 --master-port " + port +
+              " true' & pid=$!; for i in $(seq 100); do ss -ltn | grep -q ':" + port +
+              " ' && break; sleep 0.1; done; sleep 0.3; start=$(date +%s%N); kill -" + signal +
+              " $pid; wait $pid; echo code=$? ms=$((($(date +%s%N) - start) / " + "1000000))");
+      EXPECT_NE(result.out.find(fmt::format("code={}", signal == "TERM" ? 143 : 130)),
+                std::string::npos)
+          << result.out << result.err;
+      const size_t at = result.out.find("ms=");
+      ASSERT_NE(at, std::string::npos) << result.out;
+      EXPECT_LT(std::stoi(result.out.substr(at + 3)), 2000) << result.out;
+      EXPECT_EQ(result.err, "trainer: trainer launch: interrupted by SIG" + signal +
+                                " while waiting at the rendezvous at 127.0.0.1:" + port +
+                                "; no rank was started\n");
+    }
+  }
 }
 
 TEST(Launcher, SigintAfterOneRankExitedStillStopsTheOthers) {
