@@ -198,12 +198,7 @@ std::string Trainer::save_checkpoint() {
   const std::string target = checkpoint_path(output_dir, step);
   const std::string staging = base::join_path(output_dir, fmt::format(".tmp-checkpoint-{}", step));
   const bool main = saves_here();
-  // Non-finite weights are never saved (every process holds the same weights: the same answer).
-  if (auto name = nonfinite_weights()) {
-    throw std::runtime_error(fmt::format(
-        "the weights are not finite at step {} ({} holds nan or inf); they were not saved", step,
-        *name));
-  }
+  refuse_nonfinite_weights();
   if (main) {
     base::remove_tree(staging);
     base::make_directories(staging, "checkpoint folder");

@@ -231,6 +231,9 @@ class Trainer {
   void load_own_slices(const std::string& dir, const Manifest& manifest, bool with_optimizer);
   // The name of a parameter holding nan or inf (the same answer on every process), or nothing.
   std::optional<std::string> nonfinite_weights() const;
+  // Throws std::runtime_error "training diverged: ..." when nonfinite_weights() names one: weights
+  // that are not finite are never saved (a checkpoint, or the model at the end). Collective.
+  void refuse_nonfinite_weights() const;
   // After an evaluation: whether `metrics` hold a new best metric_for_best_model.
   bool update_best_metric(const Metrics& metrics);
   // overwrite_output_dir, at the start of a fresh run: moves the checkpoint-* folders in output_dir

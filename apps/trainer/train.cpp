@@ -69,7 +69,7 @@ void print_sample(models::Model& model, const TrainingArguments& args, const dat
   const bool folder =
       models::is_hf_model_dir(args.output_dir()) || models::is_adapter_dir(args.output_dir());
   if (models::as_hf_causal_lm(model) && folder &&
-      std::filesystem::exists(base::join_path(args.output_dir(), "tokenizer.json"))) {
+      base::exists(base::join_path(args.output_dir(), "tokenizer.json"))) {
     cli::GenerateOptions options;
     options.output_dir = args.output_dir();
     options.seed = static_cast<uint64_t>(args.seed());
