@@ -199,6 +199,25 @@ TEST_F(BadInput, ArgumentsAreNeverSilentlyMisread) {
        {"train", "--learning_rate", "1e39"},
        {"argument learning_rate: 1e+39 is not allowed", "float32"}},
       {"no command", {}, {"a command is required"}},
+      // The fourth sweep's arguments.
+      {"preprocessing_num_workers below one (datasets' num_proc)",
+       {"train", "--preprocessing_num_workers", "-3"},
+       {"argument preprocessing_num_workers: -3 is not allowed (must be >= 1, or null)"}},
+      {"block_size 1: no token has a next one to learn",
+       {"train", "--block_size", "1"},
+       {"argument block_size: 1 is not allowed (must be >= 2"}},
+      {"fsdp_config naming one key twice with different values",
+       {"train", "--fsdp", "full_shard", "--fsdp_config",
+        R"({"fsdp_state_dict_type": "FULL_STATE_DICT", "state_dict_type": "SHARDED_STATE_DICT"})"},
+       {"argument fsdp_config: fsdp_state_dict_type \"FULL_STATE_DICT\" and state_dict_type "
+        "\"SHARDED_STATE_DICT\" name one setting; give it once"}},
+      {"a LoRA setting at its default, given without LoRA (an adapter folder brings its own)",
+       {"train", "--lora_r", "8"},
+       {"argument lora_r: a LoRA setting, used only with use_peft true"}},
+      {"a JSON value nested past 128 levels on the command line",
+       {"train", "--fsdp", "full_shard", "--fsdp_config",
+        "{\"a\": " + std::string(200000, '[') + std::string(200000, ']') + "}"},
+       {"is not valid JSON: values nested deeper than 128 levels"}},
       {"launcher: infinite grace period",
        {"launch", "--grace-period", "inf", "true"},
        {"--grace-period inf is not allowed"}},
@@ -573,6 +592,214 @@ TEST_F(BadInput, TheThirdSweepsClassesAreOneLineBeforeTraining) {
 }
 
 // A short run's arguments on the small data set, into `out`.
+// The fourth sweep's classes on the Hugging Face, tokenizer and LoRA surfaces: each fixed at its
+// root (one JSON depth limit, one regex budget, one path check that names loops and permission,
+// one exit code for destinations, generation_config.json read as Transformers reads it), each a
+// row: exit code 2, one line, nothing created.
+TEST_F(BadInput, TheFourthSweepsClassesAreOneLine) {
+  const std::string fixtures = testing::hf_fixtures_dir();
+  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON lacks transformers (scripts/setup)";
+  namespace fs = std::filesystem;
+  const std::string corpus = "/usr/share/games/fortunes/fortunes";
+  // A copy of a fixture folder, named `name` under tmp, with `file` written as `text`.
+  auto copy = [&](const std::string& from, const std::string& name, const std::string& file,
+                  const std::string& text) {
+    const std::string dir = tmp_->file("hf_" + name);
+    fs::remove_all(dir);
+    fs::copy(fixtures + "/" + from, dir, fs::copy_options::recursive);
+    if (!file.empty()) {
+      fs::remove(dir + "/" + file);
+      std::ofstream(dir + "/" + file, std::ios::binary) << text;
+    }
+    return dir;
+  };
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  std::string config = slurp(fixtures + "/gpt2/config.json");
+  config.insert(config.find('{') + 1, "\"x\": " + deep + ",");
+  const std::string deep_config = copy("gpt2", "deep_config", "config.json", config);
+  const std::string deep_generation =
+      copy("gpt2", "deep_generation", "generation_config.json", "{\"x\": " + deep + "}");
+  // A model.safetensors whose header's __metadata__ nests 100,000 deep.
+  std::string weights = slurp(fixtures + "/gpt2/model.safetensors");
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= uint64_t{static_cast<uint8_t>(weights[i])} << (8 * i);
+  std::string header = weights.substr(8, length);
+  header.insert(1, "\"__metadata__\": {\"a\": " + std::string(100000, '[') +
+                       std::string(100000, ']') + "}, ");
+  while ((header.size() + 8) % 8 != 0) header += ' ';
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xFF);
+  const std::string deep_metadata = copy("gpt2", "deep_metadata", "model.safetensors",
+                                         bytes + header + weights.substr(8 + length));
+  const std::string loop_generation = copy("gpt2", "loop_generation", "", "");
+  fs::remove(loop_generation + "/generation_config.json");
+  fs::create_symlink("generation_config.json", loop_generation + "/generation_config.json");
+  const std::string truncated =
+      copy("tokenizer_gpt2", "truncated", "tokenizer.json",
+           slurp(fixtures + "/tokenizer_gpt2/tokenizer.json").substr(0, 100));
+  const std::string empty_tokenizer = copy("tokenizer_gpt2", "empty_tok", "tokenizer.json", "");
+  const std::string latin1_tokenizer =
+      copy("tokenizer_gpt2", "latin1_tok", "tokenizer.json", "{\"version\": \"1.0\xe9\"}");
+  const std::string empty_config = copy("tokenizer_gpt2", "empty_cfg", "tokenizer_config.json", "");
+  nlohmann::json tokenizer =
+      nlohmann::json::parse(slurp(fixtures + "/tokenizer_gpt2/tokenizer.json"));
+  tokenizer["pre_tokenizer"] = {{"type", "Split"},
+                                {"pattern", {{"Regex", "(a+)+$"}}},
+                                {"behavior", "Isolated"},
+                                {"invert", false}};
+  const std::string backtracking =
+      copy("tokenizer_gpt2", "backtracking", "tokenizer.json", tokenizer.dump());
+  std::ofstream(tmp_->file("forty_a.txt")) << std::string(40, 'a') << "!\n";
+  const std::string sampling =
+      copy("gpt2", "do_sample_yes", "generation_config.json", R"({"do_sample": "yes"})");
+  const std::string beams = copy("gpt2", "beams", "generation_config.json", R"({"num_beams": 2})");
+  // Adapter folders: only adapter_config.json (merge checks the destination before it loads).
+  auto adapter = [&](const std::string& name, const std::string& alpha) {
+    const std::string dir = tmp_->file("hf_" + name);
+    fs::create_directories(dir);
+    std::ofstream(dir + "/adapter_config.json")
+        << R"({"peft_type": "LORA", "r": 4, "lora_alpha": )" << alpha
+        << R"(, "target_modules": ["c_attn"], "base_model_name_or_path": ")" << fixtures
+        << R"(/gpt2"})";
+    return dir;
+  };
+  const std::string good_adapter = adapter("adapter", "8");
+  const std::string null_alpha = adapter("null_alpha", "null");
+  fs::create_directories(tmp_->file("hf_empty_folder"));
+  std::ofstream(tmp_->file("latin1.txt"), std::ios::binary) << "caf\xe9\n";
+  std::ofstream(tmp_->file("binary.bin"), std::ios::binary) << std::string(
+      "\x7f"
+      "ELF\0\1\2",
+      7);
+  const std::string gpt2 = fixtures + "/gpt2";
+  const std::string tok = fixtures + "/tokenizer_gpt2";
+  const std::vector<Row> rows = {
+      {"config.json nested 200,000 deep",
+       "{trainer} train --model_name_or_path " + deep_config + " --train_file " + corpus +
+           " --output_dir {out}",
+       2,
+       {deep_config + "/config.json is not valid JSON: values nested deeper than 128 levels"}},
+      {"generation_config.json nested 200,000 deep",
+       "{trainer} generate " + deep_generation + " --prompt hi --max_new_tokens 2",
+       2,
+       {"generation_config.json is not valid JSON: values nested deeper than 128 levels"}},
+      {"a safetensors header's __metadata__ nested 100,000 deep",
+       "{trainer} evaluate --model_name_or_path " + deep_metadata + " --validation_file " + corpus +
+           " --output_dir {out}",
+       2,
+       {"corrupt safetensors file", "header is not valid JSON: values nested deeper than 128"}},
+      {"a truncated tokenizer.json",
+       "{trainer} tokenize --tokenizer_name " + truncated + " " + tmp_->file("latin1.txt"),
+       2,
+       {"tokenizer " + truncated + "/tokenizer.json is not valid JSON: parse error at line"}},
+      {"an empty tokenizer.json",
+       "{trainer} tokenize --tokenizer_name " + empty_tokenizer + " /dev/null",
+       2,
+       {"is not valid JSON: parse error at line 1, column 1"}},
+      {"a tokenizer.json that is not UTF-8",
+       "{trainer} tokenize --tokenizer_name " + latin1_tokenizer + " /dev/null",
+       2,
+       {"is not valid JSON: parse error", "\\xe9"}},
+      {"an empty tokenizer_config.json",
+       "{trainer} tokenize --tokenizer_name " + empty_config + " /dev/null",
+       2,
+       {"tokenizer config " + empty_config + "/tokenizer_config.json is not valid JSON"}},
+      {"a Split pattern that backtracks without end",
+       "{trainer} tokenize --tokenizer_name " + backtracking + " " + tmp_->file("forty_a.txt"),
+       2,
+       {"Split pattern (a+)+$ backtracks without end", "U_REGEX_TIME_OUT"}},
+      {"a generation_config.json in a loop of links",
+       "{trainer} generate " + loop_generation + " --prompt hi --max_new_tokens 2",
+       2,
+       {"cannot open " + loop_generation +
+        "/generation_config.json: Too many levels of symbolic links"}},
+      {"generation_config.json do_sample \"yes\"",
+       "{trainer} generate " + sampling + " --prompt hi --max_new_tokens 2",
+       2,
+       {"do_sample \"yes\" is not allowed (true or false)"}},
+      {"generation_config.json num_beams 2",
+       "{trainer} generate " + beams + " --prompt hi --max_new_tokens 2",
+       2,
+       {"num_beams 2 asks for beam search, which trainer generate does not build"}},
+      {"merge into /proc",
+       "{trainer} merge " + good_adapter + " --output_dir /proc/1/merged",
+       2,
+       {"trainer merge: --output_dir /proc/1/merged cannot be written"}},
+      {"merge under /dev/null",
+       "{trainer} merge " + good_adapter + " --output_dir /dev/null/merged",
+       2,
+       {"trainer merge: --output_dir /dev/null/merged: /dev/null is a file, not a directory"}},
+      {"merge into an existing file",
+       "{trainer} merge " + good_adapter + " --output_dir {tmp}/file",
+       2,
+       {"is a file, not a directory"}},
+      {"an adapter of lora_alpha null (PEFT fails: None / r)",
+       "{trainer} merge " + null_alpha + " --output_dir {out}",
+       2,
+       {"adapter_config.json: lora_alpha null is not allowed"}},
+      {"evaluate an empty folder as model_name_or_path",
+       "{trainer} evaluate --model_name_or_path {tmp}/hf_empty_folder --validation_file " + corpus +
+           " --output_dir {out}",
+       2,
+       {"model_name_or_path {tmp}/hf_empty_folder holds no config.json"}},
+      {"evaluate a loop of links as model_name_or_path",
+       "{trainer} evaluate --model_name_or_path {tmp}/loop --validation_file " + corpus +
+           " --output_dir {out}",
+       2,
+       {"model_name_or_path {tmp}/loop cannot be read: Too many levels of symbolic links"}},
+      {"target_modules lm_head (the output layer)",
+       "{trainer} train --model_name_or_path " + gpt2 + " --train_file " + corpus +
+           " --target_modules lm_head --output_dir {out}",
+       2,
+       {"target_modules: lm_head is the model's output layer, which LoRA does not adapt here"}},
+      {"tokenize a binary file",
+       "{trainer} tokenize --tokenizer_name " + tok + " {tmp}/binary.bin",
+       2,
+       {"trainer tokenize: FILE '{tmp}/binary.bin' line 1 is not UTF-8 text"}},
+      {"tokenize a Latin-1 file",
+       "{trainer} tokenize --tokenizer_name " + tok + " {tmp}/latin1.txt",
+       2,
+       {"line 1 is not UTF-8 text", "caf\\xe9"}},
+      {"tokenize a UTF-16 file",
+       "{trainer} tokenize --tokenizer_name " + tok + " {tmp}/utf16.txt",
+       2,
+       {"trainer tokenize: FILE '{tmp}/utf16.txt' is UTF-16 text; save it as UTF-8"}},
+  };
+  for (Row row : rows) {
+    for (std::string* text : {&row.command}) *text = expand(*text, "{out}", "{config}");
+    for (auto& word : row.words) word = expand(word, "{out}", "{config}");
+    check(row);
+  }
+}
+
+// A run whose weights stop being finite fails, saying so, and saves no model: float16 weights
+// trained on the CPU (AdamW's updates overflow there) logged a loss of 0.0 and ended with exit 0.
+TEST_F(BadInput, ARunWhoseWeightsAreNotFiniteFailsAndSavesNoModel) {
+  const std::string fixtures = testing::hf_fixtures_dir();
+  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON lacks transformers (scripts/setup)";
+  const std::string out = tmp_->file("float16_run");
+  // save_strategy no: the model at the end is the only save (a checkpoint refuses the same).
+  auto result = run(testing::kTrainerBin + " train --model_name_or_path " + fixtures +
+                    "/gpt2 --train_file /usr/share/games/fortunes/fortunes --max_train_samples 8 "
+                    "--per_device_train_batch_size 2 --max_steps 3 --torch_dtype float16 "
+                    "--save_strategy no --disable_tqdm true --output_dir " +
+                    out + " >/dev/null");
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find("trainer: error: training diverged: "), std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("the weights are not finite at step "), std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("holds NaN or infinite values); they were not saved (torch_dtype "
+                            "float16 trains float16 weights"),
+            std::string::npos)
+      << result.err;
+  // Its last line (the steps whose update was skipped are warned about before it).
+  const std::string last = testing::lines_of(result.err).back();
+  EXPECT_EQ(last.rfind("trainer: error: training diverged: ", 0), 0u) << result.err;
+  EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/train_results.json"));
+}
+
 std::string short_run(const std::string& data, const std::string& out) {
   return testing::kTrainerBin + " train --dataset_dir " + data + " --output_dir " + out +
          " --per_device_train_batch_size 16 --disable_tqdm true";
