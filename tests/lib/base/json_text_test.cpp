@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "lib/base/errors.h"
@@ -63,6 +66,13 @@ TEST(JsonText, PathsThatCannotBeLookedAtSayWhy) {
   // A loop counts as there (never throws, as std::filesystem::exists does): opening it says why.
   EXPECT_TRUE(exists(dir.file("loop")));
   EXPECT_FALSE(exists(dir.file("missing")));
+  // A folder one may not search (root may search any: checked only when not root).
+  std::filesystem::create_directory(dir.file("closed"));
+  ::chmod(dir.file("closed").c_str(), 0);
+  if (::geteuid() != 0) {
+    EXPECT_EQ(path_problem(dir.file("closed/config.json")), "cannot be read: Permission denied");
+  }
+  ::chmod(dir.file("closed").c_str(), 0755);
   expect_input_error([&] { read_json(dir.file("loop")); },
                      {"cannot open " + dir.file("loop") + ": Too many levels of symbolic links"});
 }
