@@ -235,8 +235,11 @@ CLI::App* add_generate(CLI::App& app, Command& command, OptionText& text) {
   return generate;
 }
 
-void finish_generate(Command& command, OptionText& text) {
+void finish_generate(Command& command, OptionText& text, const CLI::App& app) {
   GenerateOptions& go = command.generate;
+  for (const char* key : {"--temperature", "--top_k", "--top_p"}) {
+    if (app.get_option(key)->count() > 0) go.given.insert(key);
+  }
   if (go.output_dir.empty()) {
     throw InputError("trainer generate needs OUTPUT_DIR (see trainer generate --help)");
   }
@@ -493,7 +496,7 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
     finish_tokenize(*tokenize, command);
   } else if (generate->parsed()) {
     refuse_extras(*generate);
-    finish_generate(command, generate_text);
+    finish_generate(command, generate_text, *generate);
   } else if (plot->parsed()) {
     refuse_extras(*plot);
     if (plot->get_option("--output")->count() > 0 && command.plot_output.empty()) {

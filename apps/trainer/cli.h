@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,7 +25,10 @@ struct GenerateOptions {
   // A Hugging Face folder: sample (true) or greedy (false); unset: generation_config.json's
   // do_sample (Transformers' default: greedy).
   std::optional<bool> do_sample;
-  double top_p = 1.0;       // nucleus sampling: the smallest set of tokens of this probability
+  double top_p = 1.0;  // nucleus sampling: the smallest set of tokens of this probability
+  // Which of temperature, top_k and top_p the command line gave ("--temperature", ...): for a
+  // Hugging Face folder the others come from generation_config.json, else Transformers' defaults.
+  std::set<std::string> given;
   bool use_cache = true;    // the KV cache (false: every step runs the whole sequence)
   bool output_ids = false;  // print the ids (prompt and generated), not the text
 };

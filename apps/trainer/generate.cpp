@@ -16,8 +16,10 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/text.h"
 #include "lib/base/warn.h"
 #include "lib/data/registry.h"
+#include "lib/data/text_files.h"
 #include "lib/data/tokenizer.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/generation_config.h"
@@ -133,6 +135,16 @@ int generate_hf(const cli::GenerateOptions& options) {
   if (model->dtype() != torch::kFloat) loaded->to(torch::kFloat);
   loaded->eval();
   data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_dir);
+  // As train refuses it: an id past the model's embedding would index out of its range.
+  if (tokenizer.vocab_size() > model->config().vocab_size) {
+    throw InputError(fmt::format(
+        "trainer generate: the tokenizer of {} has {} tokens, more than the model's vocab_size {}",
+        tokenizer_dir, tokenizer.vocab_size(), model->config().vocab_size));
+  }
+  if (!data::is_utf8_text(options.prompt)) {
+    throw InputError(fmt::format("trainer generate: --prompt {} is not UTF-8 text",
+                                 base::shown_text(options.prompt)));
+  }
   const models::GenerationConfig generation =
       models::read_generation_config(dir, model->config().vocab_size);
   std::vector<int32_t> prompt = tokenizer.encode(options.prompt);
@@ -155,6 +167,13 @@ int generate_hf(const cli::GenerateOptions& options) {
         prompt.size(), positions));
   }
   const bool sample = options.do_sample.value_or(generation.do_sample.value_or(false));
+  // Sampling's settings: the command line's, else generation_config.json's, else Transformers'
+  // defaults (as model.generate's keyword arguments override its generation config).
+  cli::GenerateOptions warpers = options;
+  if (!options.given.count("--temperature"))
+    warpers.temperature = generation.temperature.value_or(1.0);
+  if (!options.given.count("--top_k")) warpers.top_k = generation.top_k.value_or(50);
+  if (!options.given.count("--top_p")) warpers.top_p = generation.top_p.value_or(1.0);
   const std::vector<int64_t> eos =
       generation.has_eos ? generation.eos_token_ids : model->config().eos_token_ids;
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
@@ -173,7 +192,7 @@ int generate_hf(const cli::GenerateOptions& options) {
                                ? model->logits(input, {}, &cache)
                                : model->logits(torch::tensor(ids, torch::kLong).unsqueeze(0));
     const int64_t token =
-        next_token(process_logits(logits[0][-1].to(torch::kFloat), ids, generation), options,
+        next_token(process_logits(logits[0][-1].to(torch::kFloat), ids, generation), warpers,
                    sample, generator);
     ids.push_back(token);
     if (std::find(eos.begin(), eos.end(), token) != eos.end()) break;

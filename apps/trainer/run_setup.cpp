@@ -71,8 +71,7 @@ std::optional<models::HfConfig> hf_config(const TrainingArguments& args, int64_t
   }
   if (args.config_name()) {
     const std::string& name = *args.config_name();
-    const std::string path =
-        std::filesystem::is_directory(name) ? base::join_path(name, "config.json") : name;
+    const std::string path = base::is_directory(name) ? base::join_path(name, "config.json") : name;
     models::HfConfig config = models::parse_hf_config(base::read_json_object(path), path);
     config.dtype = "float32";
     config.json["dtype"] = "float32";
@@ -104,7 +103,7 @@ std::string tokenizer_path(const TrainingArguments& args) {
   if (args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path())) {
     return *args.model_name_or_path();
   }
-  if (args.config_name() && std::filesystem::is_directory(*args.config_name())) {
+  if (args.config_name() && base::is_directory(*args.config_name())) {
     return *args.config_name();
   }
   throw InputError(
@@ -190,12 +189,12 @@ std::string gigabytes(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e
 }  // namespace
 
 std::map<std::string, std::string> tokenizer_files(const std::string& path) {
-  const std::string dir = std::filesystem::is_directory(path) ? path : base::parent_dir(path);
+  const std::string dir = base::is_directory(path) ? path : base::parent_dir(path);
   std::map<std::string, std::string> files;
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                            "chat_template.jinja"}) {
     const std::string file = base::join_path(dir, name);
-    if (std::filesystem::is_regular_file(file)) files[name] = base::read_file(file);
+    if (base::exists(file)) files[name] = base::read_file(file);
   }
   return files;
 }
@@ -257,7 +256,7 @@ std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
     model = models::make_hf_causal_lm(config);
     if (args.torch_dtype() != "auto")
       model->to(models::hf_dtype(args.torch_dtype(), "torch_dtype"));
-    if (args.config_name() && std::filesystem::is_directory(*args.config_name())) {
+    if (args.config_name() && base::is_directory(*args.config_name())) {
       source = *args.config_name();
     }
   }

@@ -340,8 +340,9 @@ struct Splitter {
     }
     if (status == U_REGEX_TIME_OUT || status == U_REGEX_STACK_OVERFLOW) {
       throw InputError(fmt::format(
-          "{}: the pre_tokenizer's Split pattern {} backtracks without end on the text {} ({}; "
-          "tokenizers gives up on it too); simplify the pattern",
+          "{}: the pre_tokenizer's Split pattern {} backtracks without end on the text {} (ICU "
+          "gave up: {}; tokenizers' Oniguruma gives up on such patterns too, past its retry "
+          "limit); simplify the pattern",
           where, base::shown_text(pattern, 60), base::shown_text(s, 40), u_errorName(status)));
     }
     if (U_FAILURE(status)) {
@@ -1064,7 +1065,7 @@ Tokenizer Tokenizer::load(const std::string& path, const Options& options) {
   }
 
   impl->config_path = base::join_path(base::parent_dir(impl->path), "tokenizer_config.json");
-  if (base::is_regular_file(impl->config_path)) {
+  if (base::exists(impl->config_path)) {
     impl->has_config = true;
     impl->config_bytes = base::read_file(impl->config_path, SIZE_MAX, "tokenizer config ");
     const std::string config_where = fmt::format("tokenizer config {}", impl->config_path);

@@ -56,7 +56,7 @@ const std::vector<NotBuilt>& not_built() {
 }  // namespace
 
 GenerationConfig parse_generation_config(const json& j, const std::string& source,
-                                         int64_t vocab_size) {
+                                         int64_t vocab_size, bool decoding) {
   if (!j.is_object()) {
     throw InputError(fmt::format("{}: not a JSON object (a generation_config.json)", source));
   }
@@ -89,13 +89,17 @@ GenerationConfig parse_generation_config(const json& j, const std::string& sourc
   }
   // Sampling's values are checked whether or not do_sample is on: the CLI's --do_sample may
   // turn it on, and a value Transformers would refuse then is wrong here already.
-  if (given("temperature") && !(number("temperature") > 0)) {
-    fail("temperature", j.at("temperature"), "a number > 0");
+  if (given("temperature")) {
+    c.temperature = number("temperature");
+    if (!(*c.temperature > 0)) fail("temperature", j.at("temperature"), "a number > 0");
   }
-  if (given("top_k") && integer("top_k") < 0) fail("top_k", j.at("top_k"), "an integer >= 0");
+  if (given("top_k")) {
+    c.top_k = integer("top_k");
+    if (*c.top_k < 0) fail("top_k", j.at("top_k"), "an integer >= 0");
+  }
   if (given("top_p")) {
-    const double p = number("top_p");
-    if (!(p >= 0 && p <= 1)) fail("top_p", j.at("top_p"), "a number in [0, 1]");
+    c.top_p = number("top_p");
+    if (!(*c.top_p >= 0 && *c.top_p <= 1)) fail("top_p", j.at("top_p"), "a number in [0, 1]");
   }
   for (const char* key : {"max_new_tokens", "max_length"}) {
     if (given(key) && integer(key) < 1) fail(key, j.at(key), "an integer >= 1");
@@ -144,6 +148,7 @@ GenerationConfig parse_generation_config(const json& j, const std::string& sourc
     }
   }
   for (const NotBuilt& entry : not_built()) {
+    if (!decoding) break;
     if (!given(entry.key) || j.at(entry.key) == entry.neutral) continue;
     const json& v = j.at(entry.key);
     // 1.0 and 1 are the same neutral value.

@@ -13,7 +13,10 @@
 namespace trainer::models {
 
 struct GenerationConfig {
-  std::optional<bool> do_sample;       // unset: greedy (Transformers' default)
+  std::optional<bool> do_sample;  // unset: greedy (Transformers' default)
+  // Sampling's warpers (unset: Transformers' defaults, temperature 1.0, top_k 50, top_p 1.0).
+  std::optional<double> temperature, top_p;
+  std::optional<int64_t> top_k;
   std::vector<int64_t> eos_token_ids;  // empty with !has_eos: the model config's
   bool has_eos = false;
   std::optional<int64_t> bos_token_id;
@@ -29,9 +32,11 @@ struct GenerationConfig {
 // for a value Transformers refuses (do_sample "yes", temperature <= 0, top_k < 0, top_p outside
 // [0, 1], max_new_tokens < 1, an id outside the vocabulary), and "<source>: <key> <value>: <what>
 // is not built here ..." for decoding that would give other tokens than the one built here
-// (num_beams > 1, min_new_tokens, suppress_tokens, ...).
+// (num_beams > 1, min_new_tokens, suppress_tokens, ...) unless `decoding` is false (a folder
+// trained or merged, whose file goes on as it is: only what Transformers would refuse loading it).
 GenerationConfig parse_generation_config(const nlohmann::ordered_json& json,
-                                         const std::string& source, int64_t vocab_size);
+                                         const std::string& source, int64_t vocab_size,
+                                         bool decoding = true);
 
 // `dir`/generation_config.json parsed; the defaults when the folder has none.
 GenerationConfig read_generation_config(const std::string& dir, int64_t vocab_size);

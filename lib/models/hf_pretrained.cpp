@@ -14,6 +14,7 @@
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
 #include "lib/io/safetensors.h"
+#include "lib/models/generation_config.h"
 
 namespace trainer::models {
 namespace {
@@ -173,7 +174,11 @@ std::map<std::string, std::string> hf_pretrained_files(const HfCausalLM& model,
   const std::string generation =
       source_dir.empty() ? "" : base::join_path(source_dir, "generation_config.json");
   if (!generation.empty() && base::exists(generation)) {
+    // Checked as Transformers checks it when it loads the folder: a file it would refuse is
+    // refused here, before training, not copied into the run's folder.
     files["generation_config.json"] = base::read_file(generation);
+    parse_generation_config(base::parse_json(files["generation_config.json"], generation),
+                            generation, model.config().vocab_size, /*decoding=*/false);
   } else {
     files["generation_config.json"] = hf_generation_config(model.config()).dump(2) + "\n";
   }

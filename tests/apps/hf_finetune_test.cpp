@@ -272,6 +272,16 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
     auto plain = run(testing::kTrainerBin + " generate " + fixtures + "/" + model + " --prompt '" +
                      prompt + "' --max_new_tokens 24 --output_ids true");
     EXPECT_NE(plain.out, ours.out) << "the processors changed nothing: a weak test";
+    // Sampling's settings come from the file where the command line gives none (as
+    // model.generate's): do_sample with top_k 1 is greedy.
+    generation["do_sample"] = true;
+    generation["top_k"] = 1;
+    std::filesystem::remove(dir + "/generation_config.json");
+    std::ofstream(dir + "/generation_config.json") << generation.dump(2);
+    auto top1 = run(testing::kTrainerBin + " generate " + dir + " --prompt '" + prompt +
+                    "' --max_new_tokens 24 --output_ids true --seed 5");
+    ASSERT_EQ(top1.exit_code, 0) << top1.err;
+    EXPECT_EQ(top1.out, theirs.out) << model << " do_sample with generation_config's top_k 1";
   }
   auto a =
       run(testing::kTrainerBin + " generate " + fixtures +
