@@ -293,17 +293,18 @@ std::vector<std::string> make_directories(const std::string& dir, const std::str
     start = slash + 1;
     if (part.empty()) continue;
     prefix += (prefix.empty() || prefix.back() == '/' ? "" : "/") + part;
+    // A failure leaves nothing of what this call made ("new/../file/x" made new first).
+    auto fail = [&](const std::string& why) {
+      for (const std::string& made : created) ::rmdir(made.c_str());
+      throw std::runtime_error(fmt::format("cannot create {} {}: {}", label, dir, why));
+    };
     struct stat info {};
     if (::stat(prefix.c_str(), &info) == 0) {
-      if (!S_ISDIR(info.st_mode)) {
-        throw std::runtime_error(
-            fmt::format("cannot create {} {}: {} is not a directory", label, dir, prefix));
-      }
+      if (!S_ISDIR(info.st_mode)) fail(prefix + " is not a directory");
       continue;
     }
     if (errno != ENOENT || (::mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST)) {
-      throw std::runtime_error(
-          fmt::format("cannot create {} {}: {}", label, dir, std::strerror(errno)));
+      fail(std::strerror(errno));
     }
     created.insert(created.begin(), prefix);
   }

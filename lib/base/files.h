@@ -94,7 +94,8 @@ class AppendFile {
 };
 
 // Creates `dir` and its missing parents (mkdir -p) with POSIX calls (LibTorch exports a copy of
-// std::filesystem that some builds bind to). Returns the directories it created, deepest first.
+// std::filesystem that some builds bind to). Returns the directories it created, deepest first;
+// when it fails, it removes those it created first.
 // Throws std::runtime_error "cannot create <label> <dir>: <reason>".
 std::vector<std::string> make_directories(const std::string& dir,
                                           const std::string& label = "directory");

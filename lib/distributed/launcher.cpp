@@ -167,13 +167,15 @@ int launch(const LaunchOptions& o) {
 
 LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) {
   validate_launch(options);
-  // SIGINT and SIGTERM are caught from here: at the rendezvous too, where a launcher waits for
-  // the other nodes (join ends with Interrupted).
-  SignalScope signals;
   // Several nodes agree on each attempt through the rendezvous (node 0's launcher hosts it).
+  // Reaching it (bounded by --rdzv-timeout) runs before the launcher catches any signal: a
+  // SIGINT or SIGTERM then ends it at once, as it ends any program.
   std::unique_ptr<NodeRendezvous> rendezvous;
   if ((options.nnodes > 1 || is_elastic(options)) && options.rendezvous)
     rendezvous = options.rendezvous(options);
+  // SIGINT and SIGTERM are caught from here: at the rendezvous too, where a launcher waits for
+  // the other nodes (join ends with Interrupted).
+  SignalScope signals;
   Watchdog watchdog;  // one for every attempt: it watches each attempt's ranks
   LaunchResult result;
   // Restarts after a failure count against max_restarts; a round that only took in a node that

@@ -225,6 +225,36 @@ class TcpRendezvous : public NodeRendezvous {
   }
 
   // The store: hosted here (the server), or reached at master_addr:master_port.
+  // c10d's TCPStore, made on a thread of its own and waited for at most the rendezvous timeout
+  // and a little: a port that accepts the connection but never answers (another program holds
+  // it) would hold c10d's client in recv() for ever. Throws std::runtime_error with the cause.
+  Store make_store(const c10d::TCPStoreOptions& options) {
+    auto promise = std::make_shared<std::promise<Store>>();
+    std::future<Store> future = promise->get_future();
+    std::thread([promise, options, addr = o_.master_addr]() {
+      try {
+        promise->set_value(c10::make_intrusive<c10d::TCPStore>(addr, options));
+      } catch (const c10::Error& e) {
+        std::string cause = runtime::error_line(e);
+        // c10d's check of its own protocol: something else answers on that port.
+        if (cause.find("Ping failed") != std::string::npos) {
+          cause =
+              "something answers on that port, but not a rendezvous (another program holds "
+              "it?)";
+        }
+        promise->set_exception(std::make_exception_ptr(std::runtime_error(cause)));
+      } catch (...) {
+        promise->set_exception(std::current_exception());
+      }
+    }).detach();
+    const auto limit = std::chrono::duration<double>(std::max(1.0, o_.rdzv_timeout_seconds) + 2);
+    if (future.wait_for(limit) != std::future_status::ready) {
+      throw std::runtime_error(
+          "it accepted the connection but never answered (another program holds that port?)");
+    }
+    return future.get();
+  }
+
   void connect() {
     c10d::TCPStoreOptions options;
     options.port = static_cast<uint16_t>(o_.master_port);
@@ -237,9 +267,9 @@ class TcpRendezvous : public NodeRendezvous {
     for (int tries = 0; tries < 2 && !store_; ++tries) {
       options.isServer = host_;
       try {
-        store_ = c10::make_intrusive<c10d::TCPStore>(o_.master_addr, options);
-      } catch (const c10::Error& e) {
-        cause = runtime::error_line(e);
+        store_ = make_store(options);
+      } catch (const std::runtime_error& e) {
+        cause = e.what();
         // Several elastic nodes on one machine: the first to bind hosts, the others join it.
         if (host_ && elastic_ && cause.find("EADDRINUSE") != std::string::npos) {
           host_ = false;

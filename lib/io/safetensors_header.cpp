@@ -89,8 +89,10 @@ SafetensorsEntry parse_entry(const std::string& name, const nlohmann::ordered_js
   return {name, dtype, std::move(shape), offsets[0], offsets[1]};
 }
 
-// Tensors may not share bytes: safetensors writes each one in its own range.
-void check_no_overlap(const std::vector<SafetensorsEntry>& entries, const Corrupt& bad) {
+// Tensors may not share bytes, and together they cover the data section, as the safetensors
+// library checks (it refuses a gap or bytes past the last tensor: bytes inserted or appended).
+void check_no_overlap(const std::vector<SafetensorsEntry>& entries, uint64_t data_size,
+                      const Corrupt& bad) {
   std::vector<const SafetensorsEntry*> by_offset;
   for (const auto& e : entries) {
     if (e.end > e.begin) by_offset.push_back(&e);
@@ -102,6 +104,26 @@ void check_no_overlap(const std::vector<SafetensorsEntry>& entries, const Corrup
       throw bad(fmt::format("tensors '{}' and '{}' overlap in the data section",
                             by_offset[i - 1]->name, by_offset[i]->name));
     }
+    if (by_offset[i]->begin > by_offset[i - 1]->end) {
+      throw bad(fmt::format(
+          "{} bytes lie between tensors '{}' and '{}' (the tensors must cover "
+          "the data section)",
+          by_offset[i]->begin - by_offset[i - 1]->end, by_offset[i - 1]->name, by_offset[i]->name));
+    }
+  }
+  const uint64_t first = by_offset.empty() ? data_size : by_offset.front()->begin;
+  const uint64_t last = by_offset.empty() ? 0 : by_offset.back()->end;
+  if (first > 0 && !by_offset.empty()) {
+    throw bad(
+        fmt::format("{} bytes lie before the first tensor '{}' (the tensors must cover the "
+                    "data section)",
+                    first, by_offset.front()->name));
+  }
+  if (last < data_size) {
+    throw bad(fmt::format(
+        "{} bytes lie past the last tensor{} (the tensors must cover the data "
+        "section)",
+        data_size - last, by_offset.empty() ? "" : fmt::format(" '{}'", by_offset.back()->name)));
   }
 }
 
@@ -144,7 +166,7 @@ SafetensorsHeader parse_safetensors_header(const char* bytes, uint64_t size,
   } catch (const nlohmann::json::exception& e) {
     throw bad(fmt::format("malformed header entry ({})", base::json_error_text(e)));
   }
-  check_no_overlap(header.entries, bad);
+  check_no_overlap(header.entries, data_size, bad);
   return header;
 }
 

@@ -673,12 +673,49 @@ TEST_F(BadInput, TheFourthSweepsClassesAreOneLine) {
       7);
   const std::string gpt2 = fixtures + "/gpt2";
   const std::string tok = fixtures + "/tokenizer_gpt2";
+  const std::string config_loop = copy("gpt2", "config_loop", "", "");
+  fs::remove(config_loop + "/tokenizer_config.json");
+  fs::create_symlink("tokenizer_config.json", config_loop + "/tokenizer_config.json");
+  nlohmann::json wide = nlohmann::json::parse(slurp(fixtures + "/gpt2/tokenizer.json"));
+  wide["added_tokens"].push_back({{"id", 600},
+                                  {"content", "<wide>"},
+                                  {"single_word", false},
+                                  {"lstrip", false},
+                                  {"rstrip", false},
+                                  {"normalized", false},
+                                  {"special", true}});
+  const std::string wide_tokenizer = copy("gpt2", "wide_tok", "tokenizer.json", wide.dump());
+  const std::string trailing =
+      copy("gpt2", "trailing", "model.safetensors", weights + std::string(8, '\0'));
   const std::vector<Row> rows = {
       {"config.json nested 200,000 deep",
        "{trainer} train --model_name_or_path " + deep_config + " --train_file " + corpus +
            " --output_dir {out}",
        2,
        {deep_config + "/config.json is not valid JSON: values nested deeper than 128 levels"}},
+      {"training from a folder whose generation_config.json Transformers would refuse",
+       "{trainer} train --model_name_or_path " + deep_generation + " --train_file " + corpus +
+           " --output_dir {out}",
+       2,
+       {"generation_config.json is not valid JSON: values nested deeper than 128 levels"}},
+      {"a tokenizer_config.json in a loop of links",
+       "{trainer} train --model_name_or_path " + config_loop + " --train_file " + corpus +
+           " --output_dir {out}",
+       2,
+       {"tokenizer_config.json: Too many levels of symbolic links"}},
+      {"generate with a tokenizer larger than the model",
+       "{trainer} generate " + wide_tokenizer + " --prompt hi --max_new_tokens 2",
+       2,
+       {"the tokenizer of", "has 601 tokens, more than the model's vocab_size 512"}},
+      {"generate with a prompt that is not UTF-8",
+       "{trainer} generate " + gpt2 + " --prompt \"$(printf '\\377\\376')\" --max_new_tokens 2",
+       2,
+       {"trainer generate: --prompt \\xff\\xfe is not UTF-8 text"}},
+      {"model.safetensors with bytes past its last tensor",
+       "{trainer} evaluate --model_name_or_path " + trailing + " --validation_file " + corpus +
+           " --output_dir {out}",
+       2,
+       {"corrupt safetensors file", "8 bytes lie past the last tensor"}},
       {"generation_config.json nested 200,000 deep",
        "{trainer} generate " + deep_generation + " --prompt hi --max_new_tokens 2",
        2,
@@ -778,12 +815,19 @@ TEST_F(BadInput, ARunWhoseWeightsAreNotFiniteFailsAndSavesNoModel) {
   const std::string fixtures = testing::hf_fixtures_dir();
   if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON lacks transformers (scripts/setup)";
   const std::string out = tmp_->file("float16_run");
+  const std::string common = testing::kTrainerBin + " train --model_name_or_path " + fixtures +
+                             "/gpt2 --train_file /usr/share/games/fortunes/fortunes "
+                             "--max_train_samples 8 --per_device_train_batch_size 2 "
+                             "--disable_tqdm true --output_dir " +
+                             out;
+  // A good run first (its checkpoint and model), then one over it that diverges.
+  auto good = run(common + " --max_steps 2 --save_steps 2 >/dev/null");
+  ASSERT_EQ(good.exit_code, 0) << good.err;
+  const std::string model_before = slurp(out + "/model.safetensors");
   // save_strategy no: the model at the end is the only save (a checkpoint refuses the same).
-  auto result = run(testing::kTrainerBin + " train --model_name_or_path " + fixtures +
-                    "/gpt2 --train_file /usr/share/games/fortunes/fortunes --max_train_samples 8 "
-                    "--per_device_train_batch_size 2 --max_steps 3 --torch_dtype float16 "
-                    "--save_strategy no --disable_tqdm true --output_dir " +
-                    out + " >/dev/null");
+  auto result = run(common +
+                    " --max_steps 3 --torch_dtype float16 --save_strategy no "
+                    "--overwrite_output_dir true >/dev/null");
   EXPECT_EQ(result.exit_code, 1) << result.err;
   EXPECT_NE(result.err.find("trainer: error: training diverged: "), std::string::npos)
       << result.err;
@@ -796,8 +840,10 @@ TEST_F(BadInput, ARunWhoseWeightsAreNotFiniteFailsAndSavesNoModel) {
   // Its last line (the steps whose update was skipped are warned about before it).
   const std::string last = testing::lines_of(result.err).back();
   EXPECT_EQ(last.rfind("trainer: error: training diverged: ", 0), 0u) << result.err;
-  EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors"));
-  EXPECT_FALSE(std::filesystem::exists(out + "/train_results.json"));
+  // Nothing of the earlier run is lost: its model stays, its checkpoint waits in
+  // earlier-checkpoints (as the run said) until a run's results replace them.
+  EXPECT_TRUE(slurp(out + "/model.safetensors") == model_before);
+  EXPECT_TRUE(std::filesystem::exists(out + "/earlier-checkpoints/checkpoint-2/model.safetensors"));
 }
 
 std::string short_run(const std::string& data, const std::string& out) {

@@ -89,6 +89,10 @@ TEST(JsonText, AnOutputFolderThatCannotBeMadeIsInputError) {
            {dir.file("loop") + "/x", "Too many levels of symbolic links"}}) {
     expect_input_error([&] { make_output_directory(path, "--output_dir"); }, {words});
   }
+  // A path that goes into a folder it makes and back out to a file leaves nothing made.
+  expect_input_error([&] { make_output_directory(dir.file("new/../file/x"), "--output_dir"); },
+                     {"is not a directory"});
+  EXPECT_FALSE(std::filesystem::exists(dir.file("new")));
   EXPECT_EQ(make_output_directory(dir.file("a/b"), "--output_dir").size(), 2u);
   EXPECT_TRUE(make_output_directory(dir.file("a/b"), "--output_dir").empty());
 }

@@ -252,6 +252,38 @@ TEST(Launcher, ASignalEndsAWaitAtTheRendezvousAtOnce) {
   }
 }
 
+// A port that accepts the connection but never answers (another program holds it) is given up on
+// within --rdzv-timeout and a little, in one line, where c10d's client waited in recv() for ever.
+TEST(Launcher, ARendezvousPortThatNeverAnswersIsGivenUpOnWithinTheTimeout) {
+  TempDir dir;
+  const std::string port = std::to_string(testing::free_port());
+  const std::string listener = dir.file("listener.py");
+  std::ofstream(listener) << "import socket, time\n"
+                             "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, "
+                             "socket.SO_REUSEADDR, 1)\n"
+                             "s.bind(('127.0.0.1', "
+                          << port
+                          << ")); s.listen(8)\n"
+                             "open('"
+                          << dir.file("up")
+                          << "', 'w').close()\n"
+                             "conns = []\n"
+                             "while True: conns.append(s.accept())\n";
+  const double start = testing::now_seconds();
+  auto result = run("python3 " + listener + " & pid=$!; for i in $(seq 100); do [ -e " +
+                    dir.file("up") + " ] && break; sleep 0.1; done; " + kTrainer +
+                    " launch --nnodes 2 --node-rank 1 --rdzv-timeout 1 --master-port " + port +
+                    " true; code=$?; kill $pid; echo code=$code");
+  EXPECT_LT(testing::now_seconds() - start, 15);
+  EXPECT_NE(result.out.find("code=1"), std::string::npos) << result.out << result.err;
+  EXPECT_EQ(result.err,
+            "trainer: error: trainer launch: could not reach the rendezvous at "
+            "127.0.0.1:" +
+                port +
+                " within 1 s: it accepted the connection but never "
+                "answered (another program holds that port?)\n");
+}
+
 TEST(Launcher, SigintAfterOneRankExitedStillStopsTheOthers) {
   // Rank 0 ends at once (its SIGCHLD reaches the launcher first); rank 1 would run for a minute.
   TempDir dir;

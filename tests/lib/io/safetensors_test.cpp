@@ -173,6 +173,21 @@ TEST(Safetensors, HeadersBeyondTheChecksAreInputErrors) {
       std::string::npos);
   EXPECT_NE(message(R"({"__metadata__":"pt"})", 0).find("__metadata__ is not a JSON object"),
             std::string::npos);
+  // The tensors cover the data section, as the safetensors library checks: bytes inserted
+  // between two tensors, before the first or appended after the last are refused.
+  EXPECT_NE(message(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},)"
+                    R"("b":{"dtype":"U8","shape":[2],"data_offsets":[5,7]}})",
+                    7)
+                .find("3 bytes lie between tensors 'a' and 'b'"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})", 3)
+                .find("1 bytes lie before the first tensor 'a'"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", 10)
+                .find("8 bytes lie past the last tensor 'a'"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"__metadata__":{}})", 4).find("4 bytes lie past the last tensor"),
+            std::string::npos);
   // Zero-size tensors share an offset with their neighbours without overlapping them.
   EXPECT_EQ(message(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0]},)"
                     R"("b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
