@@ -3,12 +3,7 @@
 // folder's model and tokenizer, greedy or sampled, with a KV cache.
 #include "apps/trainer/generate.h"
 
-#include <sys/stat.h>
-
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -229,14 +224,10 @@ int generate_text(const cli::GenerateOptions& options) {
   const std::string args_path = base::join_path(dir, "training_args.json");
   const std::string weights = base::join_path(dir, "model.safetensors");
   for (const std::string& path : {args_path, weights}) {
-    struct stat info {};
-    const bool found = ::stat(path.c_str(), &info) == 0;
-    if (!found || !S_ISREG(info.st_mode)) {
-      // A symlink loop or a folder in the file's place is not a missing file: say which.
-      const std::string why = found ? std::string("is not a file")
-                              : errno == ENOENT
-                                  ? std::string("does not exist")
-                                  : fmt::format("cannot be read: {}", std::strerror(errno));
+    // A symlink loop or a folder in the file's place is not a missing file: say which.
+    const std::string problem = base::path_problem(path);
+    if (!problem.empty() || !base::is_regular_file(path)) {
+      const std::string why = problem.empty() ? std::string("is not a file") : problem;
       throw InputError(fmt::format(
           "trainer generate: {} {} (OUTPUT_DIR must hold a finished trainer train run of "
           "model_name gpt)",
