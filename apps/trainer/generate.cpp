@@ -15,7 +15,7 @@
 #include "lib/base/warn.h"
 #include "lib/data/registry.h"
 #include "lib/data/text_files.h"
-#include "lib/data/tokenizer.h"
+#include "lib/tokenizers/tokenizer.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/generation_config.h"
 #include "lib/models/gpt.h"
@@ -129,7 +129,7 @@ int generate_hf(const cli::GenerateOptions& options) {
   models::HfCausalLM* model = models::as_hf_causal_lm(*loaded);
   if (model->dtype() != torch::kFloat) loaded->to(torch::kFloat);
   loaded->eval();
-  data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_dir);
+  tokenizers::Tokenizer tokenizer = tokenizers::Tokenizer::load(tokenizer_dir);
   // As train refuses it: an id past the model's embedding would index out of its range.
   if (tokenizer.vocab_size() > model->config().vocab_size) {
     throw InputError(fmt::format(

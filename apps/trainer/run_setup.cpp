@@ -17,7 +17,7 @@
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
 #include "lib/data/clm.h"
-#include "lib/data/tokenizer.h"
+#include "lib/tokenizers/tokenizer.h"
 #include "lib/distributed/env.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/hf_pretrained.h"
@@ -81,7 +81,7 @@ std::optional<models::HfConfig> hf_config(const TrainingArguments& args, int64_t
     // The tokenizer's BOS and EOS, where there is one, rather than Transformers' defaults.
     int64_t bos = -1, eos = -1;
     if (uses_text_files(args) || args.tokenizer_name()) {
-      const auto tokenizer = data::Tokenizer::load(tokenizer_path(args));
+      const auto tokenizer = tokenizers::Tokenizer::load(tokenizer_path(args));
       bos = tokenizer.bos_token_id().value_or(-1);
       eos = tokenizer.eos_token_id().value_or(-1);
     }

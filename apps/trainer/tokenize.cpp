@@ -14,7 +14,7 @@
 #include "lib/base/files.h"
 #include "lib/base/text.h"
 #include "lib/data/text_files.h"
-#include "lib/data/tokenizer.h"
+#include "lib/tokenizers/tokenizer.h"
 
 namespace trainer::cli {
 
@@ -50,7 +50,7 @@ std::vector<int32_t> ids_of_line(const std::string& line, int64_t line_number, i
 }  // namespace
 
 int tokenize_command(const TokenizeOptions& options) {
-  const data::Tokenizer tokenizer = data::Tokenizer::load(options.tokenizer_name);
+  const tokenizers::Tokenizer tokenizer = tokenizers::Tokenizer::load(options.tokenizer_name);
   std::ifstream file;
   if (!options.file.empty()) {
     try {  // missing, unreadable, a folder: one line

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "lib/base/utf8.h"
+
 namespace trainer::base {
 
 std::string thousands(int64_t value) {
@@ -125,25 +127,6 @@ std::string shape_text(const std::vector<int64_t>& dims) {
 
 std::string dims_text(const std::vector<int64_t>& dims) {
   return fmt::format("{}", fmt::join(dims, "x"));
-}
-
-size_t utf8_sequence_length(std::string_view text, size_t at) {
-  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned char c = byte(at);
-  const size_t length = c < 0x80                 ? 1
-                        : c >= 0xC2 && c <= 0xDF ? 2
-                        : c >= 0xE0 && c <= 0xEF ? 3
-                        : c >= 0xF0 && c <= 0xF4 ? 4
-                                                 : 0;
-  if (length == 0 || at + length > text.size()) return 0;
-  // The second byte's range rules out overlong forms, surrogates and code points past U+10FFFF.
-  const unsigned char low = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
-  const unsigned char high = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-  for (size_t k = 1; k < length; ++k) {
-    const unsigned char next = byte(at + k);
-    if (k == 1 ? next < low || next > high : (next & 0xC0) != 0x80) return 0;
-  }
-  return length;
 }
 
 }  // namespace trainer::base

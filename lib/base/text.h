@@ -50,9 +50,4 @@ std::string shape_text(const std::vector<int64_t>& dims);
 // A shape as file formats name it: "1x28x28".
 std::string dims_text(const std::vector<int64_t>& dims);
 
-// The length (1 to 4) of the well-formed UTF-8 sequence that starts at text[at], or 0 when the
-// bytes there start none: a stray continuation byte, an overlong form, a surrogate, a code point
-// past U+10FFFF, or a sequence cut off by the end of the text.
-size_t utf8_sequence_length(std::string_view text, size_t at);
-
 }  // namespace trainer::base

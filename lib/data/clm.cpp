@@ -12,9 +12,11 @@
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/data/lm_files.h"
-#include "lib/data/tokenizer.h"
+#include "lib/tokenizers/tokenizer.h"
 
 namespace trainer::data {
+
+using tokenizers::Tokenizer;
 
 BlockDataset::BlockDataset(torch::Tensor tokens, int64_t block_size)
     : tokens_(std::move(tokens)), block_size_(block_size), size_(tokens_.numel() / block_size) {}

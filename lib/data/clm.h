@@ -14,8 +14,6 @@
 
 namespace trainer::data {
 
-class Tokenizer;
-
 struct ClmOptions {
   std::string train_file;       // "" when only validation_file is given (evaluation)
   std::string validation_file;  // "": validation_split_percentage of train_file

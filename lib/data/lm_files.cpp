@@ -16,6 +16,7 @@
 #include "lib/base/files.h"
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
+#include "lib/base/utf8.h"
 #include "lib/data/text_files.h"
 
 namespace trainer::data {
@@ -38,15 +39,12 @@ int64_t line_at(std::string_view bytes, size_t offset) {
 
 // Throws, like Python's UnicodeDecodeError, at the first byte that starts no UTF-8 character.
 void check_utf8(std::string_view bytes, const std::string& named) {
-  for (size_t i = 0; i < bytes.size();) {
-    const size_t length = base::utf8_sequence_length(bytes, i);
-    if (length == 0) {
-      throw InputError(fmt::format(
-          "{} is not UTF-8: byte 0x{:02X} at line {}, byte offset {} starts no UTF-8 character "
-          "(save the file as UTF-8)",
-          named, static_cast<unsigned char>(bytes[i]), line_at(bytes, i), i));
-    }
-    i += length;
+  const size_t i = base::first_invalid_utf8(bytes);
+  if (i != std::string_view::npos) {
+    throw InputError(fmt::format(
+        "{} is not UTF-8: byte 0x{:02X} at line {}, byte offset {} starts no UTF-8 character "
+        "(save the file as UTF-8)",
+        named, static_cast<unsigned char>(bytes[i]), line_at(bytes, i), i));
   }
 }
 

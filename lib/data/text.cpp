@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "lib/base/errors.h"
 #include "lib/base/config_reader.h"
+#include "lib/base/errors.h"
 
 namespace trainer::data {
 

@@ -15,6 +15,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/base/text.h"
+#include "lib/base/utf8.h"
 
 namespace trainer::data {
 
@@ -80,13 +81,7 @@ void refuse_wide_text(std::string_view bytes, const std::string& named, const st
 }
 
 bool is_utf8_text(std::string_view bytes) {
-  for (size_t i = 0; i < bytes.size();) {
-    if (bytes[i] == '\0') return false;
-    const size_t length = base::utf8_sequence_length(bytes, i);
-    if (length == 0) return false;
-    i += length;
-  }
-  return true;
+  return bytes.find('\0') == std::string_view::npos && base::is_valid_utf8(bytes);
 }
 
 TextCorpus read_text_corpus(const std::string& path, const std::string& option) {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "lib/base/text.h"
+#include "lib/base/utf8.h"
 #include "lib/report/plot.h"
 
 namespace trainer::report {

@@ -14,14 +14,15 @@
 
 #include "lib/base/files.h"
 #include "lib/base/text.h"
-#include "lib/data/tokenizer.h"
+#include "lib/base/utf8.h"
+#include "lib/tokenizers/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace tokenizer_test {
 
-using trainer::data::Tokenizer;
 using trainer::testing::expect_input_error;
 using trainer::testing::TempDir;
+using trainer::tokenizers::Tokenizer;
 
 const char* const kFortunes = "/usr/share/games/fortunes";
 
@@ -209,7 +210,7 @@ TEST(Tokenizer, DecodeRoundTrips) {
     const Tokenizer tokenizer = Tokenizer::load(fixture(name));
     int failures = 0;
     for (const std::string& line : corpus().lines) {
-      const std::string valid = trainer::data::replace_invalid_utf8(line);
+      const std::string valid = trainer::base::replace_invalid_utf8(line);
       const std::string back = tokenizer.decode(tokenizer.encode(line, false));
       if (back != valid && ++failures <= 3) {
         ADD_FAILURE() << name << ": " << trainer::base::shown_text(valid, 100) << " came back as "
@@ -260,17 +261,6 @@ TEST(Tokenizer, SaveWritesTheFilesAsRead) {
   }
   EXPECT_EQ(Tokenizer::load(dir.file("out/tok")).fingerprint(),
             Tokenizer::load(folder).fingerprint());
-}
-
-TEST(Tokenizer, InvalidUtf8IsReplacedAsPythonDoes) {
-  using trainer::data::replace_invalid_utf8;
-  const std::string r = "\xEF\xBF\xBD";
-  EXPECT_EQ(replace_invalid_utf8("ok \xC3\xA9"), "ok \xC3\xA9");
-  EXPECT_EQ(replace_invalid_utf8("\xED\xA0\x80"), r + r + r);  // a surrogate: three subparts
-  EXPECT_EQ(replace_invalid_utf8("\xF0\x9F\x98"), r);          // a cut emoji: one
-  EXPECT_EQ(replace_invalid_utf8("\xC0\xAF"), r + r);          // overlong
-  EXPECT_EQ(replace_invalid_utf8("\xF4\x90\x80\x80"), r + r + r + r);
-  EXPECT_EQ(replace_invalid_utf8("a\xE2\x82z"), "a" + r + "z");
 }
 
 // A tokenizer.json built from the GPT-2 fixture with `change` applied, in a folder of its own.

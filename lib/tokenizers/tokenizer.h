@@ -25,7 +25,12 @@
 //
 // Text that is not valid UTF-8 is read as Python's bytes.decode("utf-8", errors="replace") reads
 // it (what open(path, errors="replace") hands `tokenizers`): each maximal subpart of an ill-formed
-// sequence (Unicode's recommended practice) becomes one U+FFFD.
+// sequence (Unicode's recommended practice) becomes one U+FFFD (base::replace_invalid_utf8).
+//
+// The room follows `tokenizers`' own seams: added_vocabulary (the added tokens), pre_tokenizers
+// (Split, ByteLevel), bpe (the model), processors (TemplateProcessing), decoders (ByteLevel),
+// serialization (tokenizer.json and tokenizer_config.json read into those), and this file: the
+// Tokenizer that runs them.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +40,7 @@
 #include <string_view>
 #include <vector>
 
-namespace trainer::data {
+namespace trainer::tokenizers {
 
 class Tokenizer {
  public:
@@ -80,8 +85,4 @@ class Tokenizer {
   std::shared_ptr<const Impl> impl_;
 };
 
-// A copy of `text` in which each ill-formed UTF-8 subpart (maximal, as Unicode recommends and
-// Python's errors="replace" does) is U+FFFD; `text` itself when it is valid.
-std::string replace_invalid_utf8(std::string_view text);
-
-}  // namespace trainer::data
+}  // namespace trainer::tokenizers

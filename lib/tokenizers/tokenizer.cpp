@@ -1,0 +1,130 @@
+// The Tokenizer: its files read and fingerprinted, a text through the added tokens, the
+// pre-tokenizer, BPE and the template; ids back to text through the decoder; the files saved.
+#include "lib/tokenizers/tokenizer.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
+#include "lib/base/json_text.h"
+#include "lib/base/sha256.h"
+#include "lib/base/utf8.h"
+#include "lib/tokenizers/tokenizer_impl.h"
+
+namespace trainer::tokenizers {
+
+using json = nlohmann::json;
+
+void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& out) const {
+  std::vector<AddedVocabulary::Piece> pieces;
+  added.split(text, pieces);
+  const auto word = [&](std::string_view w) { model.tokenize(w, out); };
+  for (const auto& [piece, id] : pieces) {
+    if (id >= 0) {
+      out.push_back(id);
+    } else {
+      pre_tokenizer.split(piece, word);
+    }
+  }
+}
+
+Tokenizer Tokenizer::load(const std::string& path) { return load(path, Options{}); }
+
+Tokenizer Tokenizer::load(const std::string& path, const Options& options) {
+  auto impl = std::make_shared<Impl>();
+  const bool folder = base::is_directory(path);
+  impl->path = folder ? base::join_path(path, "tokenizer.json") : path;
+  if (folder && !base::is_regular_file(impl->path)) {
+    throw InputError(fmt::format("tokenizer folder {} has no tokenizer.json", path));
+  }
+  if (!folder && !base::is_regular_file(path)) {
+    throw InputError(
+        fmt::format("tokenizer {} does not exist (give a folder with tokenizer.json, "
+                    "or the file)",
+                    path));
+  }
+  impl->json_bytes = base::read_file(impl->path, SIZE_MAX, "tokenizer ");
+  const std::string where = fmt::format("tokenizer {}", impl->path);
+  const json root = base::parse_json(impl->json_bytes, where);
+  try {
+    read_tokenizer_json(root, where, options.fast_split, *impl);
+  } catch (const json::exception& e) {  // a value of another type where the reader reads one
+    throw InputError(fmt::format("{}: {}", where, base::json_error_text(e)));
+  }
+
+  impl->config_path = base::join_path(base::parent_dir(impl->path), "tokenizer_config.json");
+  if (base::exists(impl->config_path)) {
+    impl->has_config = true;
+    impl->config_bytes = base::read_file(impl->config_path, SIZE_MAX, "tokenizer config ");
+    const std::string config_where = fmt::format("tokenizer config {}", impl->config_path);
+    const json config = base::parse_json(impl->config_bytes, config_where);
+    if (!config.is_object()) throw InputError(config_where + ": the file holds no JSON object");
+    read_tokenizer_config(config, config_where, *impl);
+  }
+  if (!impl->unk) impl->unk = impl->model.unk_id;
+  impl->fingerprint = base::sha256_hex(impl->json_bytes + impl->config_bytes);
+  Tokenizer t;
+  t.impl_ = std::move(impl);
+  return t;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  std::string fixed;
+  if (!base::is_valid_utf8(text)) {
+    fixed = base::replace_invalid_utf8(text);
+    text = fixed;
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  if (!add_special_tokens || !impl_->post_processor.present) {
+    impl_->encode_text(text, ids);
+    return ids;
+  }
+  impl_->post_processor.apply(ids,
+                              [&](std::vector<int32_t>& out) { impl_->encode_text(text, out); });
+  return ids;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  const Impl& t = *impl_;
+  std::vector<std::string_view> tokens;
+  tokens.reserve(ids.size());
+  for (int32_t id : ids) {
+    if (id < 0 || id >= static_cast<int64_t>(t.tokens.size()) || !t.has_token[id]) continue;
+    if (skip_special_tokens && t.special[id]) continue;
+    tokens.push_back(t.tokens[id]);
+  }
+  return base::replace_invalid_utf8(t.decoder.decode(tokens));
+}
+
+int64_t Tokenizer::vocab_size() const { return static_cast<int64_t>(impl_->tokens.size()); }
+
+std::optional<int32_t> Tokenizer::token_to_id(const std::string& token) const {
+  const auto& added = impl_->added.ids();
+  if (auto it = added.find(token); it != added.end()) return it->second;
+  if (auto it = impl_->model.vocab.find(token); it != impl_->model.vocab.end()) return it->second;
+  return std::nullopt;
+}
+
+std::optional<std::string> Tokenizer::id_to_token(int32_t id) const {
+  if (id < 0 || id >= vocab_size() || !impl_->has_token[id]) return std::nullopt;
+  return impl_->tokens[id];
+}
+
+std::optional<int32_t> Tokenizer::bos_token_id() const { return impl_->bos; }
+std::optional<int32_t> Tokenizer::eos_token_id() const { return impl_->eos; }
+std::optional<int32_t> Tokenizer::pad_token_id() const { return impl_->pad; }
+std::optional<int32_t> Tokenizer::unk_token_id() const { return impl_->unk; }
+const std::string& Tokenizer::fingerprint() const { return impl_->fingerprint; }
+const std::string& Tokenizer::path() const { return impl_->path; }
+
+void Tokenizer::save(const std::string& dir) const {
+  base::make_directories(dir);
+  base::write_file_atomic(base::join_path(dir, "tokenizer.json"), impl_->json_bytes);
+  if (impl_->has_config) {
+    base::write_file_atomic(base::join_path(dir, "tokenizer_config.json"), impl_->config_bytes);
+  }
+}
+
+}  // namespace trainer::tokenizers
