@@ -107,6 +107,9 @@ Json parse_json(std::string_view text, size_t begin, size_t end, const std::stri
     const size_t at = begin + (error.byte > 0 ? error.byte - 1 : 0);
     throw InputError(
         fmt::format("{} line {}: invalid JSON: {}", named, line_at(text, at), message));
+  } catch (const nlohmann::json::out_of_range& error) {  // a number past double's range: 1e400
+    throw InputError(fmt::format("{} line {}: invalid JSON: {}", named, line_at(text, begin),
+                                 base::json_error_text(error)));
   }
   if (!repeated.empty()) {
     throw InputError(fmt::format("{} line {}: key '{}' given twice in one object", named,
@@ -209,7 +212,14 @@ std::vector<std::string> read_lm_file(const std::string& path, const std::string
   const bool text = extension == "txt" || dot == std::string::npos;
   const std::string kind = text ? "text file" : "JSON file";
   const std::string bytes = base::read_file(path, SIZE_MAX, kind + " ", /*allow_pipes=*/false);
-  const std::string named = fmt::format("{} '{}'", kind, path);
+  return parse_lm_bytes(bytes, text ? "txt" : extension, path, text_column, keep_linebreaks);
+}
+
+std::vector<std::string> parse_lm_bytes(std::string_view bytes, const std::string& extension,
+                                        const std::string& path, const std::string& text_column,
+                                        bool keep_linebreaks) {
+  const bool text = extension == "txt";
+  const std::string named = fmt::format("{} '{}'", text ? "text file" : "JSON file", path);
   refuse_wide_text(bytes, named, path);
   check_utf8(bytes, named);
   if (!text) return json_records(bytes, text_column, named);

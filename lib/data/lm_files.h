@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trainer::data {
@@ -40,6 +41,13 @@ namespace trainer::data {
 std::vector<std::string> read_lm_file(const std::string& path,
                                       const std::string& text_column = "text",
                                       bool keep_linebreaks = true);
+
+// The examples of a data file's `bytes` as read_lm_file reads them, by `extension` ("txt",
+// "json" or "jsonl"); `path` names the file in errors. Throws InputError as read_lm_file does.
+std::vector<std::string> parse_lm_bytes(std::string_view bytes, const std::string& extension,
+                                        const std::string& path,
+                                        const std::string& text_column = "text",
+                                        bool keep_linebreaks = true);
 
 // run_clm's split of one file when there is no validation_file: validation = train[:p%], train =
 // train[p%:], at the index `datasets`' ReadInstruction gives both with its default "closest"

@@ -29,6 +29,38 @@ void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& o
   }
 }
 
+namespace {
+
+// Reads t.json_bytes into t's components.
+void read_json_bytes(const std::string& where, const Tokenizer::Options& options,
+                     Tokenizer::Impl& t) {
+  const json root = base::parse_json(t.json_bytes, where);
+  try {
+    read_tokenizer_json(root, where, options.fast_split, t);
+  } catch (const json::exception& e) {  // a value of another type where the reader reads one
+    throw InputError(fmt::format("{}: {}", where, base::json_error_text(e)));
+  }
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_json(std::string json_bytes, const std::string& where) {
+  return from_json(std::move(json_bytes), where, Options{});
+}
+
+Tokenizer Tokenizer::from_json(std::string json_bytes, const std::string& where,
+                               const Options& options) {
+  auto impl = std::make_shared<Impl>();
+  impl->path = where;
+  impl->json_bytes = std::move(json_bytes);
+  read_json_bytes(where, options, *impl);
+  impl->unk = impl->model.unk_id;
+  impl->fingerprint = base::sha256_hex(impl->json_bytes);
+  Tokenizer t;
+  t.impl_ = std::move(impl);
+  return t;
+}
+
 Tokenizer Tokenizer::load(const std::string& path) { return load(path, Options{}); }
 
 Tokenizer Tokenizer::load(const std::string& path, const Options& options) {
@@ -45,13 +77,7 @@ Tokenizer Tokenizer::load(const std::string& path, const Options& options) {
                     path));
   }
   impl->json_bytes = base::read_file(impl->path, SIZE_MAX, "tokenizer ");
-  const std::string where = fmt::format("tokenizer {}", impl->path);
-  const json root = base::parse_json(impl->json_bytes, where);
-  try {
-    read_tokenizer_json(root, where, options.fast_split, *impl);
-  } catch (const json::exception& e) {  // a value of another type where the reader reads one
-    throw InputError(fmt::format("{}: {}", where, base::json_error_text(e)));
-  }
+  read_json_bytes(fmt::format("tokenizer {}", impl->path), options, *impl);
 
   impl->config_path = base::join_path(base::parent_dir(impl->path), "tokenizer_config.json");
   if (base::exists(impl->config_path)) {

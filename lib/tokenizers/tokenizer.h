@@ -55,6 +55,12 @@ class Tokenizer {
   static Tokenizer load(const std::string& path);
   static Tokenizer load(const std::string& path, const Options& options);
 
+  // A tokenizer from tokenizer.json's bytes alone (no tokenizer_config.json); `where` names it in
+  // errors. Throws InputError as load does.
+  static Tokenizer from_json(std::string json_bytes, const std::string& where);
+  static Tokenizer from_json(std::string json_bytes, const std::string& where,
+                             const Options& options);
+
   // The ids `tokenizers` gives for `text` (tokenizer(text)["input_ids"] in Transformers: with the
   // post-processor's special tokens when add_special_tokens). Thread-safe.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;

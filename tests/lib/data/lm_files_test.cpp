@@ -113,6 +113,15 @@ TEST(LmFiles, BadFilesSayWhatAndWhere) {
                         "line, as a file without an extension), .json or .jsonl (JSON Lines with "
                         "a text column)",
                         d));
+  // A number past double's range is one line naming the line, not an escaped exception.
+  EXPECT_EQ(error("big.jsonl", "{\"text\": \"a\"}\n{\"text\": \"b\", \"n\": 1e400}\n"),
+            fmt::format("JSON file '{}/big.jsonl' line 2: invalid JSON: number overflow parsing "
+                        "'1e400'",
+                        d));
+  EXPECT_EQ(error("big.json", "[888888888888E888888]"),
+            fmt::format("JSON file '{}/big.json' line 1: invalid JSON: number overflow parsing "
+                        "'888888888888E888888'",
+                        d));
   // A file without an extension is text (fortunes' files).
   write(dir.file("TXT"), "a\r\nb");
   EXPECT_EQ(read_lm_file(dir.file("TXT")), (std::vector<std::string>{"a\n", "b"}));
