@@ -23,47 +23,54 @@
 namespace trainer::cli {
 namespace {
 
-const std::vector<std::pair<std::string, std::string>> kCommands = {
-    {"train", "Train a model and save it, its state and its metrics to output_dir."},
-    {"evaluate", "Evaluate output_dir/model.safetensors on the eval dataset."},
-    {"predict",
+// Each command: its name, how it is called, and what it does. `trainer --help` lists them, and
+// each command's own --help starts with its line.
+struct CommandHelp {
+  std::string name, usage, summary;
+};
+const std::vector<CommandHelp> kCommands = {
+    {"train", "trainer train [CONFIG.json] [--name value ...]",
+     "Train a model and save it, its state and its metrics to output_dir."},
+    {"evaluate", "trainer evaluate [CONFIG.json] [--name value ...]",
+     "Evaluate a trained run (output_dir's weights, or a model or adapter folder) on the eval "
+     "dataset."},
+    {"predict", "trainer predict [CONFIG.json] [--name value ...]",
      "Predict with output_dir/model.safetensors on the eval dataset: predictions.npy, "
      "label_ids.npy and predict_results.json in output_dir (Trainer.predict)."},
-    {"plot",
+    {"plot", "trainer plot OUTPUT_DIR [OUTPUT_DIR ...] [-o FILE]",
      "Draw the loss and each eval metric against step, from each OUTPUT_DIR's "
      "trainer_state.json, as an SVG and an HTML page around it (runs overlaid)."},
-    {"env",
-     "Print the versions and devices a bug report needs: trainer, LibTorch, CUDA, cuDNN, NCCL, "
-     "Gloo, compiler, BLAS, oneDNN, threads (as accelerate env and transformers env)."},
-    {"launch",
-     "Start PROGRAM as N ranks of a distributed run, with torchrun's environment (RANK, "
-     "WORLD_SIZE, ...)."},
     {"generate",
-     "Sample text from a trained gpt run (OUTPUT_DIR's training_args.json and "
-     "model.safetensors), seeded: prints the prompt and its continuation."},
-    {"tokenize",
+     "trainer generate OUTPUT_DIR [--prompt TEXT] [--max_new_tokens N] [--do_sample B] "
+     "[--temperature T] [--top_k K] [--top_p P] [--seed S]",
+     "Continue a prompt with a trained language model: a Hugging Face model or adapter folder "
+     "(its tokenizer, its generation_config.json) or a gpt run's output_dir, seeded."},
+    {"tokenize", "trainer tokenize --tokenizer_name DIR [FILE] [--decode] [--no_special_tokens]",
      "Print the ids a Hugging Face tokenizer.json gives each line of FILE (or standard input), "
      "as space-separated numbers; --decode reads such lines and prints their text."},
     {"merge",
+     "trainer merge ADAPTER_DIR --output_dir DIR [--torch_dtype auto|float32|bfloat16|float16]",
      "Merge a LoRA adapter folder into its base model (PEFT's merge_and_unload) and write the "
-     "result to --output_dir as a Hugging Face model folder."}};
+     "result to --output_dir as a Hugging Face model folder."},
+    {"env", "trainer env",
+     "Print the versions and devices a bug report needs: trainer, LibTorch, CUDA, cuDNN, NCCL, "
+     "Gloo, compiler, BLAS, oneDNN, threads (as accelerate env and transformers env)."},
+    {"launch", "trainer launch [--nproc-per-node N ...] PROGRAM [ARGS...]",
+     "Start PROGRAM as N ranks of a distributed run, with torchrun's environment (RANK, "
+     "WORLD_SIZE, ...)."}};
 
-const char* kUsage =
-    "trainer: train and evaluate models on LibTorch, as Transformers' Trainer does.\n"
-    "  trainer train [CONFIG.json] [--name value ...]\n"
-    "  trainer evaluate [CONFIG.json] [--name value ...]\n"
-    "  trainer predict [CONFIG.json] [--name value ...]\n"
-    "  trainer plot OUTPUT_DIR [OUTPUT_DIR ...] [-o FILE]\n"
-    "  trainer generate OUTPUT_DIR [--prompt TEXT] [--max_new_tokens N] [--temperature T] "
-    "[--top_k K] [--seed S]\n"
-    "  trainer tokenize --tokenizer_name DIR [FILE] [--decode] [--no_special_tokens]\n"
-    "  trainer merge ADAPTER_DIR --output_dir DIR [--torch_dtype auto|float32|bfloat16|float16]\n"
-    "  trainer env\n"
-    "  trainer launch [--nproc-per-node N ...] PROGRAM [ARGS...]";
+// `trainer --help`: what the program is, then each command's call and summary, once.
+std::string top_help() {
+  std::string out =
+      "trainer: train and evaluate models on LibTorch, as Transformers' Trainer does.\n\n"
+      "Commands (trainer COMMAND --help for a command's options):\n";
+  for (const CommandHelp& c : kCommands) out += fmt::format("  {}\n      {}\n", c.usage, c.summary);
+  return out;
+}
 
 std::string help_of(const std::string& name) {
-  for (const auto& entry : kCommands) {
-    if (entry.first == name) return entry.second;
+  for (const CommandHelp& c : kCommands) {
+    if (c.name == name) return c.usage + "\n" + c.summary;
   }
   return "";
 }
@@ -76,7 +83,7 @@ bool takes_training_arguments(const std::string& name) {
 void check_command_name(const std::vector<std::string>& args) {
   if (args.empty() || looks_like_option(args[0])) return;
   std::vector<std::string> names;
-  for (const auto& entry : kCommands) names.push_back(entry.first);
+  for (const CommandHelp& c : kCommands) names.push_back(c.name);
   if (std::find(names.begin(), names.end(), args[0]) != names.end()) return;
   std::string near = base::nearest(args[0], names);
   throw InputError(fmt::format("unknown command '{}'{} (commands: {})", args[0],
@@ -110,9 +117,9 @@ using OptionText = std::map<std::string, std::string>;
 
 // train, evaluate and predict under CLI11: for --help only (their arguments table).
 void add_training_commands(CLI::App& app, Command& command) {
-  for (const auto& [name, help] : kCommands) {
-    if (!takes_training_arguments(name)) continue;
-    CLI::App* sub = app.add_subcommand(name, help);
+  for (const CommandHelp& c : kCommands) {
+    if (!takes_training_arguments(c.name)) continue;
+    CLI::App* sub = app.add_subcommand(c.name, help_of(c.name));
     sub->allow_extras();
     sub->add_option("config", command.config, "JSON file with one flat object of arguments");
     sub->footer("\n" + arguments_table());
@@ -206,21 +213,24 @@ CLI::App* add_generate(CLI::App& app, Command& command, OptionText& text) {
           {"--top_p", "1.0"},
           {"--use_cache", "true"},
           {"--output_ids", "false"}};
-  generate->add_option("output_dir", go.output_dir, "Output folder of a trained gpt run")
+  generate
+      ->add_option("output_dir", go.output_dir,
+                   "A Hugging Face model or adapter folder, or a trained gpt run's output_dir")
       ->type_name("OUTPUT_DIR");
   generate
       ->add_option("--prompt", go.prompt,
-                   "Text to continue (the context is its last context_length - 1 bytes); "
-                   "default: none, the sample starts after a newline")
+                   "Text to continue (a gpt run: its last context_length - 1 bytes); default: "
+                   "none, the sample starts from BOS (a gpt run: after a newline)")
       ->type_name("TEXT");
   auto option = [&](const std::string& names, const std::string& key, const std::string& help,
                     const std::string& type) {
     generate->add_option(names, text[key], help)->capture_default_str()->type_name(type);
   };
-  option("--max_new_tokens,--max-new-tokens", "--max_new_tokens", "Bytes to sample", "N");
+  option("--max_new_tokens,--max-new-tokens", "--max_new_tokens",
+         "Tokens to generate (a gpt run: bytes)", "N");
   option("--temperature", "--temperature", "Divides the logits: below 1 sharper, above 1 flatter",
          "T");
-  option("--top_k,--top-k", "--top_k", "Sample among the K likeliest bytes only (0: all 256)", "K");
+  option("--top_k,--top-k", "--top_k", "Sample among the K likeliest tokens only (0: all)", "K");
   option("--seed", "--seed", "Seed of the sampling: the same seed, the same text", "S");
   option("--do_sample,--do-sample", "--do_sample",
          "A Hugging Face folder: true samples, false is greedy (default: its "
@@ -455,7 +465,7 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   }
 
   // Help, and every other command, go through CLI11.
-  CLI::App app{kUsage, "trainer"};
+  CLI::App app{"", "trainer"};
   app.require_subcommand(1);
   add_training_commands(app, command);
   OptionText plot_text, generate_text, launch_text;
@@ -466,6 +476,8 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   CLI::App* env = app.add_subcommand("env", help_of("env"));
   env->allow_extras();
   CLI::App* launch = add_launch(app, command, launch_text);
+  // The subcommands keep CLI11's listing of their options; the program's own help is ours alone.
+  app.formatter_fn([](const CLI::App*, std::string, CLI::AppFormatMode) { return top_help(); });
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

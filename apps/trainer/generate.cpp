@@ -15,13 +15,13 @@
 #include "lib/base/warn.h"
 #include "lib/data/registry.h"
 #include "lib/data/text_files.h"
-#include "lib/tokenizers/tokenizer.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/generation_config.h"
 #include "lib/models/gpt.h"
 #include "lib/models/hf_pretrained.h"
 #include "lib/models/lora.h"
 #include "lib/models/registry.h"
+#include "lib/tokenizers/tokenizer.h"
 
 namespace trainer {
 
@@ -110,22 +110,46 @@ int64_t next_token(torch::Tensor logits, const cli::GenerateOptions& options, bo
   return torch::multinomial(logits.softmax(-1), 1, false, generator).item<int64_t>();
 }
 
+// The ids generation starts from: the prompt's, or the BOS token alone for an empty prompt
+// (generation_config.json's, else config.json's); refused when it leaves no position to fill.
+std::vector<int32_t> prompt_ids(const tokenizers::Tokenizer& tokenizer,
+                                const cli::GenerateOptions& options,
+                                const models::GenerationConfig& generation,
+                                const models::HfConfig& config) {
+  if (!data::is_utf8_text(options.prompt)) {
+    throw InputError(fmt::format("trainer generate: --prompt {} is not UTF-8 text",
+                                 base::shown_text(options.prompt)));
+  }
+  std::vector<int32_t> prompt = tokenizer.encode(options.prompt);
+  if (prompt.empty()) {
+    if (generation.bos_token_id) {
+      prompt.push_back(static_cast<int32_t>(*generation.bos_token_id));
+    } else if (config.bos_token_id < 0) {
+      throw InputError(
+          "trainer generate: the prompt gives no tokens and the model has no "
+          "bos_token_id to start from (give --prompt TEXT)");
+    } else {
+      prompt.push_back(static_cast<int32_t>(config.bos_token_id));
+    }
+  }
+  const int64_t positions = config.max_position_embeddings;
+  if (static_cast<int64_t>(prompt.size()) >= positions) {
+    throw InputError(fmt::format(
+        "trainer generate: the prompt is {} tokens; the model reads at most {} positions "
+        "(max_position_embeddings) and must have room for one more",
+        prompt.size(), positions));
+  }
+  return prompt;
+}
+
 // `trainer generate` on a Hugging Face folder: its tokenizer encodes the prompt, tokens follow
 // greedily or sampled, until an EOS token of generation_config.json or max_new_tokens.
 // An adapter folder generates with its base model and the adapter; the base's folder gives the
 // generation config, and the tokenizer where the adapter folder has none.
-int generate_hf(const cli::GenerateOptions& options) {
-  std::string dir = options.output_dir;
-  std::string tokenizer_dir = dir;
-  std::shared_ptr<models::Model> loaded;
-  if (models::is_adapter_dir(dir)) {
-    auto peft = models::load_peft_model(dir, "auto");
-    tokenizer_dir = models::adapter_tokenizer_dir(dir);
-    dir = peft->config().base_model_name_or_path;
-    loaded = peft;
-  } else {
-    loaded = models::load_hf_model(dir, "auto");
-  }
+int generate_hf(const models::PretrainedSource& source, const cli::GenerateOptions& options) {
+  const std::string& dir = source.model_dir;
+  const std::string& tokenizer_dir = source.tokenizer_dir;
+  std::shared_ptr<models::Model> loaded = models::load_pretrained(source, "auto");
   models::HfCausalLM* model = models::as_hf_causal_lm(*loaded);
   if (model->dtype() != torch::kFloat) loaded->to(torch::kFloat);
   loaded->eval();
@@ -136,31 +160,9 @@ int generate_hf(const cli::GenerateOptions& options) {
         "trainer generate: the tokenizer of {} has {} tokens, more than the model's vocab_size {}",
         tokenizer_dir, tokenizer.vocab_size(), model->config().vocab_size));
   }
-  if (!data::is_utf8_text(options.prompt)) {
-    throw InputError(fmt::format("trainer generate: --prompt {} is not UTF-8 text",
-                                 base::shown_text(options.prompt)));
-  }
   const models::GenerationConfig generation =
       models::read_generation_config(dir, model->config().vocab_size);
-  std::vector<int32_t> prompt = tokenizer.encode(options.prompt);
-  if (prompt.empty()) {
-    if (generation.bos_token_id) {
-      prompt.push_back(static_cast<int32_t>(*generation.bos_token_id));
-    } else if (model->config().bos_token_id < 0) {
-      throw InputError(
-          "trainer generate: the prompt gives no tokens and the model has no "
-          "bos_token_id to start from (give --prompt TEXT)");
-    } else {
-      prompt.push_back(static_cast<int32_t>(model->config().bos_token_id));
-    }
-  }
-  const int64_t positions = model->config().max_position_embeddings;
-  if (static_cast<int64_t>(prompt.size()) >= positions) {
-    throw InputError(fmt::format(
-        "trainer generate: the prompt is {} tokens; the model reads at most {} positions "
-        "(max_position_embeddings) and must have room for one more",
-        prompt.size(), positions));
-  }
+  const std::vector<int32_t> prompt = prompt_ids(tokenizer, options, generation, model->config());
   const bool sample = options.do_sample.value_or(generation.do_sample.value_or(false));
   // Sampling's settings: the command line's, else generation_config.json's, else Transformers'
   // defaults (as model.generate's keyword arguments override its generation config).
@@ -214,7 +216,9 @@ int generate_text(const cli::GenerateOptions& options) {
   // run's folder.
   const bool hf_adapter = models::is_adapter_dir(dir) &&
                           !models::read_adapter_config(dir).base_model_name_or_path.empty();
-  if (models::is_hf_model_dir(dir) || hf_adapter) return generate_hf(options);
+  if (models::is_hf_model_dir(dir) || hf_adapter) {
+    return generate_hf(*models::read_pretrained_source(dir), options);
+  }
   if (!base::is_directory(dir)) {
     throw InputError(fmt::format(
         "trainer generate: OUTPUT_DIR '{}' is not a folder (give the output_dir of a trained gpt "

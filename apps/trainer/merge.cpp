@@ -39,13 +39,14 @@ int merge_command(const MergeOptions& options) {
     }
   }
   // Loaded in the wanted type: W + delta computed there, not rounded in the base's type first.
-  auto peft = models::load_peft_model(dir, options.torch_dtype);
+  const models::PretrainedSource source = *models::read_pretrained_source(dir);
+  auto peft = models::load_peft_model(source, options.torch_dtype);
   const std::string base_dir = peft->config().base_model_name_or_path;
   const size_t layers = peft->adapted_layers().size();
   std::shared_ptr<models::Model> merged = peft->merge_and_unload();
   auto* hf = models::as_hf_causal_lm(*merged);
   std::map<std::string, std::string> files = models::hf_pretrained_files(*hf, base_dir);
-  for (auto& [name, contents] : tokenizer_files(models::adapter_tokenizer_dir(dir))) {
+  for (auto& [name, contents] : tokenizer_files(source.tokenizer_dir)) {
     files[name] = contents;
   }
   base::make_output_directory(options.output_dir, "--output_dir");

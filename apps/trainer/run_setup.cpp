@@ -17,13 +17,13 @@
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
 #include "lib/data/clm.h"
-#include "lib/tokenizers/tokenizer.h"
 #include "lib/distributed/env.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/hf_pretrained.h"
 #include "lib/models/lora.h"
 #include "lib/models/registry.h"
 #include "lib/models/torchscript.h"
+#include "lib/tokenizers/tokenizer.h"
 
 namespace trainer::cli {
 
@@ -61,58 +61,65 @@ void check_model_name_or_path(const TrainingArguments& args) {
 
 }  // namespace
 
-std::optional<models::HfConfig> hf_config(const TrainingArguments& args, int64_t vocab_size) {
-  if (args.model_name_or_path()) {
-    const std::string& path = *args.model_name_or_path();
-    if (models::is_hf_model_dir(path)) return models::read_hf_config(path);
-    if (models::is_adapter_dir(path))
-      return models::read_hf_config(models::adapter_base_model(path));
-    check_model_name_or_path(args);
-  }
-  if (args.config_name()) {
-    const std::string& name = *args.config_name();
-    const std::string path = base::is_directory(name) ? base::join_path(name, "config.json") : name;
-    models::HfConfig config = models::parse_hf_config(base::read_json_object(path), path);
-    config.dtype = "float32";
-    config.json["dtype"] = "float32";
-    return config;
-  }
-  if (args.model_type()) {
-    // The tokenizer's BOS and EOS, where there is one, rather than Transformers' defaults.
-    int64_t bos = -1, eos = -1;
-    if (uses_text_files(args) || args.tokenizer_name()) {
-      const auto tokenizer = tokenizers::Tokenizer::load(tokenizer_path(args));
-      bos = tokenizer.bos_token_id().value_or(-1);
-      eos = tokenizer.eos_token_id().value_or(-1);
-    }
-    return models::hf_config_from_defaults(*args.model_type(), args.model_config(), vocab_size, bos,
-                                           eos);
-  }
-  return std::nullopt;
-}
-
 bool uses_text_files(const TrainingArguments& args) {
   return args.train_file() || args.validation_file();
 }
 
-std::string tokenizer_path(const TrainingArguments& args) {
+namespace {
+
+// The folder (or file) of tokenizer.json the arguments name: tokenizer_name, else the model's
+// folder (an adapter folder's own tokenizer, else its base model's), else config_name's folder;
+// "" when none.
+std::string named_tokenizer_path(const TrainingArguments& args, const ModelSource& source) {
   if (args.tokenizer_name()) return *args.tokenizer_name();
-  if (args.model_name_or_path() && models::is_adapter_dir(*args.model_name_or_path())) {
-    return models::adapter_tokenizer_dir(*args.model_name_or_path());
+  if (source.pretrained) return source.pretrained->tokenizer_dir;
+  if (args.config_name() && base::is_directory(*args.config_name())) return *args.config_name();
+  return "";
+}
+
+}  // namespace
+
+ModelSource resolve_model_source(const TrainingArguments& args) {
+  ModelSource source;
+  if (args.model_name_or_path()) {
+    source.pretrained = models::read_pretrained_source(*args.model_name_or_path());
+    if (source.pretrained) {
+      source.config = source.pretrained->config;
+    } else {
+      check_model_name_or_path(args);
+    }
   }
-  if (args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path())) {
-    return *args.model_name_or_path();
+  if (!source.config && args.config_name()) {
+    const std::string& name = *args.config_name();
+    const std::string path = base::is_directory(name) ? base::join_path(name, "config.json") : name;
+    source.config = models::parse_hf_config(base::read_json_object(path), path);
+    source.config->dtype = "float32";
+    source.config->json["dtype"] = "float32";
   }
-  if (args.config_name() && base::is_directory(*args.config_name())) {
-    return *args.config_name();
+  source.tokenizer_path = named_tokenizer_path(args, source);
+  if (uses_text_files(args) || args.tokenizer_name()) {
+    if (source.tokenizer_path.empty()) {
+      throw InputError(
+          "train_file and validation_file need a tokenizer: give tokenizer_name (a folder holding "
+          "tokenizer.json), or a model_name_or_path folder that holds one");
+    }
+    source.tokenizer = std::make_shared<const tokenizers::Tokenizer>(
+        tokenizers::Tokenizer::load(source.tokenizer_path));
   }
-  throw InputError(
-      "train_file and validation_file need a tokenizer: give tokenizer_name (a folder holding "
-      "tokenizer.json), or a model_name_or_path folder that holds one");
+  if (!source.config && args.model_type()) {
+    // A fresh model of model_type: the tokenizer's vocabulary, BOS and EOS, where there is one,
+    // rather than Transformers' defaults.
+    const auto* t = source.tokenizer.get();
+    source.config = models::hf_config_from_defaults(
+        *args.model_type(), args.model_config(), t ? t->vocab_size() : 0,
+        t ? t->bos_token_id().value_or(-1) : -1, t ? t->eos_token_id().value_or(-1) : -1);
+  }
+  return source;
 }
 
 std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
-                                              const TrainingArguments& args) {
+                                              const TrainingArguments& args,
+                                              const ModelSource& model) {
   data::LoadContext context;
   context.run_first = [&accelerator](const std::function<void()>& load) {
     accelerator.local_main_process_first(load);
@@ -126,8 +133,9 @@ std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
     options.validation_split_percentage = args.validation_split_percentage();
     options.keep_linebreaks = args.keep_linebreaks();
     options.text_column_name = args.text_column_name();
-    const auto config = hf_config(args, 0);  // first: a missing model folder is said as such
-    options.tokenizer_path = tokenizer_path(args);
+    const auto& config = model.config;
+    options.tokenizer_path = model.tokenizer_path;
+    options.tokenizer = model.tokenizer;
     if (!config && !args.block_size()) {
       throw InputError(
           "train_file needs a Hugging Face model (model_name_or_path, config_name or model_type) "
@@ -204,14 +212,15 @@ namespace {
 // A Hugging Face model: model_name_or_path's folder, or a fresh one of config_name / model_type;
 // with what save_pretrained writes beside its weights (config, generation config, tokenizer).
 std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
-                                               const models::HfConfig& config,
+                                               const ModelSource& source,
                                                const data::DataInfo& info) {
+  const models::HfConfig& config = *source.config;
   if (info.task != data::TaskKind::kCausalLM) {
     throw InputError(fmt::format(
         "a {} model learns causal language modeling; the data set's task is {} (give train_file)",
         config.model_type, data::task_name(info.task)));
   }
-  const bool pretrained = args.model_name_or_path().has_value();
+  const bool pretrained = source.pretrained.has_value();
   if (pretrained && !args.model_config().empty()) {
     throw InputError(fmt::format(
         "model_config {} is not used with a pretrained folder: its config.json gives the model",
@@ -222,27 +231,27 @@ std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
                                  info.num_labels, config.vocab_size));
   }
   // An adapter folder: its base model with the adapter (AutoPeftModelForCausalLM).
-  if (pretrained && models::is_adapter_dir(*args.model_name_or_path())) {
-    const std::string& dir = *args.model_name_or_path();
+  if (pretrained && source.pretrained->is_adapter()) {
+    const std::string& dir = source.pretrained->path;
     if (args.uses_lora()) {
       throw InputError(fmt::format(
           "model_name_or_path {} is an adapter folder: its {} gives the LoRA settings (leave out "
           "use_peft and target_modules)",
           dir, models::kAdapterConfigFile));
     }
-    auto peft = models::load_peft_model(dir, args.torch_dtype());
+    auto peft = models::load_peft_model(*source.pretrained, args.torch_dtype());
     peft->pretrained_files[models::kAdapterConfigFile] =
         models::adapter_config_json(peft->config());
-    for (auto& [name, contents] : tokenizer_files(tokenizer_path(args))) {
+    for (auto& [name, contents] : tokenizer_files(source.tokenizer_path)) {
       peft->pretrained_files[name] = contents;
     }
     return peft;
   }
   std::shared_ptr<models::HfCausalLM> model;
-  std::string source;
+  std::string folder;
   if (pretrained) {
-    source = *args.model_name_or_path();
-    model = models::load_hf_model(source, args.torch_dtype());
+    folder = source.pretrained->model_dir;
+    model = models::load_hf_model(folder, config, args.torch_dtype());
   } else {
     // A fresh model is allocated in full: one larger than the machine is said before.
     const double bytes = 4.0 * static_cast<double>(models::hf_num_parameters(config));
@@ -257,12 +266,12 @@ std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
     if (args.torch_dtype() != "auto")
       model->to(models::hf_dtype(args.torch_dtype(), "torch_dtype"));
     if (args.config_name() && base::is_directory(*args.config_name())) {
-      source = *args.config_name();
+      folder = *args.config_name();
     }
   }
-  model->pretrained_files = models::hf_pretrained_files(*model, source);
-  if (uses_text_files(args) || args.tokenizer_name()) {
-    for (auto& [name, contents] : tokenizer_files(tokenizer_path(args))) {
+  model->pretrained_files = models::hf_pretrained_files(*model, folder);
+  if (source.tokenizer) {
+    for (auto& [name, contents] : tokenizer_files(source.tokenizer_path)) {
       model->pretrained_files[name] = contents;
     }
   }
@@ -328,7 +337,7 @@ std::shared_ptr<models::Model> with_lora(const TrainingArguments& args,
 }  // namespace
 
 std::shared_ptr<models::Model> create_model(const TrainingArguments& args,
-                                            const data::DataInfo& info) {
+                                            const ModelSource& source, const data::DataInfo& info) {
   // Both named (a config's model_name, a --model_name_or_path on the command line): the file
   // gives the model, and says so rather than ignoring model_name in silence.
   if (args.model_name_or_path() && args.model_name() != "basic_net" &&
@@ -338,8 +347,8 @@ std::shared_ptr<models::Model> create_model(const TrainingArguments& args,
   }
   try {
     std::shared_ptr<models::Model> model;
-    if (auto config = hf_config(args, info.num_labels)) {
-      model = create_hf_model(args, *config, info);
+    if (source.config) {
+      model = create_hf_model(args, source, info);
     } else if (args.model_name_or_path()) {
       model = models::load_torchscript(*args.model_name_or_path(), args.model_config(), info);
     } else {
@@ -445,12 +454,10 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
   // run_clm's --do_eval without --do_train: a Hugging Face folder without LoRA, or an adapter
   // folder, is evaluated as it is (its weights come with the model); otherwise output_dir's
   // weights are loaded into the model (LoRA on a model folder: output_dir's adapter).
-  check_model_name_or_path(args);
-  const bool hf_folder =
-      args.model_name_or_path() && models::is_hf_model_dir(*args.model_name_or_path());
+  const ModelSource model = resolve_model_source(args);
+  const bool hf_folder = model.pretrained && !model.pretrained->is_adapter();
   const bool folder =
-      (args.model_name_or_path() && models::is_adapter_dir(*args.model_name_or_path())) ||
-      (hf_folder && !args.uses_lora());
+      (model.pretrained && model.pretrained->is_adapter()) || (hf_folder && !args.uses_lora());
   const bool adapter = hf_folder && args.uses_lora();
   std::string weights = base::join_path(
       args.output_dir(), adapter ? models::kAdapterWeightsFile : "model.safetensors");
@@ -461,11 +468,11 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
         "{} does not exist (train first, or set output_dir to a trained run)", weights));
   }
   TrainedRun run;
-  auto source = data_source(accelerator, args);
+  auto source = data_source(accelerator, args, model);
   run.eval_dataset = source->split("eval", args.max_eval_samples());
   check_not_empty(*run.eval_dataset, "eval", *source);
   run.collator = source->collator();
-  run.model = create_model(args, source->info());
+  run.model = create_model(args, model, source->info());
   run.compute_metrics = metrics_for_task(run.model->task().kind);
   // Mapped, not read: a damaged or huge file fails on its header before any of it is read.
   if (!folder) run.model->load_weights(args.output_dir());

@@ -11,22 +11,31 @@
 #include "lib/data/registry.h"
 #include "lib/models/hf_config.h"
 #include "lib/models/model.h"
+#include "lib/models/pretrained_source.h"
+#include "lib/tokenizers/tokenizer.h"
 #include "trainer/output_dir.h"
 #include "trainer/trainer.h"
 #include "trainer/training_args.h"
 
 namespace trainer::cli {
 
-// The Hugging Face config the arguments name, if any: model_name_or_path's folder, config_name,
-// or model_type's defaults with model_config (vocab_size, when > 0, for a fresh model's default).
-std::optional<models::HfConfig> hf_config(const TrainingArguments& args, int64_t vocab_size);
-
 // Whether the data are run_clm's text files (train_file / validation_file).
 bool uses_text_files(const TrainingArguments& args);
 
-// The folder (or file) of tokenizer.json: tokenizer_name, else the model's folder (an adapter
-// folder's own tokenizer, else its base model's).
-std::string tokenizer_path(const TrainingArguments& args);
+// What the arguments name as the model and its tokenizer, resolved once at start and handed to the
+// data, the model and the outputs: model_name_or_path's folder (a model folder, or an adapter
+// folder over its base: models::PretrainedSource), the Hugging Face config (the folder's,
+// config_name's, or model_type's defaults with model_config), and the tokenizer (tokenizer_name,
+// else the model's folder: an adapter folder's own tokenizer, else its base model's; else
+// config_name's folder), loaded once when text files or tokenizer_name ask for it. A
+// model_name_or_path that is neither folder is a TorchScript file (create_model loads it).
+struct ModelSource {
+  std::optional<models::PretrainedSource> pretrained;
+  std::optional<models::HfConfig> config;
+  std::string tokenizer_path;  // "" when the arguments name none
+  std::shared_ptr<const tokenizers::Tokenizer> tokenizer;
+};
+ModelSource resolve_model_source(const TrainingArguments& args);
 
 // The files of the tokenizer folder (or file's folder) that save_pretrained writes back
 // (tokenizer.json and those beside it that exist), name -> contents.
@@ -35,7 +44,8 @@ std::map<std::string, std::string> tokenizer_files(const std::string& path);
 // The data set the arguments name (train_file / validation_file, or dataset_name); a split's caches
 // are written by the node's first process and read by the others.
 std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
-                                              const TrainingArguments& args);
+                                              const TrainingArguments& args,
+                                              const ModelSource& model);
 
 // Whether the run evaluates: an eval_strategy, or do_eval.
 bool wants_eval(const TrainingArguments& args);
@@ -47,7 +57,7 @@ std::unique_ptr<OutputDir> lock_output_dir(const TrainingArguments& args);
 // The model the arguments name, shaped for the data: the TorchScript module of
 // model_name_or_path, else model_name.
 std::shared_ptr<models::Model> create_model(const TrainingArguments& args,
-                                            const data::DataInfo& info);
+                                            const ModelSource& source, const data::DataInfo& info);
 
 // Runs the first two examples of `split` through the model and checks that its outputs fit the
 // task (dtype, rank, one row per example, the number of classes or the vocabulary), so that data

@@ -109,17 +109,114 @@ void check_fsdp_wrap(const TrainingArguments& args, models::Model& model) {
   }
 }
 
+// An earlier run's results in output_dir are replaced only when asked (overwrite_output_dir) or
+// when this run continues it (resume_from_checkpoint, a restart by the launcher).
+void refuse_earlier_run(const TrainingArguments& args, const OutputDir* output) {
+  const bool resuming = args.resume_from_checkpoint() || dist::read_dist_env().restart_count > 0;
+  if (!output || output->earlier_entries().empty() || args.overwrite_output_dir() || resuming) {
+    return;
+  }
+  const auto& names = output->earlier_entries();
+  throw InputError(fmt::format(
+      "output_dir {} already holds {} ({}{}); set overwrite_output_dir true to replace an "
+      "earlier run's results, or choose another output_dir",
+      args.output_dir(), names.size() == 1 ? "a file" : fmt::format("{} files", names.size()),
+      fmt::format(
+          "{}", fmt::join(names.begin(), names.begin() + std::min<size_t>(3, names.size()), ", ")),
+      names.size() > 3 ? ", ..." : ""));
+}
+
+// overwrite_output_dir replaces all of an earlier run's results: what this run did not write
+// (eval_results.json of a run that evaluated) goes when `batch` commits.
+void remove_earlier_results(base::WriteBatch& batch, const TrainingArguments& args,
+                            const OutputDir& output, const models::Model& model) {
+  for (const std::string& name : run_result_files()) {
+    batch.remove_on_commit(base::join_path(args.output_dir(), name));
+  }
+  // An earlier run's weights in the other layout (shards or one file), and its model folder's
+  // files (config, tokenizer) where this run's model has none: a loader must not find them.
+  for (const auto& entry : output.earlier_entries()) {
+    const bool folder_file = entry == "config.json" || entry == "generation_config.json" ||
+                             entry == models::kAdapterConfigFile ||
+                             entry == models::kAdapterWeightsFile ||
+                             base::starts_with(entry, "tokenizer") ||
+                             entry == "special_tokens_map.json" || entry == "chat_template.jinja";
+    if (io::is_model_weights_file(entry) ||
+        (folder_file && model.pretrained_files.count(entry) == 0)) {
+      batch.remove_on_commit(base::join_path(args.output_dir(), entry));
+    }
+  }
+  const auto reports = args.effective_report_to();
+  if (std::find(reports.begin(), reports.end(), "jsonl") == reports.end()) {
+    batch.remove_on_commit(base::join_path(args.output_dir(), JsonlCallback::kFileName));
+  }
+}
+
+// The run's results, each written into `batch`: the model, the arguments, the step curve, the
+// state, and the train and eval metrics (the last evaluation's, when it scored this model).
+void save_results(Trainer& trainer, const TrainOutput& result, const TrainingArguments& args,
+                  int64_t train_samples, const data::Dataset* eval_dataset) {
+  trainer.save_model();
+  if (trainer.accelerator().is_main_process()) {
+    base::write_file_atomic(base::join_path(args.output_dir(), "training_args.json"),
+                            args.to_json());
+    base::write_file_atomic(base::join_path(args.output_dir(), report::kStepCurveFile),
+                            report::step_curve_npy(trainer.step_curve()));
+  }
+  trainer.save_state();
+  Metrics train_metrics = result.metrics;
+  train_metrics["train_samples"] = static_cast<double>(train_samples);
+  trainer.accelerator().print("");
+  trainer.log_metrics("train", train_metrics);
+  trainer.save_metrics("train", train_metrics);
+  if (!eval_dataset) return;
+  // The evaluation at the last step already scored this model; do not run it twice.
+  Metrics eval_metrics = trainer.last_eval_step() == trainer.state().global_step
+                             ? trainer.last_eval_metrics()
+                             : trainer.evaluate();
+  eval_metrics["eval_samples"] = static_cast<double>(eval_dataset->size());
+  add_perplexity(eval_metrics, trainer.model().task().kind);
+  trainer.log_metrics("eval", eval_metrics);
+  trainer.save_metrics("eval", eval_metrics);
+}
+
+// After the results are in place: the picture, a language model's sample, the last line, and a
+// signal that came during training said as such.
+void finish_run(Trainer& trainer, models::Model& model, const TrainingArguments& args,
+                const data::DataInfo& info) {
+  Accelerator& accelerator = trainer.accelerator();
+  std::string picture;
+  if (accelerator.is_main_process()) picture = write_loss_svg(trainer, args);
+  // A Hugging Face model's sample is drawn from the saved folder; the gpt's from the weights in
+  // memory, which a sharded run gathers on the main process for it (every process decides alike).
+  auto sample = [&] {
+    if (accelerator.is_main_process()) print_sample(model, args, info);
+  };
+  if (models::as_hf_causal_lm(model)) {
+    sample();
+  } else {
+    accelerator.with_full_params(sample, /*rank0_only=*/true);
+  }
+  // The last line of a finished run: where its picture is.
+  if (!picture.empty()) accelerator.print(fmt::format("Training curves: {}", picture));
+  if (int sig = runtime::interrupt_signal()) {
+    throw Interrupted(sig, fmt::format("interrupted by {} after training; its results were saved",
+                                       runtime::signal_name(sig)));
+  }
+}
+
 }  // namespace
 
 int train_command(const TrainingArguments& args) {
   Accelerator accelerator(accelerator_options(args));
-  auto source = data_source(accelerator, args);
+  const ModelSource model_source = resolve_model_source(args);
+  auto source = data_source(accelerator, args, model_source);
   auto train_dataset = source->split("train", args.max_train_samples());
   auto eval_dataset = wants_eval(args) ? source->split("eval", args.max_eval_samples()) : nullptr;
   if (eval_dataset) check_not_empty(*eval_dataset, "eval", *source);
   const data::DataInfo info = source->info();
   torch::manual_seed(static_cast<uint64_t>(args.seed()));
-  auto model = create_model(args, info);
+  auto model = create_model(args, model_source, info);
   const data::DataCollator collator = source->collator();
   check_best_metric(args, model->task().kind);
   // Where the main process will write: checked there (a node's own folders may differ).
@@ -129,18 +226,7 @@ int train_command(const TrainingArguments& args) {
   if (eval_dataset) check_model_takes(*model, *eval_dataset, collator, "eval", *source, args);
   // Only now, with the arguments valid and the data loaded and checked, is output_dir touched.
   auto output = lock_output_dir(args);
-  // A resumed run (asked for, or restarted by the launcher) continues the run already there.
-  const bool resuming = args.resume_from_checkpoint() || dist::read_dist_env().restart_count > 0;
-  if (output && !output->earlier_entries().empty() && !args.overwrite_output_dir() && !resuming) {
-    const auto& names = output->earlier_entries();
-    throw InputError(fmt::format(
-        "output_dir {} already holds {} ({}{}); set overwrite_output_dir true to replace an "
-        "earlier run's results, or choose another output_dir",
-        args.output_dir(), names.size() == 1 ? "a file" : fmt::format("{} files", names.size()),
-        fmt::format("{}", fmt::join(names.begin(),
-                                    names.begin() + std::min<size_t>(3, names.size()), ", ")),
-        names.size() > 3 ? ", ..." : ""));
-  }
+  refuse_earlier_run(args, output.get());
 
   Trainer trainer(model, args, train_dataset, eval_dataset, collator,
                   metrics_for_task(model->task().kind));
@@ -151,75 +237,13 @@ int train_command(const TrainingArguments& args) {
   // Every file of the run lands together once training and the last evaluation are over, or
   // none does (a full disk): an earlier run's files stay as they were until then.
   base::WriteBatch batch;
-  trainer.save_model();
-  if (accelerator.is_main_process()) {
-    base::write_file_atomic(base::join_path(args.output_dir(), "training_args.json"),
-                            args.to_json());
-    base::write_file_atomic(base::join_path(args.output_dir(), report::kStepCurveFile),
-                            report::step_curve_npy(trainer.step_curve()));
-  }
-  trainer.save_state();
-  Metrics train_metrics = result.metrics;
-  train_metrics["train_samples"] = static_cast<double>(train_dataset->size());
-  accelerator.print("");
-  trainer.log_metrics("train", train_metrics);
-  trainer.save_metrics("train", train_metrics);
-  if (eval_dataset) {
-    // The evaluation at the last step already scored this model; do not run it twice.
-    Metrics eval_metrics = trainer.last_eval_step() == trainer.state().global_step
-                               ? trainer.last_eval_metrics()
-                               : trainer.evaluate();
-    eval_metrics["eval_samples"] = static_cast<double>(eval_dataset->size());
-    add_perplexity(eval_metrics, model->task().kind);
-    trainer.log_metrics("eval", eval_metrics);
-    trainer.save_metrics("eval", eval_metrics);
-  }
-  // overwrite_output_dir replaces all of an earlier run's results: what this run did not write
-  // (eval_results.json of a run that evaluated) goes.
-  if (output) {
-    for (const std::string& name : run_result_files()) {
-      batch.remove_on_commit(base::join_path(args.output_dir(), name));
-    }
-    // An earlier run's weights in the other layout (shards or one file), and its model folder's
-    // files (config, tokenizer) where this run's model has none: a loader must not find them.
-    for (const auto& entry : output->earlier_entries()) {
-      const bool folder_file = entry == "config.json" || entry == "generation_config.json" ||
-                               entry == models::kAdapterConfigFile ||
-                               entry == models::kAdapterWeightsFile ||
-                               base::starts_with(entry, "tokenizer") ||
-                               entry == "special_tokens_map.json" || entry == "chat_template.jinja";
-      if (io::is_model_weights_file(entry) ||
-          (folder_file && model->pretrained_files.count(entry) == 0)) {
-        batch.remove_on_commit(base::join_path(args.output_dir(), entry));
-      }
-    }
-    const auto reports = args.effective_report_to();
-    if (std::find(reports.begin(), reports.end(), "jsonl") == reports.end()) {
-      batch.remove_on_commit(base::join_path(args.output_dir(), JsonlCallback::kFileName));
-    }
-  }
+  save_results(trainer, result, args, train_dataset->size(), eval_dataset.get());
+  if (output) remove_earlier_results(batch, args, *output, *model);
   batch.commit();
   // The results are in place: the earlier run's checkpoints may go (first, before anything that
   // could still fail or be interrupted).
   trainer.remove_earlier_checkpoints();
-  std::string picture;
-  if (accelerator.is_main_process()) picture = write_loss_svg(trainer, args);
-  // A Hugging Face model's sample is drawn from the saved folder; the gpt's from the weights in
-  // memory, which a sharded run gathers on the main process for it (every process decides alike).
-  auto sample = [&] {
-    if (accelerator.is_main_process()) print_sample(*model, args, info);
-  };
-  if (models::as_hf_causal_lm(*model)) {
-    sample();
-  } else {
-    trainer.accelerator().with_full_params(sample, /*rank0_only=*/true);
-  }
-  // The last line of a finished run: where its picture is.
-  if (!picture.empty()) accelerator.print(fmt::format("Training curves: {}", picture));
-  if (int sig = runtime::interrupt_signal()) {
-    throw Interrupted(sig, fmt::format("interrupted by {} after training; its results were saved",
-                                       runtime::signal_name(sig)));
-  }
+  finish_run(trainer, *model, args, info);
   return 0;
 }
 

@@ -143,7 +143,9 @@ class ClmSource : public DataSource {
   ClmSource(ClmOptions options, LoadContext context)
       : options_(std::move(options)),
         context_(std::move(context)),
-        tokenizer_(std::make_shared<Tokenizer>(Tokenizer::load(options_.tokenizer_path))) {}
+        tokenizer_(options_.tokenizer ? options_.tokenizer
+                                      : std::make_shared<const Tokenizer>(
+                                            Tokenizer::load(options_.tokenizer_path))) {}
 
   DataInfo info() override {
     return {TaskKind::kCausalLM, {options_.block_size}, tokenizer_->vocab_size()};
@@ -196,7 +198,7 @@ class ClmSource : public DataSource {
 
   ClmOptions options_;
   LoadContext context_;
-  std::shared_ptr<Tokenizer> tokenizer_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
   std::optional<Tokenized> loaded_;
 };
 

@@ -12,6 +12,10 @@
 #include "lib/data/dataset.h"
 #include "lib/data/registry.h"
 
+namespace trainer::tokenizers {
+class Tokenizer;
+}  // namespace trainer::tokenizers
+
 namespace trainer::data {
 
 struct ClmOptions {
@@ -22,6 +26,8 @@ struct ClmOptions {
   bool keep_linebreaks = true;
   std::string text_column_name = "text";
   std::string tokenizer_path;  // a folder holding tokenizer.json (or the file)
+  // The tokenizer, when the caller has loaded it already (else loaded from tokenizer_path).
+  std::shared_ptr<const tokenizers::Tokenizer> tokenizer;
 };
 
 // Blocks of block_size ids: example i is tokens[i * block_size, (i + 1) * block_size).

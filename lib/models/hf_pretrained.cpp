@@ -141,7 +141,11 @@ io::NamedTensors read_hf_weights(const std::string& dir, const HfConfig& config)
 }
 
 std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir, const std::string& dtype) {
-  HfConfig config = read_hf_config(dir);
+  return load_hf_model(dir, read_hf_config(dir), dtype);
+}
+
+std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir, const HfConfig& config,
+                                          const std::string& dtype) {
   const std::string chosen =
       dtype == "auto" ? (config.dtype.empty() ? "float32" : config.dtype) : dtype;
   const torch::Dtype type = hf_dtype(chosen, dtype == "auto" ? "config.json dtype" : "torch_dtype");

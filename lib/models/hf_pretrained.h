@@ -19,6 +19,9 @@ namespace trainer::models {
 // a dtype other than F32/BF16/F16, an index naming a shard that is missing.
 std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir,
                                           const std::string& dtype = "auto");
+// The same with its config.json already read (`config`): the file is not read again.
+std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir, const HfConfig& config,
+                                          const std::string& dtype);
 
 // The weights of folder `dir` as (name, tensor) in Transformers' names (old GPT-2 spellings
 // renamed, buffers Transformers ignores dropped), mapped from the file(s), not read.

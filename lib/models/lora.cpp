@@ -349,47 +349,9 @@ std::string PeftModel::trainable_parameters_text() const {
       100.0 * static_cast<double>(trainable) / static_cast<double>(std::max<int64_t>(all, 1)));
 }
 
-namespace {
-
-// The base folder `config` (read from adapter folder `dir`) names, checked.
-const std::string& checked_base_model(const LoraConfig& config, const std::string& dir) {
-  const std::string config_path = base::join_path(dir, kAdapterConfigFile);
-  const std::string& base_dir = config.base_model_name_or_path;
-  if (base_dir.empty()) {
-    throw InputError(fmt::format(
-        "{}: base_model_name_or_path is null (the adapter was trained on a model of no folder; "
-        "give the run's own arguments instead)",
-        config_path));
-  }
-  if (is_adapter_dir(base_dir)) {
-    throw InputError(fmt::format(
-        "{}: base_model_name_or_path {} is an adapter folder itself; adapters on adapters are not "
-        "supported (merge it first: trainer merge)",
-        config_path, base::shown_text(base_dir)));
-  }
-  if (!is_hf_model_dir(base_dir)) {
-    throw InputError(fmt::format(
-        "{}: base_model_name_or_path {} is not a Hugging Face model folder here (a folder with "
-        "config.json; nothing is downloaded)",
-        config_path, base::shown_text(base_dir)));
-  }
-  return base_dir;
-}
-
-}  // namespace
-
-std::string adapter_base_model(const std::string& dir) {
-  return checked_base_model(read_adapter_config(dir), dir);
-}
-
-std::string adapter_tokenizer_dir(const std::string& dir) {
-  if (base::exists(base::join_path(dir, "tokenizer.json"))) return dir;
-  return adapter_base_model(dir);
-}
-
-std::shared_ptr<PeftModel> load_peft_model(const std::string& dir, const std::string& dtype) {
-  const LoraConfig config = read_adapter_config(dir);
-  const std::string base_dir = checked_base_model(config, dir);
+std::shared_ptr<PeftModel> load_peft_model(const PretrainedSource& source,
+                                           const std::string& dtype) {
+  const std::string& dir = source.path;
   const std::string config_path = base::join_path(dir, kAdapterConfigFile);
   const std::string path = base::join_path(dir, kAdapterWeightsFile);
   if (!base::exists(path)) {
@@ -398,15 +360,29 @@ std::shared_ptr<PeftModel> load_peft_model(const std::string& dir, const std::st
         path, kAdapterConfigFile));
   }
   std::shared_ptr<PeftModel> model;
-  auto base = load_hf_model(base_dir, dtype);
+  auto base = load_hf_model(source.model_dir, source.config, dtype);
   try {
-    model = std::make_shared<PeftModel>(base, config);
+    model = std::make_shared<PeftModel>(base, *source.adapter);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", config_path, e.what()));
   }
   io::MappedSafetensors file = io::map_safetensors(path);
   model->load_adapter(file.tensors, path);
   return model;
+}
+
+std::shared_ptr<PeftModel> load_peft_model(const std::string& dir, const std::string& dtype) {
+  const auto source = read_pretrained_source(dir);
+  if (!source || !source->is_adapter()) {
+    throw InputError(
+        fmt::format("{} is not an adapter folder (it holds no {})", dir, kAdapterConfigFile));
+  }
+  return load_peft_model(*source, dtype);
+}
+
+std::shared_ptr<Model> load_pretrained(const PretrainedSource& source, const std::string& dtype) {
+  if (source.is_adapter()) return load_peft_model(source, dtype);
+  return load_hf_model(source.model_dir, source.config, dtype);
 }
 
 }  // namespace trainer::models

@@ -11,6 +11,7 @@
 #include "lib/io/safetensors.h"
 #include "lib/models/lora_config.h"
 #include "lib/models/model.h"
+#include "lib/models/pretrained_source.h"
 
 namespace trainer::models {
 
@@ -88,15 +89,13 @@ class PeftModel : public Model {
 // here, and adapter tensors that do not fit the base (an adapter of another model).
 std::shared_ptr<PeftModel> load_peft_model(const std::string& dir,
                                            const std::string& dtype = "auto");
+// The same from an adapter folder already resolved (its files are not read again).
+std::shared_ptr<PeftModel> load_peft_model(const PretrainedSource& source,
+                                           const std::string& dtype = "auto");
 
-// The base model folder of adapter folder `dir` (adapter_config.json's base_model_name_or_path).
-// Throws InputError, one line naming the file, when it is null, an adapter folder itself, or not a
-// Hugging Face model folder here.
-std::string adapter_base_model(const std::string& dir);
-
-// The folder of the tokenizer an adapter folder uses: its own (a Trainer saves one there), else its
-// base model's.
-std::string adapter_tokenizer_dir(const std::string& dir);
+// The model a resolved folder gives: the adapter over its base, or the model folder's model.
+std::shared_ptr<Model> load_pretrained(const PretrainedSource& source,
+                                       const std::string& dtype = "auto");
 
 // The Hugging Face language model inside `model` (itself, or a PeftModel's base), or nullptr.
 HfCausalLM* as_hf_causal_lm(Model& model);

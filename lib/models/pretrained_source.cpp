@@ -1,0 +1,58 @@
+// A model folder or an adapter folder over one, read once.
+#include "lib/models/pretrained_source.h"
+
+#include <fmt/format.h>
+
+#include "lib/base/errors.h"
+#include "lib/base/files.h"
+#include "lib/base/text.h"
+
+namespace trainer::models {
+
+namespace {
+
+// The base folder `config` (read from adapter folder `dir`) names, checked.
+const std::string& checked_base_model(const LoraConfig& config, const std::string& dir) {
+  const std::string config_path = base::join_path(dir, kAdapterConfigFile);
+  const std::string& base_dir = config.base_model_name_or_path;
+  if (base_dir.empty()) {
+    throw InputError(fmt::format(
+        "{}: base_model_name_or_path is null (the adapter was trained on a model of no folder; "
+        "give the run's own arguments instead)",
+        config_path));
+  }
+  if (is_adapter_dir(base_dir)) {
+    throw InputError(fmt::format(
+        "{}: base_model_name_or_path {} is an adapter folder itself; adapters on adapters are not "
+        "supported (merge it first: trainer merge)",
+        config_path, base::shown_text(base_dir)));
+  }
+  if (!is_hf_model_dir(base_dir)) {
+    throw InputError(fmt::format(
+        "{}: base_model_name_or_path {} is not a Hugging Face model folder here (a folder with "
+        "config.json; nothing is downloaded)",
+        config_path, base::shown_text(base_dir)));
+  }
+  return base_dir;
+}
+
+}  // namespace
+
+std::optional<PretrainedSource> read_pretrained_source(const std::string& path) {
+  PretrainedSource source;
+  source.path = path;
+  if (is_hf_model_dir(path)) {
+    source.model_dir = source.tokenizer_dir = path;
+  } else if (is_adapter_dir(path)) {
+    source.adapter = read_adapter_config(path);
+    source.model_dir = checked_base_model(*source.adapter, path);
+    source.tokenizer_dir =
+        base::exists(base::join_path(path, "tokenizer.json")) ? path : source.model_dir;
+  } else {
+    return std::nullopt;
+  }
+  source.config = read_hf_config(source.model_dir);
+  return source;
+}
+
+}  // namespace trainer::models
