@@ -438,9 +438,9 @@ TEST_F(BadInput, BadFilesAndPlacesAreOneLine) {
   for (const Row& row : rows) check(row);
 }
 
-// The classes of the third sweep (CSV, text, TorchScript, generate, plot, reporting): each is one
+// CSV tables, text data, TorchScript files, generate, plot and reporting: each bad input is one
 // line and exit 2 before anything is written, and none waits without end.
-TEST_F(BadInput, TheThirdSweepsClassesAreOneLineBeforeTraining) {
+TEST_F(BadInput, TablesTextTorchScriptGenerateAndPlotInputIsOneLineBeforeTraining) {
   const std::string csv =
       R"( --model_name mlp --dataset_name csv --dataset_config '{"label": "y", )";
   const std::vector<Row> rows = {
@@ -591,12 +591,10 @@ TEST_F(BadInput, TheThirdSweepsClassesAreOneLineBeforeTraining) {
   }
 }
 
-// A short run's arguments on the small data set, into `out`.
-// The fourth sweep's classes on the Hugging Face, tokenizer and LoRA surfaces: each fixed at its
-// root (one JSON depth limit, one regex budget, one path check that names loops and permission,
-// one exit code for destinations, generation_config.json read as Transformers reads it), each a
-// row: exit code 2, one line, nothing created.
-TEST_F(BadInput, TheFourthSweepsClassesAreOneLine) {
+// The Hugging Face, tokenizer and LoRA surfaces (one JSON depth limit, one regex budget, one path
+// check that names loops and permission, one exit code for destinations, generation_config.json
+// read as Transformers reads it), each a row: exit code 2, one line, nothing created.
+TEST_F(BadInput, HuggingFaceTokenizerAndLoraInputIsOneLineAndCreatesNothing) {
   const std::string fixtures = testing::hf_fixtures_dir();
   if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON lacks transformers (scripts/setup)";
   namespace fs = std::filesystem;
