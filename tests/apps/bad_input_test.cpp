@@ -305,7 +305,7 @@ TEST_F(BadInput, ArgumentsAreOneLineAndExitTwoInTheProgram) {
        "{trainer} trian",
        2,
        {"unknown command 'trian'", "did you mean 'train'?",
-        "train, evaluate, predict, plot, env, launch"}},
+        "train, evaluate, predict, plot, generate, tokenize, merge, env, launch"}},
       {"launcher: nan grace period",
        "{trainer} launch --grace-period nan true",
        2,
