@@ -68,7 +68,7 @@ std::optional<Options> parse(int argc, char** argv) {
 }
 
 void train_ddp_accelerate(const Options& o) {
-  // readme-snippet: accelerator
+  // docs-snippet: accelerator
   Accelerator accelerator(AcceleratorOptions().mixed_precision(o.mixed_precision));
 
   auto train_dset =
@@ -86,7 +86,7 @@ void train_ddp_accelerate(const Options& o) {
 
   auto [train, test, prepared, prepared_optimizer] =
       accelerator.prepare(train_loader, test_loader, model, optimizer);
-  // readme-snippet-end
+  // docs-snippet-end
 
   prepared->train();
   auto start = std::chrono::steady_clock::now();

@@ -15,7 +15,7 @@
 
 using namespace trainer;
 
-// readme-snippet: trainer
+// docs-snippet: trainer
 // def collate_fn(examples): stack the images, tensor of the labels.
 data::Batch collate_fn(const std::vector<data::Example>& examples) {
   std::vector<torch::Tensor> pixel_values, labels;
@@ -58,7 +58,7 @@ void train_trainer_ddp(const std::string& dir, int64_t max_train, const std::str
   trainer.train();
   trainer.save_state();
 }
-// readme-snippet-end
+// docs-snippet-end
 
 int main(int argc, char** argv) {
   try {

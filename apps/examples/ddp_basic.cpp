@@ -60,7 +60,7 @@ Options parse(int argc, char** argv) {
 }
 
 void train_ddp(const Options& o) {
-  // readme-snippet: ddp
+  // docs-snippet: ddp
   dist::init_process_group("gloo", -1, -1);  // setup(): rank and world size from the environment
   int rank = dist::get_rank(), world_size = dist::get_world_size();
 
@@ -99,7 +99,7 @@ void train_ddp(const Options& o) {
     optimizer.zero_grad();
     seen += batch.size();
   }
-  // readme-snippet-end
+  // docs-snippet-end
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   model->eval();

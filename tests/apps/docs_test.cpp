@@ -1,6 +1,6 @@
 // The documentation's code snippets are the code the build compiles: in README.md and every
 // docs/*.md, each `<!-- snippet: FILE NAME -->` is followed by a cpp block equal to the lines
-// between `// readme-snippet: NAME` and `// readme-snippet-end` in FILE (dedented); the tutorial's
+// between `// docs-snippet: NAME` and `// docs-snippet-end` in FILE (dedented); the tutorial's
 // three levels (ddp, accelerator, trainer) are among them, in that order, in one file.
 // TRAINER_UPDATE_DOCS=1 rewrites each file's blocks in that file.
 #include <algorithm>
@@ -26,9 +26,9 @@ std::string snippet(const std::string& path, const std::string& name) {
   bool inside = false, found = false;
   for (const std::string& line : lines) {
     std::string trimmed = line.substr(std::min(line.size(), line.find_first_not_of(' ')));
-    if (trimmed == "// readme-snippet: " + name) {
+    if (trimmed == "// docs-snippet: " + name) {
       inside = found = true;
-    } else if (inside && trimmed == "// readme-snippet-end") {
+    } else if (inside && trimmed == "// docs-snippet-end") {
       inside = false;
     } else if (inside) {
       body.push_back(line);
