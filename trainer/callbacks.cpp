@@ -9,6 +9,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/json_fields.h"
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
 
@@ -47,26 +48,15 @@ void TrainerState::save_to_json(const std::string& path) const {
 }
 
 TrainerState TrainerState::from_json(const json& value, const std::string& source) {
-  auto bad = [&](const std::string& what) {
-    return InputError(fmt::format("{}: {}", source, what));
-  };
-  if (!value.is_object()) throw bad("not a JSON object");
-  auto field = [&](const char* key) -> const json& {
-    return base::required_field(value, key, source);
-  };
+  base::JsonFields f(value, source, base::JsonFields::Style::kQuotedKey);
+  if (!value.is_object()) f.fail_object("not a JSON object");
   auto integer = [&](const char* key) {
-    const json& v = field(key);
-    if (!v.is_number_integer() || v.get<int64_t>() < 0)
-      throw bad(fmt::format("\"{}\" is not an integer >= 0", key));
+    const json& v = f.required(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < 0) f.not_allowed(key, v, "an integer >= 0");
     return v.get<int64_t>();
   };
-  auto number = [&](const char* key) {
-    const json& v = field(key);
-    if (!v.is_number()) throw bad(fmt::format("\"{}\" is not a number", key));
-    return v.get<double>();
-  };
   TrainerState state;
-  state.epoch = number("epoch");
+  state.epoch = f.number("epoch");
   state.global_step = integer("global_step");
   state.max_steps = integer("max_steps");
   state.num_train_epochs = integer("num_train_epochs");
@@ -74,26 +64,22 @@ TrainerState TrainerState::from_json(const json& value, const std::string& sourc
   state.eval_steps = integer("eval_steps");
   state.save_steps = integer("save_steps");
   state.train_batch_size = integer("train_batch_size");
-  state.total_flos = number("total_flos");
-  const json& history = field("log_history");
-  if (!history.is_array()) throw bad("\"log_history\" is not a list");
+  state.total_flos = f.number("total_flos");
+  const json& history = f.required("log_history");
+  if (!history.is_array()) f.wrong_type("log_history", history, "a list");
   for (const json& entry : history) {
-    if (!entry.is_object()) throw bad("an entry of \"log_history\" is not an object");
+    if (!entry.is_object()) f.fail_object("an entry of \"log_history\" is not an object");
     state.log_history.push_back(entry);
   }
-  if (const json& v = field("best_metric"); !v.is_null()) {
-    if (!v.is_number()) throw bad("\"best_metric\" is not a number");
-    state.best_metric = v.get<double>();
-  }
-  if (const json& v = field("best_global_step"); !v.is_null()) {
+  if (!f.required("best_metric").is_null()) state.best_metric = f.number("best_metric");
+  if (!f.required("best_global_step").is_null()) {
     state.best_global_step = integer("best_global_step");
   }
-  if (const json& v = field("best_model_checkpoint"); !v.is_null()) {
-    if (!v.is_string()) throw bad("\"best_model_checkpoint\" is not a string");
-    state.best_model_checkpoint = v.get<std::string>();
+  if (!f.required("best_model_checkpoint").is_null()) {
+    state.best_model_checkpoint = f.string("best_model_checkpoint");
   }
-  const json& callbacks = field("stateful_callbacks");
-  if (!callbacks.is_object()) throw bad("\"stateful_callbacks\" is not an object");
+  const json& callbacks = f.required("stateful_callbacks");
+  if (!callbacks.is_object()) f.wrong_type("stateful_callbacks", callbacks, "an object");
   state.stateful_callbacks = callbacks;
   return state;
 }

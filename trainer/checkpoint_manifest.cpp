@@ -19,6 +19,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/json_fields.h"
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
 
@@ -83,9 +84,6 @@ ManifestFile describe_file(const std::string& dir, const std::string& name) {
 }
 
 Manifest parse_manifest(const std::string& text, const std::string& source) {
-  auto bad = [&](const std::string& what) {
-    return InputError(fmt::format("{}: {}", source, what));
-  };
   // A manifest is three levels deep: anything deeper is refused (and not built). A key given
   // twice in one object is refused too (the parser would keep the last one).
   bool too_deep = false;
@@ -104,57 +102,48 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
         return depth <= 3;
       },
       /*allow_exceptions=*/false);
-  if (value.is_discarded()) throw bad("not valid JSON");
-  if (too_deep) throw bad("values nested deeper than a manifest's");
+  base::JsonFields f(value, source, base::JsonFields::Style::kQuotedKey);
+  if (value.is_discarded()) f.fail_object("not valid JSON");
+  if (too_deep) f.fail_object("values nested deeper than a manifest's");
   if (!repeated.empty()) {
-    throw bad(fmt::format("key {} is given twice", base::json_text(repeated)));
+    f.fail_object(fmt::format("key {} is given twice", base::json_text(repeated)));
   }
-  if (!value.is_object()) throw bad("not a JSON object");
-  auto field = [&](const char* key) -> const json& {
-    return base::required_field(value, key, source);
-  };
-  const json& format = field("format");
+  if (!value.is_object()) f.fail_object("not a JSON object");
+  const json& format = f.required("format");
   if (!format.is_string() || format.get<std::string>() != kManifestFormat) {
-    throw bad(
+    f.fail_object(
         fmt::format("format is {}, expected \"{}\"", base::json_text(format), kManifestFormat));
   }
   auto integer = [&](const char* key, int64_t low) {
-    const json& v = field(key);
+    const json& v = f.required(key);
     if (!v.is_number_integer() || v.get<int64_t>() < low || v.get<int64_t>() > (int64_t{1} << 53))
-      throw bad(fmt::format("\"{}\" is not an integer in {}..2^53", key, low));
+      f.not_allowed(key, v, fmt::format("an integer in {}..2^53", low));
     return v.get<int64_t>();
   };
   Manifest m;
   m.global_step = integer("global_step", 0);
   m.world_size = integer("world_size", 1);
   m.total_batch_size = integer("total_batch_size", 1);
-  if (m.world_size > 65536) throw bad("\"world_size\" is above 65536");
-  const json& model = field("model_name");
-  if (!model.is_string()) throw bad("\"model_name\" is not a string");
-  m.model_name = model.get<std::string>();
-  const json& only_model = field("save_only_model");
-  if (!only_model.is_boolean()) throw bad("\"save_only_model\" is not true or false");
-  m.save_only_model = only_model.get<bool>();
-  if (value.contains("sharded")) {
-    if (!value["sharded"].is_boolean()) throw bad("\"sharded\" is not true or false");
-    m.sharded = value["sharded"].get<bool>();
-  }
-  const json& files = field("files");
-  if (!files.is_object()) throw bad("\"files\" is not an object");
+  if (m.world_size > 65536) f.fail("world_size", "is above 65536");
+  m.model_name = f.string("model_name");
+  m.save_only_model = f.boolean("save_only_model");
+  if (value.contains("sharded")) m.sharded = f.boolean("sharded");
+  const json& files = f.required("files");
+  if (!files.is_object()) f.wrong_type("files", files, "an object");
   for (const auto& [name, entry] : files.items()) {
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
         name.find('\0') != std::string::npos) {
-      throw bad(fmt::format("file name {} is not a plain file name", base::json_text(name)));
+      f.fail_object(fmt::format("file name {} is not a plain file name", base::json_text(name)));
     }
-    if (!entry.is_object()) throw bad(fmt::format("the entry of {} is not an object", name));
+    if (!entry.is_object()) f.fail_object(fmt::format("the entry of {} is not an object", name));
     auto size = entry.find("size");
     auto crc = entry.find("crc32");
     if (size == entry.end() || !size->is_number_unsigned()) {
-      throw bad(fmt::format("the entry of {} has no size (a non-negative integer)", name));
+      f.fail_object(fmt::format("the entry of {} has no size (a non-negative integer)", name));
     }
     if (crc == entry.end() || !crc->is_string() || crc->get<std::string>().size() != 8 ||
         crc->get<std::string>().find_first_not_of("0123456789abcdef") != std::string::npos) {
-      throw bad(fmt::format("the entry of {} has no crc32 (8 hexadecimal digits)", name));
+      f.fail_object(fmt::format("the entry of {} has no crc32 (8 hexadecimal digits)", name));
     }
     m.files.push_back({name, size->get<uint64_t>(),
                        static_cast<uint32_t>(std::stoul(crc->get<std::string>(), nullptr, 16))});

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
-#include "lib/base/config_reader.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/json_fields.h"
 
 namespace trainer::data {
 
@@ -70,16 +70,16 @@ class CsvSource : public DataSource {
 
 std::unique_ptr<DataSource> make_csv_source(const std::string& dir,
                                             const nlohmann::ordered_json& config) {
-  base::ConfigReader reader("dataset_config", "csv", config);
+  auto reader = base::JsonFields::options("dataset_config", "csv", config);
   TabularOptions options;
   options.path = reader.string("path", "");
   options.label = reader.string("label", options.label);
   options.features = reader.strings("features", {});
   // Left out, the features are every column but the label; an empty list is a mistake.
   if (options.features.empty() && reader.has("features")) {
-    throw InputError(
-        "dataset_config: option features of csv is []; name at least one column (or leave "
-        "features out for every column but the label)");
+    reader.not_allowed("features", reader.at("features"),
+                       "name at least one column (or leave features out for every column but the "
+                       "label)");
   }
   options.regression =
       reader.choice("task", "classification", {"classification", "regression"}) == "regression";

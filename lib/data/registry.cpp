@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "lib/base/config_reader.h"
 #include "lib/base/errors.h"
+#include "lib/base/json_fields.h"
 #include "lib/data/csv.h"
 #include "lib/data/mnist.h"
 #include "lib/data/mnist_defaults.h"
@@ -52,18 +52,18 @@ class MnistSource : public DataSource {
   std::shared_ptr<MnistDataset> loaded_;
 };
 
-using Factory = std::unique_ptr<DataSource> (*)(base::ConfigReader& options,
+using Factory = std::unique_ptr<DataSource> (*)(base::JsonFields& options,
                                                 const nlohmann::ordered_json& config,
                                                 const std::string& dir, LoadContext& context);
 
-std::unique_ptr<DataSource> fashion_mnist_source(base::ConfigReader& options,
+std::unique_ptr<DataSource> fashion_mnist_source(base::JsonFields& options,
                                                  const nlohmann::ordered_json&,
                                                  const std::string& dir, LoadContext& context) {
   options.finish();
   return std::make_unique<MnistSource>(dir.empty() ? kFashionMnistDir : dir, std::move(context));
 }
 
-std::unique_ptr<DataSource> mnist_source(base::ConfigReader& options, const nlohmann::ordered_json&,
+std::unique_ptr<DataSource> mnist_source(base::JsonFields& options, const nlohmann::ordered_json&,
                                          const std::string& dir, LoadContext& context) {
   options.finish();
   if (dir.empty()) {
@@ -73,12 +73,12 @@ std::unique_ptr<DataSource> mnist_source(base::ConfigReader& options, const nloh
   return std::make_unique<MnistSource>(dir, std::move(context));
 }
 
-std::unique_ptr<DataSource> csv_source(base::ConfigReader&, const nlohmann::ordered_json& config,
+std::unique_ptr<DataSource> csv_source(base::JsonFields&, const nlohmann::ordered_json& config,
                                        const std::string& dir, LoadContext&) {
   return make_csv_source(dir, config);
 }
 
-std::unique_ptr<DataSource> text_source(base::ConfigReader& options, const nlohmann::ordered_json&,
+std::unique_ptr<DataSource> text_source(base::JsonFields& options, const nlohmann::ordered_json&,
                                         const std::string& dir, LoadContext&) {
   return make_text_source(read_text_options(options, dir));
 }
@@ -96,7 +96,7 @@ const std::map<std::string, Factory>& factories() {
 std::unique_ptr<DataSource> make_data_source(const std::string& name, const std::string& dir,
                                              const nlohmann::ordered_json& config,
                                              LoadContext context) {
-  base::ConfigReader options("dataset_config", name, config);
+  auto options = base::JsonFields::options("dataset_config", name, config);
   auto it = factories().find(name);
   if (it == factories().end()) {
     throw InputError(fmt::format("dataset_name: unknown data set '{}' (allowed: {})", name,

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "lib/base/config_reader.h"
 #include "lib/base/errors.h"
+#include "lib/base/json_fields.h"
 
 namespace trainer::data {
 
@@ -147,14 +147,13 @@ double unigram_entropy(const TextDataset& dataset) {
   return -(p * p.log()).sum().item<double>();
 }
 
-TextOptions read_text_options(base::ConfigReader& options, const std::string& dataset_dir) {
+TextOptions read_text_options(base::JsonFields& options, const std::string& dataset_dir) {
   TextOptions o;
   const bool has_path = options.has("path");
   o.path = options.string("path", dataset_dir.empty() ? o.path : dataset_dir);
   if (has_path && !dataset_dir.empty() && o.path != dataset_dir) {
-    throw InputError(fmt::format(
-        "dataset_config: path '{}' and dataset_dir '{}' both name the corpus (give one)", o.path,
-        dataset_dir));
+    options.fail_object(fmt::format(
+        "path '{}' and dataset_dir '{}' both name the corpus (give one)", o.path, dataset_dir));
   }
   o.context_length = options.integer("context_length", o.context_length, 2, 1 << 20);
   o.stride = options.integer("stride", o.context_length, 1, o.context_length);

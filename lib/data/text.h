@@ -12,7 +12,7 @@
 #include "lib/data/text_files.h"
 
 namespace trainer::base {
-class ConfigReader;
+class JsonFields;
 }
 
 namespace trainer::data {
@@ -86,9 +86,9 @@ TextSplits load_text(const TextOptions& options, TextCorpus* corpus_out = nullpt
 double unigram_entropy(const TextDataset& dataset);
 
 // dataset_config of "text" from `options` (path, context_length, stride, validation_fraction,
-// seed; then base::ConfigReader::finish) and dataset_dir, which may give the path instead (not both).
+// seed; then base::JsonFields::finish) and dataset_dir, which may give the path instead (not both).
 // Throws InputError for an unknown option, a bad value, or a path given twice.
-TextOptions read_text_options(base::ConfigReader& options, const std::string& dataset_dir);
+TextOptions read_text_options(base::JsonFields& options, const std::string& dataset_dir);
 
 // dataset_name "text": causal_lm over 256 byte values, input shape [context_length]; its train
 // and eval splits are load_text's train and validation (read once, on the first split asked

@@ -5,6 +5,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/json_fields.h"
 #include "lib/base/json_text.h"
 
 namespace trainer::models {
@@ -53,6 +54,101 @@ const std::vector<NotBuilt>& not_built() {
   return keys;
 }
 
+// A token id of the model's vocabulary: `value` of `key` (or an item of its list).
+int64_t token_id(const base::JsonFields& f, const char* key, const json& value,
+                 int64_t vocab_size) {
+  const auto id = base::whole_number(value);
+  if (!value.is_number_integer() || !id || *id < 0 || *id >= vocab_size) {
+    f.not_allowed(key, value,
+                  fmt::format("a token id of the model's vocabulary, 0..{}", vocab_size - 1));
+  }
+  return *id;
+}
+
+// do_sample and sampling's warpers. Their values are checked whether or not do_sample is on: the
+// CLI's --do_sample may turn it on, and a value Transformers would refuse then is wrong here
+// already.
+void read_sampling(base::JsonFields& f, GenerationConfig& c) {
+  if (f.has("do_sample")) c.do_sample = f.boolean("do_sample");
+  if (f.has("temperature")) {
+    c.temperature = f.number("temperature");
+    f.check(*c.temperature > 0, "temperature", "a number > 0");
+  }
+  if (f.has("top_k")) c.top_k = f.integer("top_k", 0, 0);
+  if (f.has("top_p")) {
+    c.top_p = f.number("top_p");
+    f.check(*c.top_p >= 0 && *c.top_p <= 1, "top_p", "a number in [0, 1]");
+  }
+  for (const char* key : {"max_new_tokens", "max_length"}) f.integer(key, 1, 1);
+}
+
+// eos_token_id (one or a list), bos_token_id and pad_token_id: ids of the model's vocabulary.
+void read_token_ids(base::JsonFields& f, GenerationConfig& c, int64_t vocab_size) {
+  if (f.has("eos_token_id")) {
+    const json& v = f.at("eos_token_id");
+    c.has_eos = true;
+    for (const json& id : v.is_array() ? v : json::array({v})) {
+      c.eos_token_ids.push_back(token_id(f, "eos_token_id", id, vocab_size));
+    }
+  }
+  if (f.has("bos_token_id")) {
+    c.bos_token_id = token_id(f, "bos_token_id", f.at("bos_token_id"), vocab_size);
+  }
+  if (f.has("pad_token_id")) token_id(f, "pad_token_id", f.at("pad_token_id"), vocab_size);
+}
+
+// bad_words_ids: a non-empty list of non-empty lists of token ids. Transformers drops a bad word
+// that is the EOS token alone (read_token_ids first).
+void read_bad_words(const base::JsonFields& f, GenerationConfig& c, int64_t vocab_size) {
+  const json& v = f.at("bad_words_ids");
+  const std::string allowed =
+      fmt::format("a non-empty list of non-empty lists of token ids, 0..{}", vocab_size - 1);
+  if (!v.is_array() || v.empty()) f.not_allowed("bad_words_ids", v, allowed);
+  for (const json& word : v) {
+    if (!word.is_array() || word.empty()) f.not_allowed("bad_words_ids", v, allowed);
+    std::vector<int64_t> ids;
+    for (const json& id : word) {
+      const auto n = base::whole_number(id);
+      if (!id.is_number_integer() || !n || *n < 0 || *n >= vocab_size) {
+        f.not_allowed("bad_words_ids", v, allowed);
+      }
+      ids.push_back(*n);
+    }
+    if (ids.size() == 1 && c.has_eos && ids == c.eos_token_ids) continue;
+    c.bad_words_ids.push_back(std::move(ids));
+  }
+}
+
+// The processors honoured: RepetitionPenalty, NoRepeatNGram, NoBadWords.
+void read_processors(base::JsonFields& f, GenerationConfig& c, int64_t vocab_size) {
+  if (f.has("repetition_penalty")) {
+    c.repetition_penalty = f.number("repetition_penalty");
+    f.check(c.repetition_penalty > 0, "repetition_penalty", "a number > 0");
+  }
+  c.no_repeat_ngram_size = f.integer("no_repeat_ngram_size", 0, 0);
+  if (f.has("bad_words_ids")) read_bad_words(f, c, vocab_size);
+}
+
+// Throws for the first key of not_built() whose value is not its neutral one.
+void refuse_not_built(const base::JsonFields& f) {
+  for (const NotBuilt& entry : not_built()) {
+    if (!f.has(entry.key) || f.at(entry.key) == entry.neutral) continue;
+    const json& v = f.at(entry.key);
+    // 1.0 and 1 are the same neutral value.
+    if (v.is_number() && entry.neutral.is_number() &&
+        v.get<double>() == entry.neutral.get<double>()) {
+      continue;
+    }
+    f.fail(entry.key,
+           fmt::format("{} asks for {}, which trainer generate does not build (its tokens would "
+                       "not be Transformers'); remove it{}",
+                       base::shown(v), entry.what,
+                       entry.neutral.is_null()
+                           ? std::string()
+                           : fmt::format(" or set it to {}", base::shown(entry.neutral))));
+  }
+}
+
 }  // namespace
 
 GenerationConfig parse_generation_config(const json& j, const std::string& source,
@@ -60,109 +156,12 @@ GenerationConfig parse_generation_config(const json& j, const std::string& sourc
   if (!j.is_object()) {
     throw InputError(fmt::format("{}: not a JSON object (a generation_config.json)", source));
   }
-  auto fail = [&](const char* key, const json& value, const std::string& allowed) {
-    throw InputError(
-        fmt::format("{}: {} {} is not allowed ({})", source, key, base::shown(value), allowed));
-  };
-  auto given = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
-  auto number = [&](const char* key) {
-    const json& v = j.at(key);
-    if (!v.is_number()) fail(key, v, "a number");
-    return v.get<double>();
-  };
-  auto integer = [&](const char* key) {
-    const auto v = base::whole_number(j.at(key));
-    if (!v || j.at(key).is_boolean()) fail(key, j.at(key), "an integer");
-    return *v;
-  };
-  auto token_id = [&](const char* key, const json& v) {
-    const auto id = base::whole_number(v);
-    if (!v.is_number_integer() || !id || *id < 0 || *id >= vocab_size) {
-      fail(key, v, fmt::format("a token id of the model's vocabulary, 0..{}", vocab_size - 1));
-    }
-    return *id;
-  };
+  base::JsonFields f(j, source, base::JsonFields::Style::kNotAllowed);
   GenerationConfig c;
-  if (given("do_sample")) {
-    if (!j.at("do_sample").is_boolean()) fail("do_sample", j.at("do_sample"), "true or false");
-    c.do_sample = j.at("do_sample").get<bool>();
-  }
-  // Sampling's values are checked whether or not do_sample is on: the CLI's --do_sample may
-  // turn it on, and a value Transformers would refuse then is wrong here already.
-  if (given("temperature")) {
-    c.temperature = number("temperature");
-    if (!(*c.temperature > 0)) fail("temperature", j.at("temperature"), "a number > 0");
-  }
-  if (given("top_k")) {
-    c.top_k = integer("top_k");
-    if (*c.top_k < 0) fail("top_k", j.at("top_k"), "an integer >= 0");
-  }
-  if (given("top_p")) {
-    c.top_p = number("top_p");
-    if (!(*c.top_p >= 0 && *c.top_p <= 1)) fail("top_p", j.at("top_p"), "a number in [0, 1]");
-  }
-  for (const char* key : {"max_new_tokens", "max_length"}) {
-    if (given(key) && integer(key) < 1) fail(key, j.at(key), "an integer >= 1");
-  }
-  if (given("eos_token_id")) {
-    const json& v = j.at("eos_token_id");
-    c.has_eos = true;
-    if (v.is_array()) {
-      for (const json& id : v) c.eos_token_ids.push_back(token_id("eos_token_id", id));
-    } else {
-      c.eos_token_ids.push_back(token_id("eos_token_id", v));
-    }
-  }
-  if (given("bos_token_id")) c.bos_token_id = token_id("bos_token_id", j.at("bos_token_id"));
-  if (given("pad_token_id")) token_id("pad_token_id", j.at("pad_token_id"));
-  if (given("repetition_penalty")) {
-    c.repetition_penalty = number("repetition_penalty");
-    if (!(c.repetition_penalty > 0)) {
-      fail("repetition_penalty", j.at("repetition_penalty"), "a number > 0");
-    }
-  }
-  if (given("no_repeat_ngram_size")) {
-    c.no_repeat_ngram_size = integer("no_repeat_ngram_size");
-    if (c.no_repeat_ngram_size < 0) {
-      fail("no_repeat_ngram_size", j.at("no_repeat_ngram_size"), "an integer >= 0");
-    }
-  }
-  if (given("bad_words_ids")) {
-    const json& v = j.at("bad_words_ids");
-    const std::string allowed =
-        fmt::format("a non-empty list of non-empty lists of token ids, 0..{}", vocab_size - 1);
-    if (!v.is_array() || v.empty()) fail("bad_words_ids", v, allowed);
-    for (const json& word : v) {
-      if (!word.is_array() || word.empty()) fail("bad_words_ids", v, allowed);
-      std::vector<int64_t> ids;
-      for (const json& id : word) {
-        const auto n = base::whole_number(id);
-        if (!id.is_number_integer() || !n || *n < 0 || *n >= vocab_size) {
-          fail("bad_words_ids", v, allowed);
-        }
-        ids.push_back(*n);
-      }
-      // Transformers drops a bad word that is the EOS token alone.
-      if (ids.size() == 1 && c.has_eos && ids == c.eos_token_ids) continue;
-      c.bad_words_ids.push_back(std::move(ids));
-    }
-  }
-  for (const NotBuilt& entry : not_built()) {
-    if (!decoding) break;
-    if (!given(entry.key) || j.at(entry.key) == entry.neutral) continue;
-    const json& v = j.at(entry.key);
-    // 1.0 and 1 are the same neutral value.
-    if (v.is_number() && entry.neutral.is_number() &&
-        v.get<double>() == entry.neutral.get<double>()) {
-      continue;
-    }
-    throw InputError(fmt::format(
-        "{}: {} {} asks for {}, which trainer generate does not build (its tokens would not be "
-        "Transformers'); remove it{}",
-        source, entry.key, base::shown(v), entry.what,
-        entry.neutral.is_null() ? std::string()
-                                : fmt::format(" or set it to {}", base::shown(entry.neutral))));
-  }
+  read_sampling(f, c);
+  read_token_ids(f, c, vocab_size);
+  read_processors(f, c, vocab_size);
+  if (decoding) refuse_not_built(f);
   return c;
 }
 

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "lib/base/errors.h"
+#include "lib/base/json_fields.h"
 #include "lib/base/text.h"
 
 namespace trainer::models {
@@ -174,7 +175,7 @@ ModelOutput Gpt::forward(const data::Batch& inputs) {
   return out;
 }
 
-std::shared_ptr<Gpt> make_gpt(base::ConfigReader& options, const data::DataInfo& info) {
+std::shared_ptr<Gpt> make_gpt(base::JsonFields& options, const data::DataInfo& info) {
   GptConfig c;
   c.vocab_size = info.num_labels;
   const int64_t context = info.input_shape.empty() ? c.block_size : info.input_shape.back();
@@ -186,10 +187,10 @@ std::shared_ptr<Gpt> make_gpt(base::ConfigReader& options, const data::DataInfo&
   c.bias = options.boolean("bias", c.bias);
   options.finish();
   if (c.block_size < context) {
-    throw InputError(fmt::format(
-        "model_config: block_size {} is shorter than the data's context of {} tokens (give "
-        "block_size >= {}, or leave it out to take the data's)",
-        c.block_size, context, context));
+    options.fail_object(
+        fmt::format("block_size {} is shorter than the data's context of {} tokens (give "
+                    "block_size >= {}, or leave it out to take the data's)",
+                    c.block_size, context, context));
   }
   return std::make_shared<Gpt>(c);
 }

@@ -13,9 +13,12 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 
-#include "lib/base/config_reader.h"
 #include "lib/models/linear.h"
 #include "lib/models/model.h"
+
+namespace trainer::base {
+class JsonFields;
+}
 
 namespace trainer::models {
 
@@ -134,7 +137,7 @@ class Gpt : public Model {
 // block_size (the data's context length, info.input_shape's last; at least that), dropout (0),
 // bias (true) read from `options`; the vocabulary is info.num_labels. Throws InputError for an
 // unknown option, a bad value, or a block_size shorter than the data's context.
-std::shared_ptr<Gpt> make_gpt(base::ConfigReader& options, const data::DataInfo& info);
+std::shared_ptr<Gpt> make_gpt(base::JsonFields& options, const data::DataInfo& info);
 
 struct SamplingOptions {
   int64_t max_new_tokens = 256;

@@ -25,9 +25,12 @@ namespace {
 
 constexpr const char* kPrefix = "base_model.model.";
 
+// Modules by name, in the model's order.
+using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>;
+
 // The base's linear layers that can carry an adapter, by name, in the model's order.
-std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> linear_layers(Model& base) {
-  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> layers;
+NamedModules linear_layers(Model& base) {
+  NamedModules layers;
   for (const auto& item : base.named_modules("", /*include_self=*/false)) {
     if (dynamic_cast<LoraHost*>(item.value().get())) layers.emplace_back(item.key(), item.value());
   }
@@ -35,8 +38,7 @@ std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> linear_l
 }
 
 // "q_proj, k_proj, ... (model.layers.0.self_attn.q_proj, ...)": the layers' last names, each once.
-std::string layer_names_text(
-    const std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>& layers) {
+std::string layer_names_text(const NamedModules& layers) {
   std::vector<std::string> names;
   for (const auto& [key, module] : layers) {
     const std::string last = key.substr(key.rfind('.') + 1);
@@ -69,55 +71,47 @@ void init_adapter(torch::Tensor& A, torch::Tensor& B, const std::string& how, in
   }
 }
 
-}  // namespace
-
-HfCausalLM* as_hf_causal_lm(Model& model) {
-  if (auto* peft = dynamic_cast<PeftModel*>(&model)) return as_hf_causal_lm(peft->base());
-  return dynamic_cast<HfCausalLM*>(&model);
-}
-
-PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
-    : base_(std::move(base)), config_(std::move(config)) {
-  check_lora_config(config_);
-  task_ = base_->task();
-  auto holder = register_module("base_model", std::make_shared<torch::nn::Module>());
-  holder->register_module("model", base_);
-
-  // PEFT adapts a Hugging Face model's lm_head as a linear layer (and, tied, its merge changes
-  // the input embedding as well); here the output layer is no linear layer: refused by name.
-  if (as_hf_causal_lm(*base_) && !config_.target_regex) {
-    for (const std::string& t : config_.target_modules) {
-      if (t == "lm_head" || base::ends_with(t, ".lm_head")) {
-        throw InputError(fmt::format(
-            "target_modules: {} is the model's output layer, which LoRA does not adapt here "
-            "(PEFT does, as a linear layer; merged into a tied model it changes the input "
-            "embedding too); leave it out",
-            t));
-      }
+// PEFT adapts a Hugging Face model's lm_head as a linear layer (and, tied, its merge changes
+// the input embedding as well); here the output layer is no linear layer: refused by name.
+void refuse_output_layer_target(Model& model, const LoraConfig& config) {
+  if (!as_hf_causal_lm(model) || config.target_regex) return;
+  for (const std::string& t : config.target_modules) {
+    if (t == "lm_head" || base::ends_with(t, ".lm_head")) {
+      throw InputError(fmt::format(
+          "target_modules: {} is the model's output layer, which LoRA does not adapt here "
+          "(PEFT does, as a linear layer; merged into a tied model it changes the input "
+          "embedding too); leave it out",
+          t));
     }
   }
-  const auto layers = linear_layers(*base_);
-  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> targets;
+}
+
+// The linear layers target_modules names, as PEFT matches them: "all-linear" all but the
+// output layer, none inside a module to save. Throws InputError when none is taken, and warns
+// of each target name that matches no layer.
+NamedModules match_targets(Model& model, const LoraConfig& config) {
+  const NamedModules layers = linear_layers(model);
+  NamedModules targets;
   std::set<std::string> matched_targets;
   size_t excluded = 0;
   for (const auto& [key, module] : layers) {
     bool take = false;
-    if (inside_module_to_save(config_, key)) {
+    if (inside_module_to_save(config, key)) {
       // PEFT: a module to save (and what it holds) trains in full, without adapters.
-      if (config_.all_linear() || lora_target_matches(config_, key)) ++excluded;
-    } else if (config_.all_linear()) {
+      if (config.all_linear() || lora_target_matches(config, key)) ++excluded;
+    } else if (config.all_linear()) {
       // The output layer stays out, as PEFT leaves out the output embeddings (a Hugging Face
       // model's lm_head is no linear layer here).
-      take = key != base_->output_layer();
-    } else if (lora_target_matches(config_, key)) {
+      take = key != model.output_layer();
+    } else if (lora_target_matches(config, key)) {
       take = true;
-      for (const std::string& t : config_.target_modules) {
+      for (const std::string& t : config.target_modules) {
         if (names_module(t, key)) matched_targets.insert(t);
       }
     }
     if (take) targets.emplace_back(key, module);
   }
-  if (config_.target_modules.empty() && !config_.target_regex) {
+  if (config.target_modules.empty() && !config.target_regex) {
     throw InputError(fmt::format(
         "target_modules is empty: name the linear layers that get adapters; the model's linear "
         "layers are {}",
@@ -129,15 +123,15 @@ PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
         "adapters: no layer gets an adapter (name other target_modules)");
   }
   if (targets.empty()) {
-    const std::string asked = config_.target_regex
-                                  ? base::shown_text(*config_.target_regex)
-                                  : fmt::format("{}", fmt::join(config_.target_modules, ", "));
+    const std::string asked = config.target_regex
+                                  ? base::shown_text(*config.target_regex)
+                                  : fmt::format("{}", fmt::join(config.target_modules, ", "));
     throw InputError(fmt::format(
         "target_modules {} match no linear layer of the model; its linear layers are {}", asked,
         layer_names_text(layers)));
   }
-  if (!config_.target_regex && !config_.all_linear()) {
-    for (const std::string& t : config_.target_modules) {
+  if (!config.target_regex && !config.all_linear()) {
+    for (const std::string& t : config.target_modules) {
       if (!matched_targets.count(t)) {
         base::warn_once(fmt::format(
             "target_modules: {} matches no linear layer of the model (its linear layers are "
@@ -146,49 +140,49 @@ PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
       }
     }
   }
+  return targets;
+}
 
-  // Everything frozen, then what trains: the adapters, modules_to_save, the biases asked for.
-  for (auto& p : base_->parameters()) p.set_requires_grad(false);
-  const double scaling = config_.scaling();
-  for (const auto& [key, module] : targets) {
-    auto* host = dynamic_cast<LoraHost*>(module.get());
-    const torch::Tensor w = host->host_weight();
-    // A rank past the layer's larger side adds nothing (B A has rank <= min(in, out)) and only
-    // allocates: refused before the allocation.
-    const int64_t widest = std::max(host->in_features(), host->out_features());
-    if (config_.r > widest) {
-      throw InputError(
-          fmt::format("lora_r {} is larger than layer {} ({} inputs, {} outputs): at most {}",
-                      config_.r, key, host->in_features(), host->out_features(), widest));
-    }
-    // Beside a bf16 or fp16 base the adapters are float32, as PEFT's autocast_adapter_dtype.
-    const auto dtype = w.scalar_type() == torch::kBFloat16 || w.scalar_type() == torch::kHalf
-                           ? torch::kFloat
-                           : w.scalar_type();
-    auto options = torch::TensorOptions(dtype).device(w.device());
-    torch::Tensor A = torch::empty({config_.r, host->in_features()}, options);
-    torch::Tensor B = torch::empty({host->out_features(), config_.r}, options);
-    init_adapter(A, B, config_.init_lora_weights, config_.r);
-    module->register_module("lora_A", weight_module(A));
-    module->register_module("lora_B", weight_module(B));
-    host->lora = LoraAdapter{A, B, scaling, config_.lora_dropout};
-    if (host->fan_in_fan_out()) config_.fan_in_fan_out = true;
-    if (config_.bias == "lora_only" && host->host_bias().defined()) {
-      host->host_bias().set_requires_grad(true);
-    }
-    adapted_.push_back(key);
+// Adds an adapter, lora_A and lora_B, to the linear layer `module` (named `key`) and trains its
+// bias under bias "lora_only"; a layer that holds its weight transposed sets
+// config.fan_in_fan_out, as PEFT's config of such a model says.
+void add_adapter(const std::string& key, torch::nn::Module& module, LoraConfig& config) {
+  auto* host = dynamic_cast<LoraHost*>(&module);
+  const torch::Tensor w = host->host_weight();
+  // A rank past the layer's larger side adds nothing (B A has rank <= min(in, out)) and only
+  // allocates: refused before the allocation.
+  const int64_t widest = std::max(host->in_features(), host->out_features());
+  if (config.r > widest) {
+    throw InputError(
+        fmt::format("lora_r {} is larger than layer {} ({} inputs, {} outputs): at most {}",
+                    config.r, key, host->in_features(), host->out_features(), widest));
   }
-  // As PEFT saves it: "all-linear" spelled out as the layers it took.
-  if (config_.all_linear()) config_.target_modules = adapted_;
-  if (config_.bias == "all") {
-    for (auto& item : base_->named_parameters()) {
-      if (item.key().find("bias") != std::string::npos) item.value().set_requires_grad(true);
-    }
+  // Beside a bf16 or fp16 base the adapters are float32, as PEFT's autocast_adapter_dtype.
+  const auto dtype = w.scalar_type() == torch::kBFloat16 || w.scalar_type() == torch::kHalf
+                         ? torch::kFloat
+                         : w.scalar_type();
+  auto options = torch::TensorOptions(dtype).device(w.device());
+  torch::Tensor A = torch::empty({config.r, host->in_features()}, options);
+  torch::Tensor B = torch::empty({host->out_features(), config.r}, options);
+  init_adapter(A, B, config.init_lora_weights, config.r);
+  module.register_module("lora_A", weight_module(A));
+  module.register_module("lora_B", weight_module(B));
+  host->lora = LoraAdapter{A, B, config.scaling(), config.lora_dropout};
+  if (host->fan_in_fan_out()) config.fan_in_fan_out = true;
+  if (config.bias == "lora_only" && host->host_bias().defined()) {
+    host->host_bias().set_requires_grad(true);
   }
+}
+
+// The modules of `base` that config.modules_to_save names, their parameters set to train; throws
+// InputError for a name that matches none, a module without parameters, and an embedding tied
+// to the output layer (PEFT would train an untied copy).
+std::vector<std::string> take_modules_to_save(Model& model, const LoraConfig& config) {
+  std::vector<std::string> taken;
   std::set<std::string> saved_modules;
-  const HfCausalLM* hf = as_hf_causal_lm(*base_);
-  for (const auto& item : base_->named_modules("", /*include_self=*/false)) {
-    if (!module_to_save_matches(config_, item.key())) continue;
+  const HfCausalLM* hf = as_hf_causal_lm(model);
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    if (!module_to_save_matches(config, item.key())) continue;
     auto params = item.value()->parameters();
     if (params.empty()) {
       throw InputError(fmt::format(
@@ -204,12 +198,12 @@ PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
           item.key()));
     }
     for (auto& p : params) p.set_requires_grad(true);
-    for (const std::string& name : config_.modules_to_save) {
+    for (const std::string& name : config.modules_to_save) {
       if (names_module(name, item.key())) saved_modules.insert(name);
     }
-    modules_to_save_.push_back(item.key());
+    taken.push_back(item.key());
   }
-  for (const std::string& name : config_.modules_to_save) {
+  for (const std::string& name : config.modules_to_save) {
     if (!saved_modules.count(name) && name == "lm_head" && hf && hf->config().tie_word_embeddings) {
       throw InputError(
           "modules_to_save: lm_head is tied to the input embedding in this model "
@@ -222,6 +216,39 @@ PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
           base::shown_text(name)));
     }
   }
+  return taken;
+}
+
+}  // namespace
+
+HfCausalLM* as_hf_causal_lm(Model& model) {
+  if (auto* peft = dynamic_cast<PeftModel*>(&model)) return as_hf_causal_lm(peft->base());
+  return dynamic_cast<HfCausalLM*>(&model);
+}
+
+PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
+    : base_(std::move(base)), config_(std::move(config)) {
+  check_lora_config(config_);
+  task_ = base_->task();
+  auto holder = register_module("base_model", std::make_shared<torch::nn::Module>());
+  holder->register_module("model", base_);
+  refuse_output_layer_target(*base_, config_);
+  const NamedModules targets = match_targets(*base_, config_);
+
+  // Everything frozen, then what trains: the adapters, modules_to_save, the biases asked for.
+  for (auto& p : base_->parameters()) p.set_requires_grad(false);
+  for (const auto& [key, module] : targets) {
+    add_adapter(key, *module, config_);
+    adapted_.push_back(key);
+  }
+  // As PEFT saves it: "all-linear" spelled out as the layers it took.
+  if (config_.all_linear()) config_.target_modules = adapted_;
+  if (config_.bias == "all") {
+    for (auto& item : base_->named_parameters()) {
+      if (item.key().find("bias") != std::string::npos) item.value().set_requires_grad(true);
+    }
+  }
+  modules_to_save_ = take_modules_to_save(*base_, config_);
 }
 
 io::NamedTensors PeftModel::adapter_state_dict() const {

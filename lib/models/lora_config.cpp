@@ -138,67 +138,39 @@ LoraConfig read_adapter_config(const std::string& dir) {
   return parse_adapter_config(base::read_json_object(path), path);
 }
 
-LoraConfig parse_adapter_config(const nlohmann::ordered_json& j, const std::string& path) {
-  if (!j.is_object()) {
-    throw InputError(fmt::format("{}: not a JSON object (PEFT's adapter_config.json)", path));
-  }
-  base::JsonFields f(j, path);
-  LoraConfig c;
-  const std::string peft_type = f.string("peft_type", "LORA");
-  if (peft_type != "LORA") {
-    f.fail("peft_type", fmt::format("\"{}\" is not supported (LORA)", peft_type));
-  }
-  // PEFT computes with these as they are: a null fails there (lora_alpha / r), so here too.
-  for (const char* key : {"r", "lora_alpha", "lora_dropout"}) {
-    if (j.contains(key) && j.at(key).is_null()) {
-      f.fail(key, "null is not allowed (a number; PEFT cannot compute its scaling with null)");
-    }
-  }
-  c.r = f.positive("r", 8);
-  c.lora_alpha = f.number("lora_alpha", 8);
-  c.lora_dropout = f.number("lora_dropout", 0.0);
+namespace {
+
+// target_modules: a list of module names, or one string, "all-linear" (in any case, as PEFT
+// spells it) or a regular expression of PEFT's size.
+void read_target_modules(base::JsonFields& f, LoraConfig& c) {
   if (f.has("target_modules") && f.at("target_modules").is_string()) {
-    const std::string t = f.string("target_modules", "");
+    const std::string t = f.string("target_modules");
     std::string lower = t;
     for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (lower == "all-linear") {  // PEFT's spelling test is case-insensitive
+    if (lower == "all-linear") {
       c.target_modules = {"all-linear"};
-    } else {
-      // A pattern of PEFT's size (a module name's) only.
-      if (t.size() > kMaxTargetRegex) {
-        f.fail("target_modules", fmt::format("is a regular expression of {} bytes (at most {})",
-                                             t.size(), kMaxTargetRegex));
-      }
-      UErrorCode status = U_ZERO_ERROR;
-      if (!compile_target_regex(t, status)) {
-        f.fail("target_modules",
-               fmt::format("{} is not a regular expression", base::shown(j.at("target_modules"))));
-      }
-      c.target_regex = t;
+      return;
     }
-  } else {
-    c.target_modules = f.strings("target_modules");
+    if (t.size() > kMaxTargetRegex) {
+      f.fail("target_modules", fmt::format("is a regular expression of {} bytes (at most {})",
+                                           t.size(), kMaxTargetRegex));
+    }
+    UErrorCode status = U_ZERO_ERROR;
+    if (!compile_target_regex(t, status)) {
+      f.fail("target_modules",
+             fmt::format("{} is not a regular expression", base::shown(f.at("target_modules"))));
+    }
+    c.target_regex = t;
+    return;
   }
-  if (c.target_modules.empty() && !c.target_regex) {
+  c.target_modules = f.strings("target_modules");
+  if (c.target_modules.empty()) {
     f.fail("target_modules", "is missing (the names of the layers that carry adapters)");
   }
-  c.bias = f.string("bias", "none");
-  c.modules_to_save = f.strings("modules_to_save");
-  c.use_rslora = f.boolean("use_rslora", false);
-  if (f.has("init_lora_weights")) {
-    const json& v = f.at("init_lora_weights");
-    c.init_lora_weights =
-        v.is_boolean() ? (v.get<bool>() ? "true" : "false") : f.string("init_lora_weights", "true");
-  }
-  c.fan_in_fan_out = f.boolean("fan_in_fan_out", false);
-  c.base_model_name_or_path = f.string("base_model_name_or_path", "");
-  c.task_type = f.string("task_type", "");
-  if (!c.task_type.empty() && c.task_type != "CAUSAL_LM") {
-    f.fail("task_type", fmt::format("\"{}\" is not supported (CAUSAL_LM, or null for a model of "
-                                    "no task head)",
-                                    c.task_type));
-  }
-  // What would change the adapters' arithmetic and is not done here: refused by name.
+}
+
+// What would change the adapters' arithmetic and is not done here: refused by name.
+void refuse_unsupported(base::JsonFields& f) {
   for (const char* key :
        {"use_dora", "lora_bias", "use_qalora", "use_bdlora", "ensure_weight_tying"}) {
     if (f.boolean(key, false)) f.fail(key, "true is not supported (LoRA without it only)");
@@ -219,12 +191,53 @@ LoraConfig parse_adapter_config(const nlohmann::ordered_json& j, const std::stri
       f.fail(key, fmt::format("{} is not supported (only null)", base::shown(f.at(key))));
     }
   }
+}
+
+}  // namespace
+
+LoraConfig parse_adapter_config(const nlohmann::ordered_json& j, const std::string& path) {
+  if (!j.is_object()) {
+    throw InputError(fmt::format("{}: not a JSON object (PEFT's adapter_config.json)", path));
+  }
+  base::JsonFields f(j, path);
+  LoraConfig c;
+  const std::string peft_type = f.string("peft_type", "LORA");
+  if (peft_type != "LORA") {
+    f.fail("peft_type", fmt::format("\"{}\" is not supported (LORA)", peft_type));
+  }
+  // PEFT computes with these as they are: a null fails there (lora_alpha / r), so here too.
+  for (const char* key : {"r", "lora_alpha", "lora_dropout"}) {
+    if (j.contains(key) && j.at(key).is_null()) {
+      f.fail(key, "null is not allowed (a number; PEFT cannot compute its scaling with null)");
+    }
+  }
+  c.r = f.positive("r", 8);
+  c.lora_alpha = f.number("lora_alpha", 8);
+  c.lora_dropout = f.number("lora_dropout", 0.0);
+  read_target_modules(f, c);
+  c.bias = f.string("bias", "none");
+  c.modules_to_save = f.strings("modules_to_save");
+  c.use_rslora = f.boolean("use_rslora", false);
+  if (f.has("init_lora_weights")) {
+    const json& v = f.at("init_lora_weights");
+    c.init_lora_weights =
+        v.is_boolean() ? (v.get<bool>() ? "true" : "false") : f.string("init_lora_weights");
+  }
+  c.fan_in_fan_out = f.boolean("fan_in_fan_out", false);
+  c.base_model_name_or_path = f.string("base_model_name_or_path", "");
+  c.task_type = f.string("task_type", "");
+  if (!c.task_type.empty() && c.task_type != "CAUSAL_LM") {
+    f.fail("task_type", fmt::format("\"{}\" is not supported (CAUSAL_LM, or null for a model of "
+                                    "no task head)",
+                                    c.task_type));
+  }
+  refuse_unsupported(f);
   try {
     check_lora_config(c);
   } catch (const InputError& e) {
     // "argument lora_r: ..." -> "<path>: r ..."
     std::string what = e.what();
-    throw InputError(fmt::format("{}: {}", path, what.substr(what.find(' ') + 1)));
+    f.fail_object(what.substr(what.find(' ') + 1));
   }
   return c;
 }

@@ -1,5 +1,5 @@
 // The model registry: one factory (<name>_factory) per row of names.h, each reading its
-// model_config options with ConfigReader and checking that the data fits the model.
+// model_config options with base::JsonFields::options and checking that the data fits the model.
 #include "lib/models/registry.h"
 
 #include <map>
@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "lib/base/config_reader.h"
 #include "lib/base/errors.h"
+#include "lib/base/json_fields.h"
 #include "lib/base/text.h"
 #include "lib/models/basic_net.h"
 #include "lib/models/gpt.h"
@@ -38,7 +38,7 @@ void check_task(const std::string& model, const data::DataInfo& info,
                                model, task_name(info.task), fmt::join(names, " or ")));
 }
 
-std::shared_ptr<Model> basic_net_factory(base::ConfigReader& options, const data::DataInfo& info) {
+std::shared_ptr<Model> basic_net_factory(base::JsonFields& options, const data::DataInfo& info) {
   check_task("basic_net", info, {TaskKind::kClassification});
   bool fused = options.boolean("fused", true);
   options.finish();
@@ -51,7 +51,7 @@ std::shared_ptr<Model> basic_net_factory(base::ConfigReader& options, const data
   return std::make_shared<BasicNet>(fused);
 }
 
-std::shared_ptr<Model> mlp_factory(base::ConfigReader& options, const data::DataInfo& info) {
+std::shared_ptr<Model> mlp_factory(base::JsonFields& options, const data::DataInfo& info) {
   check_task("mlp", info, {TaskKind::kClassification, TaskKind::kRegression});
   auto hidden = options.integers("hidden_sizes", {128}, 1);
   auto activation = options.choice("activation", "relu", {"relu", "gelu", "tanh"});
@@ -62,7 +62,7 @@ std::shared_ptr<Model> mlp_factory(base::ConfigReader& options, const data::Data
                                std::max<int64_t>(1, info.num_labels), activation, dropout, task);
 }
 
-std::shared_ptr<Model> resnet_factory(base::ConfigReader& options, const data::DataInfo& info) {
+std::shared_ptr<Model> resnet_factory(base::JsonFields& options, const data::DataInfo& info) {
   check_task("resnet", info, {TaskKind::kClassification});
   int64_t width = options.integer("width", 16, 1, 1024);
   int64_t stages = options.integer("stages", 3, 1, 4);
@@ -78,12 +78,12 @@ std::shared_ptr<Model> resnet_factory(base::ConfigReader& options, const data::D
   return std::make_shared<ResNet>(shape[0], info.num_labels, width, stages, blocks);
 }
 
-std::shared_ptr<Model> gpt_factory(base::ConfigReader& options, const data::DataInfo& info) {
+std::shared_ptr<Model> gpt_factory(base::JsonFields& options, const data::DataInfo& info) {
   check_task("gpt", info, {TaskKind::kCausalLM});
   return make_gpt(options, info);
 }
 
-using Factory = std::shared_ptr<Model> (*)(base::ConfigReader&, const data::DataInfo&);
+using Factory = std::shared_ptr<Model> (*)(base::JsonFields&, const data::DataInfo&);
 
 // <name>_factory for each model of names.h.
 const std::map<std::string, Factory>& factories() {
@@ -97,7 +97,7 @@ const std::map<std::string, Factory>& factories() {
 
 std::shared_ptr<Model> make_model(const std::string& name, const nlohmann::ordered_json& config,
                                   const data::DataInfo& info) {
-  base::ConfigReader options("model_config", name, config);
+  auto options = base::JsonFields::options("model_config", name, config);
   auto it = factories().find(name);
   if (it == factories().end()) {
     throw InputError(fmt::format("model_name: unknown model '{}' (allowed: {})", name,

@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <torch/script.h>
 
-#include "lib/base/config_reader.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/json_fields.h"
 #include "lib/base/text.h"
 
 namespace trainer::models {
@@ -280,7 +280,7 @@ void TorchScriptModel::save(const std::string& path) const {
 std::shared_ptr<Model> load_torchscript(const std::string& path,
                                         const nlohmann::ordered_json& config,
                                         const data::DataInfo& info) {
-  base::ConfigReader options("model_config", "a TorchScript model", config);
+  auto options = base::JsonFields::options("model_config", "a TorchScript model", config);
   std::string outputs = options.choice("outputs", "logits", {"logits", "log_probs"});
   options.finish();
   if (outputs == "log_probs" && info.task != data::TaskKind::kClassification) {

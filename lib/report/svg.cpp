@@ -302,9 +302,24 @@ void draw_tick(Out out, Point on_axis, Point across, Point mark, Point text, con
       mark.first, mark.second, text.first, text.second, anchor, label);
 }
 
-void draw_panel(Out out, const Layout& layout, const Panel& panel) {
-  const double x0 = panel.x + kAreaLeft, y0 = panel.y + kAreaTop;
-  const double w = kPanelWidth - kAreaLeft - kAreaRight, h = kPanelHeight - kAreaTop - kAreaBottom;
+// Where a panel's plot area lies and how its axes map steps and values into it.
+struct PanelScale {
+  double x0 = 0, y0 = 0, w = 0, h = 0;  // the plot area
+  Axis x_axis, y_axis;
+
+  double px(long double step) const { return x0 + static_cast<double>(x_axis.fraction(step)) * w; }
+  double py(long double value) const {
+    return y0 + h - static_cast<double>(y_axis.fraction(value)) * h;
+  }
+};
+
+// The plot area of `panel` and axes around its series' points: steps from 0, values as they are.
+PanelScale panel_scale(const Panel& panel) {
+  PanelScale scale;
+  scale.x0 = panel.x + kAreaLeft;
+  scale.y0 = panel.y + kAreaTop;
+  scale.w = kPanelWidth - kAreaLeft - kAreaRight;
+  scale.h = kPanelHeight - kAreaTop - kAreaBottom;
   long double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
   for (const auto& [run, series] : panel.series) {
     for (const auto& [step, value] : series->points) {
@@ -314,80 +329,98 @@ void draw_panel(Out out, const Layout& layout, const Panel& panel) {
       y_hi = std::max<long double>(y_hi, value);
     }
   }
-  const Axis x_axis = make_axis(x_lo, x_hi, /*from_zero=*/true);
-  const Axis y_axis = make_axis(y_lo, y_hi, /*from_zero=*/false);
-  auto px = [&](long double step) { return x0 + static_cast<double>(x_axis.fraction(step)) * w; };
-  auto py = [&](long double value) {
-    return y0 + h - static_cast<double>(y_axis.fraction(value)) * h;
-  };
+  scale.x_axis = make_axis(x_lo, x_hi, /*from_zero=*/true);
+  scale.y_axis = make_axis(y_lo, y_hi, /*from_zero=*/false);
+  return scale;
+}
 
-  std::string title = panel.quantity;
+// The panel's title ("train and eval loss", "learning rate", "eval_accuracy") and its y axis'
+// name ("loss", "learning rate", "accuracy").
+std::string panel_title(const Panel& panel) {
   if (panel.quantity == kLossPanel) {
     bool train = false, eval = false;
     for (const auto& [run, series] : panel.series) (series->key == "loss" ? train : eval) = true;
-    title = train && eval ? "train and eval loss" : train ? "train loss" : "eval loss";
+    return train && eval ? "train and eval loss" : train ? "train loss" : "eval loss";
   }
-  if (panel.quantity == "learning_rate") title = "learning rate";
-  const std::string y_name = panel.quantity == kLossPanel        ? std::string("loss")
-                             : panel.quantity == "learning_rate" ? std::string("learning rate")
-                                                                 : panel.quantity.substr(5);
-  fmt::format_to(out, "<g class=\"panel\" data-quantity=\"{}\">\n", escape(panel.quantity));
+  if (panel.quantity == "learning_rate") return "learning rate";
+  return panel.quantity;
+}
+
+std::string y_axis_name(const Panel& panel) {
+  return panel.quantity == kLossPanel        ? std::string("loss")
+         : panel.quantity == "learning_rate" ? std::string("learning rate")
+                                             : panel.quantity.substr(5);
+}
+
+// The panel's title, its plot area with the ticks and their grid lines, the axes' labels and
+// the area's border.
+void draw_frame(Out out, const Panel& panel, const PanelScale& s) {
   fmt::format_to(out,
                  "<text class=\"panel-title\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"13\" "
                  "font-weight=\"bold\">{}</text>\n",
-                 x0, panel.y + 18, escape(title));
+                 s.x0, panel.y + 18, escape(panel_title(panel)));
   fmt::format_to(out,
                  "<rect class=\"plot-area\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
                  "height=\"{:.1f}\" fill=\"#ffffff\"/>\n",
-                 x0, y0, w, h);
+                 s.x0, s.y0, s.w, s.h);
   fmt::format_to(out, "<g class=\"ticks\" stroke=\"#e6e6e6\">\n");
-  for (long double tick : x_axis.ticks) {
-    const double x = px(tick);
-    draw_tick(out, {x, y0 + h}, {x, y0}, {x, y0 + h + 5}, {x, y0 + h + 18}, "middle",
-              x_axis.label(tick));
+  for (long double tick : s.x_axis.ticks) {
+    const double x = s.px(tick);
+    draw_tick(out, {x, s.y0 + s.h}, {x, s.y0}, {x, s.y0 + s.h + 5}, {x, s.y0 + s.h + 18}, "middle",
+              s.x_axis.label(tick));
   }
-  for (long double tick : y_axis.ticks) {
-    const double y = py(tick);
-    draw_tick(out, {x0, y}, {x0 + w, y}, {x0 - 5, y}, {x0 - 8, y + 4}, "end", y_axis.label(tick));
+  for (long double tick : s.y_axis.ticks) {
+    const double y = s.py(tick);
+    draw_tick(out, {s.x0, y}, {s.x0 + s.w, y}, {s.x0 - 5, y}, {s.x0 - 8, y + 4}, "end",
+              s.y_axis.label(tick));
   }
   fmt::format_to(out, "</g>\n");
   fmt::format_to(out,
                  "<text class=\"x-label\" x=\"{:.1f}\" y=\"{:.1f}\" "
                  "text-anchor=\"middle\">step</text>\n",
-                 x0 + w / 2, y0 + h + 38);
+                 s.x0 + s.w / 2, s.y0 + s.h + 38);
   fmt::format_to(out,
                  "<text class=\"y-label\" transform=\"translate({:.1f} {:.1f}) rotate(-90)\" "
                  "text-anchor=\"middle\">{}</text>\n",
-                 panel.x + 14, y0 + h / 2, escape(y_name));
+                 panel.x + 14, s.y0 + s.h / 2, escape(y_axis_name(panel)));
   fmt::format_to(out,
                  "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
                  "fill=\"none\" stroke=\"#444444\"/>\n",
-                 x0, y0, w, h);
-  // The curves: training solid, evaluation dashed with a dot at each point; a lone point is a dot.
-  // A per-step loss is faint and thin under its smoothed curve.
-  for (const auto& [run, series] : panel.series) {
-    const bool eval = is_eval(series->key);
-    const std::string& label = layout.runs[static_cast<size_t>(run)]->label;
-    fmt::format_to(out,
-                   "<polyline class=\"series {}{}\" data-run=\"{}\" data-key=\"{}\" fill=\"none\" "
-                   "stroke=\"{}\" stroke-width=\"{}\" stroke-linejoin=\"round\"{} points=\"",
-                   eval ? "eval" : "train", series->raw ? " raw" : "", escape(label),
-                   escape(series->key), colour(run), series->raw ? "1\" stroke-opacity=\"0.3" : "2",
-                   eval ? " stroke-dasharray=\"6 4\"" : "");
-    for (size_t i = 0; i < series->points.size(); ++i) {
-      fmt::format_to(out, "{}{:.1f},{:.1f}", i ? " " : "", px(series->points[i].first),
-                     py(series->points[i].second));
-    }
-    fmt::format_to(out, "\"/>\n");
-    if ((eval && series->points.size() <= kMaxMarkers) || series->points.size() == 1) {
-      fmt::format_to(out, "<g class=\"markers\" data-run=\"{}\" data-key=\"{}\" fill=\"{}\">",
-                     escape(label), escape(series->key), colour(run));
-      for (const auto& [step, value] : series->points) {
-        fmt::format_to(out, "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\"/>", px(step), py(value));
-      }
-      fmt::format_to(out, "</g>\n");
-    }
+                 s.x0, s.y0, s.w, s.h);
+}
+
+// One curve: training solid, evaluation dashed with a dot at each point; a lone point is a dot.
+// A per-step loss is faint and thin under its smoothed curve.
+void draw_series(Out out, const Layout& layout, const PanelScale& s, int run,
+                 const PlotSeries& series) {
+  const bool eval = is_eval(series.key);
+  const std::string& label = layout.runs[static_cast<size_t>(run)]->label;
+  fmt::format_to(out,
+                 "<polyline class=\"series {}{}\" data-run=\"{}\" data-key=\"{}\" fill=\"none\" "
+                 "stroke=\"{}\" stroke-width=\"{}\" stroke-linejoin=\"round\"{} points=\"",
+                 eval ? "eval" : "train", series.raw ? " raw" : "", escape(label),
+                 escape(series.key), colour(run), series.raw ? "1\" stroke-opacity=\"0.3" : "2",
+                 eval ? " stroke-dasharray=\"6 4\"" : "");
+  for (size_t i = 0; i < series.points.size(); ++i) {
+    fmt::format_to(out, "{}{:.1f},{:.1f}", i ? " " : "", s.px(series.points[i].first),
+                   s.py(series.points[i].second));
   }
+  fmt::format_to(out, "\"/>\n");
+  if ((eval && series.points.size() <= kMaxMarkers) || series.points.size() == 1) {
+    fmt::format_to(out, "<g class=\"markers\" data-run=\"{}\" data-key=\"{}\" fill=\"{}\">",
+                   escape(label), escape(series.key), colour(run));
+    for (const auto& [step, value] : series.points) {
+      fmt::format_to(out, "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\"/>", s.px(step), s.py(value));
+    }
+    fmt::format_to(out, "</g>\n");
+  }
+}
+
+void draw_panel(Out out, const Layout& layout, const Panel& panel) {
+  const PanelScale scale = panel_scale(panel);
+  fmt::format_to(out, "<g class=\"panel\" data-quantity=\"{}\">\n", escape(panel.quantity));
+  draw_frame(out, panel, scale);
+  for (const auto& [run, series] : panel.series) draw_series(out, layout, scale, run, *series);
   fmt::format_to(out, "</g>\n");
 }
 

@@ -7,10 +7,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "lib/data/registry.h"
 #include "lib/base/errors.h"
+#include "lib/base/json_fields.h"
+#include "lib/data/registry.h"
 #include "lib/io/safetensors.h"
-#include "lib/base/config_reader.h"
 #include "lib/models/models.h"
 #include "tests/test_util.h"
 #include "trainer/trainer.h"
