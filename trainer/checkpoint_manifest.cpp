@@ -19,6 +19,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/json_fields.h"
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
@@ -197,9 +198,8 @@ Manifest verify_checkpoint(const std::string& dir) {
       throw InputError(fmt::format("{}: its manifest does not list {}", prefix, name));
     }
   }
-  if (!manifest.sharded && !manifest.find("model.safetensors") &&
-      !manifest.find("model.safetensors.index.json") &&
-      !manifest.find("adapter_model.safetensors")) {
+  if (!manifest.sharded && !manifest.find(base::hf::kWeights) &&
+      !manifest.find(base::hf::kWeightsIndex) && !manifest.find("adapter_model.safetensors")) {
     throw InputError(fmt::format(
         "{}: its manifest does not list model.safetensors (nor adapter_model.safetensors)",
         prefix));

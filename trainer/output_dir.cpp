@@ -13,6 +13,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "trainer/checkpoint_manifest.h"
 
 namespace trainer {
@@ -24,7 +25,7 @@ constexpr const char* kLockName = ".trainer.lock";
 
 const std::vector<std::string>& run_result_files() {
   static const std::vector<std::string> names = {
-      "model.safetensors",  "model.pt",           "training_args.json",
+      base::hf::kWeights,   "model.pt",           "training_args.json",
       "trainer_state.json", "train_results.json", "eval_results.json",
       "all_results.json",   "loss.svg",           "loss_curve.npy"};
   return names;

@@ -11,6 +11,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
 #include "lib/data/registry.h"
@@ -226,7 +227,7 @@ int generate_text(const cli::GenerateOptions& options) {
         dir));
   }
   const std::string args_path = base::join_path(dir, "training_args.json");
-  const std::string weights = base::join_path(dir, "model.safetensors");
+  const std::string weights = base::join_path(dir, base::hf::kWeights);
   for (const std::string& path : {args_path, weights}) {
     // A symlink loop or a folder in the file's place is not a missing file: say which.
     const std::string problem = base::path_problem(path);

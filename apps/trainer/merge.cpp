@@ -11,6 +11,7 @@
 #include "apps/trainer/run_setup.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/text.h"
 #include "lib/io/safetensors_header.h"
 #include "lib/models/hf_pretrained.h"
@@ -22,14 +23,14 @@ int merge_command(const MergeOptions& options) {
   const std::string& dir = options.adapter_dir;
   if (!models::is_adapter_dir(dir)) {
     throw InputError(fmt::format("trainer merge: {} is not an adapter folder (it holds no {})",
-                                 base::shown_text(dir), models::kAdapterConfigFile));
+                                 base::shown_text(dir), base::hf::kAdapterConfig));
   }
   if (options.torch_dtype != "auto") models::hf_dtype(options.torch_dtype, "--torch_dtype");
   // A destination that cannot be written fails now, before the model is loaded and merged.
   base::check_writable_dir(options.output_dir, "trainer merge: --output_dir");
   // Nothing already saved is replaced: a model or adapter folder is refused as the output.
-  for (const char* name : {"config.json", "model.safetensors", "model.safetensors.index.json",
-                           models::kAdapterConfigFile, models::kAdapterWeightsFile}) {
+  for (const char* name : {base::hf::kConfig, base::hf::kWeights, base::hf::kWeightsIndex,
+                           base::hf::kAdapterConfig, base::hf::kAdapterWeights}) {
     const std::string path = base::join_path(options.output_dir, name);
     if (base::exists(path)) {
       throw InputError(fmt::format(

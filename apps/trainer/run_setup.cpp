@@ -13,6 +13,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
@@ -49,7 +50,7 @@ void check_model_name_or_path(const TrainingArguments& args) {
     throw InputError(fmt::format("model_name_or_path {} {}", path, problem));
   }
   if (base::is_directory(path)) {
-    const std::string config = base::join_path(path, "config.json");
+    const std::string config = base::join_path(path, base::hf::kConfig);
     const std::string config_problem = base::path_problem(config);
     if (!config_problem.empty() && config_problem != "does not exist") {
       throw InputError(fmt::format("model_name_or_path {}: {} {}", path, config, config_problem));
@@ -91,7 +92,8 @@ ModelSource resolve_model_source(const TrainingArguments& args) {
   }
   if (!source.config && args.config_name()) {
     const std::string& name = *args.config_name();
-    const std::string path = base::is_directory(name) ? base::join_path(name, "config.json") : name;
+    const std::string path =
+        base::is_directory(name) ? base::join_path(name, base::hf::kConfig) : name;
     source.config = models::parse_hf_config(base::read_json_object(path), path);
     source.config->dtype = "float32";
     source.config->json["dtype"] = "float32";
@@ -199,8 +201,7 @@ std::string gigabytes(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e
 std::map<std::string, std::string> tokenizer_files(const std::string& path) {
   const std::string dir = base::is_directory(path) ? path : base::parent_dir(path);
   std::map<std::string, std::string> files;
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                           "chat_template.jinja"}) {
+  for (const char* name : base::hf::kTokenizerFiles) {
     const std::string file = base::join_path(dir, name);
     if (base::exists(file)) files[name] = base::read_file(file);
   }
@@ -237,11 +238,10 @@ std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
       throw InputError(fmt::format(
           "model_name_or_path {} is an adapter folder: its {} gives the LoRA settings (leave out "
           "use_peft and target_modules)",
-          dir, models::kAdapterConfigFile));
+          dir, base::hf::kAdapterConfig));
     }
     auto peft = models::load_peft_model(*source.pretrained, args.torch_dtype());
-    peft->pretrained_files[models::kAdapterConfigFile] =
-        models::adapter_config_json(peft->config());
+    peft->pretrained_files[base::hf::kAdapterConfig] = models::adapter_config_json(peft->config());
     for (auto& [name, contents] : tokenizer_files(source.tokenizer_path)) {
       peft->pretrained_files[name] = contents;
     }
@@ -325,11 +325,11 @@ std::shared_ptr<models::Model> with_lora(const TrainingArguments& args,
   // The base's tokenizer goes with the adapter; its config.json does not (the folder is an
   // adapter folder, not a model folder).
   for (const auto& [name, contents] : model->pretrained_files) {
-    if (name != "config.json" && name != "generation_config.json") {
+    if (name != base::hf::kConfig && name != base::hf::kGenerationConfig) {
       peft->pretrained_files[name] = contents;
     }
   }
-  peft->pretrained_files[models::kAdapterConfigFile] = models::adapter_config_json(peft->config());
+  peft->pretrained_files[base::hf::kAdapterConfig] = models::adapter_config_json(peft->config());
   print_trainable_parameters(*peft);
   return peft;
 }
@@ -459,11 +459,10 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
   const bool folder =
       (model.pretrained && model.pretrained->is_adapter()) || (hf_folder && !args.uses_lora());
   const bool adapter = hf_folder && args.uses_lora();
-  std::string weights = base::join_path(
-      args.output_dir(), adapter ? models::kAdapterWeightsFile : "model.safetensors");
+  std::string weights =
+      base::join_path(args.output_dir(), adapter ? base::hf::kAdapterWeights : base::hf::kWeights);
   if (!folder && !base::exists(weights) &&
-      (adapter ||
-       !base::exists(base::join_path(args.output_dir(), "model.safetensors.index.json")))) {
+      (adapter || !base::exists(base::join_path(args.output_dir(), base::hf::kWeightsIndex)))) {
     throw InputError(fmt::format(
         "{} does not exist (train first, or set output_dir to a trained run)", weights));
   }

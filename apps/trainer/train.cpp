@@ -13,6 +13,7 @@
 #include "apps/trainer/run_setup.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
 #include "lib/distributed/env.h"
@@ -69,7 +70,7 @@ void print_sample(models::Model& model, const TrainingArguments& args, const dat
   const bool folder =
       models::is_hf_model_dir(args.output_dir()) || models::is_adapter_dir(args.output_dir());
   if (models::as_hf_causal_lm(model) && folder &&
-      base::exists(base::join_path(args.output_dir(), "tokenizer.json"))) {
+      base::exists(base::join_path(args.output_dir(), base::hf::kTokenizer))) {
     cli::GenerateOptions options;
     options.output_dir = args.output_dir();
     options.seed = static_cast<uint64_t>(args.seed());
@@ -136,11 +137,11 @@ void remove_earlier_results(base::WriteBatch& batch, const TrainingArguments& ar
   // An earlier run's weights in the other layout (shards or one file), and its model folder's
   // files (config, tokenizer) where this run's model has none: a loader must not find them.
   for (const auto& entry : output.earlier_entries()) {
-    const bool folder_file = entry == "config.json" || entry == "generation_config.json" ||
-                             entry == models::kAdapterConfigFile ||
-                             entry == models::kAdapterWeightsFile ||
-                             base::starts_with(entry, "tokenizer") ||
-                             entry == "special_tokens_map.json" || entry == "chat_template.jinja";
+    const bool folder_file =
+        entry == base::hf::kConfig || entry == base::hf::kGenerationConfig ||
+        entry == base::hf::kAdapterConfig || entry == base::hf::kAdapterWeights ||
+        base::starts_with(entry, "tokenizer") || entry == base::hf::kSpecialTokensMap ||
+        entry == base::hf::kChatTemplate;
     if (io::is_model_weights_file(entry) ||
         (folder_file && model.pretrained_files.count(entry) == 0)) {
       batch.remove_on_commit(base::join_path(args.output_dir(), entry));

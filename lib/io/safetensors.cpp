@@ -18,6 +18,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
 
@@ -174,8 +175,8 @@ std::vector<std::string> save_model_weights(const std::string& dir, const NamedT
     total += bytes;
   }
   if (total <= max_shard_bytes || shards.size() == 1) {
-    save_safetensors(base::join_path(dir, "model.safetensors"), tensors);
-    return {"model.safetensors"};
+    save_safetensors(base::join_path(dir, base::hf::kWeights), tensors);
+    return {base::hf::kWeights};
   }
   std::vector<std::string> names;
   nlohmann::ordered_json map = nlohmann::ordered_json::object();
@@ -187,15 +188,14 @@ std::vector<std::string> save_model_weights(const std::string& dir, const NamedT
     names.push_back(name);
   }
   nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
-  base::write_file_atomic(base::join_path(dir, "model.safetensors.index.json"),
-                          index.dump(2) + "\n");
-  names.push_back("model.safetensors.index.json");
+  base::write_file_atomic(base::join_path(dir, base::hf::kWeightsIndex), index.dump(2) + "\n");
+  names.push_back(base::hf::kWeightsIndex);
   return names;
 }
 
 std::vector<std::string> model_weight_files(const std::string& dir, const std::string& hint) {
-  const std::string single = base::join_path(dir, "model.safetensors");
-  const std::string index_path = base::join_path(dir, "model.safetensors.index.json");
+  const std::string single = base::join_path(dir, base::hf::kWeights);
+  const std::string index_path = base::join_path(dir, base::hf::kWeightsIndex);
   struct stat info {};
   if (::stat(single.c_str(), &info) == 0) return {single};
   if (::stat(index_path.c_str(), &info) != 0) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/base/errors.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
 
@@ -171,7 +172,7 @@ SafetensorsHeader parse_safetensors_header(const char* bytes, uint64_t size,
 }
 
 bool is_model_weights_file(const std::string& name) {
-  if (name == "model.safetensors" || name == "model.safetensors.index.json") return true;
+  if (name == base::hf::kWeights || name == base::hf::kWeightsIndex) return true;
   unsigned a = 0, b = 0;
   char tail[32] = {0};
   return name.size() == 32 &&

@@ -5,6 +5,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/json_fields.h"
 #include "lib/base/json_text.h"
 
@@ -166,7 +167,7 @@ GenerationConfig parse_generation_config(const json& j, const std::string& sourc
 }
 
 GenerationConfig read_generation_config(const std::string& dir, int64_t vocab_size) {
-  const std::string path = base::join_path(dir, "generation_config.json");
+  const std::string path = base::join_path(dir, base::hf::kGenerationConfig);
   if (!base::exists(path)) return {};
   return parse_generation_config(base::read_json_object(path), path, vocab_size);
 }

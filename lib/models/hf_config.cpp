@@ -8,6 +8,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/json_fields.h"
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
@@ -276,7 +277,7 @@ int64_t hf_num_parameters(const HfConfig& c) {
 }
 
 HfConfig read_hf_config(const std::string& dir) {
-  const std::string path = base::join_path(dir, "config.json");
+  const std::string path = base::join_path(dir, base::hf::kConfig);
   return parse_hf_config(base::read_json_object(path), path);
 }
 
@@ -380,7 +381,7 @@ HfConfig hf_config_from_defaults(const std::string& model_type, const json& over
 bool is_hf_model_dir(const std::string& dir) {
   std::error_code ec;
   return std::filesystem::is_directory(dir, ec) &&
-         std::filesystem::exists(base::join_path(dir, "config.json"), ec);
+         std::filesystem::exists(base::join_path(dir, base::hf::kConfig), ec);
 }
 
 json hf_generation_config(const HfConfig& c) {

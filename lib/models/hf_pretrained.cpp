@@ -11,6 +11,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
 #include "lib/io/safetensors.h"
@@ -174,17 +175,17 @@ std::map<std::string, std::string> hf_pretrained_files(const HfCausalLM& model,
                                              : "float32";
   config.erase("torch_dtype");
   std::map<std::string, std::string> files;
-  files["config.json"] = config.dump(2) + "\n";
+  files[base::hf::kConfig] = config.dump(2) + "\n";
   const std::string generation =
-      source_dir.empty() ? "" : base::join_path(source_dir, "generation_config.json");
+      source_dir.empty() ? "" : base::join_path(source_dir, base::hf::kGenerationConfig);
   if (!generation.empty() && base::exists(generation)) {
     // Checked as Transformers checks it when it loads the folder: a file it would refuse is
     // refused here, before training, not copied into the run's folder.
-    files["generation_config.json"] = base::read_file(generation);
-    parse_generation_config(base::parse_json(files["generation_config.json"], generation),
+    files[base::hf::kGenerationConfig] = base::read_file(generation);
+    parse_generation_config(base::parse_json(files[base::hf::kGenerationConfig], generation),
                             generation, model.config().vocab_size, /*decoding=*/false);
   } else {
-    files["generation_config.json"] = hf_generation_config(model.config()).dump(2) + "\n";
+    files[base::hf::kGenerationConfig] = hf_generation_config(model.config()).dump(2) + "\n";
   }
   return files;
 }

@@ -13,6 +13,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
 #include "lib/models/hf_causal_lm.h"
@@ -320,8 +321,8 @@ std::vector<std::string> PeftModel::save_weights(const std::string& dir,
   for (const auto& [name, value] : adapter_state_dict()) {
     tensors.emplace_back(name, value.detach().contiguous());
   }
-  io::save_safetensors(base::join_path(dir, kAdapterWeightsFile), tensors);
-  std::vector<std::string> files = {kAdapterWeightsFile};
+  io::save_safetensors(base::join_path(dir, base::hf::kAdapterWeights), tensors);
+  std::vector<std::string> files = {base::hf::kAdapterWeights};
   // A base of no folder (a registry model, a fresh Hugging Face one) is part of the run.
   if (config_.base_model_name_or_path.empty()) {
     for (std::string& f : base_->save_weights(dir, max_shard_bytes)) files.push_back(std::move(f));
@@ -334,7 +335,7 @@ void PeftModel::load_weights(const std::string& dir) {
     base_->load_weights(dir);  // the base with its adapters
     return;
   }
-  const std::string path = base::join_path(dir, kAdapterWeightsFile);
+  const std::string path = base::join_path(dir, base::hf::kAdapterWeights);
   io::MappedSafetensors file = io::map_safetensors(path);
   load_adapter(file.tensors, path);
 }
@@ -379,12 +380,12 @@ std::string PeftModel::trainable_parameters_text() const {
 std::shared_ptr<PeftModel> load_peft_model(const PretrainedSource& source,
                                            const std::string& dtype) {
   const std::string& dir = source.path;
-  const std::string config_path = base::join_path(dir, kAdapterConfigFile);
-  const std::string path = base::join_path(dir, kAdapterWeightsFile);
+  const std::string config_path = base::join_path(dir, base::hf::kAdapterConfig);
+  const std::string path = base::join_path(dir, base::hf::kAdapterWeights);
   if (!base::exists(path)) {
     throw InputError(fmt::format(
         "{} does not exist (an adapter folder holds it beside {}; adapter_model.bin is not read)",
-        path, kAdapterConfigFile));
+        path, base::hf::kAdapterConfig));
   }
   std::shared_ptr<PeftModel> model;
   auto base = load_hf_model(source.model_dir, source.config, dtype);
@@ -402,7 +403,7 @@ std::shared_ptr<PeftModel> load_peft_model(const std::string& dir, const std::st
   const auto source = read_pretrained_source(dir);
   if (!source || !source->is_adapter()) {
     throw InputError(
-        fmt::format("{} is not an adapter folder (it holds no {})", dir, kAdapterConfigFile));
+        fmt::format("{} is not an adapter folder (it holds no {})", dir, base::hf::kAdapterConfig));
   }
   return load_peft_model(*source, dtype);
 }

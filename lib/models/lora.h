@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/base/hf_files.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/lora_config.h"
 #include "lib/models/model.h"
@@ -50,7 +51,8 @@ class PeftModel : public Model {
                                         uint64_t max_shard_bytes) const override;
   void load_weights(const std::string& dir) override;
   std::string weights_file() const override {
-    return config_.base_model_name_or_path.empty() ? base_->weights_file() : kAdapterWeightsFile;
+    return config_.base_model_name_or_path.empty() ? base_->weights_file()
+                                                   : base::hf::kAdapterWeights;
   }
 
   // What adapter_model.safetensors holds, under PEFT's names: every lora_A and lora_B, the

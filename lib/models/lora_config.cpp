@@ -12,6 +12,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/json_fields.h"
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
@@ -134,7 +135,7 @@ bool module_to_save_matches(const LoraConfig& config, const std::string& key) {
 }
 
 LoraConfig read_adapter_config(const std::string& dir) {
-  const std::string path = base::join_path(dir, kAdapterConfigFile);
+  const std::string path = base::join_path(dir, base::hf::kAdapterConfig);
   return parse_adapter_config(base::read_json_object(path), path);
 }
 
@@ -304,7 +305,7 @@ std::string adapter_config_json(const LoraConfig& c) {
 bool is_adapter_dir(const std::string& dir) {
   std::error_code ec;
   return std::filesystem::is_directory(dir, ec) &&
-         std::filesystem::is_regular_file(base::join_path(dir, kAdapterConfigFile), ec);
+         std::filesystem::is_regular_file(base::join_path(dir, base::hf::kAdapterConfig), ec);
 }
 
 }  // namespace trainer::models

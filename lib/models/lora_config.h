@@ -11,9 +11,6 @@
 
 namespace trainer::models {
 
-inline constexpr const char* kAdapterConfigFile = "adapter_config.json";
-inline constexpr const char* kAdapterWeightsFile = "adapter_model.safetensors";
-
 struct LoraConfig {
   int64_t r = 8;
   double lora_alpha = 8;

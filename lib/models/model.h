@@ -8,6 +8,7 @@
 
 #include <torch/nn/module.h>
 
+#include "lib/base/hf_files.h"
 #include "lib/data/dataset.h"
 
 namespace trainer::models {
@@ -84,7 +85,7 @@ class Model : public torch::nn::Module {
   // out; "" when there is none.
   virtual std::string output_layer() const { return ""; }
   // The weights' file, as messages name it.
-  virtual std::string weights_file() const { return "model.safetensors"; }
+  virtual std::string weights_file() const { return base::hf::kWeights; }
 
   // The model's repeated blocks in forward order (a transformer's layers), which sharding may
   // wrap one by one; none for a model whose forward has no hooks around its layers.

@@ -5,6 +5,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/text.h"
 
 namespace trainer::models {
@@ -13,7 +14,7 @@ namespace {
 
 // The base folder `config` (read from adapter folder `dir`) names, checked.
 const std::string& checked_base_model(const LoraConfig& config, const std::string& dir) {
-  const std::string config_path = base::join_path(dir, kAdapterConfigFile);
+  const std::string config_path = base::join_path(dir, base::hf::kAdapterConfig);
   const std::string& base_dir = config.base_model_name_or_path;
   if (base_dir.empty()) {
     throw InputError(fmt::format(
@@ -47,7 +48,7 @@ std::optional<PretrainedSource> read_pretrained_source(const std::string& path) 
     source.adapter = read_adapter_config(path);
     source.model_dir = checked_base_model(*source.adapter, path);
     source.tokenizer_dir =
-        base::exists(base::join_path(path, "tokenizer.json")) ? path : source.model_dir;
+        base::exists(base::join_path(path, base::hf::kTokenizer)) ? path : source.model_dir;
   } else {
     return std::nullopt;
   }

@@ -7,6 +7,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/base/json_text.h"
 #include "lib/base/sha256.h"
 #include "lib/base/utf8.h"
@@ -66,7 +67,7 @@ Tokenizer Tokenizer::load(const std::string& path) { return load(path, Options{}
 Tokenizer Tokenizer::load(const std::string& path, const Options& options) {
   auto impl = std::make_shared<Impl>();
   const bool folder = base::is_directory(path);
-  impl->path = folder ? base::join_path(path, "tokenizer.json") : path;
+  impl->path = folder ? base::join_path(path, base::hf::kTokenizer) : path;
   if (folder && !base::is_regular_file(impl->path)) {
     throw InputError(fmt::format("tokenizer folder {} has no tokenizer.json", path));
   }
@@ -79,7 +80,7 @@ Tokenizer Tokenizer::load(const std::string& path, const Options& options) {
   impl->json_bytes = base::read_file(impl->path, SIZE_MAX, "tokenizer ");
   read_json_bytes(fmt::format("tokenizer {}", impl->path), options, *impl);
 
-  impl->config_path = base::join_path(base::parent_dir(impl->path), "tokenizer_config.json");
+  impl->config_path = base::join_path(base::parent_dir(impl->path), base::hf::kTokenizerConfig);
   if (base::exists(impl->config_path)) {
     impl->has_config = true;
     impl->config_bytes = base::read_file(impl->config_path, SIZE_MAX, "tokenizer config ");
@@ -147,9 +148,9 @@ const std::string& Tokenizer::path() const { return impl_->path; }
 
 void Tokenizer::save(const std::string& dir) const {
   base::make_directories(dir);
-  base::write_file_atomic(base::join_path(dir, "tokenizer.json"), impl_->json_bytes);
+  base::write_file_atomic(base::join_path(dir, base::hf::kTokenizer), impl_->json_bytes);
   if (impl_->has_config) {
-    base::write_file_atomic(base::join_path(dir, "tokenizer_config.json"), impl_->config_bytes);
+    base::write_file_atomic(base::join_path(dir, base::hf::kTokenizerConfig), impl_->config_bytes);
   }
 }
 

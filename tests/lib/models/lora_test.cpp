@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/base/files.h"
+#include "lib/base/hf_files.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/hf_pretrained.h"
 #include "lib/models/lora.h"
@@ -55,7 +56,7 @@ TEST_P(LoraAgainstPeft, LogitsMergeAndSavedTensorsEqualPeft) {
   EXPECT_LE(max_diff(logits_of(*model, ids), ref.at(name)), 1e-5);
 
   // What we would save is what PEFT saved: the same names, the same values.
-  auto file = tensors_of(peft + "/" + name + "/" + models::kAdapterWeightsFile);
+  auto file = tensors_of(peft + "/" + name + "/" + base::hf::kAdapterWeights);
   auto ours = model->adapter_state_dict();
   EXPECT_EQ(ours.size(), file.size());
   for (const auto& [key, value] : ours) {
@@ -128,7 +129,7 @@ TEST(Lora, SavedAdapterLoadsInPeftToOurLogits) {
     const std::string dir = tmp.file(name);
     std::filesystem::create_directories(dir);
     model->save_weights(dir, 0);
-    base::write_file_atomic(dir + "/" + models::kAdapterConfigFile,
+    base::write_file_atomic(dir + "/" + base::hf::kAdapterConfig,
                             models::adapter_config_json(model->config()));
     const auto r =
         testing::run(std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
@@ -188,36 +189,36 @@ TEST(Lora, BadConfigsAndForeignAdaptersAreOneLine) {
   testing::TempDir tmp;
   const std::string moved = tmp.file("moved");
   std::filesystem::copy(peft + "/llama_r4", moved);
-  auto config = base::read_json_object(moved + "/" + models::kAdapterConfigFile);
+  auto config = base::read_json_object(moved + "/" + base::hf::kAdapterConfig);
   config["base_model_name_or_path"] = testing::hf_fixtures_dir() + "/gpt2";
   config["target_modules"] = {"c_attn"};
-  base::write_file_atomic(moved + "/" + models::kAdapterConfigFile, config.dump());
+  base::write_file_atomic(moved + "/" + base::hf::kAdapterConfig, config.dump());
   expect_input_error([&] { models::load_peft_model(moved); },
-                     {models::kAdapterWeightsFile, "model.layers.0.self_attn",
+                     {base::hf::kAdapterWeights, "model.layers.0.self_attn",
                       "not a tensor of this model's adapters"});
   // The same base with another rank: the shapes say so.
   config["base_model_name_or_path"] = llama;
   config["target_modules"] = {"q_proj", "v_proj"};
   config["r"] = 8;
-  base::write_file_atomic(moved + "/" + models::kAdapterConfigFile, config.dump());
+  base::write_file_atomic(moved + "/" + base::hf::kAdapterConfig, config.dump());
   expect_input_error([&] { models::load_peft_model(moved); },
                      {"lora_A.weight has shape [4, 64], the model's is [8, 64]"});
   // DoRA and per-layer ranks change the arithmetic: refused by name.
   config["r"] = 4;
   config["use_dora"] = true;
-  base::write_file_atomic(moved + "/" + models::kAdapterConfigFile, config.dump());
+  base::write_file_atomic(moved + "/" + base::hf::kAdapterConfig, config.dump());
   expect_input_error([&] { models::load_peft_model(moved); }, {"use_dora", "not supported"});
   config["use_dora"] = false;
   config["rank_pattern"] = {{"q_proj", 2}};
-  base::write_file_atomic(moved + "/" + models::kAdapterConfigFile, config.dump());
+  base::write_file_atomic(moved + "/" + base::hf::kAdapterConfig, config.dump());
   expect_input_error([&] { models::load_peft_model(moved); }, {"rank_pattern", "not supported"});
   config["rank_pattern"] = nlohmann::ordered_json::object();
   config["base_model_name_or_path"] = peft + "/llama_r4";
-  base::write_file_atomic(moved + "/" + models::kAdapterConfigFile, config.dump());
+  base::write_file_atomic(moved + "/" + base::hf::kAdapterConfig, config.dump());
   expect_input_error([&] { models::load_peft_model(moved); },
                      {"is an adapter folder itself", "trainer merge"});
   config["base_model_name_or_path"] = tmp.file("nowhere");
-  base::write_file_atomic(moved + "/" + models::kAdapterConfigFile, config.dump());
+  base::write_file_atomic(moved + "/" + base::hf::kAdapterConfig, config.dump());
   expect_input_error([&] { models::load_peft_model(moved); },
                      {"base_model_name_or_path", "nowhere", "not a Hugging Face model folder"});
 }
