@@ -55,7 +55,10 @@ bool is_join_request(const std::string& reason) {
   return base::starts_with(reason, "a node (") && base::ends_with(reason, ") waits to join");
 }
 
-void validate_launch(const LaunchOptions& o) {
+namespace {
+
+// The counts of nodes and ranks, and this node's place among them.
+void check_counts(const LaunchOptions& o) {
   if (o.nproc_per_node < 1) {
     throw InputError(
         fmt::format("--nproc-per-node {} is not allowed (must be >= 1)", o.nproc_per_node));
@@ -81,6 +84,10 @@ void validate_launch(const LaunchOptions& o) {
         fmt::format("--node-rank {} is not allowed (must be in [0, {}) for --nnodes {})",
                     o.node_rank, o.nnodes, o.nnodes));
   }
+}
+
+// The master's address and port, the times, the restarts and the program, as given.
+void check_values(const LaunchOptions& o) {
   if (o.master_addr.empty()) {
     throw InputError("--master-addr \"\" is not allowed (a host name or address of node 0)");
   }
@@ -106,7 +113,11 @@ void validate_launch(const LaunchOptions& o) {
         fmt::format("program {} is not an executable file or on PATH{}", o.command[0],
                     std::filesystem::is_directory(o.command[0], ec) ? " (a directory)" : ""));
   }
-  if (elastic) {
+}
+
+// The network: node 0's master port free, or the master reachable from the other nodes.
+void check_master(const LaunchOptions& o) {
+  if (is_elastic(o)) {
     // The node whose address is the master's hosts the rendezvous (the first to bind it, when
     // several nodes share a machine); every other node must reach it.
     if (!resolves(o.master_addr)) {
@@ -137,6 +148,14 @@ void validate_launch(const LaunchOptions& o) {
                       o.master_addr, o.master_port, o.rdzv_timeout_seconds));
     }
   }
+}
+
+}  // namespace
+
+void validate_launch(const LaunchOptions& o) {
+  check_counts(o);
+  check_values(o);
+  check_master(o);
 }
 
 int count_threads() {
