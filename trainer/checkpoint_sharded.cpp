@@ -54,6 +54,54 @@ SavedSlices read_slices(const std::string& path) {
   return saved;
 }
 
+// The optimizer's step count: the largest any rank saved (a rank whose slices are all frozen
+// saves none).
+int64_t saved_step(const std::vector<SavedSlices>& files) {
+  int64_t step = 0;
+  for (const SavedSlices& saved : files) {
+    auto it = saved.file.metadata.find("step");
+    if (it != saved.file.metadata.end())
+      step = std::max<int64_t>(step, std::atoll(it->second.c_str()));
+  }
+  return step;
+}
+
+// Copies the part of `slice` that `saved` holds into it, and with `moments` into its AdamW
+// moments; returns how many elements that was.
+int64_t load_part(const SavedSlices& saved, const ShardedSlice& slice, bool moments,
+                  torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq) {
+  auto found = saved.slices.find(slice.name);
+  if (found == saved.slices.end()) return 0;
+  // Named apart, not bound as a structure: the lambda below captures saved_begin (C++17).
+  const int64_t saved_begin = found->second.first;
+  const auto& shape = found->second.second;
+  if (shape != slice.shape) {
+    throw InputError(fmt::format("{}: {} has shape {}, this model's is {}", saved.path, slice.name,
+                                 fmt::join(shape, "x"), fmt::join(slice.shape, "x")));
+  }
+  const torch::Tensor& values = *saved.tensors.at(slice.name);
+  const int64_t begin = slice.begin, end = begin + slice.view.numel();
+  const int64_t lo = std::max(begin, saved_begin);
+  const int64_t hi = std::min(end, saved_begin + values.numel());
+  if (lo >= hi) return 0;
+  auto place = [&](torch::Tensor& target, const torch::Tensor& source) {
+    target.narrow(0, lo - begin, hi - lo)
+        .copy_(source.reshape({-1}).narrow(0, lo - saved_begin, hi - lo));
+  };
+  torch::Tensor view = slice.view;
+  place(view, values);
+  if (moments) {
+    auto a = saved.tensors.find(slice.name + kExpAvg);
+    auto b = saved.tensors.find(slice.name + kExpAvgSq);
+    if (a == saved.tensors.end() || b == saved.tensors.end()) {
+      throw InputError(fmt::format("{}: it has no AdamW moments of {}", saved.path, slice.name));
+    }
+    place(exp_avg, *a->second);
+    place(exp_avg_sq, *b->second);
+  }
+  return hi - lo;
+}
+
 }  // namespace
 
 void Trainer::write_sharded_state(const std::string& staging) const {
@@ -120,17 +168,9 @@ void Trainer::load_own_slices(const std::string& dir, const Manifest& manifest,
   for (int64_t r = 0; r < manifest.world_size; ++r) {
     files.push_back(read_slices(base::join_path(dir, sharded_state_name(r, manifest.world_size))));
   }
-  // The optimizer's step count: the largest any rank saved (a rank whose slices are all frozen
-  // saves none).
-  int64_t step = 0;
-  for (const SavedSlices& saved : files) {
-    auto it = saved.file.metadata.find("step");
-    if (with_optimizer && it != saved.file.metadata.end())
-      step = std::max<int64_t>(step, std::atoll(it->second.c_str()));
-  }
+  const int64_t step = with_optimizer ? saved_step(files) : 0;
   torch::NoGradGuard no_grad;
   for (const ShardedSlice& slice : sharded->local_slices()) {
-    const int64_t begin = slice.begin, end = begin + slice.view.numel();
     torch::Tensor exp_avg, exp_avg_sq;
     const bool moments = with_optimizer && slice.trainable && step > 0;
     if (moments) {
@@ -138,39 +178,8 @@ void Trainer::load_own_slices(const std::string& dir, const Manifest& manifest,
       exp_avg_sq = torch::zeros_like(slice.view);
     }
     int64_t covered = 0;
-    for (const SavedSlices& saved : files) {
-      auto found = saved.slices.find(slice.name);
-      if (found == saved.slices.end()) continue;
-      // Named apart, not bound as a structure: the lambda below captures saved_begin (C++17).
-      const int64_t saved_begin = found->second.first;
-      const auto& shape = found->second.second;
-      if (shape != slice.shape) {
-        throw InputError(fmt::format("{}: {} has shape {}, this model's is {}", saved.path,
-                                     slice.name, fmt::join(shape, "x"),
-                                     fmt::join(slice.shape, "x")));
-      }
-      const torch::Tensor& values = *saved.tensors.at(slice.name);
-      const int64_t lo = std::max(begin, saved_begin);
-      const int64_t hi = std::min(end, saved_begin + values.numel());
-      if (lo >= hi) continue;
-      auto place = [&](torch::Tensor& target, const torch::Tensor& source) {
-        target.narrow(0, lo - begin, hi - lo)
-            .copy_(source.reshape({-1}).narrow(0, lo - saved_begin, hi - lo));
-      };
-      torch::Tensor view = slice.view;
-      place(view, values);
-      if (moments) {
-        auto a = saved.tensors.find(slice.name + kExpAvg);
-        auto b = saved.tensors.find(slice.name + kExpAvgSq);
-        if (a == saved.tensors.end() || b == saved.tensors.end()) {
-          throw InputError(
-              fmt::format("{}: it has no AdamW moments of {}", saved.path, slice.name));
-        }
-        place(exp_avg, *a->second);
-        place(exp_avg_sq, *b->second);
-      }
-      covered += hi - lo;
-    }
+    for (const SavedSlices& saved : files)
+      covered += load_part(saved, slice, moments, exp_avg, exp_avg_sq);
     if (covered != slice.view.numel()) {
       throw InputError(fmt::format(
           "checkpoint {}: its sharded state holds {} of the {} elements {} needs from {}", dir,

@@ -4,13 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "lib/base/errors.h"
-#include "lib/base/json_text.h"
 #include "lib/base/text.h"
 #include "lib/data/mnist_defaults.h"
 #include "lib/models/lora_config.h"
@@ -117,151 +114,7 @@ models::LoraConfig TrainingArguments::lora_config() const {
 }
 
 std::optional<FsdpPlan> TrainingArguments::fsdp_plan() const {
-  FsdpPlan plan;
-  std::vector<std::string> strategies;
-  // Transformers splits the string on white space.
-  std::vector<std::string> words;
-  for (size_t i = 0; i < fsdp_.size();) {
-    size_t start = fsdp_.find_first_not_of(" \t", i);
-    if (start == std::string::npos) break;
-    size_t end = std::min(fsdp_.find_first_of(" \t", start), fsdp_.size());
-    words.push_back(fsdp_.substr(start, end - start));
-    i = end;
-  }
-  for (const std::string& word : words) {
-    if (word == "full_shard" || word == "shard_grad_op" || word == "shard_optimizer" ||
-        word == "no_shard") {
-      strategies.push_back(word);
-    } else if (word == "auto_wrap") {
-      plan.auto_wrap = true;
-    } else if (word == "offload") {
-      plan.offload = true;
-    } else {
-      throw InputError(fmt::format(
-          "argument fsdp: {} is not allowed (allowed: full_shard, shard_grad_op, "
-          "shard_optimizer, no_shard, auto_wrap, offload; hybrid_shard needs several nodes' "
-          "groups, not built)",
-          word));
-    }
-  }
-  if (strategies.size() > 1) {
-    throw InputError(fmt::format("argument fsdp: {} and {} are two strategies; choose one",
-                                 strategies[0], strategies[1]));
-  }
-  const bool any_config = !fsdp_config_.empty();
-  if (strategies.empty() && (plan.auto_wrap || plan.offload)) {
-    throw InputError(
-        fmt::format("argument fsdp: \"{}\" names no strategy (add full_shard, shard_grad_op or "
-                    "shard_optimizer)",
-                    fsdp_));
-  }
-  if (strategies.empty() || strategies[0] == "no_shard") {
-    if (any_config && strategies.empty()) {
-      throw InputError(
-          "argument fsdp_config: used only with fsdp (full_shard, shard_grad_op or "
-          "shard_optimizer)");
-    }
-    return std::nullopt;
-  }
-  plan.strategy = strategies[0];
-  // Transformers drops the "fsdp_" prefix (the later of two spellings wins); two spellings of one
-  // key that disagree are refused rather than one chosen in silence.
-  std::map<std::string, std::pair<std::string, nlohmann::ordered_json>> spelled;
-  for (const auto& entry : fsdp_config_.items()) {
-    // Named, not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
-    const std::string& raw_key = entry.key();
-    const auto& value = entry.value();
-    const std::string key = raw_key.rfind("fsdp_", 0) == 0 ? raw_key.substr(5) : raw_key;
-    if (auto [it, fresh] = spelled.try_emplace(key, raw_key, value);
-        !fresh && it->second.second != value) {
-      throw InputError(fmt::format(
-          "argument fsdp_config: {} {} and {} {} name one setting; give it once", it->second.first,
-          base::shown(it->second.second), raw_key, base::shown(value)));
-    }
-    auto bad = [&](const std::string& allowed) {
-      return InputError(fmt::format("argument fsdp_config: {} {} is not allowed ({})", raw_key,
-                                    base::shown(value), allowed));
-    };
-    // Transformers reads flags given as "true"/"false" too, and Accelerate numbers as 1e8.
-    auto flag = [&]() {
-      if (value.is_string() && (value == "true" || value == "false")) return value == "true";
-      if (!value.is_boolean()) throw bad("true or false");
-      return value.get<bool>();
-    };
-    if (key == "min_num_params") {
-      const bool integral = value.is_number() && value.get<double>() >= 0 &&
-                            value.get<double>() <= 9e15 &&
-                            value.get<double>() == std::floor(value.get<double>());
-      if (!integral) throw bad("an integer >= 0");
-      plan.min_num_params = static_cast<int64_t>(value.get<double>());
-    } else if (key == "transformer_layer_cls_to_wrap") {
-      if (value.is_string()) {
-        // Accelerate's form: class names separated by commas.
-        plan.layer_classes = base::comma_list(value.get<std::string>());
-        if (plan.layer_classes.empty()) throw bad("a class name or a list of them");
-      } else if (value.is_array() && !value.empty()) {
-        for (const auto& item : value) {
-          if (!item.is_string()) throw bad("a class name or a list of them");
-          plan.layer_classes.push_back(item.get<std::string>());
-        }
-      } else {
-        throw bad("a class name or a list of them");
-      }
-    } else if (key == "backward_prefetch") {
-      const std::string v = value.is_string() ? value.get<std::string>() : "";
-      if (v == "backward_pre" || v == "BACKWARD_PRE") {
-        plan.backward_prefetch = true;
-      } else if (v == "no_prefetch" || v == "NO_PREFETCH") {
-        plan.backward_prefetch = false;
-      } else {
-        throw bad("backward_pre or no_prefetch; backward_post is not built");
-      }
-    } else if (key == "forward_prefetch") {
-      plan.forward_prefetch = flag();
-    } else if (key == "sync_module_states") {
-      plan.sync_module_states = flag();
-    } else if (key == "limit_all_gathers" || key == "use_orig_params" ||
-               key == "cpu_ram_efficient_loading") {
-      // At most one all-gather is prefetched; the optimizer always sees the original
-      // parameters' slices; every process reads the weights: each is what the value asks or
-      // changes nothing here.
-      flag();
-    } else if (key == "offload_params") {
-      plan.offload = flag();
-    } else if (key == "state_dict_type") {
-      const std::string v = value.is_string() ? value.get<std::string>() : "";
-      if (v == "FULL_STATE_DICT") {
-        plan.sharded_state_dict = false;
-      } else if (v == "SHARDED_STATE_DICT") {
-        plan.sharded_state_dict = true;
-      } else {
-        throw bad("FULL_STATE_DICT or SHARDED_STATE_DICT");
-      }
-    } else if (key == "activation_checkpointing" || key == "xla") {
-      if (flag()) throw bad("false: not built");
-    } else {
-      throw InputError(
-          fmt::format("argument fsdp_config: {} is not a key it takes (allowed: min_num_params, "
-                      "transformer_layer_cls_to_wrap, backward_prefetch, forward_prefetch, "
-                      "limit_all_gathers, sync_module_states, use_orig_params, state_dict_type, "
-                      "cpu_ram_efficient_loading, offload_params, activation_checkpointing, xla)",
-                      raw_key));
-    }
-  }
-  // As Transformers: the wrapping rules choose auto_wrap's units, one at a time.
-  if (plan.min_num_params > 0 && !plan.layer_classes.empty()) {
-    throw InputError(
-        "argument fsdp_config: min_num_params and transformer_layer_cls_to_wrap are mutually "
-        "exclusive; give one");
-  }
-  if (!plan.auto_wrap && (plan.min_num_params > 0 || !plan.layer_classes.empty())) {
-    throw InputError(fmt::format(
-        "argument fsdp_config: {} chooses auto_wrap's units; add auto_wrap to fsdp (\"{} "
-        "auto_wrap\")",
-        plan.min_num_params > 0 ? "min_num_params" : "transformer_layer_cls_to_wrap",
-        plan.strategy));
-  }
-  return plan;
+  return parse_fsdp_plan(fsdp_, fsdp_config_);
 }
 
 }  // namespace trainer

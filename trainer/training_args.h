@@ -13,24 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/accelerate/fsdp_plugin.h"
 #include "lib/models/lora_config.h"
 #include "trainer/training_args_table.h"
 
 namespace trainer {
-
-// What the fsdp and fsdp_config arguments ask for, read and checked (torch-free).
-struct FsdpPlan {
-  // "full_shard", "shard_grad_op" or "shard_optimizer" (no_shard is DDP: no plan).
-  std::string strategy = "full_shard";
-  bool auto_wrap = false;
-  bool offload = false;
-  int64_t min_num_params = 0;
-  std::vector<std::string> layer_classes;  // transformer_layer_cls_to_wrap
-  bool backward_prefetch = true;
-  bool forward_prefetch = false;
-  bool sync_module_states = true;
-  bool sharded_state_dict = false;  // state_dict_type SHARDED_STATE_DICT
-};
 
 class TrainingArguments {
   // Each row of training_args_table.h: a field with its default, a chainable setter
@@ -115,8 +102,8 @@ class TrainingArguments {
   // PEFT's LoraConfig of the LoRA arguments (target_modules as given, possibly empty: the model
   // type's default is the caller's to fill in).
   models::LoraConfig lora_config() const;
-  // The sharding fsdp and fsdp_config ask for; nothing without fsdp or with no_shard. Throws
-  // InputError naming a bad word, key or value.
+  // The sharding fsdp and fsdp_config ask for (parse_fsdp_plan, lib/accelerate/fsdp_plugin.h);
+  // nothing without fsdp or with no_shard. Throws InputError naming a bad word, key or value.
   std::optional<FsdpPlan> fsdp_plan() const;
 
  private:

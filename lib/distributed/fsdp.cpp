@@ -48,16 +48,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<models::Model
   world_ = get_world_size();
   rank_ = get_rank();
   torch::NoGradGuard no_grad;
-  if (is_initialized()) {
-    verify_same_parameters(*module_);
-    if (options_.sync_module_states) {
-      std::vector<torch::Tensor> states;
-      for (const auto& p : module_->parameters()) states.push_back(p);
-      for (const auto& b : module_->buffers()) states.push_back(b);
-      if (!states.empty()) c10d::broadcast_coalesced(default_group(), states, 250u << 20, 0);
-    }
-  }
-
+  if (is_initialized()) sync_with_ranks();
   for (const auto& p : module_->parameters()) {
     if (options_.offload && !p.device().is_cpu()) {
       throw InputError(
@@ -65,6 +56,40 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<models::Model
           "state is there already); leave offload out");
     }
   }
+  assign_parameters(choose_units());
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (units_[u].params.empty()) continue;
+    flatten(units_[u]);
+    add_slices(u);
+    hook_gradients(u);
+  }
+  module_->set_block_hooks(this);
+}
+
+FullyShardedDataParallel::~FullyShardedDataParallel() {
+  module_->set_block_hooks(nullptr);
+  for (Unit& unit : units_) {
+    try {
+      unit.gathering.wait();
+    } catch (const std::exception&) {  // a failed prefetch: its error was not asked for
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wrapping: units, flat buffers, slices, hooks
+
+void FullyShardedDataParallel::sync_with_ranks() {
+  verify_same_parameters(*module_);
+  if (options_.sync_module_states) {
+    std::vector<torch::Tensor> states;
+    for (const auto& p : module_->parameters()) states.push_back(p);
+    for (const auto& b : module_->buffers()) states.push_back(b);
+    if (!states.empty()) c10d::broadcast_coalesced(default_group(), states, 250u << 20, 0);
+  }
+}
+
+std::map<const void*, size_t> FullyShardedDataParallel::choose_units() {
   // The units: the wrapped blocks, and the root holding every other parameter.
   std::vector<models::Block> blocks = module_->blocks();
   const std::string unknown = models::unknown_block_class(blocks, options_.wrap_classes);
@@ -89,6 +114,10 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<models::Model
       owner.emplace(p.unsafeGetTensorImpl(), units_.size() - 1);
     }
   }
+  return owner;
+}
+
+void FullyShardedDataParallel::assign_parameters(const std::map<const void*, size_t>& owner) {
   std::set<const void*> seen;
   for (const auto& item : module_->named_parameters()) {
     const torch::Tensor& p = item.value();
@@ -117,65 +146,60 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<models::Model
     unit.trainable += param.trainable ? 1 : 0;
     unit.params.push_back(std::move(param));
   }
-
-  // Flat buffers: each parameter becomes a view of its unit's; this rank's chunk is the master.
-  const bool full_shard = options_.strategy == ShardingStrategy::kFullShard;
-  for (size_t u = 0; u < units_.size(); ++u) {
-    Unit& unit = units_[u];
-    if (unit.params.empty()) continue;
-    unit.chunk = std::max<int64_t>(1, (unit.numel + world_ - 1) / world_);
-    const torch::Tensor& first = unit.params.front().tensor;
-    unit.full = torch::zeros({unit.chunk * world_}, first.options().requires_grad(false));
-    for (Param& param : unit.params) {
-      torch::Tensor place = unit.full.narrow(0, param.offset, param.numel);
-      place.copy_(param.tensor.reshape({-1}));
-      param.tensor.set_data(place.view(param.tensor.sizes()));
-    }
-    torch::Tensor mine = unit.full.narrow(0, rank_ * unit.chunk, unit.chunk);
-    unit.shard = full_shard ? mine.clone() : mine;
-    unit.gathered = true;
-    if (full_shard) reshard(unit);
-    // The slices this rank's optimizer updates.
-    const int64_t begin = rank_ * unit.chunk, end = begin + unit.chunk;
-    for (const Param& param : unit.params) {
-      const int64_t lo = std::max(begin, param.offset);
-      const int64_t hi = std::min(end, param.offset + param.numel);
-      if (lo >= hi) continue;
-      LocalSlice slice;
-      slice.name = param.name;
-      slice.shape = param.tensor.sizes().vec();
-      slice.begin = lo - param.offset;
-      slice.view = unit.shard.narrow(0, lo - begin, hi - lo).detach();
-      slice.view.requires_grad_(param.trainable);
-      slice.trainable = param.trainable;
-      slice_of_.emplace(param.tensor.unsafeGetTensorImpl(), slices_.size());
-      slices_.push_back(std::move(slice));
-      slice_unit_.push_back(u);
-      slice_offset_.push_back(lo - begin);
-    }
-    // Each trainable parameter's gradient is taken into the unit's buffer once accumulated.
-    for (size_t i = 0; i < unit.params.size(); ++i) {
-      if (!unit.params[i].trainable) continue;
-      auto accumulator = torch::autograd::impl::grad_accumulator(unit.params[i].tensor);
-      accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-          [this, u, i](const torch::autograd::variable_list& outputs,
-                       const torch::autograd::variable_list&) {
-            on_grad_ready(u, i);
-            return outputs;
-          }));
-      accumulators_.push_back(std::move(accumulator));
-    }
-  }
-  module_->set_block_hooks(this);
 }
 
-FullyShardedDataParallel::~FullyShardedDataParallel() {
-  module_->set_block_hooks(nullptr);
-  for (Unit& unit : units_) {
-    try {
-      unit.gathering.wait();
-    } catch (const std::exception&) {  // a failed prefetch: its error was not asked for
-    }
+void FullyShardedDataParallel::flatten(Unit& unit) {
+  // Each parameter becomes a view of its unit's flat buffer; this rank's chunk is the master.
+  const bool full_shard = options_.strategy == ShardingStrategy::kFullShard;
+  unit.chunk = std::max<int64_t>(1, (unit.numel + world_ - 1) / world_);
+  const torch::Tensor& first = unit.params.front().tensor;
+  unit.full = torch::zeros({unit.chunk * world_}, first.options().requires_grad(false));
+  for (Param& param : unit.params) {
+    torch::Tensor place = unit.full.narrow(0, param.offset, param.numel);
+    place.copy_(param.tensor.reshape({-1}));
+    param.tensor.set_data(place.view(param.tensor.sizes()));
+  }
+  torch::Tensor mine = unit.full.narrow(0, rank_ * unit.chunk, unit.chunk);
+  unit.shard = full_shard ? mine.clone() : mine;
+  unit.gathered = true;
+  if (full_shard) reshard(unit);
+}
+
+void FullyShardedDataParallel::add_slices(size_t u) {
+  // The slices this rank's optimizer updates.
+  const Unit& unit = units_[u];
+  const int64_t begin = rank_ * unit.chunk, end = begin + unit.chunk;
+  for (const Param& param : unit.params) {
+    const int64_t lo = std::max(begin, param.offset);
+    const int64_t hi = std::min(end, param.offset + param.numel);
+    if (lo >= hi) continue;
+    LocalSlice slice;
+    slice.name = param.name;
+    slice.shape = param.tensor.sizes().vec();
+    slice.begin = lo - param.offset;
+    slice.view = unit.shard.narrow(0, lo - begin, hi - lo).detach();
+    slice.view.requires_grad_(param.trainable);
+    slice.trainable = param.trainable;
+    slice_of_.emplace(param.tensor.unsafeGetTensorImpl(), slices_.size());
+    slices_.push_back(std::move(slice));
+    slice_unit_.push_back(u);
+    slice_offset_.push_back(lo - begin);
+  }
+}
+
+void FullyShardedDataParallel::hook_gradients(size_t u) {
+  // Each trainable parameter's gradient is taken into the unit's buffer once accumulated.
+  const Unit& unit = units_[u];
+  for (size_t i = 0; i < unit.params.size(); ++i) {
+    if (!unit.params[i].trainable) continue;
+    auto accumulator = torch::autograd::impl::grad_accumulator(unit.params[i].tensor);
+    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, u, i](const torch::autograd::variable_list& outputs,
+                     const torch::autograd::variable_list&) {
+          on_grad_ready(u, i);
+          return outputs;
+        }));
+    accumulators_.push_back(std::move(accumulator));
   }
 }
 

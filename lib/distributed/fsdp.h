@@ -134,6 +134,17 @@ class FullyShardedDataParallel : public models::Model, public GradSync, private 
     int block = -1;  // the block it wraps; -1 for the root
   };
 
+  // Wrapping, in the constructor's order: rank 0's parameters and buffers to every rank; the
+  // units (the wrapped blocks, and the root), returning which unit each block parameter joins
+  // (by TensorImpl); every parameter placed in its unit; a unit's flat buffer and this rank's
+  // chunk of it; the chunk's slices for the optimizer; the hooks that take each gradient.
+  void sync_with_ranks();
+  std::map<const void*, size_t> choose_units();
+  void assign_parameters(const std::map<const void*, size_t>& owner);
+  void flatten(Unit& unit);
+  void add_slices(size_t unit);
+  void hook_gradients(size_t unit);
+
   void before_block(size_t index) override;
   torch::Tensor after_block(size_t index, torch::Tensor output) override;
   void begin_forward();

@@ -1,5 +1,6 @@
 // The launcher's entry points: its options checked, `trainer launch`'s exec of each rank, and the
-// restart loop of run_ranks around one attempt at a time (launcher_attempt.cpp).
+// restart loop of run_ranks around one attempt at a time (launcher_attempt.cpp): what follows an
+// attempt decided apart from the processes (decide_after_attempt, launcher_decision.h).
 #include "lib/distributed/launcher.h"
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/text.h"
 #include "lib/distributed/launcher_attempt.h"
+#include "lib/distributed/launcher_decision.h"
 #include "lib/distributed/launcher_network.h"
 #include "lib/distributed/launcher_processes.h"
 #include "lib/runtime/signals.h"
@@ -27,9 +29,6 @@ using Clock = std::chrono::steady_clock;
 void write_stderr(const std::string& line) {
   [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
 }
-
-// How long a restart waits for the previous attempt's TCPStore port to be free again.
-constexpr double kPortWaitSeconds = 10.0;
 
 // Waits until nothing holds `port` on this machine (the next attempt's rank 0 binds it), at most
 // `seconds`; returns whether it is free. Returns at once, with `interrupted` set, when SIGINT or
@@ -55,7 +54,10 @@ bool is_join_request(const std::string& reason) {
   return base::starts_with(reason, "a node (") && base::ends_with(reason, ") waits to join");
 }
 
-void validate_launch(const LaunchOptions& o) {
+namespace {
+
+// The counts of nodes and ranks, and this node's place among them.
+void check_counts(const LaunchOptions& o) {
   if (o.nproc_per_node < 1) {
     throw InputError(
         fmt::format("--nproc-per-node {} is not allowed (must be >= 1)", o.nproc_per_node));
@@ -81,6 +83,10 @@ void validate_launch(const LaunchOptions& o) {
         fmt::format("--node-rank {} is not allowed (must be in [0, {}) for --nnodes {})",
                     o.node_rank, o.nnodes, o.nnodes));
   }
+}
+
+// The master's address and port, the times, the restarts and the program, as given.
+void check_values(const LaunchOptions& o) {
   if (o.master_addr.empty()) {
     throw InputError("--master-addr \"\" is not allowed (a host name or address of node 0)");
   }
@@ -106,7 +112,11 @@ void validate_launch(const LaunchOptions& o) {
         fmt::format("program {} is not an executable file or on PATH{}", o.command[0],
                     std::filesystem::is_directory(o.command[0], ec) ? " (a directory)" : ""));
   }
-  if (elastic) {
+}
+
+// The network: node 0's master port free, or the master reachable from the other nodes.
+void check_master(const LaunchOptions& o) {
+  if (is_elastic(o)) {
     // The node whose address is the master's hosts the rendezvous (the first to bind it, when
     // several nodes share a machine); every other node must reach it.
     if (!resolves(o.master_addr)) {
@@ -139,6 +149,14 @@ void validate_launch(const LaunchOptions& o) {
   }
 }
 
+}  // namespace
+
+void validate_launch(const LaunchOptions& o) {
+  check_counts(o);
+  check_values(o);
+  check_master(o);
+}
+
 int count_threads() {
   std::error_code ec;
   int n = 0;
@@ -165,6 +183,111 @@ int launch(const LaunchOptions& o) {
   return result.exit_code;
 }
 
+namespace {
+
+// After a stop the rendezvous asked for (`stopped_for`: another node failed or was lost, or one
+// waits to join): a new round, counted as a restart when a node failed or was lost.
+Decision after_stop(const LaunchOptions& o, const AttemptEnd& end, const std::string& stopped_for) {
+  Decision d;
+  if (end.rendezvous && end.given_up) {
+    d.step = NextStep::kEnd;
+    d.exit_code = 1;
+    d.message = fmt::format("{}: {}; stopped every rank", o.name, stopped_for);
+    return d;
+  }
+  const bool joining = is_join_request(stopped_for);
+  if (!joining && end.restarts >= o.max_restarts) {
+    d.step = NextStep::kEnd;
+    d.exit_code = 1;
+    d.message = o.max_restarts > 0
+                    ? fmt::format("{}: {}; stopped every rank; gave up after {} restart{}", o.name,
+                                  stopped_for, end.restarts, end.restarts == 1 ? "" : "s")
+                    : fmt::format("{}: {}; stopped every rank", o.name, stopped_for);
+    if (end.rendezvous) d.give_up = stopped_for;
+    return d;
+  }
+  d.step = NextStep::kNewRound;
+  d.counts = !joining;
+  d.message = fmt::format("{}: {}; stopped every rank; {}", o.name, stopped_for,
+                          joining ? "a new round takes it in"
+                                  : fmt::format("restarting every rank (restart {} of {})",
+                                                end.restarts + 1, o.max_restarts));
+  return d;
+}
+
+// After this node's ranks failed or the launcher was interrupted. Bad input (exit code 2: every
+// rank read the same arguments) and an interruption end the run: a restart could not help.
+Decision after_failure(const LaunchOptions& o, const AttemptEnd& end) {
+  const Attempt& a = end.attempt;
+  const bool final = end.stop && end.stop->final;
+  const std::string what =
+      end.stop && !end.stop->lost.empty() ? end.stop->lost + "; " + a.failure : a.failure;
+  const bool restart =
+      !a.interrupted && !final && a.exit_code != 2 && end.restarts < o.max_restarts;
+  const int interrupted = a.interrupted ? a.interrupted : restart ? end.late_signal : 0;
+  const std::string failure = fmt::format("{}: {}", o.name, what);
+  Decision d;
+  d.step = NextStep::kEnd;
+  d.exit_code = a.exit_code;
+  if (end.rendezvous && (interrupted || !restart)) {
+    d.give_up = interrupted ? fmt::format("node {} was interrupted", o.node_rank)
+                            : fmt::format("node {} gave up: {}", o.node_rank, what);
+  }
+  if (interrupted) {
+    d.exit_code = 128 + interrupted;
+    d.message = fmt::format("{}: interrupted by {}; stopped every rank", o.name,
+                            runtime::signal_name(interrupted));
+  } else if (!restart) {
+    d.message = o.max_restarts > 0 && a.exit_code != 2
+                    ? fmt::format("{}; gave up after {} restart{}", failure, end.restarts,
+                                  end.restarts == 1 ? "" : "s")
+                    : failure + "; stopping the other ranks";
+  } else if (end.port_busy) {
+    d.message = fmt::format("{}; not restarting: --master-port {} was still busy {} s later",
+                            failure, o.master_port, kPortWaitSeconds);
+  } else {
+    d.step = NextStep::kRestart;
+    d.exit_code = 0;
+    d.counts = true;
+    d.message = fmt::format("{}; restarting every rank (restart {} of {})", failure,
+                            end.restarts + 1, o.max_restarts);
+  }
+  return d;
+}
+
+// Joins the next round of the rendezvous: this node's place in it into `o`, the round's line
+// printed. Returns the round's number (its ranks' TORCHELASTIC_RESTART_COUNT).
+int join_round(NodeRendezvous& rendezvous, const LaunchOptions& options, const SignalScope& signals,
+               LaunchOptions& o) {
+  NodeRendezvous::Round round = rendezvous.join([&signals] { return signals.pending_interrupt(); });
+  o.node_rank = round.node_rank;
+  o.nnodes = round.nnodes;
+  o.master_addr = round.master_addr;
+  o.master_port = round.master_port;
+  if (is_elastic(options)) o.elastic_world_size = options.nnodes * options.nproc_per_node;
+  if (round.number > 0 || o.elastic_world_size > 0) {
+    write_stderr(fmt::format("{}: round {}: {} node{} ({}), world size {}; this is node {}\n",
+                             o.name, round.number, round.nnodes, round.nnodes == 1 ? "" : "s",
+                             fmt::join(round.addresses, ", "), round.nnodes * o.nproc_per_node,
+                             round.node_rank));
+  }
+  return round.number;
+}
+
+}  // namespace
+
+Decision decide_after_attempt(const LaunchOptions& o, const AttemptEnd& end) {
+  const Attempt& a = end.attempt;
+  if (!a.interrupted && a.exit_code == 0 && a.stopped_for.empty()) return Decision{};
+  // Every node learns the round's first reason to stop, so that all decide alike (another node's
+  // may have come before this node's failure: a node waiting to join).
+  std::string stopped_for = a.stopped_for;
+  if (end.stop && !end.stop->final && is_join_request(end.stop->reason))
+    stopped_for = end.stop->reason;
+  if (!a.interrupted && !stopped_for.empty()) return after_stop(o, end, stopped_for);
+  return after_failure(o, end);
+}
+
 LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) {
   validate_launch(options);
   // Several nodes agree on each attempt through the rendezvous (node 0's launcher hosts it).
@@ -177,116 +300,46 @@ LaunchResult run_ranks(const LaunchOptions& options, const RankMain& rank_main) 
   // the other nodes (join ends with Interrupted).
   SignalScope signals;
   Watchdog watchdog;  // one for every attempt: it watches each attempt's ranks
-  LaunchResult result;
   // Restarts after a failure count against max_restarts; a round that only took in a node that
   // waited to join does not.
   int restarts = 0;
   while (true) {
     LaunchOptions o = options;
-    int attempt_number = restarts;
-    if (rendezvous) {
-      NodeRendezvous::Round round =
-          rendezvous->join([&signals] { return signals.pending_interrupt(); });
-      o.node_rank = round.node_rank;
-      o.nnodes = round.nnodes;
-      o.master_addr = round.master_addr;
-      o.master_port = round.master_port;
-      attempt_number = round.number;
-      if (is_elastic(options)) o.elastic_world_size = options.nnodes * options.nproc_per_node;
-      if (round.number > 0 || o.elastic_world_size > 0) {
-        write_stderr(fmt::format("{}: round {}: {} node{} ({}), world size {}; this is node {}\n",
-                                 o.name, round.number, round.nnodes, round.nnodes == 1 ? "" : "s",
-                                 fmt::join(round.addresses, ", "), round.nnodes * o.nproc_per_node,
-                                 round.node_rank));
-      }
-    }
-    const int world_size = o.nnodes * o.nproc_per_node;
+    const int attempt_number = rendezvous ? join_round(*rendezvous, options, signals, o) : restarts;
     if (o.master_port == 0) o.master_port = free_port();  // a fresh one for each attempt
     StopPoll poll;
     if (rendezvous) poll = [&rendezvous] { return rendezvous->poll(); };
-    Attempt attempt =
-        run_attempt(o, world_size, attempt_number, rank_main, signals, watchdog, poll);
-    result.exit_code = attempt.exit_code;
-    result.failed_rank = attempt.failed_rank;
-    result.restarts = restarts;
-    int interrupted = attempt.interrupted;
-    if (!interrupted && attempt.exit_code == 0 && attempt.stopped_for.empty()) {
-      if (rendezvous) rendezvous->finished();
-      return result;
-    }
-    // This node's ranks failed: every node learns the round's first reason to stop, so that all
-    // decide alike (another node's may have come first: a node waiting to join).
-    std::string lost;
-    bool final = false;
-    if (rendezvous && !interrupted && attempt.stopped_for.empty() && attempt.exit_code != 0) {
-      NodeRendezvous::Stop stop = rendezvous->report_failure(attempt.failure);
-      lost = stop.lost;
-      final = stop.final;
-      if (!final && is_join_request(stop.reason)) {
-        attempt.stopped_for = stop.reason;
+    AttemptEnd end;
+    end.attempt = run_attempt(o, o.nnodes * o.nproc_per_node, attempt_number, rank_main, signals,
+                              watchdog, poll);
+    end.rendezvous = rendezvous != nullptr;
+    end.restarts = restarts;
+    if (rendezvous && should_report_failure(end.attempt))
+      end.stop = rendezvous->report_failure(end.attempt.failure);
+    if (rendezvous) end.given_up = rendezvous->given_up();
+    Decision next = decide_after_attempt(o, end);
+    if (next.step == NextStep::kRestart) {
+      // What a restart needs, asked only now: no signal since, and (one node, a port of its
+      // own) the previous attempt's port free again.
+      end.late_signal = signals.pending_interrupt();
+      if (!end.late_signal && !rendezvous && o.node_rank == 0 && options.master_port != 0) {
+        end.port_busy =
+            !wait_for_free_port(o.master_port, kPortWaitSeconds, signals, end.late_signal);
       }
+      next = decide_after_attempt(o, end);
     }
-    if (rendezvous && !interrupted && !attempt.stopped_for.empty() && rendezvous->given_up()) {
-      result.exit_code = 1;
-      result.message = fmt::format("{}: {}; stopped every rank", o.name, attempt.stopped_for);
+    if (rendezvous && next.step == NextStep::kFinish) rendezvous->finished();
+    if (rendezvous && !next.give_up.empty()) rendezvous->give_up(next.give_up);
+    if (next.step == NextStep::kFinish || next.step == NextStep::kEnd) {
+      LaunchResult result;
+      result.exit_code = next.exit_code;
+      result.message = next.message;
+      result.failed_rank = end.attempt.failed_rank;
+      result.restarts = restarts;
       return result;
     }
-    if (!interrupted && !attempt.stopped_for.empty()) {
-      // Another node asked every node to stop: a new round, counted as a restart when a node
-      // failed or was lost.
-      const bool joining = is_join_request(attempt.stopped_for);
-      if (!joining && restarts >= o.max_restarts) {
-        if (rendezvous) rendezvous->give_up(attempt.stopped_for);
-        result.exit_code = 1;
-        result.message =
-            o.max_restarts > 0
-                ? fmt::format("{}: {}; stopped every rank; gave up after {} restart{}", o.name,
-                              attempt.stopped_for, restarts, restarts == 1 ? "" : "s")
-                : fmt::format("{}: {}; stopped every rank", o.name, attempt.stopped_for);
-        return result;
-      }
-      if (!joining) ++restarts;
-      write_stderr(fmt::format("{}: {}; stopped every rank; {}\n", o.name, attempt.stopped_for,
-                               joining ? "a new round takes it in"
-                                       : fmt::format("restarting every rank (restart {} of {})",
-                                                     restarts, o.max_restarts)));
-      continue;
-    }
-    if (!lost.empty()) attempt.failure = lost + "; " + attempt.failure;
-    // Bad input (exit code 2: every rank read the same arguments) and an interruption end the
-    // run: a restart could not help.
-    bool restart = !interrupted && !final && attempt.exit_code != 2 && restarts < o.max_restarts;
-    bool port_free = true;
-    if (restart) interrupted = signals.pending_interrupt();
-    if (restart && !interrupted && !rendezvous && o.node_rank == 0 && options.master_port != 0)
-      port_free = wait_for_free_port(o.master_port, kPortWaitSeconds, signals, interrupted);
-    std::string failure = fmt::format("{}: {}", o.name, attempt.failure);
-    if (rendezvous && (interrupted || !restart)) {
-      rendezvous->give_up(interrupted
-                              ? fmt::format("node {} was interrupted", o.node_rank)
-                              : fmt::format("node {} gave up: {}", o.node_rank, attempt.failure));
-    }
-    if (interrupted) {
-      result.message = fmt::format("{}: interrupted by {}; stopped every rank", o.name,
-                                   runtime::signal_name(interrupted));
-      result.exit_code = 128 + interrupted;
-      return result;
-    }
-    if (!restart) {
-      result.message = o.max_restarts > 0 && attempt.exit_code != 2
-                           ? fmt::format("{}; gave up after {} restart{}", failure, restarts,
-                                         restarts == 1 ? "" : "s")
-                           : failure + "; stopping the other ranks";
-      return result;
-    }
-    if (!port_free) {
-      result.message = fmt::format("{}; not restarting: --master-port {} was still busy {} s later",
-                                   failure, o.master_port, kPortWaitSeconds);
-      return result;
-    }
-    ++restarts;
-    write_stderr(fmt::format("{}; restarting every rank (restart {} of {})\n", failure, restarts,
-                             o.max_restarts));
+    if (next.counts) ++restarts;
+    write_stderr(next.message + "\n");
   }
 }
 
