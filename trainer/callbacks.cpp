@@ -43,8 +43,8 @@ json TrainerState::to_json() const {
   return out;
 }
 
-void TrainerState::save_to_json(const std::string& path) const {
-  base::write_json(path, to_json());
+void TrainerState::save_to_json(const std::string& path, base::WriteBatch* batch) const {
+  base::write_json(path, to_json(), batch);
 }
 
 TrainerState TrainerState::from_json(const json& value, const std::string& source) {

@@ -16,24 +16,26 @@ namespace trainer {
 
 using json = nlohmann::ordered_json;
 
-void Trainer::save_model(const std::string& dir) const {
+void Trainer::save_model(const std::string& dir, base::WriteBatch* batch) const {
   refuse_nonfinite_weights();
   // A sharded model's full weights are gathered on the main process for it (every process
   // takes part); otherwise every process holds them already.
-  accelerator_->with_full_params([&] { write_model(dir); }, /*rank0_only=*/true);
+  accelerator_->with_full_params([&] { write_model(dir, batch); }, /*rank0_only=*/true);
 }
 
-void Trainer::write_model(const std::string& dir) const {
+void Trainer::write_model(const std::string& dir, base::WriteBatch* batch) const {
   if (!saves_here()) return;
   std::string target = dir.empty() ? args_.output_dir() : dir;
-  model_->save_weights(target, io::parse_file_size(args_.save_safetensors_max_shard_size(),
-                                                   "argument save_safetensors_max_shard_size:"));
+  model_->save_weights(target,
+                       io::parse_file_size(args_.save_safetensors_max_shard_size(),
+                                           "argument save_safetensors_max_shard_size:"),
+                       batch);
   for (const auto& [name, contents] : model_->pretrained_files) {
-    base::write_file_atomic(base::join_path(target, name), contents);
+    base::write_file_atomic(base::join_path(target, name), contents, batch);
   }
   // A model from Python goes back as it came, with the trained weights: model.pt.
   if (auto* script = dynamic_cast<const models::TorchScriptModel*>(model_.get())) {
-    script->save(base::join_path(target, "model.pt"));
+    script->save(base::join_path(target, "model.pt"), batch);
   }
 }
 
@@ -44,9 +46,9 @@ void Trainer::remove_earlier_checkpoints() const {
     base::warn("could not remove {} (this run's results are saved)", aside);
 }
 
-void Trainer::save_state() const {
+void Trainer::save_state(base::WriteBatch* batch) const {
   if (!accelerator_->is_main_process()) return;
-  state_.save_to_json(base::join_path(args_.output_dir(), "trainer_state.json"));
+  state_.save_to_json(base::join_path(args_.output_dir(), "trainer_state.json"), batch);
 }
 
 void Trainer::log_metrics(const std::string& split, const Metrics& metrics) const {
@@ -55,11 +57,12 @@ void Trainer::log_metrics(const std::string& split, const Metrics& metrics) cons
   std::fflush(stdout);
 }
 
-void Trainer::save_metrics(const std::string& split, const Metrics& metrics) const {
+void Trainer::save_metrics(const std::string& split, const Metrics& metrics,
+                           base::WriteBatch* batch) const {
   if (!accelerator_->is_main_process()) return;
   json values;
   for (const auto& [key, value] : metrics) values[key] = value;
-  base::write_json(base::join_path(args_.output_dir(), split + "_results.json"), values);
+  base::write_json(base::join_path(args_.output_dir(), split + "_results.json"), values, batch);
   std::string all_path = base::join_path(args_.output_dir(), "all_results.json");
   if (!all_results_) {
     all_results_ = json::object();
@@ -68,7 +71,7 @@ void Trainer::save_metrics(const std::string& split, const Metrics& metrics) con
     }
   }
   for (const auto& [key, value] : metrics) (*all_results_)[key] = value;
-  base::write_json(all_path, *all_results_);
+  base::write_json(all_path, *all_results_, batch);
 }
 
 }  // namespace trainer

@@ -136,14 +136,14 @@ class Trainer {
   // Writes model.safetensors (PyTorch's parameter names) to `dir` (default: output_dir), and for
   // a TorchScript model model.pt too (the module with the trained weights). Only the main
   // process writes; with a sharded model every process calls it (the weights are gathered there
-  // for it), otherwise the others return at once.
-  void save_model(const std::string& dir = "") const;
+  // for it), otherwise the others return at once. With a `batch`, the files land at its commit.
+  void save_model(const std::string& dir = "", base::WriteBatch* batch = nullptr) const;
   // With overwrite_output_dir, the checkpoints of the earlier run wait in
   // output_dir/earlier-checkpoints (kEarlierCheckpointsDir) while this run trains; call this once
   // the run's own results are saved to remove them. Main process only; others return at once.
   void remove_earlier_checkpoints() const;
-  // Writes trainer_state.json to output_dir (main process only).
-  void save_state() const;
+  // Writes trainer_state.json to output_dir (main process only), into `batch` when given.
+  void save_state(base::WriteBatch* batch = nullptr) const;
   // Each optimization step's loss (the mean over processes), learning rate and gradient norm so
   // far, as read back at the last log, save or the end of training (report::StepCurve).
   const report::StepCurve& step_curve() const { return step_curve_; }
@@ -153,8 +153,9 @@ class Trainer {
   // Writes <split>_results.json and merges the metrics into all_results.json in output_dir
   // (main process only). After train(), all_results.json holds only this Trainer's metrics; a
   // Trainer that has not trained merges into the all_results.json it finds (evaluating a
-  // trained run adds eval to its train metrics).
-  void save_metrics(const std::string& split, const Metrics& metrics) const;
+  // trained run adds eval to its train metrics). Into `batch` when given.
+  void save_metrics(const std::string& split, const Metrics& metrics,
+                    base::WriteBatch* batch = nullptr) const;
 
   void add_callback(std::shared_ptr<TrainerCallback> callback);
   const TrainingArguments& args() const { return args_; }
@@ -213,7 +214,7 @@ class Trainer {
   // save_checkpoint's parts: this process's rank_state_<rank>.safetensors, and (main process)
   // everything else with the manifest, moved into place as `target`.
   // save_model's writing, on the main process.
-  void write_model(const std::string& dir) const;
+  void write_model(const std::string& dir, base::WriteBatch* batch) const;
   // Whether this process writes checkpoints and the model: the main process, or with
   // save_on_each_node the first process of each node (Transformers' should_save).
   bool saves_here() const;

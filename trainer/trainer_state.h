@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/base/files.h"
 #include "trainer/training_args.h"
 
 namespace trainer {
@@ -48,7 +49,7 @@ struct TrainerState {
   // Transformers' trainer_state.json object.
   nlohmann::ordered_json to_json() const;
   // Writes to_json() to `path` atomically.
-  void save_to_json(const std::string& path) const;
+  void save_to_json(const std::string& path, base::WriteBatch* batch = nullptr) const;
   // The state a checkpoint's trainer_state.json holds. Throws InputError "<source>: ..." for a
   // missing or mistyped field.
   static TrainerState from_json(const nlohmann::ordered_json& value, const std::string& source);

@@ -17,7 +17,7 @@ int evaluate_command(const TrainingArguments& args) {
   add_perplexity(metrics, run.model->task().kind);
   base::WriteBatch batch;
   trainer.log_metrics("eval", metrics);
-  trainer.save_metrics("eval", metrics);
+  trainer.save_metrics("eval", metrics, &batch);
   batch.commit();
   return 0;
 }

@@ -52,9 +52,9 @@ int merge_command(const MergeOptions& options) {
   }
   base::make_output_directory(options.output_dir, "--output_dir");
   base::WriteBatch batch;
-  merged->save_weights(options.output_dir, io::parse_file_size("50GB", "merge:"));
+  merged->save_weights(options.output_dir, io::parse_file_size("50GB", "merge:"), &batch);
   for (const auto& [name, contents] : files) {
-    base::write_file_atomic(base::join_path(options.output_dir, name), contents);
+    base::write_file_atomic(base::join_path(options.output_dir, name), contents, &batch);
   }
   batch.commit();
   fmt::print("Merged {} ({} layers with adapters) into {}: {}\n", dir, layers, base_dir,

@@ -35,14 +35,14 @@ int predict_command(const TrainingArguments& args) {
   base::WriteBatch batch;
   if (accelerator.is_main_process()) {
     base::write_file_atomic(base::join_path(args.output_dir(), "predictions.npy"),
-                            npy_of(result.predictions));
+                            npy_of(result.predictions), &batch);
     if (result.label_ids.defined()) {
       base::write_file_atomic(base::join_path(args.output_dir(), "label_ids.npy"),
-                              npy_of(result.label_ids));
+                              npy_of(result.label_ids), &batch);
     }
   }
   trainer.log_metrics("predict", metrics);
-  trainer.save_metrics("predict", metrics);
+  trainer.save_metrics("predict", metrics, &batch);
   batch.commit();
   return 0;
 }

@@ -87,8 +87,7 @@ void print_sample(models::Model& model, const TrainingArguments& args, const dat
     }
     return;
   }
-  auto* peft = dynamic_cast<models::PeftModel*>(&model);
-  auto* gpt = dynamic_cast<models::Gpt*>(peft ? &peft->base() : &model);
+  auto* gpt = models::find_wrapped<models::Gpt>(model);
   if (!gpt) return;
   cli::GenerateOptions options;
   options.seed = static_cast<uint64_t>(args.seed());
@@ -155,21 +154,22 @@ void remove_earlier_results(base::WriteBatch& batch, const TrainingArguments& ar
 
 // The run's results, each written into `batch`: the model, the arguments, the step curve, the
 // state, and the train and eval metrics (the last evaluation's, when it scored this model).
-void save_results(Trainer& trainer, const TrainOutput& result, const TrainingArguments& args,
-                  int64_t train_samples, const data::Dataset* eval_dataset) {
-  trainer.save_model();
+void save_results(base::WriteBatch& batch, Trainer& trainer, const TrainOutput& result,
+                  const TrainingArguments& args, int64_t train_samples,
+                  const data::Dataset* eval_dataset) {
+  trainer.save_model("", &batch);
   if (trainer.accelerator().is_main_process()) {
     base::write_file_atomic(base::join_path(args.output_dir(), "training_args.json"),
-                            args.to_json());
+                            args.to_json(), &batch);
     base::write_file_atomic(base::join_path(args.output_dir(), report::kStepCurveFile),
-                            report::step_curve_npy(trainer.step_curve()));
+                            report::step_curve_npy(trainer.step_curve()), &batch);
   }
-  trainer.save_state();
+  trainer.save_state(&batch);
   Metrics train_metrics = result.metrics;
   train_metrics["train_samples"] = static_cast<double>(train_samples);
   trainer.accelerator().print("");
   trainer.log_metrics("train", train_metrics);
-  trainer.save_metrics("train", train_metrics);
+  trainer.save_metrics("train", train_metrics, &batch);
   if (!eval_dataset) return;
   // The evaluation at the last step already scored this model; do not run it twice.
   Metrics eval_metrics = trainer.last_eval_step() == trainer.state().global_step
@@ -178,7 +178,7 @@ void save_results(Trainer& trainer, const TrainOutput& result, const TrainingArg
   eval_metrics["eval_samples"] = static_cast<double>(eval_dataset->size());
   add_perplexity(eval_metrics, trainer.model().task().kind);
   trainer.log_metrics("eval", eval_metrics);
-  trainer.save_metrics("eval", eval_metrics);
+  trainer.save_metrics("eval", eval_metrics, &batch);
 }
 
 // After the results are in place: the picture, a language model's sample, the last line, and a
@@ -238,7 +238,7 @@ int train_command(const TrainingArguments& args) {
   // Every file of the run lands together once training and the last evaluation are over, or
   // none does (a full disk): an earlier run's files stay as they were until then.
   base::WriteBatch batch;
-  save_results(trainer, result, args, train_dataset->size(), eval_dataset.get());
+  save_results(batch, trainer, result, args, train_dataset->size(), eval_dataset.get());
   if (output) remove_earlier_results(batch, args, *output, *model);
   batch.commit();
   // The results are in place: the earlier run's checkpoints may go (first, before anything that

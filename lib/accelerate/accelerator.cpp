@@ -13,8 +13,8 @@
 #include "lib/base/errors.h"
 #include "lib/base/text.h"
 #include "lib/runtime/allocator.h"
-#include "lib/runtime/torch_logs.h"
 #include "lib/runtime/cuda.h"
+#include "lib/runtime/torch_logs.h"
 
 namespace trainer {
 namespace {
@@ -22,34 +22,33 @@ namespace {
 // A model prepared by the Accelerator: DDP underneath with several processes, and autocast around
 // the forward with mixed precision (outputs converted back to float32, as Accelerate's
 // convert_outputs_to_fp32).
-class AcceleratedModel : public models::Model {
+class AcceleratedModel : public models::ModelWrapper {
  public:
-  // `wrapper`: DDP or FSDP around `original`, or null.
+  // `wrapper`: DDP or FSDP around `original`, or null; what it wraps is that, or `original`.
   AcceleratedModel(std::shared_ptr<models::Model> original, std::shared_ptr<models::Model> wrapper,
                    c10::DeviceType device_type, std::optional<c10::ScalarType> autocast)
-      : original_(std::move(original)),
-        wrapper_(std::move(wrapper)),
+      : ModelWrapper(wrapper ? wrapper : original),
+        original_(std::move(original)),
         device_type_(device_type),
         autocast_(autocast) {
-    inner_ = wrapper_ ? wrapper_ : original_;
-    register_module("module", inner_);
+    register_module("module", wrapped_);
   }
 
   torch::Tensor forward(const torch::Tensor& x) override {
-    if (!autocast_) return inner_->forward(x);
+    if (!autocast_) return wrapped_->forward(x);
     torch::Tensor out;
     {
       AutocastGuard guard(device_type_, *autocast_);
-      out = inner_->forward(x);
+      out = wrapped_->forward(x);
     }
     return to_float32(out);
   }
   models::ModelOutput forward(const data::Batch& inputs) override {
-    if (!autocast_) return inner_->forward(inputs);
+    if (!autocast_) return wrapped_->forward(inputs);
     models::ModelOutput out;
     {
       AutocastGuard guard(device_type_, *autocast_);
-      out = inner_->forward(inputs);
+      out = wrapped_->forward(inputs);
     }
     return {to_float32(out.logits), to_float32(out.loss)};
   }
@@ -60,7 +59,6 @@ class AcceleratedModel : public models::Model {
   models::Task task() const override { return original_->task(); }
 
   const std::shared_ptr<models::Model>& original() const { return original_; }
-  dist::GradSync* grad_sync() const { return dynamic_cast<dist::GradSync*>(wrapper_.get()); }
 
  private:
   static torch::Tensor to_float32(const torch::Tensor& out) {
@@ -70,15 +68,12 @@ class AcceleratedModel : public models::Model {
   }
 
   std::shared_ptr<models::Model> original_;
-  std::shared_ptr<models::Model> wrapper_;
-  std::shared_ptr<models::Model> inner_;
   c10::DeviceType device_type_;
   std::optional<c10::ScalarType> autocast_;
 };
 
 dist::GradSync* find_grad_sync(models::Model& model) {
-  if (auto* prepared = dynamic_cast<AcceleratedModel*>(&model)) return prepared->grad_sync();
-  return dynamic_cast<dist::GradSync*>(&model);
+  return models::find_wrapped<dist::GradSync>(model);
 }
 
 // The default process group while some Accelerator that joined it lives (Accelerate's shared
@@ -270,10 +265,10 @@ std::shared_ptr<models::Model> Accelerator::unwrap_model(
     const std::shared_ptr<models::Model>& model) const {
   if (auto prepared = std::dynamic_pointer_cast<AcceleratedModel>(model))
     return prepared->original();
-  if (auto ddp = std::dynamic_pointer_cast<dist::DistributedDataParallel>(model))
-    return ddp->module_ptr();
-  if (auto sharded = std::dynamic_pointer_cast<dist::FullyShardedDataParallel>(model))
-    return sharded->module_ptr();
+  // DDP and FSDP (the wrappers that synchronise gradients) come off; PEFT's stays, as in
+  // Accelerate's unwrap_model.
+  auto* wrapper = dynamic_cast<models::ModelWrapper*>(model.get());
+  if (wrapper && dynamic_cast<dist::GradSync*>(model.get())) return wrapper->unwrap_ptr();
   return model;
 }
 

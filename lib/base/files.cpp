@@ -115,8 +115,6 @@ std::string read_file(const std::string& path, size_t max_bytes, const std::stri
 
 namespace {
 
-WriteBatch* g_batch = nullptr;  // the open WriteBatch, if any (one per process)
-
 [[noreturn]] void write_failed(const std::string& path, int error) {
   bool full = error == ENOSPC || error == EFBIG || error == EDQUOT;
   throw std::runtime_error(fmt::format(
@@ -196,14 +194,15 @@ void rename_into_place(const std::string& tmp, const std::string& path) {
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, const std::string& data) {
-  write_file_atomic(path, std::vector<std::string_view>{data});
+void write_file_atomic(const std::string& path, const std::string& data, WriteBatch* batch) {
+  write_file_atomic(path, std::vector<std::string_view>{data}, batch);
 }
 
-void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces) {
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces,
+                       WriteBatch* batch) {
   std::string tmp = write_temporary(path, pieces);
-  if (g_batch) {
-    g_batch->staged_.emplace_back(tmp, path);
+  if (batch) {
+    batch->staged_.emplace_back(tmp, path);
     return;
   }
   rename_into_place(tmp, path);
@@ -228,13 +227,9 @@ void AppendFile::sync() {
   if (::fsync(fd_) != 0) append_failed(path_, errno);
 }
 
-WriteBatch::WriteBatch() {
-  if (g_batch) throw std::logic_error("WriteBatch: one is already open");
-  g_batch = this;
-}
+WriteBatch::WriteBatch() = default;
 
 WriteBatch::~WriteBatch() {
-  if (g_batch == this) g_batch = nullptr;
   for (const auto& [tmp, path] : staged_) std::remove(tmp.c_str());
 }
 
@@ -248,7 +243,6 @@ bool WriteBatch::staged(const std::string& path) const {
 }
 
 void WriteBatch::commit() {
-  g_batch = nullptr;
   // What would make a rename fail halfway is checked before the first one.
   for (const auto& [tmp, path] : staged_) {
     struct stat info {};
@@ -342,8 +336,8 @@ int remove_stale_temporaries(const std::string& dir, bool only_dead_writers) {
   return removed;
 }
 
-void write_json(const std::string& path, const nlohmann::ordered_json& value) {
-  write_file_atomic(path, value.dump(2) + "\n");
+void write_json(const std::string& path, const nlohmann::ordered_json& value, WriteBatch* batch) {
+  write_file_atomic(path, value.dump(2) + "\n", batch);
 }
 
 nlohmann::ordered_json read_json(const std::string& path) {

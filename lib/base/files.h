@@ -46,17 +46,21 @@ std::string read_file(const std::string& path, size_t max_bytes = SIZE_MAX,
 // Writes `data` to `path` through a temporary file in the same directory (flushed to the disk),
 // a rename and a flush of the directory, creating missing parent directories. Throws
 // std::runtime_error naming the path on failure (a full disk included), leaving the file that
-// was at `path` as it was and no temporary file. While a WriteBatch is open, the rename waits for
-// its commit().
-void write_file_atomic(const std::string& path, const std::string& data);
+// was at `path` as it was and no temporary file. With a `batch`, the rename waits for its
+// commit().
+class WriteBatch;
+void write_file_atomic(const std::string& path, const std::string& data,
+                       WriteBatch* batch = nullptr);
 // The same for data in pieces, written one after another (never joined in memory: a model's
 // tensors go to the file from where they are).
-void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces);
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces,
+                       WriteBatch* batch = nullptr);
 
-// Files that land together or not at all: while one is open, write_file_atomic only writes and
-// flushes temporary files (where a full disk shows); commit() renames them all into place, then
-// removes the paths given to remove_on_commit (unless written in the batch). Destroyed without a
-// commit, it removes its temporary files and every earlier file stays. One at a time.
+// Files that land together or not at all: a write given the batch (write_file_atomic's `batch`,
+// and every writer that passes one down) only writes and flushes its temporary file (where a full
+// disk shows); commit() renames them all into place, then removes the paths given to
+// remove_on_commit (unless written in the batch). Destroyed without a commit, it removes its
+// temporary files and every earlier file stays.
 class WriteBatch {
  public:
   WriteBatch();
@@ -69,7 +73,8 @@ class WriteBatch {
   void commit();
 
  private:
-  friend void write_file_atomic(const std::string&, const std::vector<std::string_view>&);
+  friend void write_file_atomic(const std::string&, const std::vector<std::string_view>&,
+                                WriteBatch*);
   std::vector<std::pair<std::string, std::string>> staged_;  // temporary file, target
   std::vector<std::string> removed_;
 };
@@ -110,7 +115,8 @@ std::vector<std::string> list_directory(const std::string& dir);
 int remove_stale_temporaries(const std::string& dir, bool only_dead_writers = false);
 
 // Writes `value` as indented JSON (2 spaces, trailing newline), atomically.
-void write_json(const std::string& path, const nlohmann::ordered_json& value);
+void write_json(const std::string& path, const nlohmann::ordered_json& value,
+                WriteBatch* batch = nullptr);
 
 // Parses a JSON file. Throws InputError naming the file and the parser's message.
 nlohmann::ordered_json read_json(const std::string& path);

@@ -74,21 +74,21 @@ void verify_same_parameters(const torch::nn::Module& module) {
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<models::Model> module,
                                                  DdpOptions options)
-    : module_(std::move(module)), options_(options) {
+    : ModelWrapper(std::move(module)), options_(options) {
   runtime::configure_allocator();
   runtime::route_torch_logs();
-  register_module("module", module_);
+  register_module("module", wrapped_);
   auto group = default_group();
-  verify_same_parameters(*module_);
+  verify_same_parameters(*wrapped_);
   std::vector<torch::Tensor> states;
-  for (const auto& p : module_->parameters()) states.push_back(p);
-  for (const auto& b : module_->buffers()) states.push_back(b);
+  for (const auto& p : wrapped_->parameters()) states.push_back(p);
+  for (const auto& b : wrapped_->buffers()) states.push_back(b);
   {
     torch::NoGradGuard no_grad;
     if (!states.empty()) c10d::broadcast_coalesced(group, states, 250u << 20, 0);
   }
   std::vector<torch::Tensor> params;
-  for (const auto& p : module_->parameters()) {
+  for (const auto& p : wrapped_->parameters()) {
     if (p.requires_grad()) params.push_back(p);
   }
   auto cap = static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024);
@@ -111,7 +111,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<models::Model> 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
 void DistributedDataParallel::sync_buffers() {
-  auto buffers = module_->buffers();
+  auto buffers = wrapped_->buffers();
   if (buffers.empty() || !options_.broadcast_buffers) return;
   torch::NoGradGuard no_grad;
   c10d::broadcast_coalesced(default_group(), buffers, 250u << 20, 0);
@@ -141,14 +141,14 @@ void DistributedDataParallel::after_forward(bool sync, std::vector<torch::Tensor
 
 torch::Tensor DistributedDataParallel::forward(const torch::Tensor& x) {
   bool sync = before_forward();
-  torch::Tensor out = module_->forward(x);
+  torch::Tensor out = wrapped_->forward(x);
   after_forward(sync, {out});
   return out;
 }
 
 models::ModelOutput DistributedDataParallel::forward(const data::Batch& inputs) {
   bool sync = before_forward();
-  models::ModelOutput out = module_->forward(inputs);
+  models::ModelOutput out = wrapped_->forward(inputs);
   after_forward(sync, {out.logits, out.loss});
   return out;
 }
@@ -159,12 +159,6 @@ std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {
     sizes.push_back(bucket.getBufferRef().numel());
   }
   return sizes;
-}
-
-torch::Tensor DistributedDataParallel::loss(const torch::Tensor& outputs,
-                                            const torch::Tensor& labels,
-                                            const torch::Tensor& num_items_in_batch) {
-  return module_->loss(outputs, labels, num_items_in_batch);
 }
 
 }  // namespace trainer::dist

@@ -33,7 +33,7 @@ class GradSync {
   virtual void set_require_backward_grad_sync(bool sync) = 0;
 };
 
-class DistributedDataParallel : public models::Model, public GradSync {
+class DistributedDataParallel : public models::ModelWrapper, public GradSync {
  public:
   // Wraps `module` (registered as "module", as in PyTorch) on the default process group, which
   // must be initialised. Throws DistError naming the first parameter whose name or shape differs
@@ -45,17 +45,13 @@ class DistributedDataParallel : public models::Model, public GradSync {
   // averages gradients across ranks (unless inside no_sync()).
   models::ModelOutput forward(const data::Batch& inputs) override;
   torch::Tensor forward(const torch::Tensor& x) override;
-  // The wrapped module's loss and task.
-  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
-                     const torch::Tensor& num_items_in_batch = {}) override;
-  models::Task task() const override { return module_->task(); }
 
-  models::Model& module() { return *module_; }
+  models::Model& module() { return *wrapped_; }
   // The number of gradient elements in each bucket, in the order their all-reduces start: one
   // bucket until the first backward has shown the order gradients become ready in, then buckets
   // of first_bucket_cap_mb and bucket_cap_mb in that order.
   std::vector<int64_t> bucket_sizes() const;
-  std::shared_ptr<models::Model> module_ptr() const { return module_; }
+  std::shared_ptr<models::Model> module_ptr() const { return wrapped_; }
 
   // While a NoSync lives, backward accumulates gradients locally without communication (for
   // gradient accumulation); the first backward after it synchronises the accumulated sum.
@@ -86,7 +82,6 @@ class DistributedDataParallel : public models::Model, public GradSync {
   // After it: the Reducer told which outputs the backward starts from.
   void after_forward(bool sync, std::vector<torch::Tensor> outputs);
 
-  std::shared_ptr<models::Model> module_;
   DdpOptions options_;
   std::shared_ptr<c10d::Reducer> reducer_;
   bool require_backward_grad_sync_ = true;

@@ -41,15 +41,15 @@ void allocate_storage(const torch::Tensor& t) {
 
 FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<models::Model> module,
                                                    FsdpOptions options)
-    : module_(std::move(module)), options_(options) {
+    : ModelWrapper(std::move(module)), options_(options) {
   runtime::configure_allocator();
   runtime::route_torch_logs();
-  register_module("module", module_);
+  register_module("module", wrapped_);
   world_ = get_world_size();
   rank_ = get_rank();
   torch::NoGradGuard no_grad;
   if (is_initialized()) sync_with_ranks();
-  for (const auto& p : module_->parameters()) {
+  for (const auto& p : wrapped_->parameters()) {
     if (options_.offload && !p.device().is_cpu()) {
       throw InputError(
           "fsdp offload: CPU offload of parameters on a CUDA device is not built (on CPU the "
@@ -63,11 +63,11 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<models::Model
     add_slices(u);
     hook_gradients(u);
   }
-  module_->set_block_hooks(this);
+  wrapped_->set_block_hooks(this);
 }
 
 FullyShardedDataParallel::~FullyShardedDataParallel() {
-  module_->set_block_hooks(nullptr);
+  wrapped_->set_block_hooks(nullptr);
   for (Unit& unit : units_) {
     try {
       unit.gathering.wait();
@@ -80,18 +80,18 @@ FullyShardedDataParallel::~FullyShardedDataParallel() {
 // Wrapping: units, flat buffers, slices, hooks
 
 void FullyShardedDataParallel::sync_with_ranks() {
-  verify_same_parameters(*module_);
+  verify_same_parameters(*wrapped_);
   if (options_.sync_module_states) {
     std::vector<torch::Tensor> states;
-    for (const auto& p : module_->parameters()) states.push_back(p);
-    for (const auto& b : module_->buffers()) states.push_back(b);
+    for (const auto& p : wrapped_->parameters()) states.push_back(p);
+    for (const auto& b : wrapped_->buffers()) states.push_back(b);
     if (!states.empty()) c10d::broadcast_coalesced(default_group(), states, 250u << 20, 0);
   }
 }
 
 std::map<const void*, size_t> FullyShardedDataParallel::choose_units() {
   // The units: the wrapped blocks, and the root holding every other parameter.
-  std::vector<models::Block> blocks = module_->blocks();
+  std::vector<models::Block> blocks = wrapped_->blocks();
   const std::string unknown = models::unknown_block_class(blocks, options_.wrap_classes);
   if (!unknown.empty()) throw InputError("fsdp_config transformer_layer_cls_to_wrap " + unknown);
   std::map<const void*, size_t> owner;
@@ -119,7 +119,7 @@ std::map<const void*, size_t> FullyShardedDataParallel::choose_units() {
 
 void FullyShardedDataParallel::assign_parameters(const std::map<const void*, size_t>& owner) {
   std::set<const void*> seen;
-  for (const auto& item : module_->named_parameters()) {
+  for (const auto& item : wrapped_->named_parameters()) {
     const torch::Tensor& p = item.value();
     if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;  // tied: one place
     auto it = owner.find(p.unsafeGetTensorImpl());
@@ -270,22 +270,16 @@ void FullyShardedDataParallel::end_forward(const std::vector<torch::Tensor>& out
 
 models::ModelOutput FullyShardedDataParallel::forward(const data::Batch& inputs) {
   begin_forward();
-  models::ModelOutput out = module_->forward(inputs);
+  models::ModelOutput out = wrapped_->forward(inputs);
   end_forward({out.logits, out.loss});
   return out;
 }
 
 torch::Tensor FullyShardedDataParallel::forward(const torch::Tensor& x) {
   begin_forward();
-  torch::Tensor out = module_->forward(x);
+  torch::Tensor out = wrapped_->forward(x);
   end_forward({out});
   return out;
-}
-
-torch::Tensor FullyShardedDataParallel::loss(const torch::Tensor& outputs,
-                                             const torch::Tensor& labels,
-                                             const torch::Tensor& num_items_in_batch) {
-  return module_->loss(outputs, labels, num_items_in_batch);
 }
 
 void FullyShardedDataParallel::before_block(size_t index) {
@@ -450,11 +444,11 @@ void FullyShardedDataParallel::with_full_params(const std::function<void()>& f, 
     }
   }
   // The module runs on its own meanwhile (generation): no hook frees a block behind it.
-  module_->set_block_hooks(nullptr);
+  wrapped_->set_block_hooks(nullptr);
   struct Free {
     FullyShardedDataParallel* self;
     ~Free() {
-      self->module_->set_block_hooks(self);
+      self->wrapped_->set_block_hooks(self);
       for (Unit& unit : self->units_) self->reshard(unit);
     }
   } free{this};

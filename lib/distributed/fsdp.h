@@ -61,7 +61,9 @@ struct LocalSlice {
   bool trainable = true;
 };
 
-class FullyShardedDataParallel : public models::Model, public GradSync, private models::BlockHooks {
+class FullyShardedDataParallel : public models::ModelWrapper,
+                                 public GradSync,
+                                 private models::BlockHooks {
  public:
   // Wraps `module` (registered as "module") on the default process group, or alone with one
   // process. Throws InputError when a unit mixes dtypes or devices; DistError when the ranks'
@@ -71,12 +73,9 @@ class FullyShardedDataParallel : public models::Model, public GradSync, private 
 
   models::ModelOutput forward(const data::Batch& inputs) override;
   torch::Tensor forward(const torch::Tensor& x) override;
-  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
-                     const torch::Tensor& num_items_in_batch = {}) override;
-  models::Task task() const override { return module_->task(); }
 
-  models::Model& module() { return *module_; }
-  std::shared_ptr<models::Model> module_ptr() const { return module_; }
+  models::Model& module() { return *wrapped_; }
+  std::shared_ptr<models::Model> module_ptr() const { return wrapped_; }
   const FsdpOptions& options() const { return options_; }
 
   // Off (no_sync): backward leaves the gradients unreduced in the parameters, to be added to the
@@ -162,7 +161,6 @@ class FullyShardedDataParallel : public models::Model, public GradSync, private 
   // The unit of the nearest wrapped block after (step +1) or before (step -1) block `index`.
   Unit* neighbour(int index, int step);
 
-  std::shared_ptr<models::Model> module_;
   FsdpOptions options_;
   int world_ = 1;
   int rank_ = 0;

@@ -72,7 +72,7 @@ struct Mapping {
 }  // namespace
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const Metadata& metadata) {
+                      const Metadata& metadata, base::WriteBatch* batch) {
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", "pt"}};
   for (const auto& [key, value] : metadata) header["__metadata__"][key] = value;
@@ -99,7 +99,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
     if (bytes > 0) pieces.emplace_back(static_cast<const char*>(t.data_ptr()), bytes);
   }
-  base::write_file_atomic(path, pieces);
+  base::write_file_atomic(path, pieces, batch);
 }
 
 NamedTensors load_safetensors(const std::string& path) {
@@ -160,7 +160,7 @@ uint32_t data_crc32(const NamedTensors& tensors) {
 }
 
 std::vector<std::string> save_model_weights(const std::string& dir, const NamedTensors& tensors,
-                                            uint64_t max_shard_bytes) {
+                                            uint64_t max_shard_bytes, base::WriteBatch* batch) {
   uint64_t total = 0;
   std::vector<NamedTensors> shards(1);
   uint64_t in_shard = 0;
@@ -175,7 +175,7 @@ std::vector<std::string> save_model_weights(const std::string& dir, const NamedT
     total += bytes;
   }
   if (total <= max_shard_bytes || shards.size() == 1) {
-    save_safetensors(base::join_path(dir, base::hf::kWeights), tensors);
+    save_safetensors(base::join_path(dir, base::hf::kWeights), tensors, {}, batch);
     return {base::hf::kWeights};
   }
   std::vector<std::string> names;
@@ -183,12 +183,13 @@ std::vector<std::string> save_model_weights(const std::string& dir, const NamedT
   for (size_t i = 0; i < shards.size(); ++i) {
     const std::string name =
         fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
-    save_safetensors(base::join_path(dir, name), shards[i]);
+    save_safetensors(base::join_path(dir, name), shards[i], {}, batch);
     for (const auto& [key, t] : shards[i]) map[key] = name;
     names.push_back(name);
   }
   nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
-  base::write_file_atomic(base::join_path(dir, base::hf::kWeightsIndex), index.dump(2) + "\n");
+  base::write_file_atomic(base::join_path(dir, base::hf::kWeightsIndex), index.dump(2) + "\n",
+                          batch);
   names.push_back(base::hf::kWeightsIndex);
   return names;
 }

@@ -10,6 +10,7 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
+#include "lib/base/files.h"
 #include "lib/io/safetensors_header.h"
 
 namespace trainer::io {
@@ -19,8 +20,9 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 // Writes tensors (any device; copied to CPU, contiguous) to `path` atomically, in the given
 // order, with {"format": "pt"} metadata as PyTorch's save_file writes it, plus `metadata`.
 // The header is padded so that the data section starts 8-byte aligned in the file.
+// With a `batch`, the file lands at its commit.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const Metadata& metadata = {});
+                      const Metadata& metadata = {}, base::WriteBatch* batch = nullptr);
 
 // Reads every tensor of a safetensors file, in file order. Throws InputError naming the file
 // and the problem: short file, header length past the end, invalid JSON, unknown dtype,
@@ -50,7 +52,8 @@ uint32_t data_crc32(const NamedTensors& tensors);
 // one tensor alone is larger, in order) and model.safetensors.index.json ({"metadata":
 // {"total_size"}, "weight_map"}), as Transformers writes them. Returns the file names written.
 std::vector<std::string> save_model_weights(const std::string& dir, const NamedTensors& tensors,
-                                            uint64_t max_shard_bytes);
+                                            uint64_t max_shard_bytes,
+                                            base::WriteBatch* batch = nullptr);
 
 // The files of `dir`'s weights: model.safetensors, else the shards that
 // model.safetensors.index.json's weight_map names (each once, in the index's order). Throws

@@ -222,22 +222,19 @@ std::vector<std::string> take_modules_to_save(Model& model, const LoraConfig& co
 
 }  // namespace
 
-HfCausalLM* as_hf_causal_lm(Model& model) {
-  if (auto* peft = dynamic_cast<PeftModel*>(&model)) return as_hf_causal_lm(peft->base());
-  return dynamic_cast<HfCausalLM*>(&model);
-}
+HfCausalLM* as_hf_causal_lm(Model& model) { return find_wrapped<HfCausalLM>(model); }
 
 PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
-    : base_(std::move(base)), config_(std::move(config)) {
+    : ModelWrapper(std::move(base)), config_(std::move(config)) {
   check_lora_config(config_);
-  task_ = base_->task();
+  task_ = wrapped_->task();
   auto holder = register_module("base_model", std::make_shared<torch::nn::Module>());
-  holder->register_module("model", base_);
-  refuse_output_layer_target(*base_, config_);
-  const NamedModules targets = match_targets(*base_, config_);
+  holder->register_module("model", wrapped_);
+  refuse_output_layer_target(*wrapped_, config_);
+  const NamedModules targets = match_targets(*wrapped_, config_);
 
   // Everything frozen, then what trains: the adapters, modules_to_save, the biases asked for.
-  for (auto& p : base_->parameters()) p.set_requires_grad(false);
+  for (auto& p : wrapped_->parameters()) p.set_requires_grad(false);
   for (const auto& [key, module] : targets) {
     add_adapter(key, *module, config_);
     adapted_.push_back(key);
@@ -245,17 +242,17 @@ PeftModel::PeftModel(std::shared_ptr<Model> base, LoraConfig config)
   // As PEFT saves it: "all-linear" spelled out as the layers it took.
   if (config_.all_linear()) config_.target_modules = adapted_;
   if (config_.bias == "all") {
-    for (auto& item : base_->named_parameters()) {
+    for (auto& item : wrapped_->named_parameters()) {
       if (item.key().find("bias") != std::string::npos) item.value().set_requires_grad(true);
     }
   }
-  modules_to_save_ = take_modules_to_save(*base_, config_);
+  modules_to_save_ = take_modules_to_save(*wrapped_, config_);
 }
 
 io::NamedTensors PeftModel::adapter_state_dict() const {
   std::set<std::string> adapted(adapted_.begin(), adapted_.end());
   io::NamedTensors out;
-  for (const auto& item : base_->named_parameters()) {
+  for (const auto& item : wrapped_->named_parameters()) {
     const std::string& name = item.key();
     const size_t dot = name.rfind('.');
     const std::string owner = dot == std::string::npos ? "" : name.substr(0, dot);
@@ -315,24 +312,26 @@ void PeftModel::load_adapter(const io::NamedTensors& tensors, const std::string&
   }
 }
 
-std::vector<std::string> PeftModel::save_weights(const std::string& dir,
-                                                 uint64_t max_shard_bytes) const {
+std::vector<std::string> PeftModel::save_weights(const std::string& dir, uint64_t max_shard_bytes,
+                                                 base::WriteBatch* batch) const {
   io::NamedTensors tensors;
   for (const auto& [name, value] : adapter_state_dict()) {
     tensors.emplace_back(name, value.detach().contiguous());
   }
-  io::save_safetensors(base::join_path(dir, base::hf::kAdapterWeights), tensors);
+  io::save_safetensors(base::join_path(dir, base::hf::kAdapterWeights), tensors, {}, batch);
   std::vector<std::string> files = {base::hf::kAdapterWeights};
   // A base of no folder (a registry model, a fresh Hugging Face one) is part of the run.
   if (config_.base_model_name_or_path.empty()) {
-    for (std::string& f : base_->save_weights(dir, max_shard_bytes)) files.push_back(std::move(f));
+    for (std::string& f : wrapped_->save_weights(dir, max_shard_bytes, batch)) {
+      files.push_back(std::move(f));
+    }
   }
   return files;
 }
 
 void PeftModel::load_weights(const std::string& dir) {
   if (config_.base_model_name_or_path.empty()) {
-    base_->load_weights(dir);  // the base with its adapters
+    wrapped_->load_weights(dir);  // the base with its adapters
     return;
   }
   const std::string path = base::join_path(dir, base::hf::kAdapterWeights);
@@ -342,7 +341,7 @@ void PeftModel::load_weights(const std::string& dir) {
 
 std::shared_ptr<Model> PeftModel::merge_and_unload() {
   torch::NoGradGuard no_grad;
-  for (const auto& item : base_->named_modules("", /*include_self=*/false)) {
+  for (const auto& item : wrapped_->named_modules("", /*include_self=*/false)) {
     auto* host = dynamic_cast<LoraHost*>(item.value().get());
     if (!host || !host->lora) continue;
     const LoraAdapter& lora = *host->lora;
@@ -354,9 +353,9 @@ std::shared_ptr<Model> PeftModel::merge_and_unload() {
     item.value()->unregister_module("lora_B");
     host->lora.reset();
   }
-  for (auto& p : base_->parameters()) p.set_requires_grad(true);
+  for (auto& p : wrapped_->parameters()) p.set_requires_grad(true);
   adapted_.clear();
-  return base_;
+  return wrapped_;
 }
 
 std::string PeftModel::trainable_parameters_text() const {
@@ -365,7 +364,7 @@ std::string PeftModel::trainable_parameters_text() const {
     all += p.numel();
     if (p.requires_grad()) trainable += p.numel();
   }
-  for (const auto& item : base_->named_modules("", /*include_self=*/false)) {
+  for (const auto& item : wrapped_->named_modules("", /*include_self=*/false)) {
     if (std::find(modules_to_save_.begin(), modules_to_save_.end(), item.key()) ==
         modules_to_save_.end())
       continue;

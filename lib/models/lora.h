@@ -21,7 +21,7 @@ class HfCausalLM;
 // A model with LoRA adapters: PEFT's PeftModel(LoraModel(base)). The base is registered as
 // "base_model.model", so that every parameter's name is the one PEFT saves (with the adapter
 // name left out): "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight".
-class PeftModel : public Model {
+class PeftModel : public ModelWrapper {
  public:
   // Adds an adapter to every linear layer of `base` that config.target_modules names (PEFT's
   // matching), freezes every other parameter but modules_to_save's and the biases config.bias
@@ -30,28 +30,21 @@ class PeftModel : public Model {
   // when a target matches none of them, or a module_to_save matches no module.
   PeftModel(std::shared_ptr<Model> base, LoraConfig config);
 
-  ModelOutput forward(const data::Batch& inputs) override { return base_->forward(inputs); }
-  torch::Tensor forward(const torch::Tensor& x) override { return base_->forward(x); }
-  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
-                     const torch::Tensor& num_items_in_batch = {}) override {
-    return base_->loss(outputs, labels, num_items_in_batch);
-  }
-  Task task() const override { return base_->task(); }
   // The base's blocks, under PEFT's names (base_model.model.<name>); hooks go to the base.
   std::vector<Block> blocks() override {
-    std::vector<Block> out = base_->blocks();
+    std::vector<Block> out = wrapped_->blocks();
     for (auto& block : out) block.name = "base_model.model." + block.name;
     return out;
   }
-  void set_block_hooks(BlockHooks* hooks) override { base_->set_block_hooks(hooks); }
+  void set_block_hooks(BlockHooks* hooks) override { wrapped_->set_block_hooks(hooks); }
 
   // adapter_model.safetensors, and model.safetensors too when the base comes from no folder
   // (config.base_model_name_or_path empty: the base's weights are then part of the run).
-  std::vector<std::string> save_weights(const std::string& dir,
-                                        uint64_t max_shard_bytes) const override;
+  std::vector<std::string> save_weights(const std::string& dir, uint64_t max_shard_bytes,
+                                        base::WriteBatch* batch = nullptr) const override;
   void load_weights(const std::string& dir) override;
   std::string weights_file() const override {
-    return config_.base_model_name_or_path.empty() ? base_->weights_file()
+    return config_.base_model_name_or_path.empty() ? wrapped_->weights_file()
                                                    : base::hf::kAdapterWeights;
   }
 
@@ -71,14 +64,13 @@ class PeftModel : public Model {
   // trainable%: 2.2391" (all params counts a module_to_save twice, as PEFT's original and copy).
   std::string trainable_parameters_text() const;
 
-  Model& base() const { return *base_; }
-  const std::shared_ptr<Model>& base_ptr() const { return base_; }
+  Model& base() const { return *wrapped_; }
+  const std::shared_ptr<Model>& base_ptr() const { return wrapped_; }
   const LoraConfig& config() const { return config_; }
   // The names (in the base) of the layers that carry an adapter.
   const std::vector<std::string>& adapted_layers() const { return adapted_; }
 
  private:
-  std::shared_ptr<Model> base_;
   LoraConfig config_;
   std::vector<std::string> adapted_;
   std::vector<std::string> modules_to_save_;  // the base's modules config.modules_to_save names
@@ -99,7 +91,8 @@ std::shared_ptr<PeftModel> load_peft_model(const PretrainedSource& source,
 std::shared_ptr<Model> load_pretrained(const PretrainedSource& source,
                                        const std::string& dtype = "auto");
 
-// The Hugging Face language model inside `model` (itself, or a PeftModel's base), or nullptr.
+// The Hugging Face language model inside `model` (itself, or under its wrappers: PEFT's, DDP's,
+// FSDP's, the Accelerator's), or nullptr.
 HfCausalLM* as_hf_causal_lm(Model& model);
 
 }  // namespace trainer::models

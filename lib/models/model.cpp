@@ -97,9 +97,9 @@ std::string tensor_text(const torch::Tensor& x) {
   return fmt::format("{} {}", dtype, base::shape_text(x.sizes().vec()));
 }
 
-std::vector<std::string> Model::save_weights(const std::string& dir,
-                                             uint64_t max_shard_bytes) const {
-  return io::save_model_weights(dir, io::state_dict(*this), max_shard_bytes);
+std::vector<std::string> Model::save_weights(const std::string& dir, uint64_t max_shard_bytes,
+                                             base::WriteBatch* batch) const {
+  return io::save_model_weights(dir, io::state_dict(*this), max_shard_bytes, batch);
 }
 
 void Model::load_weights(const std::string& dir) {

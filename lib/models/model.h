@@ -8,6 +8,7 @@
 
 #include <torch/nn/module.h>
 
+#include "lib/base/files.h"
 #include "lib/base/hf_files.h"
 #include "lib/data/dataset.h"
 
@@ -75,9 +76,10 @@ class Model : public torch::nn::Module {
   std::map<std::string, std::string> pretrained_files;
 
   // Writes the weights a run saves into `dir` and returns the files' names: model.safetensors
-  // (shards and their index above max_shard_bytes); a LoRA model its adapter.
-  virtual std::vector<std::string> save_weights(const std::string& dir,
-                                                uint64_t max_shard_bytes) const;
+  // (shards and their index above max_shard_bytes); a LoRA model its adapter. With a `batch`,
+  // they land at its commit.
+  virtual std::vector<std::string> save_weights(const std::string& dir, uint64_t max_shard_bytes,
+                                                base::WriteBatch* batch = nullptr) const;
   // Loads what save_weights wrote in `dir`: every name with its shape, none missing or extra
   // (InputError naming the file and the tensor otherwise).
   virtual void load_weights(const std::string& dir);
@@ -105,6 +107,41 @@ class Model : public torch::nn::Module {
   Task task_;
   BlockHooks* block_hooks_ = nullptr;
 };
+
+// A model around another (PEFT's PeftModel, DDP, FSDP, the Accelerator's): forward, loss and
+// task go to the wrapped model unless a wrapper overrides them; unwrap() is the wrapped model,
+// one level down. Each wrapper registers the wrapped model under its own name.
+class ModelWrapper : public Model {
+ public:
+  explicit ModelWrapper(std::shared_ptr<Model> wrapped) : wrapped_(std::move(wrapped)) {}
+
+  ModelOutput forward(const data::Batch& inputs) override { return wrapped_->forward(inputs); }
+  torch::Tensor forward(const torch::Tensor& x) override { return wrapped_->forward(x); }
+  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
+                     const torch::Tensor& num_items_in_batch = {}) override {
+    return wrapped_->loss(outputs, labels, num_items_in_batch);
+  }
+  Task task() const override { return wrapped_->task(); }
+
+  Model& unwrap() const { return *wrapped_; }
+  const std::shared_ptr<Model>& unwrap_ptr() const { return wrapped_; }
+
+ protected:
+  std::shared_ptr<Model> wrapped_;
+};
+
+// The first model going down from `model` through its wrappers (itself first) that is a T, or
+// nullptr: the Hugging Face model under a PeftModel under DDP, the gradient synchroniser under
+// the Accelerator's wrapper.
+template <typename T>
+T* find_wrapped(Model& model) {
+  for (Model* m = &model;;) {
+    if (auto* found = dynamic_cast<T*>(m)) return found;
+    auto* wrapper = dynamic_cast<ModelWrapper*>(m);
+    if (!wrapper) return nullptr;
+    m = &wrapper->unwrap();
+  }
+}
 
 // Of `classes` (transformer_layer_cls_to_wrap), the first no block has, said as "X is not a layer
 // of this model (its blocks are ...)"; "" when every one names some block's class.

@@ -262,7 +262,7 @@ void TorchScriptModel::to(torch::Device device, torch::Dtype dtype, bool non_blo
   }
 }
 
-void TorchScriptModel::save(const std::string& path) const {
+void TorchScriptModel::save(const std::string& path, base::WriteBatch* batch) const {
   std::ostringstream out;
   bool on_cpu = true;
   for (const auto& p : module_->parameters()) on_cpu = on_cpu && p.device().is_cpu();
@@ -274,7 +274,7 @@ void TorchScriptModel::save(const std::string& path) const {
     copy.to(torch::kCPU);
     copy.save(out);
   }
-  base::write_file_atomic(path, out.str());
+  base::write_file_atomic(path, out.str(), batch);
 }
 
 std::shared_ptr<Model> load_torchscript(const std::string& path,

@@ -55,7 +55,8 @@ class TorchScriptModel : public Model {
   // Writes the module with its current weights, on the CPU, as a TorchScript archive at `path`
   // (atomically: a temporary file renamed into place). Python's torch.jit.load reads it back.
   // Throws std::runtime_error naming the path when it cannot be written.
-  void save(const std::string& path) const;
+  // With a `batch`, the file lands at its commit.
+  void save(const std::string& path, base::WriteBatch* batch = nullptr) const;
   using Model::save;
 
   const std::string& path() const { return path_; }

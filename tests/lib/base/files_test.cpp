@@ -22,17 +22,22 @@ TEST(Files, ABatchLandsEveryFileAtCommitAndRemovesWhatItReplaces) {
   write_file_atomic(dir.file("stale.json"), "old stale");
   {
     WriteBatch batch;
-    write_file_atomic(dir.file("a.json"), "new a");
-    write_file_atomic(dir.file("b.json"), "first b");
-    write_file_atomic(dir.file("b.json"), "second b");
+    write_file_atomic(dir.file("a.json"), "new a", &batch);
+    write_file_atomic(dir.file("b.json"), "first b", &batch);
+    write_file_atomic(dir.file("b.json"), "second b", &batch);
     EXPECT_EQ(slurp(dir.file("a.json")), "old a");  // nothing visible before the commit
     EXPECT_FALSE(std::filesystem::exists(dir.file("b.json")));
     EXPECT_TRUE(batch.staged(dir.file("b.json")));
+    // A write not given the batch is not part of it: it lands at once.
+    write_file_atomic(dir.file("log.json"), "now");
+    EXPECT_EQ(slurp(dir.file("log.json")), "now");
+    EXPECT_FALSE(batch.staged(dir.file("log.json")));
     batch.remove_on_commit(dir.file("stale.json"));
     batch.remove_on_commit(dir.file("a.json"));  // written in the batch: kept
     batch.commit();
   }
-  EXPECT_EQ(base::list_directory(dir.path()), (std::vector<std::string>{"a.json", "b.json"}));
+  EXPECT_EQ(base::list_directory(dir.path()),
+            (std::vector<std::string>{"a.json", "b.json", "log.json"}));
   EXPECT_EQ(slurp(dir.file("a.json")), "new a");
   EXPECT_EQ(slurp(dir.file("b.json")), "second b");
 }
@@ -42,8 +47,8 @@ TEST(Files, ABatchThatIsNotCommittedLeavesEverythingAsItWas) {
   write_file_atomic(dir.file("a.json"), "old a");
   try {
     WriteBatch batch;
-    write_file_atomic(dir.file("a.json"), "new a");
-    write_file_atomic(dir.file("b.json"), "new b");
+    write_file_atomic(dir.file("a.json"), "new a", &batch);
+    write_file_atomic(dir.file("b.json"), "new b", &batch);
     throw std::runtime_error("the run failed before its commit");
   } catch (const std::runtime_error&) {
   }
