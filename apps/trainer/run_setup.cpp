@@ -198,12 +198,14 @@ std::string gigabytes(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e
 
 }  // namespace
 
-std::map<std::string, std::string> tokenizer_files(const std::string& path) {
+std::map<std::string, std::string> tokenizer_files(const std::string& path,
+                                                   const tokenizers::Tokenizer* loaded) {
   const std::string dir = base::is_directory(path) ? path : base::parent_dir(path);
   std::map<std::string, std::string> files;
+  if (loaded) files = loaded->files();
   for (const char* name : base::hf::kTokenizerFiles) {
     const std::string file = base::join_path(dir, name);
-    if (base::exists(file)) files[name] = base::read_file(file);
+    if (!files.count(name) && base::exists(file)) files[name] = base::read_file(file);
   }
   return files;
 }
@@ -242,7 +244,7 @@ std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
     }
     auto peft = models::load_peft_model(*source.pretrained, args.torch_dtype());
     peft->pretrained_files[base::hf::kAdapterConfig] = models::adapter_config_json(peft->config());
-    for (auto& [name, contents] : tokenizer_files(source.tokenizer_path)) {
+    for (auto& [name, contents] : tokenizer_files(source.tokenizer_path, source.tokenizer.get())) {
       peft->pretrained_files[name] = contents;
     }
     return peft;
@@ -271,7 +273,7 @@ std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
   }
   model->pretrained_files = models::hf_pretrained_files(*model, folder);
   if (source.tokenizer) {
-    for (auto& [name, contents] : tokenizer_files(source.tokenizer_path)) {
+    for (auto& [name, contents] : tokenizer_files(source.tokenizer_path, source.tokenizer.get())) {
       model->pretrained_files[name] = contents;
     }
   }

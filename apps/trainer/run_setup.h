@@ -38,8 +38,10 @@ struct ModelSource {
 ModelSource resolve_model_source(const TrainingArguments& args);
 
 // The files of the tokenizer folder (or file's folder) that save_pretrained writes back
-// (tokenizer.json and those beside it that exist), name -> contents.
-std::map<std::string, std::string> tokenizer_files(const std::string& path);
+// (tokenizer.json and those beside it that exist), name -> contents; the `loaded` tokenizer's own
+// files as it read them, when given (not read again).
+std::map<std::string, std::string> tokenizer_files(const std::string& path,
+                                                   const tokenizers::Tokenizer* loaded = nullptr);
 
 // The data set the arguments name (train_file / validation_file, or dataset_name); a split's caches
 // are written by the node's first process and read by the others.

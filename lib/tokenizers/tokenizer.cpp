@@ -146,11 +146,16 @@ std::optional<int32_t> Tokenizer::unk_token_id() const { return impl_->unk; }
 const std::string& Tokenizer::fingerprint() const { return impl_->fingerprint; }
 const std::string& Tokenizer::path() const { return impl_->path; }
 
+std::map<std::string, std::string> Tokenizer::files() const {
+  std::map<std::string, std::string> files = {{base::hf::kTokenizer, impl_->json_bytes}};
+  if (impl_->has_config) files[base::hf::kTokenizerConfig] = impl_->config_bytes;
+  return files;
+}
+
 void Tokenizer::save(const std::string& dir) const {
   base::make_directories(dir);
-  base::write_file_atomic(base::join_path(dir, base::hf::kTokenizer), impl_->json_bytes);
-  if (impl_->has_config) {
-    base::write_file_atomic(base::join_path(dir, base::hf::kTokenizerConfig), impl_->config_bytes);
+  for (const auto& [name, contents] : files()) {
+    base::write_file_atomic(base::join_path(dir, name), contents);
   }
 }
 

@@ -34,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -84,6 +85,8 @@ class Tokenizer {
   // Writes tokenizer.json and tokenizer_config.json (as read, byte for byte; the config only when
   // one was read) into `dir`, created when missing, as save_pretrained would hand them back.
   void save(const std::string& dir) const;
+  // What save writes: file name -> contents.
+  std::map<std::string, std::string> files() const;
 
   struct Impl;
 
