@@ -2,6 +2,8 @@
 #include "apps/trainer/cli_arguments.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 
@@ -129,6 +131,19 @@ void read_training_arguments(const std::vector<std::string>& tokens, Command& co
         "argument --eval_strategy {} and its old name --evaluation_strategy {} disagree (give one)",
         eval->second, old->second));
   }
+}
+
+// An option's text as a number in [low, high]: "--nproc-per-node abc" names the option.
+double number_option(const std::string& option, const std::string& text, double low, double high,
+                     bool integer, const std::string& allowed) {
+  char* end = nullptr;
+  errno = 0;
+  double value = text.empty() ? NAN : std::strtod(text.c_str(), &end);
+  bool digits_only = text.find_first_not_of("0123456789") == std::string::npos;
+  bool ok = !text.empty() && *end == '\0' && std::isfinite(value) && value >= low &&
+            value <= high && (!integer || digits_only);
+  if (!ok) throw InputError(fmt::format("{} {} is not allowed ({})", option, text, allowed));
+  return value;
 }
 
 }  // namespace trainer::cli
