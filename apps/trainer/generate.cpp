@@ -215,10 +215,12 @@ int generate_text(const cli::GenerateOptions& options) {
   const std::string& dir = options.output_dir;
   // An adapter folder of a Hugging Face base; one of a registry gpt (no base folder) is that
   // run's folder.
-  const bool hf_adapter = models::is_adapter_dir(dir) &&
-                          !models::read_adapter_config(dir).base_model_name_or_path.empty();
-  if (models::is_hf_model_dir(dir) || hf_adapter) {
+  if (models::is_hf_model_dir(dir))
     return generate_hf(*models::read_pretrained_source(dir), options);
+  std::optional<models::LoraConfig> adapter;
+  if (models::is_adapter_dir(dir)) adapter = models::read_adapter_config(dir);
+  if (adapter && !adapter->base_model_name_or_path.empty()) {
+    return generate_hf(models::adapter_source(dir, *adapter), options);
   }
   if (!base::is_directory(dir)) {
     throw InputError(fmt::format(
@@ -262,9 +264,9 @@ int generate_text(const cli::GenerateOptions& options) {
   auto model = std::dynamic_pointer_cast<models::Gpt>(
       models::make_model("gpt", field("model_config"), source->info()));
   std::shared_ptr<models::Model> holder = model;
-  if (models::is_adapter_dir(dir)) {
+  if (adapter) {
     // LoRA on the gpt: its adapters, saved with the base in model.safetensors.
-    auto peft = std::make_shared<models::PeftModel>(model, models::read_adapter_config(dir));
+    auto peft = std::make_shared<models::PeftModel>(model, *adapter);
     peft->load_weights(dir);
     holder = peft;
   } else {

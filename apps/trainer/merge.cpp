@@ -40,7 +40,8 @@ int merge_command(const MergeOptions& options) {
     }
   }
   // Loaded in the wanted type: W + delta computed there, not rounded in the base's type first.
-  const models::PretrainedSource source = *models::read_pretrained_source(dir);
+  const models::PretrainedSource source =
+      models::adapter_source(dir, models::read_adapter_config(dir));
   auto peft = models::load_peft_model(source, options.torch_dtype);
   const std::string base_dir = peft->config().base_model_name_or_path;
   const size_t layers = peft->adapted_layers().size();

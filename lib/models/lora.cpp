@@ -378,6 +378,9 @@ std::string PeftModel::trainable_parameters_text() const {
 
 std::shared_ptr<PeftModel> load_peft_model(const PretrainedSource& source,
                                            const std::string& dtype) {
+  if (!source.is_adapter()) {
+    throw std::invalid_argument("load_peft_model: " + source.path + " is not an adapter folder");
+  }
   const std::string& dir = source.path;
   const std::string config_path = base::join_path(dir, base::hf::kAdapterConfig);
   const std::string path = base::join_path(dir, base::hf::kAdapterWeights);
@@ -399,12 +402,7 @@ std::shared_ptr<PeftModel> load_peft_model(const PretrainedSource& source,
 }
 
 std::shared_ptr<PeftModel> load_peft_model(const std::string& dir, const std::string& dtype) {
-  const auto source = read_pretrained_source(dir);
-  if (!source || !source->is_adapter()) {
-    throw InputError(
-        fmt::format("{} is not an adapter folder (it holds no {})", dir, base::hf::kAdapterConfig));
-  }
-  return load_peft_model(*source, dtype);
+  return load_peft_model(adapter_source(dir, read_adapter_config(dir)), dtype);
 }
 
 std::shared_ptr<Model> load_pretrained(const PretrainedSource& source, const std::string& dtype) {

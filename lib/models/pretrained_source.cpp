@@ -40,18 +40,23 @@ const std::string& checked_base_model(const LoraConfig& config, const std::strin
 }  // namespace
 
 std::optional<PretrainedSource> read_pretrained_source(const std::string& path) {
-  PretrainedSource source;
-  source.path = path;
-  if (is_hf_model_dir(path)) {
-    source.model_dir = source.tokenizer_dir = path;
-  } else if (is_adapter_dir(path)) {
-    source.adapter = read_adapter_config(path);
-    source.model_dir = checked_base_model(*source.adapter, path);
-    source.tokenizer_dir =
-        base::exists(base::join_path(path, base::hf::kTokenizer)) ? path : source.model_dir;
-  } else {
-    return std::nullopt;
+  if (is_adapter_dir(path) && !is_hf_model_dir(path)) {
+    return adapter_source(path, read_adapter_config(path));
   }
+  if (!is_hf_model_dir(path)) return std::nullopt;
+  PretrainedSource source;
+  source.path = source.model_dir = source.tokenizer_dir = path;
+  source.config = read_hf_config(path);
+  return source;
+}
+
+PretrainedSource adapter_source(const std::string& dir, LoraConfig adapter) {
+  PretrainedSource source;
+  source.path = dir;
+  source.model_dir = checked_base_model(adapter, dir);
+  source.adapter = std::move(adapter);
+  source.tokenizer_dir =
+      base::exists(base::join_path(dir, base::hf::kTokenizer)) ? dir : source.model_dir;
   source.config = read_hf_config(source.model_dir);
   return source;
 }

@@ -27,5 +27,8 @@ struct PretrainedSource {
 // read or is not supported, and for an adapter whose base_model_name_or_path is null, an adapter
 // folder itself, or not a Hugging Face model folder here.
 std::optional<PretrainedSource> read_pretrained_source(const std::string& path);
+// Adapter folder `dir` whose adapter_config.json is read already (`adapter`): its base checked and
+// its config.json read, as read_pretrained_source does.
+PretrainedSource adapter_source(const std::string& dir, LoraConfig adapter);
 
 }  // namespace trainer::models

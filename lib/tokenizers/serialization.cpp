@@ -48,6 +48,15 @@ class Loader {
     return v.get<std::string>();
   }
 
+  // A Sequence `component`'s list (its `key`: "pretokenizers", "processors"), which must be an
+  // array.
+  const json& sequence(const json& j, const char* component, const char* key) const {
+    const std::string within = fmt::format("{} Sequence", component);
+    const json& list = field(j, key, within.c_str());
+    if (!list.is_array()) refuse(fmt::format("{}'s {} is not a JSON array", within, key));
+    return list;
+  }
+
   bool flag(const json& j, const char* key, bool fallback) const {
     if (!j.contains(key) || j[key].is_null()) return fallback;
     if (!j[key].is_boolean()) refuse(fmt::format("\"{}\" is not true or false", key));
@@ -186,9 +195,9 @@ class Loader {
   void pre_tokenizer(const json& p, bool top) {
     const std::string type = json_type_name(p);
     if (type == "Sequence" && top) {
-      const json& list = field(p, "pretokenizers", "pre_tokenizer Sequence");
-      if (!list.is_array()) refuse("pre_tokenizer Sequence's pretokenizers is not a JSON array");
-      for (const json& item : list) pre_tokenizer(item, false);
+      for (const json& item : sequence(p, "pre_tokenizer", "pretokenizers")) {
+        pre_tokenizer(item, false);
+      }
       return;
     }
     if (t_.pre_tokenizer.byte_level) refuse("a pre_tokenizer after ByteLevel is not supported");
@@ -223,9 +232,9 @@ class Loader {
   void post_processor(const json& p, bool top) {
     const std::string type = json_type_name(p);
     if (type == "Sequence" && top) {
-      const json& list = field(p, "processors", "post_processor Sequence");
-      if (!list.is_array()) refuse("post_processor Sequence's processors is not a JSON array");
-      for (const json& item : list) post_processor(item, false);
+      for (const json& item : sequence(p, "post_processor", "processors")) {
+        post_processor(item, false);
+      }
       return;
     }
     if (type == "ByteLevel") return;  // offsets only

@@ -43,6 +43,13 @@ void read_json_bytes(const std::string& where, const Tokenizer::Options& options
   }
 }
 
+// What every tokenizer read ends with: the unknown token (tokenizer_config.json's, else the
+// model's) and the fingerprint of the bytes read.
+void finish(Tokenizer::Impl& t) {
+  if (!t.unk) t.unk = t.model.unk_id;
+  t.fingerprint = base::sha256_hex(t.json_bytes + t.config_bytes);
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_json(std::string json_bytes, const std::string& where) {
@@ -55,8 +62,7 @@ Tokenizer Tokenizer::from_json(std::string json_bytes, const std::string& where,
   impl->path = where;
   impl->json_bytes = std::move(json_bytes);
   read_json_bytes(where, options, *impl);
-  impl->unk = impl->model.unk_id;
-  impl->fingerprint = base::sha256_hex(impl->json_bytes);
+  finish(*impl);
   Tokenizer t;
   t.impl_ = std::move(impl);
   return t;
@@ -89,8 +95,7 @@ Tokenizer Tokenizer::load(const std::string& path, const Options& options) {
     if (!config.is_object()) throw InputError(config_where + ": the file holds no JSON object");
     read_tokenizer_config(config, config_where, *impl);
   }
-  if (!impl->unk) impl->unk = impl->model.unk_id;
-  impl->fingerprint = base::sha256_hex(impl->json_bytes + impl->config_bytes);
+  finish(*impl);
   Tokenizer t;
   t.impl_ = std::move(impl);
   return t;
