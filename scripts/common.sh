@@ -12,6 +12,8 @@ DATASETS_VERSION="5.2.0"
 ACCELERATE_VERSION="1.15.0"
 # PEFT writes and reads the LoRA adapter folders the LoRA checks exchange with ours.
 PEFT_VERSION="0.21.2"
+# TRL's chat templates are the Jinja engine's reference data (scripts/reference/chat_templates.py).
+TRL_VERSION="1.16.0"
 TRAINER_CACHE="${TRAINER_CACHE:-$HOME/.cache/trainer}"
 TORCH_VENV="${TORCH_VENV:-$TRAINER_CACHE/venv-torch-$TORCH_VERSION}"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

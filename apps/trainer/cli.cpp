@@ -43,9 +43,19 @@ const std::vector<CommandHelp> kCommands = {
      "[--temperature T] [--top_k K] [--top_p P] [--seed S]",
      "Continue a prompt with a trained language model: a Hugging Face model or adapter folder "
      "(its tokenizer, its generation_config.json) or a gpt run's output_dir, seeded."},
+    {"chat",
+     "trainer chat DIR [--system TEXT] [--max_new_tokens N] [--do_sample B] [--temperature T] "
+     "[--top_k K] [--top_p P] [--seed S] [--chat_template FILE]",
+     "Talk to a Hugging Face model through its chat template (as transformers chat): each "
+     "message from standard input is answered as it is generated; /clear and /exit."},
     {"tokenize", "trainer tokenize --tokenizer_name DIR [FILE] [--decode] [--no_special_tokens]",
      "Print the ids a Hugging Face tokenizer.json gives each line of FILE (or standard input), "
      "as space-separated numbers; --decode reads such lines and prints their text."},
+    {"chat-template",
+     "trainer chat-template --tokenizer_name DIR [--chat_template FILE] [--add_generation_prompt] "
+     "[--tools FILE] [CONVERSATIONS.jsonl]",
+     "Render each conversation (a JSON line with messages, optionally tools) with the chat "
+     "template, as apply_chat_template(tokenize=False): one JSON string a line."},
     {"merge",
      "trainer merge ADAPTER_DIR --output_dir DIR [--torch_dtype auto|float32|bfloat16|float16]",
      "Merge a LoRA adapter folder into its base model (PEFT's merge_and_unload) and write the "
@@ -128,10 +138,11 @@ CLI::App* add_plot(CLI::App& app, Command& command, OptionText& text) {
 // CLI11's "At Most 1 required but received 2" or "1 required TEXT missing" in our words: the
 // option given twice, or the one without its value. For launch, the scan stops at PROGRAM.
 std::string mismatch_text(const std::vector<std::string>& args, const std::string& what) {
-  const std::string command = !args.empty() && (args[0] == "plot" || args[0] == "generate" ||
-                                                args[0] == "tokenize" || args[0] == "merge")
-                                  ? args[0]
-                                  : "launch";
+  const std::string command =
+      !args.empty() && (args[0] == "plot" || args[0] == "generate" || args[0] == "chat" ||
+                        args[0] == "tokenize" || args[0] == "chat-template" || args[0] == "merge")
+          ? args[0]
+          : "launch";
   std::set<std::string> seen;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& word = args[i];
@@ -143,6 +154,10 @@ std::string mismatch_text(const std::vector<std::string>& args, const std::strin
     const std::string name = word.substr(0, word.find('='));
     if (name == "--help" || name == "-h" || name == "--rank0-only") continue;
     if (command == "tokenize" && (name == "--decode" || name == "--no_special_tokens")) continue;
+    if ((command == "chat-template" &&
+         (name == "--add_generation_prompt" || name == "--generation_indices")) ||
+        (command == "generate" && name == "--chat"))
+      continue;
     if (!seen.insert(name).second) {
       return fmt::format("trainer {}: option {} is given twice (each option is given once)",
                          command, base::shown_text(name));
@@ -184,8 +199,9 @@ void finish_plot(Command& command, OptionText& text) {
   command.name = "plot";
 }
 
-CLI::App* add_generate(CLI::App& app, Command& command, OptionText& text) {
-  CLI::App* generate = app.add_subcommand("generate", help_of("generate"));
+// generate's options, for `trainer generate` and (name "chat") `trainer chat`.
+CLI::App* add_generate(CLI::App& app, Command& command, OptionText& text, const std::string& name) {
+  CLI::App* generate = app.add_subcommand(name, help_of(name));
   generate->allow_extras();
   GenerateOptions& go = command.generate;
   text = {{"--max_new_tokens", std::to_string(go.max_new_tokens)},
@@ -224,16 +240,31 @@ CLI::App* add_generate(CLI::App& app, Command& command, OptionText& text) {
          "Keep each layer's keys and values (the KV cache)", "BOOL");
   option("--output_ids,--output-ids", "--output_ids",
          "Print the token ids (prompt and generated), not the text", "BOOL");
+  generate
+      ->add_option("--chat_template,--chat-template", go.chat_template,
+                   "A Jinja chat template file instead of the folder's")
+      ->type_name("FILE");
+  generate->add_option("--system", go.system, "A system message first in the conversation")
+      ->type_name("TEXT");
+  if (name == "generate") {
+    generate->add_flag("--chat", go.chat,
+                       "Put the prompt through the folder's chat template as a user message, "
+                       "with the generation prompt");
+  }
   return generate;
 }
 
 void finish_generate(Command& command, OptionText& text, const CLI::App& app) {
   GenerateOptions& go = command.generate;
+  const std::string name = app.get_name();
   for (const char* key : {"--temperature", "--top_k", "--top_p"}) {
     if (app.get_option(key)->count() > 0) go.given.insert(key);
   }
   if (go.output_dir.empty()) {
-    throw InputError("trainer generate needs OUTPUT_DIR (see trainer generate --help)");
+    throw InputError(
+        name == "chat"
+            ? "trainer chat needs DIR, a Hugging Face model folder (see trainer chat --help)"
+            : "trainer generate needs OUTPUT_DIR (see trainer generate --help)");
   }
   go.max_new_tokens = static_cast<int64_t>(number_option(
       "--max_new_tokens", text["--max_new_tokens"], 0, 1e6, true, "an integer in 0..1000000"));
@@ -248,7 +279,7 @@ void finish_generate(Command& command, OptionText& text, const CLI::App& app) {
     if (v.empty()) return std::nullopt;
     if (v == "true" || v == "True" || v == "1") return true;
     if (v == "false" || v == "False" || v == "0") return false;
-    throw InputError(fmt::format("trainer generate: {} {} is not allowed (true or false)", key,
+    throw InputError(fmt::format("trainer {}: {} {} is not allowed (true or false)", name, key,
                                  base::shown_text(v)));
   };
   go.do_sample = flag("--do_sample");
@@ -256,7 +287,13 @@ void finish_generate(Command& command, OptionText& text, const CLI::App& app) {
   go.output_ids = flag("--output_ids").value_or(false);
   go.seed = static_cast<uint64_t>(number_option("--seed", text["--seed"], 0, 9007199254740992.0,
                                                 true, "an integer in 0..9007199254740992 (2^53)"));
-  command.name = "generate";
+  if (name == "chat") go.chat = true;
+  if (!go.chat && (!go.system.empty() || !go.chat_template.empty())) {
+    throw InputError(
+        "trainer generate: --system and --chat_template go with --chat (the prompt through the "
+        "chat template)");
+  }
+  command.name = name;
 }
 
 CLI::App* add_tokenize(CLI::App& app, Command& command) {
@@ -288,6 +325,44 @@ void finish_tokenize(CLI::App& tokenize, Command& command) {
   }
   to.special_tokens = tokenize.get_option("--no_special_tokens")->count() == 0;
   command.name = "tokenize";
+}
+
+CLI::App* add_chat_template(CLI::App& app, Command& command) {
+  CLI::App* sub = app.add_subcommand("chat-template", help_of("chat-template"));
+  sub->allow_extras();
+  ChatTemplateOptions& co = command.chat_template;
+  sub->add_option("--tokenizer_name,--tokenizer-name", co.tokenizer_name,
+                  "Folder with the chat template (chat_template.jinja or tokenizer_config.json)")
+      ->type_name("DIR");
+  sub->add_option("--chat_template,--chat-template", co.chat_template,
+                  "A Jinja chat template file instead of the folder's")
+      ->type_name("FILE");
+  sub->add_option("--tools", co.tools, "A JSON file with the list of tool schemas for every line")
+      ->type_name("FILE");
+  sub->add_option("file", co.file,
+                  "JSON Lines, one {\"messages\": [...], \"tools\": [...]} a line; default "
+                  "standard input")
+      ->type_name("CONVERSATIONS.jsonl");
+  sub->add_flag("--add_generation_prompt,--add-generation-prompt", co.add_generation_prompt,
+                "End with the header of the assistant's turn");
+  sub->add_flag("--generation_indices,--generation-indices", co.generation_indices,
+                "Print {\"text\", \"generation_indices\"}: the {% generation %} spans too");
+  return sub;
+}
+
+void finish_chat_template(CLI::App& sub, Command& command) {
+  ChatTemplateOptions& co = command.chat_template;
+  if (co.tokenizer_name.empty() && co.chat_template.empty()) {
+    throw InputError(
+        "trainer chat-template needs --tokenizer_name DIR (a folder with a chat template) or "
+        "--chat_template FILE");
+  }
+  if (sub.get_option("file")->count() > 0 && co.file.empty()) {
+    throw InputError(
+        "trainer chat-template: CONVERSATIONS.jsonl is empty (give a file, or none for standard "
+        "input)");
+  }
+  command.name = "chat-template";
 }
 
 CLI::App* add_merge(CLI::App& app, Command& command) {
@@ -339,7 +414,10 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   add_training_commands(app, command);
   OptionText plot_text, generate_text, launch_text;
   CLI::App* plot = add_plot(app, command, plot_text);
-  CLI::App* generate = add_generate(app, command, generate_text);
+  CLI::App* generate = add_generate(app, command, generate_text, "generate");
+  OptionText chat_text;
+  CLI::App* chat = add_generate(app, command, chat_text, "chat");
+  CLI::App* chat_template = add_chat_template(app, command);
   CLI::App* tokenize = add_tokenize(app, command);
   CLI::App* merge = add_merge(app, command);
   CLI::App* env = app.add_subcommand("env", help_of("env"));
@@ -358,7 +436,7 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   } catch (const CLI::RequiredError& e) {
     throw InputError(
         "a command is required: trainer "
-        "train|evaluate|predict|plot|generate|tokenize|merge|env|launch "
+        "train|evaluate|predict|plot|generate|chat|tokenize|chat-template|merge|env|launch "
         "... (see trainer --help)");
   } catch (const CLI::ArgumentMismatch& e) {
     throw InputError(mismatch_text(args, e.what()));
@@ -378,6 +456,12 @@ std::optional<Command> parse_command_line(int argc, char** argv) {
   } else if (generate->parsed()) {
     refuse_extras(*generate);
     finish_generate(command, generate_text, *generate);
+  } else if (chat->parsed()) {
+    refuse_extras(*chat);
+    finish_generate(command, chat_text, *chat);
+  } else if (chat_template->parsed()) {
+    refuse_extras(*chat_template);
+    finish_chat_template(*chat_template, command);
   } else if (plot->parsed()) {
     refuse_extras(*plot);
     if (plot->get_option("--output")->count() > 0 && command.plot_output.empty()) {

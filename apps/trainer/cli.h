@@ -31,6 +31,11 @@ struct GenerateOptions {
   std::set<std::string> given;
   bool use_cache = true;    // the KV cache (false: every step runs the whole sequence)
   bool output_ids = false;  // print the ids (prompt and generated), not the text
+  // Through the folder's chat template: the prompt as a user message (generate --chat), or a
+  // conversation read from standard input (trainer chat).
+  bool chat = false;
+  std::string system;         // a system message first in the conversation
+  std::string chat_template;  // a .jinja file instead of the folder's template
 };
 
 // `trainer tokenize --tokenizer_name DIR [FILE]`: each line's ids (or, --decode, each line of
@@ -43,6 +48,17 @@ struct TokenizeOptions {
 };
 
 // `trainer merge ADAPTER_DIR --output_dir DIR`: the base model with the adapter merged in.
+// `trainer chat-template --tokenizer_name DIR [--chat_template FILE] [--add_generation_prompt]
+// [--tools FILE] [CONVERSATIONS.jsonl]`: each conversation rendered by the chat template.
+struct ChatTemplateOptions {
+  std::string tokenizer_name;  // the folder with the template (and the special tokens)
+  std::string chat_template;   // a .jinja file instead of the folder's template
+  std::string tools;           // a JSON file with a list of tool schemas, for every line
+  std::string file;            // "": standard input
+  bool add_generation_prompt = false;
+  bool generation_indices = false;  // print {"text", "generation_indices"} objects
+};
+
 struct MergeOptions {
   std::string adapter_dir;
   std::string output_dir;
@@ -50,16 +66,17 @@ struct MergeOptions {
 };
 
 struct Command {
-  std::string name;    // "train", "evaluate", "predict", "plot", "env", "generate", "tokenize",
-                       // "merge" or "launch"
+  std::string name;    // "train", "evaluate", "predict", "plot", "env", "generate", "chat",
+                       // "tokenize", "chat-template", "merge" or "launch"
   std::string config;  // JSON file, or "" for defaults
   std::vector<std::pair<std::string, std::string>> overrides;
   dist::LaunchOptions launch;          // for "launch"
   std::vector<std::string> plot_dirs;  // for "plot": the runs' output_dirs
   std::string plot_output;             // for "plot": -o FILE, or ""
   double plot_smoothing = 0.6;         // for "plot": --smoothing of the per-step loss
-  GenerateOptions generate;            // for "generate"
+  GenerateOptions generate;            // for "generate" and "chat"
   TokenizeOptions tokenize;            // for "tokenize"
+  ChatTemplateOptions chat_template;   // for "chat-template"
   MergeOptions merge;                  // for "merge"
 };
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "apps/trainer/cli.h"
+#include "lib/tokenizers/chat_template.h"
 #include "trainer/training_args.h"
 
 namespace trainer::cli {
@@ -34,6 +35,20 @@ int plot_command(const std::vector<std::string>& output_dirs, const std::string&
 // `trainer tokenize`: each input line's ids under a tokenizer.json, or (--decode) each line of ids
 // as text (apps/trainer/tokenize.cpp).
 int tokenize_command(const TokenizeOptions& options);
+
+// `trainer chat-template`: each conversation of a JSON Lines file rendered by a chat template, one
+// JSON string a line (apps/trainer/chat_template.cpp).
+int chat_template_command(const ChatTemplateOptions& options);
+
+// The chat template of `file` (a .jinja file, with the special tokens of folder `dir`), else of
+// the tokenizer folder `dir`. Throws InputError naming `command` when there is none or it does
+// not parse.
+tokenizers::ChatTemplate load_chat_template(const std::string& dir, const std::string& file,
+                                            const std::string& command);
+
+// `trainer chat DIR`: a conversation with a Hugging Face model through its chat template
+// (apps/trainer/chat.cpp); `trainer generate --chat` templates its prompt the same way.
+int chat_command(const GenerateOptions& options);
 
 // `trainer merge ADAPTER_DIR --output_dir DIR`: the adapter's base model with the adapter merged
 // (W + scaling B A), written as a Hugging Face model folder with the tokenizer.

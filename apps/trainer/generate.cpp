@@ -143,39 +143,36 @@ std::vector<int32_t> prompt_ids(const tokenizers::Tokenizer& tokenizer,
   return prompt;
 }
 
-// `trainer generate` on a Hugging Face folder: its tokenizer encodes the prompt, tokens follow
-// greedily or sampled, until an EOS token of generation_config.json or max_new_tokens.
-// An adapter folder generates with its base model and the adapter; the base's folder gives the
-// generation config, and the tokenizer where the adapter folder has none.
-int generate_hf(const models::PretrainedSource& source, const cli::GenerateOptions& options) {
-  const std::string& dir = source.model_dir;
-  const std::string& tokenizer_dir = source.tokenizer_dir;
-  std::shared_ptr<models::Model> loaded = models::load_pretrained(source, "auto");
-  models::HfCausalLM* model = models::as_hf_causal_lm(*loaded);
+}  // namespace
+
+HfSession::HfSession(const models::PretrainedSource& source, const cli::GenerateOptions& options)
+    : options(options),
+      tokenizer(tokenizers::Tokenizer::load(source.tokenizer_dir)),
+      generator(at::make_generator<at::CPUGeneratorImpl>(options.seed)) {
+  loaded = models::load_pretrained(source, "auto");
+  model = models::as_hf_causal_lm(*loaded);
   if (model->dtype() != torch::kFloat) loaded->to(torch::kFloat);
   loaded->eval();
-  tokenizers::Tokenizer tokenizer = tokenizers::Tokenizer::load(tokenizer_dir);
   // As train refuses it: an id past the model's embedding would index out of its range.
   if (tokenizer.vocab_size() > model->config().vocab_size) {
     throw InputError(fmt::format(
         "trainer generate: the tokenizer of {} has {} tokens, more than the model's vocab_size {}",
-        tokenizer_dir, tokenizer.vocab_size(), model->config().vocab_size));
+        source.tokenizer_dir, tokenizer.vocab_size(), model->config().vocab_size));
   }
-  const models::GenerationConfig generation =
-      models::read_generation_config(dir, model->config().vocab_size);
-  const std::vector<int32_t> prompt = prompt_ids(tokenizer, options, generation, model->config());
-  const bool sample = options.do_sample.value_or(generation.do_sample.value_or(false));
+  generation = models::read_generation_config(source.model_dir, model->config().vocab_size);
+  sample = options.do_sample.value_or(generation.do_sample.value_or(false));
   // Sampling's settings: the command line's, else generation_config.json's, else Transformers'
   // defaults (as model.generate's keyword arguments override its generation config).
-  cli::GenerateOptions warpers = options;
+  warpers = options;
   if (!options.given.count("--temperature"))
     warpers.temperature = generation.temperature.value_or(1.0);
   if (!options.given.count("--top_k")) warpers.top_k = generation.top_k.value_or(50);
   if (!options.given.count("--top_p")) warpers.top_p = generation.top_p.value_or(1.0);
-  const std::vector<int64_t> eos =
-      generation.has_eos ? generation.eos_token_ids : model->config().eos_token_ids;
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
-  std::vector<int64_t> ids(prompt.begin(), prompt.end());
+  eos = generation.has_eos ? generation.eos_token_ids : model->config().eos_token_ids;
+}
+
+std::vector<int64_t> HfSession::generate(std::vector<int64_t> ids,
+                                         const std::function<void(int64_t)>& on_token) {
   const int64_t limit = model->config().max_position_embeddings;
   torch::NoGradGuard no_grad;
   models::KVCache cache;
@@ -193,15 +190,35 @@ int generate_hf(const models::PretrainedSource& source, const cli::GenerateOptio
         next_token(process_logits(logits[0][-1].to(torch::kFloat), ids, generation), warpers,
                    sample, generator);
     ids.push_back(token);
+    if (on_token) on_token(token);
     if (std::find(eos.begin(), eos.end(), token) != eos.end()) break;
     input = torch::full({1, 1}, token, torch::kLong);
   }
+  return ids;
+}
+
+namespace {
+
+// `trainer generate` on a Hugging Face folder: its tokenizer encodes the prompt (or, with --chat,
+// the folder's chat template renders it as a user message), tokens follow greedily or sampled,
+// until an EOS token of generation_config.json or max_new_tokens. An adapter folder generates
+// with its base model and the adapter; the base's folder gives the generation config, and the
+// tokenizer where the adapter folder has none.
+int generate_hf(const models::PretrainedSource& source, const cli::GenerateOptions& options) {
+  HfSession session(source, options);
+  std::vector<int32_t> prompt;
+  if (options.chat) {
+    prompt = chat_prompt_ids(session, source.tokenizer_dir, options, options.prompt);
+  } else {
+    prompt = prompt_ids(session.tokenizer, options, session.generation, session.model->config());
+  }
+  const std::vector<int64_t> ids = session.generate({prompt.begin(), prompt.end()}, {});
   std::string out;
   if (options.output_ids) {
     for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
   } else {
-    out = tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end()),
-                           /*skip_special_tokens=*/true);
+    out = session.tokenizer.decode(std::vector<int32_t>(ids.begin(), ids.end()),
+                                   /*skip_special_tokens=*/true);
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (out.empty() || out.back() != '\n') std::fputc('\n', stdout);

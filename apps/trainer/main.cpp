@@ -91,6 +91,8 @@ int main(int argc, char** argv) {
     if (command->name == "env") return env_command();
     if (command->name == "generate") return generate_text(command->generate);
     if (command->name == "tokenize") return tokenize_command(command->tokenize);
+    if (command->name == "chat-template") return chat_template_command(command->chat_template);
+    if (command->name == "chat") return chat_command(command->generate);
     if (command->name == "merge") return merge_command(command->merge);
     if (command->name == "plot") {
       return plot_command(command->plot_dirs, command->plot_output, command->plot_smoothing);

@@ -1,0 +1,349 @@
+// Jinja expressions: literals, names, attributes, subscripts and slices, calls, filters and
+// tests, and the operators with Python's semantics (int overflow refused rather than promoted to
+// a big integer; sizes checked before a string or list is made).
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "lib/tokenizers/jinja_interpreter.h"
+
+namespace trainer::tokenizers::jinja {
+namespace {
+
+using K = Value::Kind;
+
+// Python's slice of a length-n sequence: the indices it takes, in order.
+std::vector<int64_t> slice_indices(Interpreter& in, int64_t n, const Value& start,
+                                   const Value& stop, const Value& step_value) {
+  const int64_t step = step_value.is_none() || step_value.is_undefined() ? 1 : step_value.as_int();
+  if (step == 0) in.fail("slice step cannot be zero");
+  auto bound = [&](const Value& v, int64_t fallback) {
+    if (v.is_none() || v.is_undefined()) return fallback;
+    int64_t i = v.as_int();
+    if (i < 0) i += n;
+    if (step > 0) return std::clamp<int64_t>(i, 0, n);
+    return std::clamp<int64_t>(i, -1, n - 1);
+  };
+  const int64_t begin = bound(start, step > 0 ? 0 : n - 1);
+  const int64_t end = bound(stop, step > 0 ? n : -1);
+  std::vector<int64_t> out;
+  for (int64_t i = begin; step > 0 ? i < end : i > end; i += step) out.push_back(i);
+  return out;
+}
+
+bool slice_part_ok(const Value& v) { return v.is_none() || v.is_undefined() || v.is_int(); }
+
+// a op b on int64, refusing what would pass 64 bits (Python would make a big integer).
+template <typename Op>
+int64_t checked(Interpreter& in, Op op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (op(a, b, &r)) in.fail("integer overflow (a value past 64 bits)");
+  return r;
+}
+const auto kAdd = [](int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); };
+const auto kSub = [](int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); };
+const auto kMul = [](int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); };
+
+Value repeat(Interpreter& in, const Value& seq, int64_t count) {
+  if (count <= 0)
+    return seq.is_string()           ? Value::string("")
+           : seq.kind() == K::kTuple ? Value::tuple({})
+                                     : Value::list({});
+  const size_t unit = seq.is_string() ? seq.str().size() : seq.items().size();
+  size_t total = 0;
+  if (__builtin_mul_overflow(unit, static_cast<size_t>(count), &total)) total = SIZE_MAX;
+  in.check_size(total);
+  if (seq.is_string()) {
+    std::string out;
+    out.reserve(total);
+    for (int64_t i = 0; i < count; ++i) out += seq.str();
+    return Value::string(std::move(out));
+  }
+  List out;
+  out.reserve(total);
+  for (int64_t i = 0; i < count; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());
+  return seq.kind() == K::kTuple ? Value::tuple(std::move(out)) : Value::list(std::move(out));
+}
+
+[[noreturn]] void unsupported(Interpreter& in, const std::string& op, const Value& a,
+                              const Value& b) {
+  in.fail(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, a.type_name(),
+                      b.type_name()));
+}
+
+Value arithmetic(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
+  const bool ints = a.is_int() && b.is_int();
+  const bool numbers = a.is_number() && b.is_number();
+  if (op == "+") {
+    if (ints) return Value::integer(checked(in, kAdd, a.as_int(), b.as_int()));
+    if (numbers) return Value::number(a.as_float() + b.as_float());
+    if (a.is_string() && b.is_string()) {
+      in.check_size(a.str().size() + b.str().size());
+      return Value::string(a.str() + b.str());
+    }
+    if (a.is_sequence() && a.kind() == b.kind()) {
+      in.check_size(a.items().size() + b.items().size());
+      List out = a.items();
+      out.insert(out.end(), b.items().begin(), b.items().end());
+      return a.kind() == K::kTuple ? Value::tuple(std::move(out)) : Value::list(std::move(out));
+    }
+    unsupported(in, op, a, b);
+  }
+  if (op == "-") {
+    if (ints) return Value::integer(checked(in, kSub, a.as_int(), b.as_int()));
+    if (numbers) return Value::number(a.as_float() - b.as_float());
+    unsupported(in, op, a, b);
+  }
+  if (op == "*") {
+    if (ints) return Value::integer(checked(in, kMul, a.as_int(), b.as_int()));
+    if (numbers) return Value::number(a.as_float() * b.as_float());
+    if ((a.is_string() || a.is_sequence()) && b.is_int()) return repeat(in, a, b.as_int());
+    if ((b.is_string() || b.is_sequence()) && a.is_int()) return repeat(in, b, a.as_int());
+    unsupported(in, op, a, b);
+  }
+  if (op == "/") {
+    if (!numbers) unsupported(in, op, a, b);
+    if (b.as_float() == 0) in.fail("division by zero");
+    return Value::number(a.as_float() / b.as_float());
+  }
+  if (op == "//" || op == "%") {
+    if (a.is_string() && op == "%") {
+      CallArgs args;
+      if (b.kind() == K::kTuple) {
+        args.args = b.items();
+      } else {
+        args.args.push_back(b);
+      }
+      return in.apply_filter("format", a, args);
+    }
+    if (!numbers) unsupported(in, op, a, b);
+    if (b.as_float() == 0) in.fail(ints ? "integer division or modulo by zero" : "float divmod()");
+    if (ints) {
+      const int64_t x = a.as_int(), y = b.as_int();
+      if (x == INT64_MIN && y == -1) in.fail("integer overflow (a value past 64 bits)");
+      int64_t q = x / y, m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) {
+        --q;
+        m += y;
+      }
+      return Value::integer(op == "//" ? q : m);
+    }
+    // CPython's float_divmod.
+    const double x = a.as_float(), y = b.as_float();
+    double m = std::fmod(x, y), div = (x - m) / y;
+    if (m != 0) {
+      if ((y < 0) != (m < 0)) {
+        m += y;
+        div -= 1.0;
+      }
+    } else {
+      m = std::copysign(0.0, y);
+    }
+    double floor_div = std::copysign(0.0, x / y);
+    if (div != 0) {
+      floor_div = std::floor(div);
+      if (div - floor_div > 0.5) floor_div += 1.0;
+    }
+    return Value::number(op == "//" ? floor_div : m);
+  }
+  if (op == "**") {
+    if (ints && b.as_int() >= 0) {
+      int64_t result = 1, base = a.as_int();
+      for (int64_t e = b.as_int(); e > 0; e >>= 1) {
+        if (e & 1) result = checked(in, kMul, result, base);
+        if (e > 1) base = checked(in, kMul, base, base);
+      }
+      return Value::integer(result);
+    }
+    if (!numbers) unsupported(in, op, a, b);
+    if (a.as_float() == 0 && b.as_float() < 0) in.fail("0.0 cannot be raised to a negative power");
+    return Value::number(std::pow(a.as_float(), b.as_float()));
+  }
+  in.fail(fmt::format("unknown operator {}", op));
+}
+
+bool contains(Interpreter& in, const Value& container, const Value& item) {
+  switch (container.kind()) {
+    case K::kString:
+      if (!item.is_string())
+        in.fail(
+            fmt::format("'in <string>' requires string as left operand, not {}", item.type_name()));
+      return container.str().find(item.str()) != std::string::npos;
+    case K::kList:
+    case K::kTuple:
+      for (const auto& v : container.items())
+        if (equal(v, item)) return true;
+      return false;
+    case K::kDict:
+      return container.dict().find(item) != nullptr;
+    case K::kUndefined:
+      return false;
+    default:
+      in.fail(fmt::format("argument of type '{}' is not iterable", container.type_name()));
+  }
+}
+
+}  // namespace
+
+CallArgs Interpreter::eval_args(const Expr& e, Scope& scope, size_t first) {
+  CallArgs args;
+  for (size_t i = first; i < e.args.size(); ++i) args.args.push_back(eval(*e.args[i], scope));
+  for (const auto& [key, value] : e.kwargs) args.kwargs.emplace_back(key, eval(*value, scope));
+  return args;
+}
+
+Value Interpreter::eval(const Expr& e, Scope& scope) {
+  step();
+  line_ = e.line;
+  switch (e.kind) {
+    case Expr::Kind::kLiteral:
+      return e.value;
+    case Expr::Kind::kName:
+      return lookup(e.name, scope);
+    case Expr::Kind::kAttr:
+      return getattr(eval(*e.args[0], scope), e.name);
+    case Expr::Kind::kItem: {
+      Value object = eval(*e.args[0], scope);
+      return getitem(object, eval(*e.args[1], scope));
+    }
+    case Expr::Kind::kSlice: {
+      const Value object = eval(*e.args[0], scope);
+      require_defined(object);
+      Value parts[3];
+      for (int k = 0; k < 3; ++k)
+        if (e.args[k + 1]) parts[k] = eval(*e.args[k + 1], scope);
+      for (const auto& p : parts)
+        if (!slice_part_ok(p)) return Value::undefined("slice indices must be integers or None");
+      if (object.is_string()) {
+        const auto cps = decode(object.str());
+        std::vector<char32_t> picked;
+        for (int64_t i :
+             slice_indices(*this, static_cast<int64_t>(cps.size()), parts[0], parts[1], parts[2]))
+          picked.push_back(cps[static_cast<size_t>(i)]);
+        return Value::string(encode(picked, 0, picked.size()));
+      }
+      if (!object.is_sequence()) return Value::undefined("unhashable type: 'slice'");
+      const List& items = object.items();
+      List picked;
+      for (int64_t i :
+           slice_indices(*this, static_cast<int64_t>(items.size()), parts[0], parts[1], parts[2]))
+        picked.push_back(items[static_cast<size_t>(i)]);
+      return object.kind() == K::kTuple ? Value::tuple(std::move(picked))
+                                        : Value::list(std::move(picked));
+    }
+    case Expr::Kind::kCall: {
+      Value callee = eval(*e.args[0], scope);
+      CallArgs args = eval_args(e, scope, 1);
+      line_ = e.line;
+      return call(callee, args);
+    }
+    case Expr::Kind::kFilter: {
+      Value subject = eval(*e.args[0], scope);
+      CallArgs args = eval_args(e, scope, 1);
+      line_ = e.line;
+      return apply_filter(e.name, subject, args);
+    }
+    case Expr::Kind::kTest: {
+      Value subject = eval(*e.args[0], scope);
+      CallArgs args = eval_args(e, scope, 1);
+      line_ = e.line;
+      return Value::boolean(apply_test(e.name, subject, args) != e.negated);
+    }
+    case Expr::Kind::kUnary: {
+      const Value v = eval(*e.args[0], scope);
+      if (e.name == "not") return Value::boolean(!v.truthy());
+      require_defined(v);
+      if (!v.is_number())
+        fail(fmt::format("bad operand type for unary {}: '{}'", e.name, v.type_name()));
+      if (e.name == "+") return v.kind() == K::kBool ? Value::integer(v.as_int()) : v;
+      if (v.kind() == K::kFloat) return Value::number(-v.as_float());
+      if (v.as_int() == INT64_MIN) fail("integer overflow (a value past 64 bits)");
+      return Value::integer(-v.as_int());
+    }
+    case Expr::Kind::kBinary:
+      return eval_binary(e, scope);
+    case Expr::Kind::kAnd: {
+      Value a = eval(*e.args[0], scope);
+      return a.truthy() ? eval(*e.args[1], scope) : a;
+    }
+    case Expr::Kind::kOr: {
+      Value a = eval(*e.args[0], scope);
+      return a.truthy() ? a : eval(*e.args[1], scope);
+    }
+    case Expr::Kind::kCompare:
+      return eval_compare(e, scope);
+    case Expr::Kind::kCondition:
+      if (eval(*e.args[0], scope).truthy()) return eval(*e.args[1], scope);
+      if (e.args[2]) return eval(*e.args[2], scope);
+      return Value::undefined(fmt::format(
+          "the inline if-expression on line {} evaluated to false and no else section was defined.",
+          e.line));
+    case Expr::Kind::kList:
+    case Expr::Kind::kTuple: {
+      List items;
+      items.reserve(e.args.size());
+      for (const auto& a : e.args) items.push_back(eval(*a, scope));
+      return e.kind == Expr::Kind::kList ? Value::list(std::move(items))
+                                         : Value::tuple(std::move(items));
+    }
+    case Expr::Kind::kDict: {
+      auto d = std::make_shared<Value::Dict>();
+      for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+        Value key = eval(*e.args[i], scope);
+        if (key.is_sequence() && key.kind() == K::kList) fail("unhashable type: 'list'");
+        if (key.is_dict()) fail("unhashable type: 'dict'");
+        d->set(std::move(key), eval(*e.args[i + 1], scope));
+      }
+      return Value::dict(std::move(d));
+    }
+  }
+  return {};
+}
+
+Value Interpreter::eval_binary(const Expr& e, Scope& scope) {
+  const Value a = eval(*e.args[0], scope);
+  const Value b = eval(*e.args[1], scope);
+  line_ = e.line;
+  if (e.name == "~") {
+    std::string left = to_str(a), right = to_str(b);
+    check_size(left.size() + right.size());
+    return Value::string(left + right);
+  }
+  require_defined(a);
+  require_defined(b);
+  return arithmetic(*this, e.name, a, b);
+}
+
+Value Interpreter::eval_compare(const Expr& e, Scope& scope) {
+  Value left = eval(*e.args[0], scope);
+  for (size_t i = 0; i < e.ops.size(); ++i) {
+    Value right = eval(*e.args[i + 1], scope);
+    line_ = e.line;
+    const std::string& op = e.ops[i];
+    bool result;
+    if (op == "==") {
+      result = equal(left, right);
+    } else if (op == "!=") {
+      result = !equal(left, right);
+    } else if (op == "in" || op == "not in") {
+      result = contains(*this, right, left) == (op == "in");
+    } else {
+      require_defined(left);
+      require_defined(right);
+      if (op == "<") {
+        result = less(left, right);
+      } else if (op == ">") {
+        result = less(right, left);
+      } else if (op == "<=") {
+        result = !less(right, left);
+      } else {
+        result = !less(left, right);
+      }
+    }
+    if (!result) return Value::boolean(false);
+    left = std::move(right);
+  }
+  return Value::boolean(true);
+}
+
+}  // namespace trainer::tokenizers::jinja

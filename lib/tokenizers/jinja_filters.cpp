@@ -1,0 +1,608 @@
+// jinja2's filters as jinja2/filters.py defines them (with Transformers' own tojson: json.dumps
+// with ensure_ascii=False), Python's %-formatting for the format filter and the % operator, and
+// the globals range (the sandbox's 100,000 cap), dict and namespace (Transformers' own: no
+// underscore-prefixed names).
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "lib/tokenizers/jinja_interpreter.h"
+
+namespace trainer::tokenizers::jinja {
+namespace {
+
+using K = Value::Kind;
+
+bool flag(const CallArgs& a, size_t index, const char* name, bool fallback = false) {
+  const Value v = argument(a, index, name, Value::boolean(fallback));
+  return v.truthy();
+}
+
+// jinja2's make_attrgetter: "a.b.0" looked up part by part (digits as indices).
+Value attribute_of(Interpreter& in, const Value& item, const std::string& path) {
+  Value v = item;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t dot = std::min(path.find('.', start), path.size());
+    const std::string part = path.substr(start, dot - start);
+    const bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+    v = in.getitem(v, digits ? Value::integer(std::stoll(part)) : Value::string(part));
+    start = dot + 1;
+  }
+  return v;
+}
+
+// The key a sort, unique, min or max compares by: the attribute, lowered unless case_sensitive.
+Value sort_key(Interpreter& in, const Value& item, const Value& attribute, bool case_sensitive) {
+  Value v = attribute.is_string() ? attribute_of(in, item, attribute.str())
+            : attribute.is_int()  ? in.getitem(item, attribute)
+                                  : item;
+  if (!case_sensitive && v.is_string()) return Value::string(py_lower(v.str()));
+  return v;
+}
+
+Value length(Interpreter& in, const Value& v, CallArgs&) {
+  switch (v.kind()) {
+    case K::kString:
+      return Value::integer(static_cast<int64_t>(code_points(v.str())));
+    case K::kList:
+    case K::kTuple:
+      return Value::integer(static_cast<int64_t>(v.items().size()));
+    case K::kDict:
+      return Value::integer(static_cast<int64_t>(v.dict().entries.size()));
+    case K::kUndefined:
+      return Value::integer(0);
+    default:
+      in.fail(fmt::format("object of type '{}' has no len()", v.type_name()));
+  }
+}
+
+Value tojson(Interpreter& in, const Value& v, CallArgs& a) {
+  // Transformers' signature: tojson(x, ensure_ascii=False, indent=None, separators=None,
+  // sort_keys=False).
+  JsonOptions o;
+  o.ensure_ascii = flag(a, 0, "ensure_ascii");
+  const Value indent = argument(a, 1, "indent", Value::none());
+  if (indent.is_string()) {
+    o.indent_text = indent.str();
+    o.indent_text_set = true;
+  } else if (indent.is_int()) {
+    o.indent = static_cast<int>(std::clamp<int64_t>(indent.as_int(), 0, 1 << 16));
+    if (indent.as_int() < 0) o.indent_text_set = true;  // a negative indent: newlines, no spaces
+  } else if (!indent.is_none()) {
+    in.fail(fmt::format("tojson's indent must be an int or a str, not {}", indent.type_name()));
+  }
+  if (o.indent >= 0 || o.indent_text_set) o.item_separator = ",";
+  const Value separators = argument(a, 2, "separators", Value::none());
+  if (!separators.is_none()) {
+    const List parts = in.iterate(separators);
+    if (parts.size() != 2 || !parts[0].is_string() || !parts[1].is_string())
+      in.fail("tojson's separators must be a pair of strings");
+    o.item_separator = parts[0].str();
+    o.key_separator = parts[1].str();
+  }
+  o.sort_keys = flag(a, 3, "sort_keys");
+  std::string out = to_json(v, o);
+  in.check_size(out.size());
+  return Value::string(std::move(out));
+}
+
+Value join(Interpreter& in, const Value& v, CallArgs& a) {
+  const std::string sep = soft_str(argument(a, 0, "d", Value::string("")));
+  const Value attribute = argument(a, 1, "attribute", Value::none());
+  std::string out;
+  bool first = true;
+  for (const auto& item : in.iterate(v)) {
+    if (!first) out += sep;
+    first = false;
+    out += soft_str(attribute.is_none() ? item : attribute_of(in, item, soft_str(attribute)));
+    in.check_size(out.size());
+  }
+  return Value::string(std::move(out));
+}
+
+Value items(Interpreter& in, const Value& v, CallArgs&) {
+  if (v.is_undefined()) return Value::list({});
+  if (!v.is_dict()) in.fail("Can only get item pairs from a mapping.");
+  List out;
+  for (const auto& [key, value] : v.dict().entries) out.push_back(Value::tuple({key, value}));
+  return Value::list(std::move(out));
+}
+
+Value dictsort(Interpreter& in, const Value& v, CallArgs& a) {
+  if (!v.is_dict()) in.fail("dictsort needs a mapping");
+  const bool case_sensitive = flag(a, 0, "case_sensitive");
+  const std::string by = soft_str(argument(a, 1, "by", Value::string("key")));
+  const bool reverse = flag(a, 2, "reverse");
+  if (by != "key" && by != "value") in.fail("You can only sort by either \"key\" or \"value\"");
+  const size_t pos = by == "key" ? 0 : 1;
+  std::vector<std::pair<Value, Value>> entries = v.dict().entries;
+  auto key = [&](const std::pair<Value, Value>& e) {
+    const Value& k = pos == 0 ? e.first : e.second;
+    return !case_sensitive && k.is_string() ? Value::string(py_lower(k.str())) : k;
+  };
+  std::stable_sort(entries.begin(), entries.end(), [&](const auto& x, const auto& y) {
+    return reverse ? less(key(y), key(x)) : less(key(x), key(y));
+  });
+  List out;
+  for (auto& [k, value] : entries) out.push_back(Value::tuple({k, value}));
+  return Value::list(std::move(out));
+}
+
+// select/reject (attr: false) and selectattr/rejectattr (attr: true).
+Value select(Interpreter& in, const Value& v, CallArgs& a, bool attr, bool keep) {
+  size_t next = 0;
+  std::string attribute;
+  if (attr) attribute = soft_str(argument(a, next++, "attribute"));
+  const Value test = next < a.args.size() ? a.args[next++] : Value::none();
+  CallArgs test_args;
+  test_args.args.assign(a.args.begin() + static_cast<long>(std::min(next, a.args.size())),
+                        a.args.end());
+  List out;
+  for (const auto& item : in.iterate(v)) {
+    const Value subject = attr ? attribute_of(in, item, attribute) : item;
+    CallArgs args = test_args;
+    const bool pass =
+        test.is_none() ? subject.truthy() : in.apply_test(soft_str(test), subject, args);
+    if (pass == keep) out.push_back(item);
+  }
+  return Value::list(std::move(out));
+}
+
+Value map(Interpreter& in, const Value& v, CallArgs& a) {
+  List out;
+  if (a.args.empty()) {
+    const std::string attribute = soft_str(argument(a, 99, "attribute"));
+    const Value fallback = argument(a, 99, "default");
+    for (const auto& item : in.iterate(v)) {
+      Value got = attribute_of(in, item, attribute);
+      out.push_back(got.is_undefined() && !fallback.is_undefined() ? fallback : got);
+    }
+    return Value::list(std::move(out));
+  }
+  const std::string filter = soft_str(a.args[0]);
+  for (const auto& item : in.iterate(v)) {
+    CallArgs args;
+    args.args.assign(a.args.begin() + 1, a.args.end());
+    args.kwargs = a.kwargs;
+    out.push_back(in.apply_filter(filter, item, args));
+  }
+  return Value::list(std::move(out));
+}
+
+Value sorted(Interpreter& in, const Value& v, CallArgs& a) {
+  const bool reverse = flag(a, 0, "reverse");
+  const bool case_sensitive = flag(a, 1, "case_sensitive");
+  const Value attribute = argument(a, 2, "attribute", Value::none());
+  List out = in.iterate(v);
+  std::stable_sort(out.begin(), out.end(), [&](const Value& x, const Value& y) {
+    const Value kx = sort_key(in, x, attribute, case_sensitive);
+    const Value ky = sort_key(in, y, attribute, case_sensitive);
+    return reverse ? less(ky, kx) : less(kx, ky);
+  });
+  return Value::list(std::move(out));
+}
+
+Value extreme(Interpreter& in, const Value& v, CallArgs& a, bool max) {
+  const bool case_sensitive = flag(a, 0, "case_sensitive");
+  const Value attribute = argument(a, 1, "attribute", Value::none());
+  const List all = in.iterate(v);
+  if (all.empty()) return Value::undefined("No aggregated item, sequence was empty.");
+  size_t best = 0;
+  for (size_t i = 1; i < all.size(); ++i) {
+    const Value k = sort_key(in, all[i], attribute, case_sensitive);
+    const Value b = sort_key(in, all[best], attribute, case_sensitive);
+    if (max ? less(b, k) : less(k, b)) best = i;
+  }
+  return all[best];
+}
+
+Value unique(Interpreter& in, const Value& v, CallArgs& a) {
+  const bool case_sensitive = flag(a, 0, "case_sensitive");
+  const Value attribute = argument(a, 1, "attribute", Value::none());
+  List out, seen;
+  for (const auto& item : in.iterate(v)) {
+    const Value k = sort_key(in, item, attribute, case_sensitive);
+    bool found = false;
+    for (const auto& s : seen) found = found || equal(s, k);
+    if (found) continue;
+    seen.push_back(k);
+    out.push_back(item);
+  }
+  return Value::list(std::move(out));
+}
+
+Value indent(Interpreter& in, const Value& v, CallArgs& a) {
+  const Value width = argument(a, 0, "width", Value::integer(4));
+  const std::string pad =
+      width.is_string()
+          ? width.str()
+          : std::string(static_cast<size_t>(std::clamp<int64_t>(width.as_int(), 0, 1 << 16)), ' ');
+  const bool first = flag(a, 1, "first"), blank = flag(a, 2, "blank");
+  const std::vector<std::string> lines = py_splitlines(soft_str(v) + "\n");
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i) out += '\n';
+    if (i > 0 && (blank || !lines[i].empty())) out += pad;
+    out += lines[i];
+    in.check_size(out.size());
+  }
+  return Value::string(first ? pad + out : out);
+}
+
+Value title(Interpreter&, const Value& v, CallArgs&) {
+  // jinja2: words split at runs of [-\s({\[<], each word's first letter upper, the rest lower.
+  const auto cps = decode(soft_str(v));
+  std::string out;
+  bool start = true;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    const char32_t c = cps[i];
+    const bool separator = is_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+    const std::string ch = encode(cps, i, i + 1);
+    out += separator ? ch : start ? py_upper(ch) : py_lower(ch);
+    start = separator;
+  }
+  return Value::string(std::move(out));
+}
+
+Value to_int(Interpreter&, const Value& v, CallArgs& a) {
+  const Value fallback = argument(a, 0, "default", Value::integer(0));
+  if (v.is_int()) return Value::integer(v.as_int());
+  if (v.kind() == K::kFloat) {
+    if (!std::isfinite(v.as_float()) || std::fabs(v.as_float()) >= 9.2e18) return fallback;
+    return Value::integer(static_cast<int64_t>(v.as_float()));
+  }
+  if (!v.is_string()) return fallback;
+  std::string s = py_strip(v.str(), Value::none(), true, true);
+  s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
+  if (s.empty()) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long long i = std::strtoll(s.c_str(), &end, 10);
+  if (errno == 0 && *end == 0) return Value::integer(i);
+  const double f = std::strtod(s.c_str(), &end);
+  if (*end == 0 && std::isfinite(f) && std::fabs(f) < 9.2e18)
+    return Value::integer(static_cast<int64_t>(f));
+  return fallback;
+}
+
+Value to_float(Interpreter&, const Value& v, CallArgs& a) {
+  const Value fallback = argument(a, 0, "default", Value::number(0.0));
+  if (v.is_number()) return Value::number(v.as_float());
+  if (!v.is_string()) return fallback;
+  const std::string s = py_strip(v.str(), Value::none(), true, true);
+  char* end = nullptr;
+  const double f = std::strtod(s.c_str(), &end);
+  return !s.empty() && *end == 0 ? Value::number(f) : fallback;
+}
+
+Value round_filter(Interpreter& in, const Value& v, CallArgs& a) {
+  const int64_t precision = argument(a, 0, "precision", Value::integer(0)).as_int();
+  const std::string method = soft_str(argument(a, 1, "method", Value::string("common")));
+  if (!v.is_number()) in.fail(fmt::format("round needs a number, not {}", v.type_name()));
+  const double scale =
+      std::pow(10.0, static_cast<double>(std::clamp<int64_t>(precision, -300, 300)));
+  const double x = v.as_float() * scale;
+  double r;
+  if (method == "common") {
+    r = std::nearbyint(x);  // Python's round: half to even
+  } else if (method == "ceil") {
+    r = std::ceil(x);
+  } else if (method == "floor") {
+    r = std::floor(x);
+  } else {
+    in.fail("method must be 'common', 'ceil' or 'floor'");
+  }
+  return Value::number(r / scale);
+}
+
+// Python's printf-style formatting: %s %r %d %i %f %e %g %x %o %c %% with flags, width and
+// precision, the arguments a tuple's elements or a dict's keys (%(name)s).
+Value format(Interpreter& in, const Value& v, CallArgs& a) {
+  const std::string f = soft_str(v);
+  std::string out;
+  size_t next = 0;
+  const Value mapping = !a.kwargs.empty()                           ? Value::dict([&] {
+    auto d = std::make_shared<Value::Dict>();
+    for (const auto& [key, value] : a.kwargs) d->set(Value::string(key), value);
+    return d;
+  }())
+                        : a.args.size() == 1 && a.args[0].is_dict() ? a.args[0]
+                                                                    : Value();
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] != '%') {
+      out += f[i];
+      continue;
+    }
+    if (++i >= f.size()) in.fail("incomplete format");
+    Value arg;
+    if (f[i] == '(') {
+      const size_t close = f.find(')', i);
+      if (close == std::string::npos || !mapping.is_dict()) in.fail("format requires a mapping");
+      arg = in.getitem(mapping, Value::string(f.substr(i + 1, close - i - 1)));
+      i = close + 1;
+    }
+    std::string spec = "{:";
+    while (i < f.size() && std::string_view("-+ 0#").find(f[i]) != std::string_view::npos) {
+      spec += f[i] == '-' ? '<' : f[i];
+      ++i;
+    }
+    while (i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]))) spec += f[i++];
+    if (i < f.size() && f[i] == '.') {
+      spec += f[i++];
+      while (i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]))) spec += f[i++];
+    }
+    if (i >= f.size()) in.fail("incomplete format");
+    const char conv = f[i];
+    if (conv == '%') {
+      out += '%';
+      continue;
+    }
+    if (arg.is_undefined() && !mapping.is_dict()) {
+      if (next >= a.args.size()) in.fail("not enough arguments for format string");
+      arg = a.args[next++];
+    }
+    try {
+      switch (conv) {
+        case 's':
+          out += fmt::format(fmt::runtime(spec + "}"), to_str(arg));
+          break;
+        case 'r':
+          out += fmt::format(fmt::runtime(spec + "}"), repr(arg));
+          break;
+        case 'd':
+        case 'i':
+          if (!arg.is_number())
+            in.fail(fmt::format("%{} format: a real number is required, not {}", conv,
+                                arg.type_name()));
+          out += fmt::format(fmt::runtime(spec + "d}"), arg.kind() == K::kFloat
+                                                            ? static_cast<int64_t>(arg.as_float())
+                                                            : arg.as_int());
+          break;
+        case 'f':
+        case 'F':
+        case 'e':
+        case 'E':
+        case 'g':
+        case 'G':
+          if (!arg.is_number())
+            in.fail(fmt::format("must be real number, not {}", arg.type_name()));
+          out += fmt::format(fmt::runtime(spec + std::string(1, conv) + "}"), arg.as_float());
+          break;
+        case 'x':
+        case 'X':
+        case 'o':
+          if (!arg.is_int()) in.fail(fmt::format("%{} format: an integer is required", conv));
+          out += fmt::format(fmt::runtime(spec + std::string(1, conv) + "}"), arg.as_int());
+          break;
+        case 'c':
+          out += arg.is_string() ? arg.str() : std::string(1, static_cast<char>(arg.as_int()));
+          break;
+        default:
+          in.fail(fmt::format("unsupported format character '{}'", conv));
+      }
+    } catch (const fmt::format_error& e) {
+      in.fail(fmt::format("bad format: {}", e.what()));
+    }
+    in.check_size(out.size());
+  }
+  if (!mapping.is_dict() && next < a.args.size())
+    in.fail("not all arguments converted during string formatting");
+  return Value::string(std::move(out));
+}
+
+Value escape(Interpreter&, const Value& v, CallArgs&) {
+  std::string out;
+  for (char c : soft_str(v)) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return Value::string(std::move(out));
+}
+
+Value first_or_last(Interpreter& in, const Value& v, bool first) {
+  const List all = in.iterate(v);
+  if (all.empty())
+    return Value::undefined(first ? "No first item, sequence was empty."
+                                  : "No last item, sequence was empty.");
+  return first ? all.front() : all.back();
+}
+
+struct Filter {
+  const char* name;
+  FilterFn fn;
+};
+
+const Filter kFilters[] = {
+    {"length", length},
+    {"count", length},
+    {"tojson", tojson},
+    {"join", join},
+    {"items", items},
+    {"dictsort", dictsort},
+    {"map", map},
+    {"select",
+     [](Interpreter& in, const Value& v, CallArgs& a) { return select(in, v, a, false, true); }},
+    {"reject",
+     [](Interpreter& in, const Value& v, CallArgs& a) { return select(in, v, a, false, false); }},
+    {"selectattr",
+     [](Interpreter& in, const Value& v, CallArgs& a) { return select(in, v, a, true, true); }},
+    {"rejectattr",
+     [](Interpreter& in, const Value& v, CallArgs& a) { return select(in, v, a, true, false); }},
+    {"sort", sorted},
+    {"unique", unique},
+    {"min", [](Interpreter& in, const Value& v, CallArgs& a) { return extreme(in, v, a, false); }},
+    {"max", [](Interpreter& in, const Value& v, CallArgs& a) { return extreme(in, v, a, true); }},
+    {"indent", indent},
+    {"title", title},
+    {"int", to_int},
+    {"float", to_float},
+    {"round", round_filter},
+    {"format", format},
+    {"e", escape},
+    {"escape", escape},
+    {"forceescape", escape},
+    {"default",
+     [](Interpreter&, const Value& v, CallArgs& a) {
+       const Value fallback = argument(a, 0, "default_value", Value::string(""));
+       return v.is_undefined() || (flag(a, 1, "boolean") && !v.truthy()) ? fallback : v;
+     }},
+    {"d",
+     [](Interpreter&, const Value& v, CallArgs& a) {
+       const Value fallback = argument(a, 0, "default_value", Value::string(""));
+       return v.is_undefined() || (flag(a, 1, "boolean") && !v.truthy()) ? fallback : v;
+     }},
+    {"string", [](Interpreter&, const Value& v, CallArgs&) { return Value::string(soft_str(v)); }},
+    {"safe", [](Interpreter&, const Value& v, CallArgs&) { return Value::string(soft_str(v)); }},
+    {"list", [](Interpreter& in, const Value& v, CallArgs&) { return Value::list(in.iterate(v)); }},
+    {"first",
+     [](Interpreter& in, const Value& v, CallArgs&) { return first_or_last(in, v, true); }},
+    {"last",
+     [](Interpreter& in, const Value& v, CallArgs&) { return first_or_last(in, v, false); }},
+    {"reverse",
+     [](Interpreter& in, const Value& v, CallArgs&) {
+       if (v.is_string()) {
+         auto cps = decode(v.str());
+         std::reverse(cps.begin(), cps.end());
+         return Value::string(encode(cps, 0, cps.size()));
+       }
+       List all = in.iterate(v);
+       std::reverse(all.begin(), all.end());
+       return Value::list(std::move(all));
+     }},
+    {"upper",
+     [](Interpreter&, const Value& v, CallArgs&) { return Value::string(py_upper(soft_str(v))); }},
+    {"lower",
+     [](Interpreter&, const Value& v, CallArgs&) { return Value::string(py_lower(soft_str(v))); }},
+    {"capitalize", [](Interpreter&, const Value& v,
+                      CallArgs&) { return Value::string(py_capitalize(soft_str(v))); }},
+    {"trim",
+     [](Interpreter&, const Value& v, CallArgs& a) {
+       return Value::string(
+           py_strip(soft_str(v), argument(a, 0, "chars", Value::none()), true, true));
+     }},
+    {"replace",
+     [](Interpreter& in, const Value& v, CallArgs& a) {
+       const Value count = argument(a, 2, "count", Value::none());
+       return Value::string(py_replace(in, soft_str(v), soft_str(argument(a, 0, "old")),
+                                       soft_str(argument(a, 1, "new")),
+                                       count.is_none() ? -1 : count.as_int()));
+     }},
+    {"abs",
+     [](Interpreter& in, const Value& v, CallArgs&) {
+       if (!v.is_number()) in.fail(fmt::format("bad operand type for abs(): '{}'", v.type_name()));
+       if (v.kind() == K::kFloat) return Value::number(std::fabs(v.as_float()));
+       if (v.as_int() == INT64_MIN) in.fail("integer overflow (a value past 64 bits)");
+       return Value::integer(std::llabs(v.as_int()));
+     }},
+    {"sum",
+     [](Interpreter& in, const Value& v, CallArgs& a) {
+       const Value attribute = argument(a, 0, "attribute", Value::none());
+       Value total = argument(a, 1, "start", Value::integer(0));
+       for (const auto& item : in.iterate(v)) {
+         const Value x = attribute.is_none() ? item : attribute_of(in, item, soft_str(attribute));
+         if (!x.is_number() || !total.is_number()) in.fail("sum needs numbers");
+         total = total.is_int() && x.is_int() ? Value::integer(total.as_int() + x.as_int())
+                                              : Value::number(total.as_float() + x.as_float());
+       }
+       return total;
+     }},
+    {"wordcount",
+     [](Interpreter&, const Value& v, CallArgs&) {
+       int64_t n = 0;
+       bool in_word = false;
+       for (char32_t c : decode(soft_str(v))) {
+         const bool word =
+             c == '_' || (c < 0x80 ? std::isalnum(static_cast<int>(c)) != 0 : !is_space(c));
+         n += word && !in_word;
+         in_word = word;
+       }
+       return Value::integer(n);
+     }},
+    {"attr", [](Interpreter& in, const Value& v,
+                CallArgs& a) { return in.getattr(v, soft_str(argument(a, 0, "name"))); }},
+};
+
+}  // namespace
+
+FilterFn find_filter(std::string_view name) {
+  for (const auto& f : kFilters)
+    if (name == f.name) return f.fn;
+  return nullptr;
+}
+
+Value find_global(std::string_view name) {
+  if (name == "range") {
+    return Value::callable("range", [](Interpreter& in, CallArgs& a) {
+      for (const auto& arg : a.args)
+        if (!arg.is_int())
+          in.fail(fmt::format("'{}' object cannot be interpreted as an integer", arg.type_name()));
+      if (a.args.empty() || a.args.size() > 3) in.fail("range expected 1 to 3 arguments");
+      const int64_t start = a.args.size() > 1 ? a.args[0].as_int() : 0;
+      const int64_t stop = a.args.size() > 1 ? a.args[1].as_int() : a.args[0].as_int();
+      const int64_t step = a.args.size() > 2 ? a.args[2].as_int() : 1;
+      if (step == 0) in.fail("range() arg 3 must not be zero");
+      const long double n = std::ceil((static_cast<long double>(stop) - start) / step);
+      if (n > 100000)
+        in.fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+      List out;
+      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+        out.push_back(Value::integer(i));
+      return Value::list(std::move(out));
+    });
+  }
+  if (name == "dict" || name == "namespace") {
+    const bool ns = name == "namespace";
+    return Value::callable(std::string(name), [ns](Interpreter& in, CallArgs& a) {
+      auto d = std::make_shared<Value::Dict>();
+      if (a.args.size() > 1) in.fail("dict expected at most 1 argument");
+      if (!a.args.empty()) {
+        const Value& init = a.args[0];
+        if (init.is_dict()) {
+          *d = init.dict();
+        } else {
+          for (const auto& pair : in.iterate(init)) {
+            const List kv = in.iterate(pair);
+            if (kv.size() != 2) in.fail("dictionary update sequence element has the wrong length");
+            d->set(kv[0], kv[1]);
+          }
+        }
+      }
+      for (const auto& [key, value] : a.kwargs) d->set(Value::string(key), value);
+      if (!ns) return Value::dict(std::move(d));
+      Value out = Value::make_namespace();
+      for (const auto& [key, value] : d->entries) {
+        const std::string k = soft_str(key);
+        if (!k.empty() && k[0] == '_') {
+          in.fail(
+              fmt::format("Chat templates cannot store underscore-prefixed attributes on a "
+                          "namespace, but got '{}'. Please rename the attribute.",
+                          k));
+        }
+        out.ns().set(k, value);
+      }
+      in.track(out);
+      return out;
+    });
+  }
+  return {};
+}
+
+}  // namespace trainer::tokenizers::jinja

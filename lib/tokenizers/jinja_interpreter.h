@@ -1,0 +1,112 @@
+// The Jinja engine's evaluator, shared by the statements and expressions (jinja_eval.cpp) and
+// the builtins (jinja_builtins.cpp): scopes, attribute and item lookup as jinja2's sandbox does
+// them, calls, the bounds of Limits. Not a public header: jinja.h is the engine's door.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/tokenizers/jinja.h"
+#include "lib/tokenizers/jinja_ast.h"
+
+namespace trainer::tokenizers::jinja {
+
+struct Scope {
+  std::shared_ptr<Scope> parent;
+  std::vector<std::pair<std::string, Value>> vars;
+  const Value* find(std::string_view name) const;
+  void set(const std::string& name, Value value);
+};
+
+using FilterFn = Value (*)(Interpreter&, const Value&, CallArgs&);
+using TestFn = bool (*)(Interpreter&, const Value&, CallArgs&);
+using MethodFn = Value (*)(Interpreter&, const Value& self, CallArgs&, std::string_view name);
+
+// The builtins by name (nullptr: none of that name).
+FilterFn find_filter(std::string_view name);
+TestFn find_test(std::string_view name);
+// A method of a str, list, tuple or dict (`'a'.split`, `d.get`); nullptr where Python has none.
+// `unsafe` is set for the methods the immutable sandbox refuses (list.append, dict.update).
+MethodFn find_method(const Value& self, std::string_view name, bool& unsafe);
+// jinja2's globals: range, dict, namespace, lipsum-free.
+Value find_global(std::string_view name);
+
+// The builtins' shared helpers (jinja_methods.cpp): a call's argument `index` (positional) or
+// `name` (keyword), `fallback` when absent; Python's str methods on UTF-8.
+Value argument(const CallArgs& args, size_t index, std::string_view name, Value fallback = {});
+std::string py_upper(std::string_view s);
+std::string py_lower(std::string_view s);
+std::string py_capitalize(std::string_view s);
+// str.strip(chars) (chars none: white space), from the left, the right or both.
+std::string py_strip(std::string_view s, const Value& chars, bool left, bool right);
+// str.replace(old, new, count) (count < 0: all), the result's size checked.
+std::string py_replace(Interpreter& in, std::string_view s, std::string_view old,
+                       std::string_view replacement, int64_t count);
+// str.splitlines() (no line ends kept).
+std::vector<std::string> py_splitlines(std::string_view s);
+// The value's string as jinja2's soft_str gives it (Undefined: "").
+inline std::string soft_str(const Value& v) { return v.is_string() ? v.str() : to_str(v); }
+
+class Interpreter {
+ public:
+  Interpreter(const std::string& template_name, const Limits& limits);
+  ~Interpreter();
+
+  Rendered run(const Body& body, const std::vector<std::pair<std::string, Value>>& variables);
+
+  // A runtime error at the current line; kRaised for raise_exception.
+  [[noreturn]] void fail(const std::string& what,
+                         TemplateError::Kind kind = TemplateError::Kind::kRuntime) const;
+  // Fails when a string or list of `size` bytes (or elements) would pass max_output_bytes.
+  void check_size(size_t size) const;
+  // Counts a step and fails past the time bound.
+  void step();
+
+  // jinja2's environment.getattr / getitem (sandboxed): a missing one is Undefined.
+  Value getattr(const Value& object, const std::string& name);
+  Value getitem(const Value& object, const Value& key);
+  Value call(const Value& callee, CallArgs& args);
+  Value apply_filter(const std::string& name, const Value& subject, CallArgs& args);
+  bool apply_test(const std::string& name, const Value& subject, CallArgs& args);
+  // Fails with an Undefined's message when `v` is Undefined.
+  void require_defined(const Value& v) const;
+  // The elements a for loop or list() sees: a list's, a dict's keys, a string's characters.
+  List iterate(const Value& v) const;
+
+  // Namespaces made by namespace(), emptied at the end of the render (a namespace can hold
+  // itself; emptying frees the cycle).
+  void track(const Value& ns) { namespaces_.push_back(ns); }
+
+ private:
+  enum class Flow { kNormal, kBreak, kContinue };
+  Flow exec(const Body& body, const std::shared_ptr<Scope>& scope);
+  Flow exec(const Stmt& s, const std::shared_ptr<Scope>& scope);
+  Flow exec_for(const Stmt& s, const std::shared_ptr<Scope>& scope);
+  void exec_macro(const Stmt& s, const std::shared_ptr<Scope>& scope);
+  Value call_macro(const Stmt& s, const std::shared_ptr<Scope>& defined_in, CallArgs& args);
+  std::string capture(const Body& body, const std::shared_ptr<Scope>& scope);
+  void assign(const Target& t, const Value& v, Scope& scope);
+  void emit(std::string_view text);
+
+  Value eval(const Expr& e, Scope& scope);
+  Value eval_binary(const Expr& e, Scope& scope);
+  Value eval_compare(const Expr& e, Scope& scope);
+  Value lookup(const std::string& name, const Scope& scope) const;
+  CallArgs eval_args(const Expr& e, Scope& scope, size_t first);
+
+  const std::string& name_;
+  Limits limits_;
+  int line_ = 0;
+  int call_depth_ = 0;
+  uint64_t steps_ = 0;
+  std::chrono::steady_clock::time_point deadline_;
+  std::string* out_ = nullptr;
+  std::string* root_ = nullptr;
+  Rendered* rendered_ = nullptr;
+  std::vector<Value> namespaces_;
+  std::vector<std::shared_ptr<Scope>> macro_scopes_;
+};
+
+}  // namespace trainer::tokenizers::jinja

@@ -1,0 +1,675 @@
+// Python's values for the Jinja engine: construction, printing (str, repr, json.dumps), equality
+// and ordering as CPython does them.
+#include "lib/tokenizers/jinja_value.h"
+
+#include <charconv>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <unicode/uchar.h>
+
+#include "lib/base/utf8.h"
+
+namespace trainer::tokenizers::jinja {
+
+namespace {
+
+template <typename T>
+std::shared_ptr<const void> hold(T value) {
+  return std::make_shared<const T>(std::move(value));
+}
+
+const std::string& empty_string() {
+  static const std::string empty;
+  return empty;
+}
+
+}  // namespace
+
+Value Value::undefined(std::string hint) {
+  Value v;
+  v.p_ = hold(std::move(hint));
+  return v;
+}
+
+Value Value::none() {
+  Value v;
+  v.kind_ = Kind::kNone;
+  return v;
+}
+
+Value Value::boolean(bool b) {
+  Value v;
+  v.kind_ = Kind::kBool;
+  v.b_ = b;
+  return v;
+}
+
+Value Value::integer(int64_t i) {
+  Value v;
+  v.kind_ = Kind::kInt;
+  v.i_ = i;
+  return v;
+}
+
+Value Value::number(double f) {
+  Value v;
+  v.kind_ = Kind::kFloat;
+  v.f_ = f;
+  return v;
+}
+
+Value Value::string(std::string s) {
+  Value v;
+  v.kind_ = Kind::kString;
+  v.p_ = hold(std::move(s));
+  return v;
+}
+
+Value Value::list(List items) {
+  Value v;
+  v.kind_ = Kind::kList;
+  v.p_ = hold(std::move(items));
+  return v;
+}
+
+Value Value::tuple(List items) {
+  Value v = list(std::move(items));
+  v.kind_ = Kind::kTuple;
+  return v;
+}
+
+Value Value::dict(std::shared_ptr<const Dict> dict) {
+  Value v;
+  v.kind_ = Kind::kDict;
+  v.p_ = std::move(dict);
+  return v;
+}
+
+Value Value::make_namespace() {
+  Value v;
+  v.kind_ = Kind::kNamespace;
+  v.p_ = std::make_shared<Namespace>();
+  return v;
+}
+
+Value Value::callable(std::string name, std::function<Value(Interpreter&, CallArgs&)> call) {
+  Value v;
+  v.kind_ = Kind::kCallable;
+  v.p_ = hold(Callable{std::move(name), std::move(call)});
+  return v;
+}
+
+Value Value::from_json(const nlohmann::ordered_json& json) {
+  switch (json.type()) {
+    case nlohmann::ordered_json::value_t::null:
+      return none();
+    case nlohmann::ordered_json::value_t::boolean:
+      return boolean(json.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+      return integer(json.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned: {
+      const auto u = json.get<uint64_t>();
+      if (u > static_cast<uint64_t>(INT64_MAX)) return number(static_cast<double>(u));
+      return integer(static_cast<int64_t>(u));
+    }
+    case nlohmann::ordered_json::value_t::number_float:
+      return number(json.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return string(json.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      List items;
+      items.reserve(json.size());
+      for (const auto& item : json) items.push_back(from_json(item));
+      return list(std::move(items));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      auto d = std::make_shared<Dict>();
+      for (const auto& [key, item] : json.items()) d->set(string(key), from_json(item));
+      return dict(std::move(d));
+    }
+    default:
+      return none();  // binary and discarded values do not come from JSON text
+  }
+}
+
+const std::string& Value::str() const {
+  return kind_ == Kind::kString ? *static_cast<const std::string*>(p_.get()) : empty_string();
+}
+
+const List& Value::items() const {
+  static const List empty;
+  return is_sequence() ? *static_cast<const List*>(p_.get()) : empty;
+}
+
+const Value::Dict& Value::dict() const {
+  static const Dict empty;
+  return kind_ == Kind::kDict ? *static_cast<const Dict*>(p_.get()) : empty;
+}
+
+Value::Namespace& Value::ns() const {
+  return *const_cast<Namespace*>(static_cast<const Namespace*>(p_.get()));
+}
+
+const Callable& Value::fn() const { return *static_cast<const Callable*>(p_.get()); }
+
+const std::string& Value::hint() const {
+  return kind_ == Kind::kUndefined && p_ ? *static_cast<const std::string*>(p_.get())
+                                         : empty_string();
+}
+
+bool Value::truthy() const {
+  switch (kind_) {
+    case Kind::kUndefined:
+    case Kind::kNone:
+      return false;
+    case Kind::kBool:
+      return b_;
+    case Kind::kInt:
+      return i_ != 0;
+    case Kind::kFloat:
+      return f_ != 0.0;
+    case Kind::kString:
+      return !str().empty();
+    case Kind::kList:
+    case Kind::kTuple:
+      return !items().empty();
+    case Kind::kDict:
+      return !dict().entries.empty();
+    default:
+      return true;
+  }
+}
+
+std::string Value::type_name() const {
+  switch (kind_) {
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "NoneType";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "str";
+    case Kind::kList:
+      return "list";
+    case Kind::kTuple:
+      return "tuple";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kNamespace:
+      return "Namespace";
+    default:
+      return "function";
+  }
+}
+
+const Value* Value::Dict::find(const Value& key) const {
+  for (const auto& [k, v] : entries)
+    if (equal(k, key)) return &v;
+  return nullptr;
+}
+
+const Value* Value::Dict::find(std::string_view key) const {
+  for (const auto& [k, v] : entries)
+    if (k.is_string() && k.str() == key) return &v;
+  return nullptr;
+}
+
+void Value::Dict::set(Value key, Value value) {
+  for (auto& [k, v] : entries) {
+    if (equal(k, key)) {
+      v = std::move(value);
+      return;
+    }
+  }
+  entries.emplace_back(std::move(key), std::move(value));
+}
+
+const Value* Value::Namespace::find(std::string_view name) const {
+  for (const auto& [k, v] : attrs)
+    if (k == name) return &v;
+  return nullptr;
+}
+
+void Value::Namespace::set(const std::string& name, Value value) {
+  for (auto& [k, v] : attrs) {
+    if (k == name) {
+      v = std::move(value);
+      return;
+    }
+  }
+  attrs.emplace_back(name, std::move(value));
+}
+
+bool equal(const Value& a, const Value& b) {
+  using K = Value::Kind;
+  if (a.is_number() && b.is_number()) {
+    if (a.kind() == K::kFloat || b.kind() == K::kFloat) return a.as_float() == b.as_float();
+    return a.as_int() == b.as_int();
+  }
+  const bool a_seq = a.is_sequence(), b_seq = b.is_sequence();
+  if (a_seq || b_seq) {
+    if (a.kind() != b.kind()) return false;  // [1] != (1,)
+    const List &x = a.items(), &y = b.items();
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!equal(x[i], y[i])) return false;
+    return true;
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case K::kUndefined:
+    case K::kNone:
+      return true;
+    case K::kString:
+      return a.str() == b.str();
+    case K::kDict: {
+      const auto &x = a.dict().entries, &y = b.dict().entries;
+      if (x.size() != y.size()) return false;
+      for (const auto& [k, v] : x) {
+        const Value* other = b.dict().find(k);
+        if (!other || !equal(v, *other)) return false;
+      }
+      return true;
+    }
+    case K::kNamespace:
+      return &a.ns() == &b.ns();
+    case K::kCallable:
+      return &a.fn() == &b.fn();
+    default:
+      return false;
+  }
+}
+
+bool less(const Value& a, const Value& b) {
+  using K = Value::Kind;
+  if (a.is_number() && b.is_number()) {
+    if (a.kind() == K::kFloat || b.kind() == K::kFloat) return a.as_float() < b.as_float();
+    return a.as_int() < b.as_int();
+  }
+  if (a.is_string() && b.is_string()) return a.str() < b.str();  // UTF-8 order is code point order
+  if (a.is_sequence() && a.kind() == b.kind()) {
+    const List &x = a.items(), &y = b.items();
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      if (!equal(x[i], y[i])) return less(x[i], y[i]);
+    }
+    return x.size() < y.size();
+  }
+  throw std::invalid_argument(fmt::format("'<' not supported between instances of '{}' and '{}'",
+                                          a.type_name(), b.type_name()));
+}
+
+size_t code_points(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::vector<char32_t> decode(std::string_view s) {
+  std::vector<char32_t> out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t length = 1;
+    out.push_back(base::decode_utf8(s, i, length));
+    i += length;
+  }
+  return out;
+}
+
+std::string encode(const std::vector<char32_t>& cps, size_t begin, size_t end) {
+  std::string out;
+  for (size_t i = begin; i < end; ++i) base::append_utf8(out, cps[i]);
+  return out;
+}
+
+bool is_space(char32_t c) {
+  // Python's str.isspace: bidirectional class WS, B or S, or category Zs.
+  if (c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F)) return true;
+  if (c < 0x80) return false;
+  const auto bidi = u_charDirection(static_cast<UChar32>(c));
+  return bidi == U_WHITE_SPACE_NEUTRAL || bidi == U_BLOCK_SEPARATOR ||
+         bidi == U_SEGMENT_SEPARATOR || u_charType(static_cast<UChar32>(c)) == U_SPACE_SEPARATOR;
+}
+
+std::string repr_float(double f) {
+  if (std::isnan(f)) return "nan";
+  if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
+  if (f == 0) return std::signbit(f) ? "-0.0" : "0.0";
+  char buf[64];
+  auto result = std::to_chars(buf, buf + sizeof buf, f, std::chars_format::scientific);
+  std::string sci(buf, result.ptr);  // "-1.2345e+17": the shortest digits that round-trip
+  const size_t e = sci.find('e');
+  const bool negative = sci[0] == '-';
+  std::string digits;
+  for (size_t i = negative ? 1 : 0; i < e; ++i)
+    if (sci[i] != '.') digits += sci[i];
+  const int exponent = std::stoi(sci.substr(e + 1));
+  std::string out = negative ? "-" : "";
+  if (exponent < -4 || exponent >= 16) {  // repr's switch to exponent notation
+    out += digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    out += fmt::format("e{}{:02d}", exponent < 0 ? '-' : '+', std::abs(exponent));
+  } else if (exponent < 0) {
+    out += "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+  } else {
+    const auto point = static_cast<size_t>(exponent + 1);
+    if (digits.size() <= point) {
+      out += digits + std::string(point - digits.size(), '0') + ".0";
+    } else {
+      out += digits.substr(0, point) + "." + digits.substr(point);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Python's str.isprintable for one code point: not Cc, Cf, Cs, Co, Cn, Zl, Zp, or Zs but space.
+bool printable(char32_t c) {
+  if (c < 0x80) return c >= 0x20 && c < 0x7F;
+  switch (u_charType(static_cast<UChar32>(c))) {
+    case U_CONTROL_CHAR:
+    case U_FORMAT_CHAR:
+    case U_SURROGATE:
+    case U_PRIVATE_USE_CHAR:
+    case U_UNASSIGNED:
+    case U_LINE_SEPARATOR:
+    case U_PARAGRAPH_SEPARATOR:
+    case U_SPACE_SEPARATOR:
+      return false;
+    default:
+      return true;
+  }
+}
+
+void repr_into(std::string& out, const Value& v, int depth);
+
+void repr_items(std::string& out, const List& items, int depth) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ", ";
+    repr_into(out, items[i], depth + 1);
+  }
+}
+
+void check_depth(int depth) {
+  if (depth > 512) throw std::invalid_argument("a value nested more than 512 deep");
+}
+
+void repr_into(std::string& out, const Value& v, int depth) {
+  using K = Value::Kind;
+  check_depth(depth);
+  switch (v.kind()) {
+    case K::kString:
+      out += repr_string(v.str());
+      break;
+    case K::kList:
+      out += '[';
+      repr_items(out, v.items(), depth);
+      out += ']';
+      break;
+    case K::kTuple:
+      out += '(';
+      repr_items(out, v.items(), depth);
+      out += v.items().size() == 1 ? ",)" : ")";
+      break;
+    case K::kDict: {
+      out += '{';
+      bool first = true;
+      for (const auto& [key, item] : v.dict().entries) {
+        if (!first) out += ", ";
+        first = false;
+        repr_into(out, key, depth + 1);
+        out += ": ";
+        repr_into(out, item, depth + 1);
+      }
+      out += '}';
+      break;
+    }
+    case K::kNamespace: {
+      out += "<Namespace {";
+      bool first = true;
+      for (const auto& [key, item] : v.ns().attrs) {
+        if (!first) out += ", ";
+        first = false;
+        out += repr_string(key) + ": ";
+        repr_into(out, item, depth + 1);
+      }
+      out += "}>";
+      break;
+    }
+    case K::kUndefined:
+      out += "Undefined";
+      break;
+    default:
+      out += to_str(v);
+  }
+}
+
+void json_string(std::string& out, std::string_view s, bool ensure_ascii) {
+  out += '"';
+  for (size_t i = 0; i < s.size();) {
+    size_t length = 1;
+    const char32_t c = base::decode_utf8(s, i, length);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (c < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<uint32_t>(c));
+        } else if (ensure_ascii && c >= 0x80) {
+          if (c >= 0x10000) {
+            const char32_t u = c - 0x10000;
+            out += fmt::format("\\u{:04x}\\u{:04x}", 0xD800 + (u >> 10), 0xDC00 + (u & 0x3FF));
+          } else {
+            out += fmt::format("\\u{:04x}", static_cast<uint32_t>(c));
+          }
+        } else {
+          out.append(s.substr(i, length));
+        }
+    }
+    i += length;
+  }
+  out += '"';
+}
+
+std::string json_float(double f) {
+  if (std::isnan(f)) return "NaN";
+  if (std::isinf(f)) return f > 0 ? "Infinity" : "-Infinity";
+  return repr_float(f);
+}
+
+// A dict key as json.dumps turns it into a string (keys that are not strings are converted).
+std::string json_key(const Value& key) {
+  using K = Value::Kind;
+  switch (key.kind()) {
+    case K::kString:
+      return key.str();
+    case K::kBool:
+      return key.as_bool() ? "true" : "false";
+    case K::kInt:
+      return std::to_string(key.as_int());
+    case K::kFloat:
+      return json_float(key.as_float());
+    case K::kNone:
+      return "null";
+    default:
+      throw std::invalid_argument(
+          fmt::format("keys must be str, int, float, bool or None, not {}", key.type_name()));
+  }
+}
+
+void json_into(std::string& out, const Value& v, const JsonOptions& o, int depth) {
+  using K = Value::Kind;
+  check_depth(depth);
+  const bool pretty = o.indent >= 0 || o.indent_text_set;
+  auto newline = [&](int level) {
+    if (!pretty) return;
+    out += '\n';
+    for (int i = 0; i < level; ++i) {
+      if (o.indent_text_set) {
+        out += o.indent_text;
+      } else {
+        out.append(static_cast<size_t>(o.indent), ' ');
+      }
+    }
+  };
+  switch (v.kind()) {
+    case K::kNone:
+      out += "null";
+      break;
+    case K::kBool:
+      out += v.as_bool() ? "true" : "false";
+      break;
+    case K::kInt:
+      out += std::to_string(v.as_int());
+      break;
+    case K::kFloat:
+      out += json_float(v.as_float());
+      break;
+    case K::kString:
+      json_string(out, v.str(), o.ensure_ascii);
+      break;
+    case K::kList:
+    case K::kTuple: {
+      const List& items = v.items();
+      if (items.empty()) {
+        out += "[]";
+        break;
+      }
+      out += '[';
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i) out += o.item_separator;
+        newline(depth + 1);
+        json_into(out, items[i], o, depth + 1);
+      }
+      newline(depth);
+      out += ']';
+      break;
+    }
+    case K::kDict: {
+      auto entries = v.dict().entries;
+      if (entries.empty()) {
+        out += "{}";
+        break;
+      }
+      std::vector<std::pair<std::string, const Value*>> fields;
+      for (const auto& [key, item] : entries) fields.emplace_back(json_key(key), &item);
+      if (o.sort_keys) {
+        std::stable_sort(fields.begin(), fields.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+      }
+      out += '{';
+      for (size_t i = 0; i < fields.size(); ++i) {
+        if (i) out += o.item_separator;
+        newline(depth + 1);
+        json_string(out, fields[i].first, o.ensure_ascii);
+        out += o.key_separator;
+        json_into(out, *fields[i].second, o, depth + 1);
+      }
+      newline(depth);
+      out += '}';
+      break;
+    }
+    default:
+      throw std::invalid_argument(
+          fmt::format("Object of type {} is not JSON serializable", v.type_name()));
+  }
+}
+
+}  // namespace
+
+std::string repr_string(std::string_view s) {
+  const bool has_single = s.find('\'') != std::string_view::npos;
+  const bool has_double = s.find('"') != std::string_view::npos;
+  const char quote = has_single && !has_double ? '"' : '\'';
+  std::string out(1, quote);
+  for (size_t i = 0; i < s.size();) {
+    size_t length = 1;
+    const char32_t c = base::decode_utf8(s, i, length);
+    if (c == static_cast<char32_t>(quote) || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (printable(c)) {
+      out.append(s.substr(i, length));
+    } else if (c < 0x100) {
+      out += fmt::format("\\x{:02x}", static_cast<uint32_t>(c));
+    } else if (c < 0x10000) {
+      out += fmt::format("\\u{:04x}", static_cast<uint32_t>(c));
+    } else {
+      out += fmt::format("\\U{:08x}", static_cast<uint32_t>(c));
+    }
+    i += length;
+  }
+  out += quote;
+  return out;
+}
+
+std::string to_str(const Value& v) {
+  using K = Value::Kind;
+  switch (v.kind()) {
+    case K::kUndefined:
+      return "";
+    case K::kNone:
+      return "None";
+    case K::kBool:
+      return v.as_bool() ? "True" : "False";
+    case K::kInt:
+      return std::to_string(v.as_int());
+    case K::kFloat:
+      return repr_float(v.as_float());
+    case K::kString:
+      return v.str();
+    case K::kCallable:
+      return fmt::format("<function {}>", v.fn().name);
+    default: {
+      std::string out;
+      repr_into(out, v, 0);
+      return out;
+    }
+  }
+}
+
+std::string repr(const Value& v) {
+  std::string out;
+  repr_into(out, v, 0);
+  return out;
+}
+
+std::string to_json(const Value& v, const JsonOptions& options) {
+  std::string out;
+  json_into(out, v, options, 0);
+  return out;
+}
+
+}  // namespace trainer::tokenizers::jinja
