@@ -112,7 +112,8 @@ TEST_P(HfFineTune, LossesEqualTransformersTrainerOnOneAndTwoProcesses) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, HfFineTune, ::testing::Values("gpt2", "llama"));
+INSTANTIATE_TEST_SUITE_P(Models, HfFineTune,
+                         ::testing::Values("gpt2", "llama", "qwen3", "gemma3_text"));
 
 // A folder Transformers wrote, trained here with learning rate 0 and saved: the same tensors
 // (and a checkpoint folder is a model folder too).
@@ -185,11 +186,11 @@ TEST(HfFineTuneFolders, BadFoldersAndFilesAreOneLineAndWriteNothing) {
       {llama + " --train_file " + kCorpus + " --block_size 4096",
        {"block_size 4096", "128 positions"}},
       {" --model_name_or_path " + tmp.path() + " --train_file " + tmp.file("notes.txt"),
-       {"model_type", "bert", "gpt2, llama"}},
+       {"model_type", "bert", "gpt2, llama, qwen2, qwen3, mistral, gemma3_text"}},
       {" --model_type llama --train_file " + tmp.file("notes.txt"), {"tokenizer_name"}},
-      {" --model_type mistral --tokenizer_name " + fixtures + "/llama --train_file " +
+      {" --model_type qwen2_moe --tokenizer_name " + fixtures + "/llama --train_file " +
            tmp.file("notes.txt"),
-       {"model_type", "mistral"}},
+       {"model_type", "qwen2_moe"}},
       {llama + " --train_file " + kCorpus + " --torch_dtype float64", {"torch_dtype", "float64"}},
       {llama + " --train_file " + kCorpus + " --tokenizer_name " + tmp.file("bert"),
        {"tokenizer_class \"BertTokenizer\" is not supported"}},
@@ -291,6 +292,37 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
           "/llama --prompt Hello --do_sample true --seed 3 --max_new_tokens 16 --output_ids true");
   EXPECT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
+}
+
+// The Llama family's newer members (Qwen2 tied with a sliding layer and untied, Qwen3, Mistral,
+// Gemma 3) generate Transformers' greedy tokens, with and without the KV cache: 30 tokens, past
+// their sliding windows of 8. One Python process answers for all of them.
+TEST(HfGenerate, TheLlamaFamilyGeneratesTransformersGreedyTokens) {
+  NEED_FIXTURES();
+  const std::vector<std::string> models = {"qwen2", "qwen2_tied", "qwen3", "mistral",
+                                           "gemma3_text"};
+  const std::string prompt = "The meaning of life";
+  std::string dirs;
+  for (const auto& m : models) dirs += " " + fixtures + "/" + m;
+  auto theirs = run(python() +
+                    " -c \"import sys; from transformers import AutoModelForCausalLM as M, "
+                    "AutoTokenizer as T\nfor d in sys.argv[2:]:\n m = M.from_pretrained(d); t = "
+                    "T.from_pretrained(d); ids = t(sys.argv[1], return_tensors='pt').input_ids; "
+                    "print(' '.join(map(str, m.generate(ids, do_sample=False, "
+                    "max_new_tokens=24)[0].tolist())))\" '" +
+                    prompt + "'" + dirs + " 2>/dev/null");
+  ASSERT_EQ(theirs.exit_code, 0);
+  const std::vector<std::string> lines = testing::lines_of(theirs.out);
+  ASSERT_EQ(lines.size(), models.size()) << theirs.out;
+  for (size_t i = 0; i < models.size(); ++i) {
+    for (const std::string cache : {"true", "false"}) {
+      auto ours =
+          run(testing::kTrainerBin + " generate " + fixtures + "/" + models[i] + " --prompt '" +
+              prompt + "' --max_new_tokens 24 --output_ids true --use_cache " + cache);
+      ASSERT_EQ(ours.exit_code, 0) << ours.err;
+      EXPECT_EQ(ours.out, lines[i] + "\n") << models[i] << " use_cache " << cache;
+    }
+  }
 }
 
 }  // namespace
