@@ -296,31 +296,69 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
 
 // The Llama family's newer members (Qwen2 tied with a sliding layer and untied, Qwen3, Mistral,
 // Gemma 3) generate Transformers' greedy tokens, with and without the KV cache: 30 tokens, past
-// their sliding windows of 8. One Python process answers for all of them.
-TEST(HfGenerate, TheLlamaFamilyGeneratesTransformersGreedyTokens) {
+// their sliding windows of 8. So do a fresh Qwen3 and Gemma 3 (model_type, Transformers' defaults
+// under model_config's keys) trained 2 steps and saved: Transformers loads them as its classes
+// without a missing or unexpected key. One Python process answers for all of them (one thread
+// each: LibTorch's threads wait on each other on a busy machine).
+TEST(HfGenerate, TheLlamaFamilyAndFreshModelsGenerateTransformersGreedyTokens) {
   NEED_FIXTURES();
-  const std::vector<std::string> models = {"qwen2", "qwen2_tied", "qwen3", "mistral",
-                                           "gemma3_text"};
-  const std::string prompt = "The meaning of life";
+  testing::TempDir tmp;
+  const std::string sizes =
+      "\"hidden_size\": 32, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, "
+      "\"num_hidden_layers\": 2, \"intermediate_size\": 64, \"head_dim\": 16, "
+      "\"max_position_embeddings\": 64";
+  const std::vector<std::pair<std::string, std::string>> fresh = {
+      {"qwen3", "{" + sizes + "}"},
+      {"gemma3_text", "{" + sizes + ", \"sliding_window\": 8, \"final_logit_softcapping\": 2.0}"}};
+  std::vector<std::pair<std::string, std::string>> models = {{"qwen2", "Qwen2"},
+                                                             {"qwen2_tied", "Qwen2"},
+                                                             {"qwen3", "Qwen3"},
+                                                             {"mistral", "Mistral"},
+                                                             {"gemma3_text", "Gemma3"}};
   std::string dirs;
-  for (const auto& m : models) dirs += " " + fixtures + "/" + m;
-  auto theirs = run(python() +
+  for (auto& [name, prefix] : models) {
+    name = fixtures + "/" + name;
+    dirs += " " + name;
+  }
+  for (const auto& [type, config] : fresh) {
+    const std::string out = tmp.file(type);
+    auto r = run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " train --model_type " + type +
+                 " --model_config '" + config + "' --tokenizer_name " + fixtures +
+                 "/tokenizer_llama3 --train_file " + kCorpus +
+                 " --block_size 32 --max_steps 2 --learning_rate 1e-2 " +
+                 "--disable_tqdm true --output_dir " + out + " 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    json saved = json::parse(testing::slurp(out + "/config.json"));
+    EXPECT_EQ(saved["model_type"], type);
+    EXPECT_EQ(saved["hidden_size"], 32);
+    models.push_back({out, type == "qwen3" ? "Qwen3" : "Gemma3"});
+    dirs += " " + out;
+  }
+  const std::string prompt = "The meaning of life";
+  auto theirs = run("OMP_NUM_THREADS=1 " + python() +
                     " -c \"import sys; from transformers import AutoModelForCausalLM as M, "
-                    "AutoTokenizer as T\nfor d in sys.argv[2:]:\n m = M.from_pretrained(d); t = "
-                    "T.from_pretrained(d); ids = t(sys.argv[1], return_tensors='pt').input_ids; "
-                    "print(' '.join(map(str, m.generate(ids, do_sample=False, "
-                    "max_new_tokens=24)[0].tolist())))\" '" +
-                    prompt + "'" + dirs + " 2>/dev/null");
-  ASSERT_EQ(theirs.exit_code, 0);
-  const std::vector<std::string> lines = testing::lines_of(theirs.out);
+                    "AutoTokenizer as T\nfor d in sys.argv[2:]:\n m, i = M.from_pretrained(d, "
+                    "output_loading_info=True); t = T.from_pretrained(d); assert not "
+                    "i['missing_keys'] and not i['unexpected_keys'], i; ids = t(sys.argv[1], "
+                    "return_tensors='pt').input_ids; print(type(m).__name__, ' '.join(map(str, "
+                    "m.generate(ids, do_sample=False, max_new_tokens=24)[0].tolist())))\" '" +
+                    prompt + "'" + dirs + " 2>&1");
+  ASSERT_EQ(theirs.exit_code, 0) << theirs.out;
+  std::vector<std::string> lines;
+  for (const auto& line : testing::lines_of(theirs.out)) {
+    if (line.find("ForCausalLM ") != std::string::npos) lines.push_back(line);
+  }
   ASSERT_EQ(lines.size(), models.size()) << theirs.out;
   for (size_t i = 0; i < models.size(); ++i) {
+    const auto& [dir, prefix] = models[i];
+    const size_t space = lines[i].find(' ');
+    EXPECT_EQ(lines[i].substr(0, space), prefix + "ForCausalLM") << dir;
     for (const std::string cache : {"true", "false"}) {
       auto ours =
-          run(testing::kTrainerBin + " generate " + fixtures + "/" + models[i] + " --prompt '" +
+          run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " generate " + dir + " --prompt '" +
               prompt + "' --max_new_tokens 24 --output_ids true --use_cache " + cache);
       ASSERT_EQ(ours.exit_code, 0) << ours.err;
-      EXPECT_EQ(ours.out, lines[i] + "\n") << models[i] << " use_cache " << cache;
+      EXPECT_EQ(ours.out, lines[i].substr(space + 1) + "\n") << dir << " use_cache " << cache;
     }
   }
 }
