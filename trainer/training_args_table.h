@@ -129,7 +129,8 @@
     "transformer block; offload (CPU offload: where the state already is on CPU).")                \
   X(nlohmann::ordered_json, fsdp_config, nlohmann::ordered_json::object(),                         \
     "FSDP's options: min_num_params, transformer_layer_cls_to_wrap (LlamaDecoderLayer, "           \
-    "GPT2Block, Block), backward_prefetch backward_pre|no_prefetch, forward_prefetch, "            \
+    "Qwen2DecoderLayer, Qwen3DecoderLayer, MistralDecoderLayer, Gemma3DecoderLayer, GPT2Block, "   \
+    "Block), backward_prefetch backward_pre|no_prefetch, forward_prefetch, "                       \
     "limit_all_gathers, sync_module_states, use_orig_params, state_dict_type "                     \
     "FULL_STATE_DICT|SHARDED_STATE_DICT (the \"fsdp_\" prefix of Accelerate's keys is accepted).")  \
   X(bool, dataloader_drop_last, false,                                                             \
@@ -194,7 +195,8 @@
   X(std::optional<std::string>, config_name, std::nullopt,                                         \
     "A Hugging Face config.json (or its folder) of a fresh, randomly initialised model.")          \
   X(std::optional<std::string>, model_type, std::nullopt,                                          \
-    "gpt2 or llama: a fresh model from Transformers' defaults overlaid with model_config's "       \
+    "gpt2, llama, qwen2, qwen3, mistral or gemma3_text: a fresh model from Transformers' "        \
+    "defaults overlaid with model_config's "                                                       \
     "config.json keys (for pretraining from scratch).")                                            \
   X(std::string, torch_dtype, "auto",                                                              \
     "The weights' type of a Hugging Face model: auto (config.json's dtype), float32, "             \
@@ -217,7 +219,8 @@
     "LoRA: dropout on the adapters' input while training.")                                        \
   X(std::vector<std::string>, target_modules, {},                                                  \
     "LoRA: the linear layers that get adapters, by name or last name (q_proj,v_proj), or "         \
-    "all-linear (default: PEFT's for the model type: llama q_proj,v_proj; gpt2 c_attn).")          \
+    "all-linear (default: PEFT's for the model type: llama, qwen2, qwen3, mistral, gemma3_text "  \
+    "q_proj,v_proj; gpt2 c_attn).")                                                                \
   X(std::string, bias, "none",                                                                     \
     "LoRA: which biases train: none, all, or lora_only (those of the adapted layers).")            \
   X(std::vector<std::string>, modules_to_save, {},                                                 \

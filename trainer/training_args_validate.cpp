@@ -12,6 +12,7 @@
 #include "lib/base/text.h"
 #include "lib/data/names.h"
 #include "lib/io/safetensors_header.h"
+#include "lib/models/hf_config.h"
 #include "lib/models/lora_config.h"
 #include "lib/models/names.h"
 #include "lib/optim/schedules.h"
@@ -253,7 +254,7 @@ void TrainingArguments::validate_reporting_model_and_data() const {
     check(*preprocessing_num_workers_ >= 1, "preprocessing_num_workers",
           std::to_string(*preprocessing_num_workers_), "must be >= 1, or null");
   }
-  if (model_type_) check_choice("model_type", *model_type_, {"gpt2", "llama"});
+  if (model_type_) check_choice("model_type", *model_type_, models::hf_model_types());
   check_choice("torch_dtype", torch_dtype_, {"auto", "float32", "bfloat16", "float16"});
   check(text_column_name_ != "", "text_column_name", "\"\"", "a column name");
   io::parse_file_size(save_safetensors_max_shard_size_,

@@ -317,9 +317,7 @@ std::shared_ptr<models::Model> with_lora(const TrainingArguments& args,
   }
   if (config.target_modules.empty() && hf) {
     // PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.
-    config.target_modules = hf->config().model_type == "gpt2"
-                                ? std::vector<std::string>{"c_attn"}
-                                : std::vector<std::string>{"q_proj", "v_proj"};
+    config.target_modules = models::peft_default_target_modules(hf->config().model_type);
   }
   if (hf) config.base_model_name_or_path = *args.model_name_or_path();
   config.task_type = hf ? "CAUSAL_LM" : "";

@@ -1,5 +1,6 @@
-// GPT-2 and Llama as Transformers 5.x computes them (modeling_gpt2.py, modeling_llama.py), with
-// Transformers' parameter names, and their KV cache.
+// GPT-2 as Transformers 5.x computes it (modeling_gpt2.py), with Transformers' parameter names
+// and its KV cache; what every HfCausalLM shares (the loss, the tied head, the initialisation).
+// The Llama family is hf_decoder.cpp's.
 #include "lib/models/hf_causal_lm.h"
 
 #include <cmath>
@@ -10,31 +11,12 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/text.h"
-#include "lib/models/linear.h"
+#include "lib/models/hf_layers.h"
 
 namespace trainer::models {
 namespace hf {
 
 using torch::Tensor;
-
-// A module holding `weight` (and `bias`) under those names; the layout is the caller's.
-struct Weights : torch::nn::Module {
-  Weights(std::vector<int64_t> weight_shape, int64_t bias_size) {
-    weight = register_parameter("weight", torch::empty(weight_shape));
-    if (bias_size > 0) bias = register_parameter("bias", torch::empty({bias_size}));
-  }
-  Tensor weight, bias;
-};
-
-// Linear as nn.Linear stores it: weight [out, in]; room for a LoRA adapter.
-struct Linear : Weights, LoraHost {
-  Linear(int64_t in, int64_t out, bool with_bias) : Weights({out, in}, with_bias ? out : 0) {}
-  Tensor operator()(const Tensor& x) const {
-    return add_lora(x, torch::nn::functional::linear(x, weight, bias), is_training());
-  }
-  Tensor host_weight() const override { return weight; }
-  Tensor host_bias() const override { return bias; }
-};
 
 // GPT-2's Conv1D: weight [in, out], x @ weight + bias; room for a LoRA adapter (fan_in_fan_out).
 struct Conv1D : Weights, LoraHost {
@@ -49,69 +31,6 @@ struct Conv1D : Weights, LoraHost {
   Tensor host_bias() const override { return bias; }
   bool fan_in_fan_out() const override { return true; }
 };
-
-Tensor activation(const std::string& name, const Tensor& x) {
-  if (name == "gelu_new" || name == "gelu_pytorch_tanh") return torch::gelu(x, "tanh");
-  if (name == "gelu") return torch::gelu(x);
-  if (name == "relu") return torch::relu(x);
-  return torch::silu(x);
-}
-
-// The boolean attention mask for queries at positions [past, past + T) over keys [0, past + T):
-// causal, to real keys only (attention_mask [B, past + T] when defined), each query always seeing
-// itself. Undefined when plain causal attention (is_causal) or no mask at all does the job.
-Tensor attention_mask_for(const Tensor& attention_mask, int64_t past, int64_t T,
-                          const torch::Device& device) {
-  if (!attention_mask.defined()) return {};
-  const int64_t S = past + T;
-  auto opts = torch::TensorOptions(torch::kBool).device(device);
-  Tensor causal = torch::ones({T, S}, opts).tril(past);
-  Tensor self = torch::eye(T, S, opts).roll(past, 1);
-  Tensor keys = attention_mask.to(torch::kBool).view({-1, 1, 1, S});
-  return causal.logical_and(keys).logical_or(self);
-}
-
-// SDPA for queries [B, H, T, D] over keys/values [B, KV, S, D] (KV divides H): causal when no
-// mask and no past, free when a single query follows a cache.
-Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, int64_t past,
-              double dropout, double scale) {
-  const int64_t T = q.size(2);
-  const bool gqa = k.size(1) != q.size(1);
-  Tensor keys = gqa ? k.repeat_interleave(q.size(1) / k.size(1), 1) : k;
-  Tensor values = gqa ? v.repeat_interleave(q.size(1) / v.size(1), 1) : v;
-  if (mask.defined()) {
-    return torch::scaled_dot_product_attention(q, keys, values, mask, dropout, false, scale);
-  }
-  if (past == 0)
-    return torch::scaled_dot_product_attention(q, keys, values, {}, dropout, true, scale);
-  if (T == 1)
-    return torch::scaled_dot_product_attention(q, keys, values, {}, dropout, false, scale);
-  auto opts = torch::TensorOptions(torch::kBool).device(q.device());
-  Tensor causal = torch::ones({T, past + T}, opts).tril(past);
-  return torch::scaled_dot_product_attention(q, keys, values, causal, dropout, false, scale);
-}
-
-// Appends this step's keys and values to the cache of `layer`; returns the whole of them.
-std::pair<Tensor, Tensor> cached(KVCache* cache, size_t layer, const Tensor& k, const Tensor& v) {
-  if (!cache) return {k, v};
-  if (cache->keys.size() <= layer) {
-    cache->keys.resize(layer + 1);
-    cache->values.resize(layer + 1);
-  }
-  Tensor& ck = cache->keys[layer];
-  Tensor& cv = cache->values[layer];
-  ck = ck.defined() ? torch::cat({ck, k}, 2) : k;
-  cv = cv.defined() ? torch::cat({cv, v}, 2) : v;
-  return {ck, cv};
-}
-
-void check_ids(const Tensor& input_ids, int64_t past, int64_t max_positions, const char* model) {
-  TORCH_CHECK(input_ids.dim() == 2, model, ": input_ids must be [batch, time], got ",
-              input_ids.sizes());
-  TORCH_CHECK(past + input_ids.size(1) <= max_positions, model, ": a sequence of ",
-              past + input_ids.size(1), " tokens is longer than the model's ", max_positions,
-              " positions");
-}
 
 // ---- GPT-2 ---------------------------------------------------------------------------------
 
@@ -235,159 +154,6 @@ class Gpt2 : public HfCausalLM {
   std::shared_ptr<Gpt2Body> transformer;
 };
 
-// ---- Llama ---------------------------------------------------------------------------------
-
-struct RmsNorm : Weights {
-  RmsNorm(int64_t n, double eps) : Weights({n}, 0), eps(eps) {}
-  Tensor operator()(const Tensor& x) const {
-    Tensor h = x.to(torch::kFloat);
-    h = h * torch::rsqrt(h.pow(2).mean(-1, true) + eps);
-    return weight * h.to(x.scalar_type());
-  }
-  double eps;
-};
-
-// rotate_half: (-x2, x1) of the two halves of the last dimension.
-Tensor rotate_half(const Tensor& x) {
-  auto halves = x.chunk(2, -1);
-  return torch::cat({-halves[1], halves[0]}, -1);
-}
-
-struct LlamaAttention : torch::nn::Module {
-  explicit LlamaAttention(const HfConfig& c) : c(c) {
-    const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
-    q_proj =
-        register_module("q_proj", std::make_shared<Linear>(c.hidden_size, q, c.attention_bias));
-    k_proj =
-        register_module("k_proj", std::make_shared<Linear>(c.hidden_size, kv, c.attention_bias));
-    v_proj =
-        register_module("v_proj", std::make_shared<Linear>(c.hidden_size, kv, c.attention_bias));
-    o_proj =
-        register_module("o_proj", std::make_shared<Linear>(q, c.hidden_size, c.attention_bias));
-  }
-  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask,
-                 KVCache* cache, size_t layer, int64_t past) {
-    const int64_t B = x.size(0), T = x.size(1);
-    auto heads = [&](const Tensor& t, int64_t n) {
-      return t.view({B, T, n, c.head_dim}).transpose(1, 2);
-    };
-    Tensor q = heads((*q_proj)(x), c.num_attention_heads);
-    Tensor k = heads((*k_proj)(x), c.num_key_value_heads);
-    Tensor v = heads((*v_proj)(x), c.num_key_value_heads);
-    q = q * cos + rotate_half(q) * sin;
-    k = k * cos + rotate_half(k) * sin;
-    auto [keys, values] = cached(cache, layer, k, v);
-    const double p = is_training() ? c.attention_dropout : 0.0;
-    Tensor y =
-        attend(q, keys, values, mask, past, p, 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-    return (*o_proj)(y.transpose(1, 2).reshape({B, T, -1}));
-  }
-  const HfConfig& c;
-  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
-};
-
-struct LlamaMlp : torch::nn::Module {
-  explicit LlamaMlp(const HfConfig& c) : c(c) {
-    gate_proj = register_module(
-        "gate_proj", std::make_shared<Linear>(c.hidden_size, c.intermediate_size, c.mlp_bias));
-    up_proj = register_module(
-        "up_proj", std::make_shared<Linear>(c.hidden_size, c.intermediate_size, c.mlp_bias));
-    down_proj = register_module(
-        "down_proj", std::make_shared<Linear>(c.intermediate_size, c.hidden_size, c.mlp_bias));
-  }
-  Tensor forward(const Tensor& x) {
-    return (*down_proj)(activation(c.activation, (*gate_proj)(x)) * (*up_proj)(x));
-  }
-  const HfConfig& c;
-  std::shared_ptr<Linear> gate_proj, up_proj, down_proj;
-};
-
-struct LlamaLayer : torch::nn::Module {
-  explicit LlamaLayer(const HfConfig& c) {
-    self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c));
-    mlp = register_module("mlp", std::make_shared<LlamaMlp>(c));
-    input_layernorm =
-        register_module("input_layernorm", std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps));
-    post_attention_layernorm = register_module(
-        "post_attention_layernorm", std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps));
-  }
-  std::shared_ptr<LlamaAttention> self_attn;
-  std::shared_ptr<LlamaMlp> mlp;
-  std::shared_ptr<RmsNorm> input_layernorm, post_attention_layernorm;
-};
-
-struct LlamaBody : torch::nn::Module {
-  explicit LlamaBody(const HfConfig& c) {
-    embed_tokens = register_module(
-        "embed_tokens",
-        std::make_shared<Weights>(std::vector<int64_t>{c.vocab_size, c.hidden_size}, 0));
-    layers_list = register_module("layers", torch::nn::ModuleList());
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      auto layer = std::make_shared<LlamaLayer>(c);
-      layers_list->push_back(layer);
-      layers.push_back(layer);
-    }
-    norm = register_module("norm", std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps));
-  }
-  std::shared_ptr<Weights> embed_tokens;
-  torch::nn::ModuleList layers_list{nullptr};
-  std::vector<std::shared_ptr<LlamaLayer>> layers;
-  std::shared_ptr<RmsNorm> norm;
-};
-
-class Llama : public HfCausalLM {
- public:
-  explicit Llama(const HfConfig& config) : HfCausalLM(config) {
-    model = register_module("model", std::make_shared<LlamaBody>(config_));
-    register_lm_head();
-    // inv_freq as LlamaRotaryEmbedding computes it (float32), not a parameter or buffer of the
-    // state dict (Transformers does not save it).
-    inv_freq_ =
-        1.0 / torch::pow(config_.rope_theta,
-                         torch::arange(0, config_.head_dim, 2, torch::kLong).to(torch::kFloat) /
-                             static_cast<double>(config_.head_dim));
-    init_weights();
-  }
-
-  Tensor logits(const Tensor& input_ids, const Tensor& attention_mask, KVCache* cache) override {
-    const int64_t past = cache ? cache->length : 0;
-    check_ids(input_ids, past, config_.max_position_embeddings, "Llama");
-    const int64_t T = input_ids.size(1);
-    Tensor x = torch::embedding(model->embed_tokens->weight, input_ids);
-    // cos and sin in float32, then in the activations' type: [1, 1, T, head_dim].
-    Tensor positions =
-        torch::arange(past, past + T, torch::TensorOptions(torch::kFloat).device(x.device()));
-    Tensor freqs = positions.unsqueeze(1) * inv_freq_.to(x.device()).unsqueeze(0);
-    Tensor emb = torch::cat({freqs, freqs}, -1);
-    Tensor cos = emb.cos().to(x.scalar_type()).view({1, 1, T, -1});
-    Tensor sin = emb.sin().to(x.scalar_type()).view({1, 1, T, -1});
-    Tensor mask = attention_mask_for(attention_mask, past, T, input_ids.device());
-    for (size_t i = 0; i < model->layers.size(); ++i) {
-      auto& l = *model->layers[i];
-      x = run_block(i, x, [&](Tensor h) {
-        h = h + l.self_attn->forward((*l.input_layernorm)(h), cos, sin, mask, cache, i, past);
-        return h + l.mlp->forward((*l.post_attention_layernorm)(h));
-      });
-    }
-    if (cache) cache->length = past + T;
-    x = (*model->norm)(x);
-    return torch::nn::functional::linear(x, output_weight(model->embed_tokens->weight));
-  }
-
-  std::vector<Block> blocks() override {
-    std::vector<Block> out;
-    for (size_t i = 0; i < model->layers.size(); ++i) {
-      out.push_back({fmt::format("model.layers.{}", i), "LlamaDecoderLayer", model->layers[i]});
-    }
-    return out;
-  }
-
-  std::shared_ptr<LlamaBody> model;
-
- private:
-  Tensor inv_freq_;
-};
-
 }  // namespace hf
 
 HfCausalLM::HfCausalLM(HfConfig config) : config_(std::move(config)) {
@@ -428,7 +194,9 @@ void HfCausalLM::init_weights() {
     const bool is_norm =
         name.find("ln_") != std::string::npos || name.find("norm") != std::string::npos;
     if (is_norm) {
-      base::ends_with(name, ".bias") ? p.zero_() : p.fill_(1.0);
+      // Gemma3RMSNorm scales by 1 + weight: its weights start at 0.
+      base::ends_with(name, ".bias") || config_.model_type == "gemma3_text" ? p.zero_()
+                                                                            : p.fill_(1.0);
     } else if (base::ends_with(name, ".bias")) {
       p.zero_();
     } else if (config_.model_type == "gpt2" && base::ends_with(name, "c_proj.weight")) {
@@ -437,13 +205,18 @@ void HfCausalLM::init_weights() {
       p.normal_(0.0, std);
     }
   }
+  // nn.Embedding(padding_idx=pad_token_id), as the Llama family builds its embedding: that row
+  // starts at 0.
+  const auto pad = config_.json.find("pad_token_id");
+  if (config_.model_type != "gpt2" && pad != config_.json.end() && pad->is_number_integer() &&
+      pad->get<int64_t>() >= 0 && pad->get<int64_t>() < config_.vocab_size) {
+    named_parameters()["model.embed_tokens.weight"][pad->get<int64_t>()].zero_();
+  }
 }
 
 std::shared_ptr<HfCausalLM> make_hf_causal_lm(const HfConfig& config) {
   if (config.model_type == "gpt2") return std::make_shared<hf::Gpt2>(config);
-  if (config.model_type == "llama") return std::make_shared<hf::Llama>(config);
-  throw InputError(
-      fmt::format("model_type \"{}\" is not supported (gpt2, llama)", config.model_type));
+  return hf::make_hf_decoder(config);
 }
 
 }  // namespace trainer::models

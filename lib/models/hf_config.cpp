@@ -1,10 +1,11 @@
-// config.json of GPT-2 and Llama: fields, Transformers' defaults, and what is refused.
+// config.json of GPT-2 and the Llama family: fields, Transformers' defaults, and what is refused.
 #include "lib/models/hf_config.h"
 
 #include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
@@ -18,15 +19,14 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// model_type (gpt2 or llama) and dtype (one this loads, or none).
+// model_type (one of hf_model_types()) and dtype (one this loads, or none).
 void read_model_type(base::JsonFields& f, HfConfig& c) {
+  const std::string supported = fmt::format("supported: {}", fmt::join(hf_model_types(), ", "));
   c.model_type = f.string("model_type", "");
-  if (c.model_type.empty()) {
-    f.fail("model_type", "is missing (supported: gpt2, llama)");
-  }
-  if (c.model_type != "gpt2" && c.model_type != "llama") {
-    f.fail("model_type",
-           fmt::format("\"{}\" is not supported (supported: gpt2, llama)", c.model_type));
+  if (c.model_type.empty()) f.fail("model_type", fmt::format("is missing ({})", supported));
+  const auto& types = hf_model_types();
+  if (std::find(types.begin(), types.end(), c.model_type) == types.end()) {
+    f.fail("model_type", fmt::format("\"{}\" is not supported ({})", c.model_type, supported));
   }
   c.dtype = f.string("dtype", f.string("torch_dtype", ""));
   if (!c.dtype.empty() && c.dtype != "float32" && c.dtype != "bfloat16" && c.dtype != "float16") {
@@ -78,9 +78,32 @@ void read_gpt2_fields(base::JsonFields& f, HfConfig& c) {
   }
 }
 
-// rope_scaling and rope_parameters: the default rotary embedding only, its theta.
-void read_rope(base::JsonFields& f, const std::string& source, HfConfig& c) {
-  c.rope_theta = f.number("rope_theta", 10000.0);
+// One rotary embedding's parameters (rope_parameters, or one layer type's of gemma3_text's):
+// the default rotary embedding only; its rope_theta, else `theta`.
+double read_rope_parameters(const base::JsonFields& f, const std::string& source, const json& r,
+                            const std::string& where, double theta) {
+  if (!r.is_object()) f.fail(where, "is not an object");
+  base::JsonFields rf(r, source + ": " + where);
+  const std::string type = rf.string("rope_type", "default");
+  f.fail_if(type != "default", where,
+            fmt::format("rope_type \"{}\" is not supported (only \"default\")", type));
+  theta = rf.number("rope_theta", theta);
+  if (const std::optional<std::string> key = rf.unread()) {
+    f.fail(where, fmt::format("key \"{}\" is not supported (only rope_type \"default\" and "
+                              "rope_theta)",
+                              *key));
+  }
+  return theta;
+}
+
+// rope_scaling and rope_parameters: the default rotary embedding only, its theta (gemma3_text:
+// one per layer type, rope_parameters' sliding_attention and full_attention, rope_local_base_freq
+// and rope_theta spelt as before Transformers 5).
+void read_rope(base::JsonFields& f, const std::string& source, HfConfig& c, double default_theta,
+               double default_local_theta) {
+  const bool gemma = c.model_type == "gemma3_text";
+  c.rope_theta = f.number("rope_theta", default_theta);
+  c.rope_local_theta = gemma ? f.number("rope_local_base_freq", default_local_theta) : 0.0;
   if (f.has("rope_scaling")) {
     const json& s = f.at("rope_scaling");
     const bool plain = s.is_object() && s.value("rope_type", s.value("type", "")) == "default";
@@ -90,50 +113,161 @@ void read_rope(base::JsonFields& f, const std::string& source, HfConfig& c) {
   }
   if (f.has("rope_parameters")) {
     const json& r = f.at("rope_parameters");
-    if (!r.is_object()) f.fail("rope_parameters", "is not an object");
-    base::JsonFields rf(r, source + ": rope_parameters");
-    const std::string type = rf.string("rope_type", "default");
-    f.fail_if(type != "default", "rope_parameters",
-              fmt::format("rope_type \"{}\" is not supported (only \"default\")", type));
-    c.rope_theta = rf.number("rope_theta", c.rope_theta);
-    if (const std::optional<std::string> key = rf.unread()) {
-      f.fail("rope_parameters", fmt::format("key \"{}\" is not supported (only rope_type "
-                                            "\"default\" and rope_theta)",
-                                            *key));
+    if (!gemma) {
+      c.rope_theta = read_rope_parameters(f, source, r, "rope_parameters", c.rope_theta);
+    } else {
+      if (!r.is_object()) f.fail("rope_parameters", "is not an object");
+      for (const auto& item : r.items()) {
+        const std::string where = "rope_parameters." + item.key();
+        if (item.key() == "full_attention") {
+          c.rope_theta = read_rope_parameters(f, source, item.value(), where, c.rope_theta);
+        } else if (item.key() == "sliding_attention") {
+          c.rope_local_theta =
+              read_rope_parameters(f, source, item.value(), where, c.rope_local_theta);
+        } else {
+          f.fail("rope_parameters",
+                 fmt::format("key \"{}\" is not supported (gemma3_text's are by layer type: "
+                             "full_attention and sliding_attention)",
+                             item.key()));
+        }
+      }
     }
   }
+  if (!gemma) c.rope_local_theta = c.rope_theta;
   f.fail_if(!(c.rope_theta > 0), "rope_theta", fmt::format("{} is not > 0", c.rope_theta));
+  f.fail_if(!(c.rope_local_theta > 0), "rope_local_base_freq",
+            fmt::format("{} is not > 0", c.rope_local_theta));
 }
 
-// LlamaConfig's fields and defaults.
-void read_llama_fields(base::JsonFields& f, const std::string& source, HfConfig& c) {
-  c.hidden_size = f.positive("hidden_size", 4096);
-  c.num_hidden_layers = f.positive("num_hidden_layers", 32);
-  c.num_attention_heads = f.positive("num_attention_heads", 32);
-  c.num_key_value_heads = f.positive("num_key_value_heads", c.num_attention_heads);
-  if (!f.has("head_dim") && c.hidden_size % c.num_attention_heads != 0) {
-    f.fail("hidden_size", fmt::format("{} is not a multiple of num_attention_heads {} (give "
-                                      "head_dim)",
-                                      c.hidden_size, c.num_attention_heads));
+// Transformers' defaults of the fields the Llama family shares, by model type (LlamaConfig,
+// Qwen2Config, Qwen3Config, MistralConfig, Gemma3TextConfig).
+struct FamilyDefaults {
+  int64_t hidden, layers, heads, kv_heads, head_dim, intermediate, positions;
+  const char* activation;
+  bool tied;
+  double theta, local_theta;
+};
+
+FamilyDefaults family_defaults(const std::string& type) {
+  if (type == "qwen2") return {4096, 32, 32, 32, 0, 22016, 32768, "silu", false, 1e4, 1e4};
+  if (type == "qwen3") return {4096, 32, 32, 32, 128, 22016, 32768, "silu", false, 1e4, 1e4};
+  if (type == "mistral") return {4096, 32, 32, 8, 0, 14336, 131072, "silu", false, 1e4, 1e4};
+  if (type == "gemma3_text") {
+    return {2304, 26, 8, 4, 256, 9216, 131072, "gelu_pytorch_tanh", true, 1e6, 1e4};
   }
-  c.head_dim = f.positive("head_dim", c.hidden_size / c.num_attention_heads);
+  return {4096, 32, 32, 0, 0, 11008, 2048, "silu", false, 1e4, 1e4};  // llama
+}
+
+// layer_types (qwen2, qwen3, gemma3_text): sliding_attention or full_attention, one per layer.
+void read_layer_types(base::JsonFields& f, HfConfig& c) {
+  if (!f.has("layer_types")) return;
+  const std::vector<std::string> types = f.strings("layer_types");
+  if (static_cast<int64_t>(types.size()) != c.num_hidden_layers) {
+    f.fail("layer_types", fmt::format("lists {} layers where num_hidden_layers is {}", types.size(),
+                                      c.num_hidden_layers));
+  }
+  for (const std::string& type : types) {
+    if (type != "sliding_attention" && type != "full_attention") {
+      f.fail("layer_types", fmt::format("\"{}\" is not supported (sliding_attention, "
+                                        "full_attention)",
+                                        type));
+    }
+    c.layer_sliding.push_back(type == "sliding_attention");
+  }
+}
+
+// sliding_window as Transformers reads it: `fallback` when absent, none when null.
+int64_t read_sliding_window(base::JsonFields& f, const HfConfig& c, int64_t fallback) {
+  if (c.json.contains("sliding_window") && c.json["sliding_window"].is_null()) return 0;
+  return f.positive("sliding_window", fallback);
+}
+
+// Which layers slide: qwen2/qwen3's use_sliding_window and max_window_layers, mistral's
+// sliding_window on every layer, gemma3_text's sliding_window_pattern; layer_types over the rule.
+void read_sliding(base::JsonFields& f, HfConfig& c) {
+  const std::string& type = c.model_type;
+  if (type == "qwen2" || type == "qwen3") {
+    const bool use = f.boolean("use_sliding_window", false);
+    const int64_t window = read_sliding_window(f, c, 4096);
+    c.sliding_window = use ? window : 0;
+    c.sliding_from_layer = f.integer("max_window_layers", 28, 0);
+    read_layer_types(f, c);
+  } else if (type == "mistral") {
+    c.sliding_window = read_sliding_window(f, c, 4096);
+  } else if (type == "gemma3_text") {
+    c.sliding_window = read_sliding_window(f, c, 4096);
+    c.sliding_pattern = f.positive("sliding_window_pattern", 6);
+    f.fail_if(f.boolean("use_bidirectional_attention", false), "use_bidirectional_attention",
+              "true is not supported (causal attention only)");
+    read_layer_types(f, c);
+  }
+  bool any_sliding = false;
+  if (!c.layer_sliding.empty()) {
+    any_sliding =
+        std::find(c.layer_sliding.begin(), c.layer_sliding.end(), true) != c.layer_sliding.end();
+  } else if (type == "gemma3_text") {
+    any_sliding = c.sliding_pattern != 1 && c.num_hidden_layers > 0;
+  }
+  if (any_sliding && c.sliding_window == 0) {
+    f.fail(c.layer_sliding.empty() ? "sliding_window" : "layer_types",
+           type == "gemma3_text"
+               ? "has sliding_attention layers but sliding_window is null"
+               : "has sliding_attention layers but no sliding window (use_sliding_window false "
+                 "or sliding_window null)");
+  }
+}
+
+// The Llama family's fields: LlamaConfig's names, each model type's defaults and its own
+// fields (biases, q/k norms, sliding windows, gemma3_text's scale and softcapping).
+void read_llama_fields(base::JsonFields& f, const std::string& source, HfConfig& c) {
+  const std::string& type = c.model_type;
+  const FamilyDefaults d = family_defaults(type);
+  c.hidden_size = f.positive("hidden_size", d.hidden);
+  c.num_hidden_layers = f.positive("num_hidden_layers", d.layers);
+  c.num_attention_heads = f.positive("num_attention_heads", d.heads);
+  c.num_key_value_heads =
+      f.positive("num_key_value_heads", d.kv_heads > 0 ? d.kv_heads : c.num_attention_heads);
+  const bool divisible = c.hidden_size % c.num_attention_heads == 0;
+  if ((type == "gemma3_text" || (!f.has("head_dim") && d.head_dim == 0)) && !divisible) {
+    f.fail("hidden_size",
+           fmt::format("{} is not a multiple of num_attention_heads {}{}", c.hidden_size,
+                       c.num_attention_heads, type == "gemma3_text" ? "" : " (give head_dim)"));
+  }
+  c.head_dim =
+      f.positive("head_dim", d.head_dim > 0 ? d.head_dim : c.hidden_size / c.num_attention_heads);
   if (c.head_dim % 2 != 0)
     f.fail("head_dim", fmt::format("{} is odd (rotary needs pairs)", c.head_dim));
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     f.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}",
                                               c.num_key_value_heads, c.num_attention_heads));
   }
-  c.intermediate_size = f.positive("intermediate_size", 11008);
-  c.max_position_embeddings = f.positive("max_position_embeddings", 2048);
+  c.intermediate_size = f.positive("intermediate_size", d.intermediate);
+  c.max_position_embeddings = f.positive("max_position_embeddings", d.positions);
   c.norm_eps = f.number("rms_norm_eps", 1e-6);
-  c.activation = f.string("hidden_act", "silu");
-  c.attention_bias = f.boolean("attention_bias", false);
-  c.mlp_bias = f.boolean("mlp_bias", false);
+  c.activation = f.string(type == "gemma3_text" ? "hidden_activation" : "hidden_act", d.activation);
+  if (type == "llama" || type == "qwen3" || type == "gemma3_text") {
+    c.attention_bias = c.o_proj_bias = f.boolean("attention_bias", false);
+  } else if (type == "qwen2") {
+    c.attention_bias = true;  // Qwen2Attention: q, k and v with biases, o_proj without
+  }
+  if (type == "llama") c.mlp_bias = f.boolean("mlp_bias", false);
+  c.qk_norm = type == "qwen3" || type == "gemma3_text";
   c.attention_dropout = f.number("attention_dropout", 0.0);
   f.fail_if(!(c.attention_dropout >= 0 && c.attention_dropout < 1), "attention_dropout",
             fmt::format("{} is not in [0, 1)", c.attention_dropout));
-  c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
-  read_rope(f, source, c);
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", d.tied);
+  read_rope(f, source, c, d.theta, d.local_theta);
+  read_sliding(f, c);
+  if (type == "gemma3_text") {
+    c.query_pre_attn_scalar = f.number("query_pre_attn_scalar", 256.0);
+    f.fail_if(!(c.query_pre_attn_scalar > 0), "query_pre_attn_scalar",
+              fmt::format("{} is not > 0", c.query_pre_attn_scalar));
+    c.final_logit_softcapping = f.number("final_logit_softcapping", 0.0);
+    f.fail_if(f.has("final_logit_softcapping") && !(c.final_logit_softcapping > 0),
+              "final_logit_softcapping",
+              fmt::format("{} is not > 0 (or null)", c.final_logit_softcapping));
+    c.attn_logit_softcapping = f.number("attn_logit_softcapping", 0.0);
+  }
 }
 
 // What both models check once read: the activation, the norm's epsilon, the special tokens in
@@ -142,7 +276,9 @@ void check_shared_fields(const base::JsonFields& f, const HfConfig& c) {
   const bool gpt2 = c.model_type == "gpt2";
   if (c.activation != "gelu_new" && c.activation != "gelu" && c.activation != "relu" &&
       c.activation != "silu" && c.activation != "gelu_pytorch_tanh") {
-    f.fail(gpt2 ? "activation_function" : "hidden_act",
+    f.fail(gpt2                            ? "activation_function"
+           : c.model_type == "gemma3_text" ? "hidden_activation"
+                                           : "hidden_act",
            fmt::format("\"{}\" is not supported (gelu_new, gelu_pytorch_tanh, gelu, relu, silu)",
                        c.activation));
   }
@@ -238,8 +374,16 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> hf_parameter_shapes(co
         if (c.attention_bias) add(h + "self_attn." + name + ".bias", {rows});
       }
       add(h + "self_attn.o_proj.weight", {E, q});
-      if (c.attention_bias) add(h + "self_attn.o_proj.bias", {E});
+      if (c.o_proj_bias) add(h + "self_attn.o_proj.bias", {E});
+      if (c.qk_norm) {
+        add(h + "self_attn.q_norm.weight", {c.head_dim});
+        add(h + "self_attn.k_norm.weight", {c.head_dim});
+      }
       add(h + "post_attention_layernorm.weight", {E});
+      if (c.model_type == "gemma3_text") {
+        add(h + "pre_feedforward_layernorm.weight", {E});
+        add(h + "post_feedforward_layernorm.weight", {E});
+      }
       for (const char* name : {"gate_proj", "up_proj"}) {
         add(h + "mlp." + name + ".weight", {I, E});
         if (c.mlp_bias) add(h + "mlp." + name + ".bias", {I});
@@ -279,103 +423,6 @@ int64_t hf_num_parameters(const HfConfig& c) {
 HfConfig read_hf_config(const std::string& dir) {
   const std::string path = base::join_path(dir, base::hf::kConfig);
   return parse_hf_config(base::read_json_object(path), path);
-}
-
-namespace {
-
-// Transformers' GPT2Config or LlamaConfig as save_pretrained writes it, each default spelt out.
-json transformers_defaults(const std::string& model_type) {
-  if (model_type == "gpt2") {
-    return {{"architectures", {"GPT2LMHeadModel"}},
-            {"model_type", "gpt2"},
-            {"activation_function", "gelu_new"},
-            {"attn_pdrop", 0.1},
-            {"bos_token_id", 50256},
-            {"embd_pdrop", 0.1},
-            {"eos_token_id", 50256},
-            {"initializer_range", 0.02},
-            {"layer_norm_epsilon", 1e-5},
-            {"n_embd", 768},
-            {"n_head", 12},
-            {"n_inner", nullptr},
-            {"n_layer", 12},
-            {"n_positions", 1024},
-            {"resid_pdrop", 0.1},
-            {"scale_attn_by_inverse_layer_idx", false},
-            {"scale_attn_weights", true},
-            {"tie_word_embeddings", true},
-            {"vocab_size", 50257}};
-  }
-  if (model_type == "llama") {
-    return {{"architectures", {"LlamaForCausalLM"}},
-            {"model_type", "llama"},
-            {"attention_bias", false},
-            {"attention_dropout", 0.0},
-            {"bos_token_id", 1},
-            {"eos_token_id", 2},
-            {"hidden_act", "silu"},
-            {"hidden_size", 4096},
-            {"initializer_range", 0.02},
-            {"intermediate_size", 11008},
-            {"max_position_embeddings", 2048},
-            {"mlp_bias", false},
-            {"num_attention_heads", 32},
-            {"num_hidden_layers", 32},
-            {"num_key_value_heads", nullptr},
-            {"rms_norm_eps", 1e-6},
-            {"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "default"}}},
-            {"tie_word_embeddings", false},
-            {"vocab_size", 32000}};
-  }
-  throw InputError(fmt::format("model_type \"{}\" is not supported (gpt2, llama)", model_type));
-}
-
-// `overrides` (model_config: null, or an object of config.json keys) set in `j`, each key one of
-// the model type's config.json.
-void apply_overrides(json& j, const json& overrides, const std::string& model_type) {
-  if (!overrides.is_null() && !overrides.is_object()) {
-    throw InputError(fmt::format("model_config: {} is not a JSON object of config.json keys",
-                                 base::shown(overrides)));
-  }
-  if (!overrides.is_object()) return;
-  // Keys the config has without a default (None in Transformers' config classes).
-  const std::vector<std::string> optional = {"head_dim",
-                                             "rope_theta",
-                                             "rope_scaling",
-                                             "pad_token_id",
-                                             "dtype",
-                                             "torch_dtype",
-                                             "add_cross_attention",
-                                             "pretraining_tp",
-                                             "reorder_and_upcast_attn",
-                                             "use_cache"};
-  std::vector<std::string> known;
-  for (const auto& item : j.items()) known.push_back(item.key());
-  known.insert(known.end(), optional.begin(), optional.end());
-  for (const auto& item : overrides.items()) {
-    if (std::find(known.begin(), known.end(), item.key()) == known.end()) {
-      const std::string near = base::nearest(item.key(), known);
-      throw InputError(fmt::format(
-          "model_config: key \"{}\" is not a key of {}'s config.json{}", item.key(), model_type,
-          near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
-    }
-    j[item.key()] = item.value();
-  }
-}
-
-}  // namespace
-
-HfConfig hf_config_from_defaults(const std::string& model_type, const json& overrides,
-                                 int64_t vocab_size, int64_t bos_id, int64_t eos_id) {
-  json j = transformers_defaults(model_type);
-  if (vocab_size > 0) j["vocab_size"] = vocab_size;
-  // The tokenizer's special tokens, not Transformers' defaults (50256 or 1 and 2), which may lie
-  // outside a smaller vocabulary.
-  j["bos_token_id"] = bos_id >= 0 ? json(bos_id) : json();
-  j["eos_token_id"] = eos_id >= 0 ? json(eos_id) : json();
-  apply_overrides(j, overrides, model_type);
-  j["dtype"] = "float32";
-  return parse_hf_config(j, "model_config");
 }
 
 bool is_hf_model_dir(const std::string& dir) {

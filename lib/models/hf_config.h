@@ -1,6 +1,7 @@
 // A Hugging Face model's config.json, read and checked without LibTorch: the fields of GPT-2
-// (GPT2LMHeadModel) and Llama (LlamaForCausalLM) that decide the computation, each with
-// Transformers 5.x's default, and every field that would make a different model refused by name.
+// (GPT2LMHeadModel) and the Llama family (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// MistralForCausalLM, Gemma3ForCausalLM) that decide the computation, each with Transformers
+// 5.x's default, and every field that would make a different model refused by name.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 namespace trainer::models {
 
 struct HfConfig {
-  std::string model_type;  // "gpt2" or "llama"
+  std::string model_type;  // gpt2, llama, qwen2, qwen3, mistral or gemma3_text
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
@@ -30,11 +31,33 @@ struct HfConfig {
   bool scale_attn_weights = true;
   bool scale_attn_by_inverse_layer_idx = false;
   double resid_pdrop = 0.0, embd_pdrop = 0.0, attn_pdrop = 0.0;
-  // llama
-  double rope_theta = 10000.0;
-  bool attention_bias = false;
+  // The Llama family (every model_type but gpt2).
+  double rope_theta = 10000.0;        // full-attention layers' rotary base
+  double rope_local_theta = 10000.0;  // sliding layers' (gemma3_text: its own; others: rope_theta)
+  bool attention_bias = false;        // q_proj, k_proj and v_proj have biases
+  bool o_proj_bias = false;           // o_proj has one (qwen2: never, unlike q, k and v)
   bool mlp_bias = false;
   double attention_dropout = 0.0;
+  bool qk_norm = false;  // qwen3, gemma3_text: an RMSNorm over each head of q and k, before rotary
+  // The attention scale is query_pre_attn_scalar^-1/2 (gemma3_text), head_dim^-1/2 when 0.
+  double query_pre_attn_scalar = 0.0;
+  double final_logit_softcapping = 0.0;  // gemma3_text: logits = c tanh(logits / c); 0: none
+  // gemma3_text's config key, kept as read: Transformers 5.24's Gemma3 does not apply it.
+  double attn_logit_softcapping = 0.0;
+  // A query of a sliding layer sees the last sliding_window keys (itself included); 0: no layer
+  // slides. Which layers slide: layer_sliding when the config lists layer_types, otherwise those
+  // from sliding_from_layer on (qwen2/qwen3's max_window_layers; mistral: all), except every
+  // sliding_pattern-th (gemma3_text's sliding_window_pattern: layer i is full when (i + 1) %
+  // pattern == 0).
+  int64_t sliding_window = 0;
+  std::vector<bool> layer_sliding;
+  int64_t sliding_from_layer = 0;
+  int64_t sliding_pattern = 0;
+  bool is_sliding_layer(int64_t layer) const {
+    if (!layer_sliding.empty()) return layer_sliding.at(static_cast<size_t>(layer));
+    return sliding_window > 0 && layer >= sliding_from_layer &&
+           (sliding_pattern <= 0 || (layer + 1) % sliding_pattern != 0);
+  }
   // "float32", "bfloat16", "float16" (config's dtype or torch_dtype), "" when absent.
   std::string dtype;
   std::vector<int64_t> eos_token_ids;  // config's eos_token_id (one or a list)
@@ -44,11 +67,13 @@ struct HfConfig {
 };
 
 // Parses a config.json object. `source` names it in messages. Throws InputError, one line naming
-// the field and what is supported, for: a model_type other than gpt2 and llama, a missing or
+// the field and what is supported, for: a model_type not listed above, a missing or
 // non-positive size, a hidden size that the heads do not divide, rope_type other than "default",
 // rope_scaling, cross-attention, an activation other than gelu_new / gelu / relu / silu, a dtype
 // other than float32 / bfloat16 / float16, num_attention_heads not a multiple of
-// num_key_value_heads, a bos or eos token id outside the vocabulary.
+// num_key_value_heads, a bos or eos token id outside the vocabulary, layer_types other than
+// sliding_attention / full_attention or of another length than the layers, a sliding layer
+// without a sliding_window, gemma3_text's use_bidirectional_attention.
 HfConfig parse_hf_config(const nlohmann::ordered_json& json, const std::string& source);
 
 // The parameters a model of this config holds, by Transformers' names, with their shapes (the
@@ -66,7 +91,22 @@ int64_t hf_num_parameters(const HfConfig& config);
 // DIR/config.json, parsed (InputError for a missing or invalid file, as above).
 HfConfig read_hf_config(const std::string& dir);
 
-// A fresh model's config: Transformers' defaults of `model_type` (GPT2Config(), LlamaConfig())
+// The model types built here, in the order messages list them.
+const std::vector<std::string>& hf_model_types();
+
+// Transformers' class prefix of a model type: GPT2 (GPT2LMHeadModel, GPT2Block), Llama, Qwen2,
+// Qwen3, Mistral, Gemma3 (Gemma3ForCausalLM, Gemma3DecoderLayer).
+std::string hf_class_prefix(const std::string& model_type);
+// The `architectures` entry save_pretrained writes: GPT2LMHeadModel, LlamaForCausalLM, ...
+std::string hf_architecture(const std::string& model_type);
+
+// PEFT's default LoRA target modules for a model type
+// (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING): gpt2 c_attn, the others q_proj and
+// v_proj; empty for a type PEFT has none for.
+std::vector<std::string> peft_default_target_modules(const std::string& model_type);
+
+// A fresh model's config: Transformers' defaults of `model_type` (GPT2Config(), LlamaConfig(),
+// Qwen2Config(), Qwen3Config(), MistralConfig(), Gemma3TextConfig())
 // overlaid with `overrides` (config.json keys: n_layer, hidden_size, ...: a key the model's
 // config does not have is refused, as run_clm's config_overrides refuses it); vocab_size defaults
 // to `vocab_size` when positive, bos_token_id and eos_token_id to `bos_id` and `eos_id` (the

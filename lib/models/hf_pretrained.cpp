@@ -167,8 +167,7 @@ std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir, const HfConfig
 std::map<std::string, std::string> hf_pretrained_files(const HfCausalLM& model,
                                                        const std::string& source_dir) {
   nlohmann::ordered_json config = model.config().json;
-  config["architectures"] = {model.config().model_type == "gpt2" ? "GPT2LMHeadModel"
-                                                                 : "LlamaForCausalLM"};
+  config["architectures"] = {hf_architecture(model.config().model_type)};
   const auto type = model.dtype();
   config["dtype"] = type == torch::kBFloat16 ? "bfloat16"
                     : type == torch::kHalf   ? "float16"

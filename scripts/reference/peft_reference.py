@@ -1,5 +1,6 @@
 """The PEFT side of the LoRA checks: adapters made, loaded and merged by PEFT itself on the tiny
-GPT-2 and Llama folders of scripts/reference/hf_fixtures.py.
+GPT-2 and Llama folders of scripts/reference/hf_fixtures.py, and PEFT's default targets on the
+Qwen2, Qwen3, Mistral and Gemma 3 ones.
 
 usage:
   peft_reference.py make FIXTURES OUT_DIR
@@ -40,6 +41,12 @@ CASES = {
     "gpt2_lora_only": ("gpt2", dict(r=8, lora_alpha=16, target_modules=["c_attn", "c_fc"],
                                     bias="lora_only")),
     "gpt2_bias_all": ("gpt2", dict(r=4, lora_alpha=4, target_modules=["c_proj"], bias="all")),
+    # No target_modules: PEFT's default for the model type
+    # (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING), written out in adapter_config.json.
+    "qwen2_default": ("qwen2_tied", dict(r=4, lora_alpha=8)),
+    "qwen3_default": ("qwen3", dict(r=4, lora_alpha=8)),
+    "mistral_default": ("mistral", dict(r=4, lora_alpha=8)),
+    "gemma3_text_default": ("gemma3_text", dict(r=4, lora_alpha=8)),
 }
 
 

@@ -102,6 +102,38 @@ TEST_P(ShardingModels, EveryStrategyTrainsToDdpsParametersOnTwoAndThreeProcesses
 
 INSTANTIATE_TEST_SUITE_P(Models, ShardingModels, ::testing::Values("basic_net", "gpt", "llama"));
 
+// The Llama family's sharding units are its decoder layers by Transformers' class name: Gemma 3's
+// wrapped by transformer_layer_cls_to_wrap train to DDP's parameters, and another family's class
+// is refused naming this one's.
+TEST_F(Sharding, Gemma3DecoderLayersAreTheUnitsByTheirClassName) {
+  const std::string fixtures = testing::hf_fixtures_dir();
+  if (fixtures.empty()) GTEST_SKIP() << "no Hugging Face fixtures (scripts/setup makes them)";
+  const std::string arguments =
+      "--model_name_or_path " + fixtures + "/gemma3_text --train_file " + kCorpus +
+      " --block_size 32 --max_steps 4 --per_device_train_batch_size 2 --max_grad_norm 0.5 "
+      "--learning_rate 1e-3 --logging_steps 2 --save_strategy no";
+  const std::string ddp = tmp_->file("gemma3-ddp"), sharded = tmp_->file("gemma3-fsdp");
+  auto base = train(2, arguments, ddp);
+  ASSERT_EQ(base.exit_code, 0) << base.out;
+  auto r = train(2,
+                 arguments +
+                     " --fsdp 'full_shard auto_wrap' --fsdp_config "
+                     "'{\"transformer_layer_cls_to_wrap\":\"Gemma3DecoderLayer\"}'",
+                 sharded);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_LT(relative_difference(ddp + "/model.safetensors", sharded + "/model.safetensors"), 1e-5);
+  auto wrong = train(1,
+                     arguments +
+                         " --fsdp 'full_shard auto_wrap' --fsdp_config "
+                         "'{\"transformer_layer_cls_to_wrap\":\"Qwen3DecoderLayer\"}'",
+                     tmp_->file("gemma3-wrong"));
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.out;
+  EXPECT_NE(wrong.out.find("transformer_layer_cls_to_wrap Qwen3DecoderLayer is not a layer of this "
+                           "model (its blocks are Gemma3DecoderLayer)"),
+            std::string::npos)
+      << wrong.out;
+}
+
 TEST_F(Sharding, FullShardHoldsAtMostItsShareOfDdpsStatePlusOneUnitBetweenSteps) {
   // A 4-block gpt, one unit per block: parameters, gradients and AdamW's moments each rank holds
   // after a step, from the tensors' storage sizes (ddp_worker shard).

@@ -1,7 +1,8 @@
-// GPT-2 and Llama from Hugging Face folders that Transformers wrote (scripts/reference/
-// hf_fixtures.py): our logits equal Transformers' on the same ids, with and without an attention
-// mask; bf16 and sharded folders load; bad folders and configs are one line; the KV cache gives
-// the uncached logits.
+// GPT-2 and the Llama family (Llama, Qwen2, Qwen3, Mistral, Gemma 3) from Hugging Face folders
+// that Transformers wrote (scripts/reference/hf_fixtures.py): our logits equal Transformers' on
+// the same ids, with and without an attention mask; bf16 and sharded folders load; bad folders
+// and configs are one line; the KV cache gives the uncached logits; the config alone gives the
+// folder's tensors and Transformers' defaults.
 #include <filesystem>
 #include <fstream>
 
@@ -54,11 +55,103 @@ TEST_P(HfLogits, EqualTransformersWithAndWithoutMask) {
   EXPECT_NEAR(out.loss.item<double>(), ref.at(name + ".loss").item<double>(), 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, HfLogits, ::testing::Values("gpt2", "llama", "llama_tied"));
+INSTANTIATE_TEST_SUITE_P(Models, HfLogits,
+                         ::testing::Values("gpt2", "llama", "llama_tied", "qwen2", "qwen2_tied",
+                                           "qwen3", "mistral", "gemma3_text"));
+
+// The sliding windows (8 keys of the 20) change the logits: without them the same weights give
+// others, so the test above checks the windows.
+TEST(HfModels, SlidingWindowsMatter) {
+  NEED_FIXTURES();
+  auto ref = reference(fixtures);
+  testing::TempDir tmp;
+  torch::NoGradGuard no_grad;
+  for (const std::string name : {"mistral", "gemma3_text", "qwen2_tied"}) {
+    const std::string dir = tmp.file(name);
+    std::filesystem::copy(fixtures + "/" + name, dir);
+    auto j = nlohmann::ordered_json::parse(std::ifstream(dir + "/config.json"));
+    j["sliding_window"] = 128;
+    std::ofstream(dir + "/config.json") << j.dump(2);
+    auto model = models::load_hf_model(dir);
+    model->eval();
+    EXPECT_GT(max_diff(model->logits(ref.at("input_ids")), ref.at(name + ".logits")), 1e-3) << name;
+  }
+}
+
+// A bf16 Gemma 3 (the embedding's scale rounded to bf16, the norms in float32) computes in bf16
+// as Transformers does, within bf16's rounding: 0.0117 here, as far as Transformers' own eager
+// and sdpa attention are apart on these weights (its float32 logits are 0.0176 away).
+TEST(HfModels, Bf16Gemma3GivesTransformersBf16Logits) {
+  NEED_FIXTURES();
+  auto ref = reference(fixtures);
+  auto model = models::load_hf_model(fixtures + "/gemma3_text_bf16");
+  ASSERT_EQ(model->dtype(), torch::kBFloat16);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor ids = ref.at("input_ids"), mask = ref.at("attention_mask");
+  EXPECT_LE(max_diff(model->logits(ids), ref.at("gemma3_text_bf16.logits")), 2e-2);
+  EXPECT_LE(max_diff(model->logits(ids, mask), ref.at("gemma3_text_bf16.logits_masked"), mask),
+            2e-2);
+}
+
+// hf_parameter_shapes and hf_num_parameters from config.json alone: exactly the folder's tensors.
+TEST(HfModels, ParameterShapesFromTheConfigAreTheFoldersTensors) {
+  NEED_FIXTURES();
+  for (const std::string name :
+       {"gpt2", "llama", "llama_tied", "qwen2", "qwen2_tied", "qwen3", "mistral", "gemma3_text"}) {
+    const auto config = models::read_hf_config(fixtures + "/" + name);
+    std::map<std::string, std::vector<int64_t>> expected, in_file;
+    int64_t count = 0;
+    for (const auto& [key, shape] : models::hf_parameter_shapes(config)) expected[key] = shape;
+    for (const auto& [key, tensor] :
+         io::load_safetensors(fixtures + "/" + name + "/model.safetensors")) {
+      in_file[key] = tensor.sizes().vec();
+      count += tensor.numel();
+    }
+    EXPECT_EQ(expected, in_file) << name;
+    EXPECT_EQ(models::hf_num_parameters(config), count) << name;
+  }
+}
+
+// A fresh model of each type (model_type, no model_config) is Transformers' default one: its
+// config class's values and its parameter count (as Transformers counts a model of them).
+TEST(HfModels, FreshConfigsHaveTransformersDefaults) {
+  NEED_FIXTURES();
+  auto defaults = nlohmann::json::parse(std::ifstream(fixtures + "/defaults.json"));
+  ASSERT_EQ(defaults.size(), 4u);
+  for (const auto& [type, theirs] : defaults.items()) {
+    const models::HfConfig c = models::hf_config_from_defaults(type, nullptr, 0);
+    EXPECT_EQ(models::hf_num_parameters(c), theirs["num_parameters"].get<int64_t>()) << type;
+    const auto& t = theirs["config"];
+    EXPECT_EQ(c.vocab_size, t["vocab_size"].get<int64_t>()) << type;
+    EXPECT_EQ(c.head_dim, t.value("head_dim", c.hidden_size / c.num_attention_heads)) << type;
+    EXPECT_EQ(c.tie_word_embeddings, t["tie_word_embeddings"].get<bool>()) << type;
+    EXPECT_EQ(c.sliding_window,
+              t["sliding_window"].is_null() ? 0 : t["sliding_window"].get<int64_t>())
+        << type;
+    // Each layer's kind, as the config class computes layer_types (mistral has none: every
+    // layer slides when sliding_window is set).
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      const bool sliding = theirs["layer_types"].is_null()
+                               ? c.sliding_window > 0
+                               : theirs["layer_types"][i] == "sliding_attention";
+      EXPECT_EQ(c.is_sliding_layer(i), sliding) << type << " layer " << i;
+    }
+    // What the fresh config.json holds is what Transformers' class holds (the special tokens
+    // are the tokenizer's, and dtype the one trained in).
+    for (const auto& [key, value] : c.json.items()) {
+      if (key == "bos_token_id" || key == "eos_token_id" || key == "dtype" ||
+          key == "architectures")
+        continue;
+      ASSERT_TRUE(t.contains(key)) << type << ": " << key;
+      EXPECT_EQ(nlohmann::json(value), t[key]) << type << ": " << key;
+    }
+  }
+}
 
 TEST(HfModels, ShardedFoldersLoadTheSameTensors) {
   NEED_FIXTURES();
-  for (const std::string name : {"gpt2", "llama"}) {
+  for (const std::string name : {"gpt2", "llama", "qwen3"}) {
     auto one = models::load_hf_model(fixtures + "/" + name);
     auto sharded = models::load_hf_model(fixtures + "/" + name + "_sharded");
     auto a = io::state_dict(*one), b = io::state_dict(*sharded);
@@ -87,7 +180,9 @@ TEST(HfModels, Bf16FolderLoadsInBf16AsFromPretrainedAutoAndConvertsOnRequest) {
 
 TEST(HfModels, KvCacheGivesTheUncachedLogits) {
   NEED_FIXTURES();
-  for (const std::string name : {"gpt2", "llama"}) {
+  // 12 tokens: past the sliding windows (8) of qwen2_tied, mistral and gemma3_text.
+  for (const std::string name :
+       {"gpt2", "llama", "qwen2_tied", "qwen3", "mistral", "gemma3_text"}) {
     auto model = models::load_hf_model(fixtures + "/" + name);
     model->eval();
     torch::NoGradGuard no_grad;
@@ -124,8 +219,45 @@ TEST(HfModels, UnsupportedConfigsAndFoldersAreOneLineNamingTheField) {
     const std::string dir = edited_copy(from, tmp, edit);
     expect_input_error([&] { models::load_hf_model(dir); }, parts);
   };
-  bad(llama, [](auto& j) { j["model_type"] = "mistral"; },
-      {"model_type", "mistral", "gpt2, llama"});
+  const std::string qwen2 = fixtures + "/qwen2", qwen3 = fixtures + "/qwen3",
+                    mistral = fixtures + "/mistral", gemma3 = fixtures + "/gemma3_text";
+  bad(llama, [](auto& j) { j["model_type"] = "qwen2_moe"; },
+      {"model_type", "qwen2_moe", "gpt2, llama, qwen2, qwen3, mistral, gemma3_text"});
+  bad(qwen3, [](auto& j) { j["model_type"] = "qwen3_moe"; }, {"model_type", "qwen3_moe"});
+  bad(qwen2, [](auto& j) { j["rope_parameters"]["rope_type"] = "yarn"; }, {"rope_type", "yarn"});
+  bad(qwen3,
+      [](auto& j) {
+        j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+      },
+      {"rope_scaling"});
+  bad(mistral, [](auto& j) { j["rope_parameters"]["factor"] = 2.0; },
+      {"rope_parameters", "factor"});
+  bad(qwen2,
+      [](auto& j) {
+        j["layer_types"] = {"full_attention", "sliding_attention"};
+      },
+      {"layer_types", "no sliding window", "use_sliding_window false"});
+  bad(qwen2, [](auto& j) { j["layer_types"] = {"full_attention"}; },
+      {"layer_types", "lists 1 layers where num_hidden_layers is 2"});
+  bad(gemma3, [](auto& j) { j["layer_types"][0] = "chunked_attention"; },
+      {"layer_types", "chunked_attention"});
+  bad(gemma3, [](auto& j) { j["use_bidirectional_attention"] = true; },
+      {"use_bidirectional_attention"});
+  bad(gemma3, [](auto& j) { j["rope_parameters"]["full_attention"]["rope_type"] = "linear"; },
+      {"rope_parameters.full_attention", "linear"});
+  bad(gemma3,
+      [](auto& j) {
+        j["rope_parameters"] = {{"rope_type", "default"}};
+      },
+      {"rope_parameters", "rope_type", "full_attention and sliding_attention"});
+  bad(gemma3, [](auto& j) { j["sliding_window"] = nullptr; },
+      {"layer_types", "sliding_window is null"});
+  bad(gemma3, [](auto& j) { j["hidden_size"] = 66; },
+      {"hidden_size", "66 is not a multiple of num_attention_heads 4"});
+  bad(gemma3, [](auto& j) { j["hidden_activation"] = "swish2"; }, {"hidden_activation", "swish2"});
+  bad(qwen3, [](auto& j) { j.erase("head_dim"); },
+      {"tensor 'model.layers.0.self_attn.q_proj.weight' is [128, 64], where config.json's qwen3 "
+       "of 2 layers has [512, 64]"});
   bad(llama, [](auto& j) { j["rope_parameters"]["rope_type"] = "yarn"; }, {"rope_type", "yarn"});
   bad(llama,
       [](auto& j) {

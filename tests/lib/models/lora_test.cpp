@@ -3,6 +3,7 @@
 // GPT-2's Conv1D and Llama's Linear), the merged model equals PEFT's merge_and_unload, what we
 // save PEFT loads to our logits, the trainable counts are print_trainable_parameters', and bad
 // configs and foreign adapters are one line.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -80,7 +81,24 @@ TEST_P(LoraAgainstPeft, LogitsMergeAndSavedTensorsEqualPeft) {
 INSTANTIATE_TEST_SUITE_P(Cases, LoraAgainstPeft,
                          ::testing::Values("llama_r4", "llama_r8", "llama_r8_rslora",
                                            "llama_all_linear", "llama_modules_to_save", "gpt2_r4",
-                                           "gpt2_r8_rslora", "gpt2_lora_only", "gpt2_bias_all"));
+                                           "gpt2_r8_rslora", "gpt2_lora_only", "gpt2_bias_all",
+                                           "qwen2_default", "qwen3_default", "mistral_default",
+                                           "gemma3_text_default"));
+
+// PEFT's default target modules for each model type (the adapters PEFT made without
+// target_modules list the ones it chose) are the ones a run without target_modules adapts.
+TEST(Lora, DefaultTargetModulesArePeftsForEachModelType) {
+  NEED_PEFT();
+  for (const std::string type : {"qwen2", "qwen3", "mistral", "gemma3_text"}) {
+    const models::LoraConfig config = models::read_adapter_config(peft + "/" + type + "_default");
+    std::vector<std::string> theirs = config.target_modules;
+    std::vector<std::string> ours = models::peft_default_target_modules(type);
+    std::sort(theirs.begin(), theirs.end());
+    std::sort(ours.begin(), ours.end());
+    EXPECT_EQ(ours, theirs) << type;
+  }
+  EXPECT_EQ(models::peft_default_target_modules("gpt2"), std::vector<std::string>{"c_attn"});
+}
 
 // The same config on the same base: only the adapters (and what the config trains) require
 // gradients, and the counts are print_trainable_parameters()'s to the digit.

@@ -1,0 +1,228 @@
+// Transformers' defaults of each model type's config class, for a fresh model (model_type and
+// model_config), and the tables by model type: the types built, PEFT's default LoRA targets.
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "lib/base/errors.h"
+#include "lib/base/json_text.h"
+#include "lib/base/text.h"
+#include "lib/models/hf_config.h"
+
+namespace trainer::models {
+
+using json = nlohmann::ordered_json;
+
+const std::vector<std::string>& hf_model_types() {
+  static const std::vector<std::string> types = {"gpt2",  "llama",   "qwen2",
+                                                 "qwen3", "mistral", "gemma3_text"};
+  return types;
+}
+
+std::string hf_class_prefix(const std::string& model_type) {
+  if (model_type == "gpt2") return "GPT2";
+  if (model_type == "qwen2") return "Qwen2";
+  if (model_type == "qwen3") return "Qwen3";
+  if (model_type == "mistral") return "Mistral";
+  if (model_type == "gemma3_text") return "Gemma3";
+  return "Llama";
+}
+
+std::string hf_architecture(const std::string& model_type) {
+  return model_type == "gpt2" ? "GPT2LMHeadModel" : hf_class_prefix(model_type) + "ForCausalLM";
+}
+
+std::vector<std::string> peft_default_target_modules(const std::string& model_type) {
+  // PEFT 0.21's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, for the types built here.
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> table = {
+      {"gpt2", {"c_attn"}},
+      {"llama", {"q_proj", "v_proj"}},
+      {"qwen2", {"q_proj", "v_proj"}},
+      {"qwen3", {"q_proj", "v_proj"}},
+      {"mistral", {"q_proj", "v_proj"}},
+      {"gemma3_text", {"q_proj", "v_proj"}}};
+  for (const auto& [type, modules] : table) {
+    if (type == model_type) return modules;
+  }
+  return {};
+}
+
+namespace {
+
+// Transformers' config class of the model type as save_pretrained writes it, each default spelt
+// out (layer_types left to the rule each class computes them by).
+json transformers_defaults(const std::string& model_type) {
+  if (model_type == "gpt2") {
+    return {{"architectures", {"GPT2LMHeadModel"}},
+            {"model_type", "gpt2"},
+            {"activation_function", "gelu_new"},
+            {"attn_pdrop", 0.1},
+            {"bos_token_id", 50256},
+            {"embd_pdrop", 0.1},
+            {"eos_token_id", 50256},
+            {"initializer_range", 0.02},
+            {"layer_norm_epsilon", 1e-5},
+            {"n_embd", 768},
+            {"n_head", 12},
+            {"n_inner", nullptr},
+            {"n_layer", 12},
+            {"n_positions", 1024},
+            {"resid_pdrop", 0.1},
+            {"scale_attn_by_inverse_layer_idx", false},
+            {"scale_attn_weights", true},
+            {"tie_word_embeddings", true},
+            {"vocab_size", 50257}};
+  }
+  if (model_type == "llama") {
+    return {{"architectures", {"LlamaForCausalLM"}},
+            {"model_type", "llama"},
+            {"attention_bias", false},
+            {"attention_dropout", 0.0},
+            {"bos_token_id", 1},
+            {"eos_token_id", 2},
+            {"hidden_act", "silu"},
+            {"hidden_size", 4096},
+            {"initializer_range", 0.02},
+            {"intermediate_size", 11008},
+            {"max_position_embeddings", 2048},
+            {"mlp_bias", false},
+            {"num_attention_heads", 32},
+            {"num_hidden_layers", 32},
+            {"num_key_value_heads", nullptr},
+            {"rms_norm_eps", 1e-6},
+            {"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "default"}}},
+            {"tie_word_embeddings", false},
+            {"vocab_size", 32000}};
+  }
+  if (model_type == "qwen2" || model_type == "qwen3") {
+    const bool qwen3 = model_type == "qwen3";
+    json j = {{"architectures", {qwen3 ? "Qwen3ForCausalLM" : "Qwen2ForCausalLM"}},
+              {"model_type", model_type}};
+    if (qwen3) j["attention_bias"] = false;
+    j.update(json{{"attention_dropout", 0.0},
+                  {"bos_token_id", nullptr},
+                  {"eos_token_id", nullptr},
+                  {"hidden_act", "silu"},
+                  {"hidden_size", 4096},
+                  {"initializer_range", 0.02},
+                  {"intermediate_size", 22016},
+                  {"max_position_embeddings", 32768},
+                  {"max_window_layers", 28},
+                  {"num_attention_heads", 32},
+                  {"num_hidden_layers", 32},
+                  {"num_key_value_heads", 32},
+                  {"rms_norm_eps", 1e-6},
+                  {"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "default"}}},
+                  {"sliding_window", nullptr},
+                  {"tie_word_embeddings", false},
+                  {"use_sliding_window", false},
+                  {"vocab_size", 151936}});
+    if (qwen3) j["head_dim"] = 128;
+    return j;
+  }
+  if (model_type == "mistral") {
+    return {{"architectures", {"MistralForCausalLM"}},
+            {"model_type", "mistral"},
+            {"attention_dropout", 0.0},
+            {"bos_token_id", 1},
+            {"eos_token_id", 2},
+            {"hidden_act", "silu"},
+            {"hidden_size", 4096},
+            {"initializer_range", 0.02},
+            {"intermediate_size", 14336},
+            {"max_position_embeddings", 131072},
+            {"num_attention_heads", 32},
+            {"num_hidden_layers", 32},
+            {"num_key_value_heads", 8},
+            {"rms_norm_eps", 1e-6},
+            {"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "default"}}},
+            {"sliding_window", 4096},
+            {"tie_word_embeddings", false},
+            {"vocab_size", 32000}};
+  }
+  if (model_type == "gemma3_text") {
+    return {{"architectures", {"Gemma3ForCausalLM"}},
+            {"model_type", "gemma3_text"},
+            {"attention_bias", false},
+            {"attention_dropout", 0.0},
+            {"attn_logit_softcapping", nullptr},
+            {"bos_token_id", 2},
+            {"eos_token_id", 1},
+            {"final_logit_softcapping", nullptr},
+            {"head_dim", 256},
+            {"hidden_activation", "gelu_pytorch_tanh"},
+            {"hidden_size", 2304},
+            {"initializer_range", 0.02},
+            {"intermediate_size", 9216},
+            {"max_position_embeddings", 131072},
+            {"num_attention_heads", 8},
+            {"num_hidden_layers", 26},
+            {"num_key_value_heads", 4},
+            {"pad_token_id", 0},
+            {"query_pre_attn_scalar", 256},
+            {"rms_norm_eps", 1e-6},
+            {"rope_parameters",
+             {{"full_attention", {{"rope_theta", 1000000.0}, {"rope_type", "default"}}},
+              {"sliding_attention", {{"rope_theta", 10000.0}, {"rope_type", "default"}}}}},
+            {"sliding_window", 4096},
+            {"tie_word_embeddings", true},
+            {"use_bidirectional_attention", false},
+            {"vocab_size", 262208}};
+  }
+  throw InputError(fmt::format("model_type \"{}\" is not supported ({})", model_type,
+                               fmt::join(hf_model_types(), ", ")));
+}
+
+// `overrides` (model_config: null, or an object of config.json keys) set in `j`, each key one of
+// the model type's config.json.
+void apply_overrides(json& j, const json& overrides, const std::string& model_type) {
+  if (!overrides.is_null() && !overrides.is_object()) {
+    throw InputError(fmt::format("model_config: {} is not a JSON object of config.json keys",
+                                 base::shown(overrides)));
+  }
+  if (!overrides.is_object()) return;
+  // Keys the config has without a default (None in Transformers' config classes).
+  const std::vector<std::string> optional = {"head_dim",
+                                             "rope_theta",
+                                             "rope_scaling",
+                                             "pad_token_id",
+                                             "dtype",
+                                             "torch_dtype",
+                                             "add_cross_attention",
+                                             "pretraining_tp",
+                                             "reorder_and_upcast_attn",
+                                             "use_cache",
+                                             "layer_types",
+                                             "sliding_window_pattern",
+                                             "rope_local_base_freq"};
+  std::vector<std::string> known;
+  for (const auto& item : j.items()) known.push_back(item.key());
+  known.insert(known.end(), optional.begin(), optional.end());
+  for (const auto& item : overrides.items()) {
+    if (std::find(known.begin(), known.end(), item.key()) == known.end()) {
+      const std::string near = base::nearest(item.key(), known);
+      throw InputError(fmt::format(
+          "model_config: key \"{}\" is not a key of {}'s config.json{}", item.key(), model_type,
+          near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
+    }
+    j[item.key()] = item.value();
+  }
+}
+
+}  // namespace
+
+HfConfig hf_config_from_defaults(const std::string& model_type, const json& overrides,
+                                 int64_t vocab_size, int64_t bos_id, int64_t eos_id) {
+  json j = transformers_defaults(model_type);
+  if (vocab_size > 0) j["vocab_size"] = vocab_size;
+  // The tokenizer's special tokens, not Transformers' defaults (50256 or 1 and 2), which may lie
+  // outside a smaller vocabulary.
+  j["bos_token_id"] = bos_id >= 0 ? json(bos_id) : json();
+  j["eos_token_id"] = eos_id >= 0 ? json(eos_id) : json();
+  apply_overrides(j, overrides, model_type);
+  j["dtype"] = "float32";
+  return parse_hf_config(j, "model_config");
+}
+
+}  // namespace trainer::models

@@ -1,0 +1,113 @@
+// The pieces GPT-2 (hf_causal_lm.cpp) and the Llama family (hf_decoder.cpp) share: weights under
+// Transformers' names, nn.Linear with room for LoRA, the activations, the attention masks (causal,
+// padded, sliding), SDPA over grouped heads, the KV cache's growth. Internal to lib/models.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/nn/functional.h>
+#include <torch/torch.h>
+
+#include "lib/models/hf_causal_lm.h"
+#include "lib/models/linear.h"
+
+namespace trainer::models::hf {
+
+using torch::Tensor;
+
+// A module holding `weight` (and `bias`) under those names; the layout is the caller's.
+struct Weights : torch::nn::Module {
+  Weights(std::vector<int64_t> weight_shape, int64_t bias_size) {
+    weight = register_parameter("weight", torch::empty(weight_shape));
+    if (bias_size > 0) bias = register_parameter("bias", torch::empty({bias_size}));
+  }
+  Tensor weight, bias;
+};
+
+// Linear as nn.Linear stores it: weight [out, in]; room for a LoRA adapter.
+struct Linear : Weights, LoraHost {
+  Linear(int64_t in, int64_t out, bool with_bias) : Weights({out, in}, with_bias ? out : 0) {}
+  Tensor operator()(const Tensor& x) const {
+    return add_lora(x, torch::nn::functional::linear(x, weight, bias), is_training());
+  }
+  Tensor host_weight() const override { return weight; }
+  Tensor host_bias() const override { return bias; }
+};
+
+inline Tensor activation(const std::string& name, const Tensor& x) {
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh") return torch::gelu(x, "tanh");
+  if (name == "gelu") return torch::gelu(x);
+  if (name == "relu") return torch::relu(x);
+  return torch::silu(x);
+}
+
+// The boolean attention mask for queries at positions [past, past + T) over keys [0, past + T):
+// causal, within the last `window` keys when window > 0 (key j is seen by query i when
+// i - window < j <= i, as Transformers' sliding_window_overlay), to real keys only
+// (attention_mask [B, past + T] when defined), each query always seeing itself. Undefined when
+// plain causal attention (is_causal) or no mask at all does the job.
+inline Tensor attention_mask_for(const Tensor& attention_mask, int64_t past, int64_t T,
+                                 const torch::Device& device, int64_t window = 0) {
+  const int64_t S = past + T;
+  const bool windowed = window > 0 && S > window;
+  if (!attention_mask.defined() && !windowed) return {};
+  auto opts = torch::TensorOptions(torch::kBool).device(device);
+  Tensor causal = torch::ones({T, S}, opts).tril(past);
+  if (windowed) causal = causal.triu(past - window + 1);
+  if (!attention_mask.defined()) return causal;
+  Tensor self = torch::eye(T, S, opts).roll(past, 1);
+  Tensor keys = attention_mask.to(torch::kBool).view({-1, 1, 1, S});
+  return causal.logical_and(keys).logical_or(self);
+}
+
+// SDPA for queries [B, H, T, D] over keys/values [B, KV, S, D] (KV divides H): causal when no
+// mask and no past, free when a single query follows a cache.
+inline Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                     int64_t past, double dropout, double scale) {
+  const int64_t T = q.size(2);
+  const bool gqa = k.size(1) != q.size(1);
+  Tensor keys = gqa ? k.repeat_interleave(q.size(1) / k.size(1), 1) : k;
+  Tensor values = gqa ? v.repeat_interleave(q.size(1) / v.size(1), 1) : v;
+  if (mask.defined()) {
+    return torch::scaled_dot_product_attention(q, keys, values, mask, dropout, false, scale);
+  }
+  if (past == 0)
+    return torch::scaled_dot_product_attention(q, keys, values, {}, dropout, true, scale);
+  if (T == 1)
+    return torch::scaled_dot_product_attention(q, keys, values, {}, dropout, false, scale);
+  auto opts = torch::TensorOptions(torch::kBool).device(q.device());
+  Tensor causal = torch::ones({T, past + T}, opts).tril(past);
+  return torch::scaled_dot_product_attention(q, keys, values, causal, dropout, false, scale);
+}
+
+// Appends this step's keys and values to the cache of `layer`; returns the whole of them.
+inline std::pair<Tensor, Tensor> cached(KVCache* cache, size_t layer, const Tensor& k,
+                                        const Tensor& v) {
+  if (!cache) return {k, v};
+  if (cache->keys.size() <= layer) {
+    cache->keys.resize(layer + 1);
+    cache->values.resize(layer + 1);
+  }
+  Tensor& ck = cache->keys[layer];
+  Tensor& cv = cache->values[layer];
+  ck = ck.defined() ? torch::cat({ck, k}, 2) : k;
+  cv = cv.defined() ? torch::cat({cv, v}, 2) : v;
+  return {ck, cv};
+}
+
+inline void check_ids(const Tensor& input_ids, int64_t past, int64_t max_positions,
+                      const char* model) {
+  TORCH_CHECK(input_ids.dim() == 2, model, ": input_ids must be [batch, time], got ",
+              input_ids.sizes());
+  TORCH_CHECK(past + input_ids.size(1) <= max_positions, model, ": a sequence of ",
+              past + input_ids.size(1), " tokens is longer than the model's ", max_positions,
+              " positions");
+}
+
+// The Llama family's model of the config (llama, qwen2, qwen3, mistral, gemma3_text), freshly
+// initialised (hf_decoder.cpp).
+std::shared_ptr<HfCausalLM> make_hf_decoder(const HfConfig& config);
+
+}  // namespace trainer::models::hf
