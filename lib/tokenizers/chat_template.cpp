@@ -110,6 +110,19 @@ Value strftime_now(jinja::Interpreter& in, jinja::CallArgs& a,
 
 }  // namespace
 
+std::vector<int8_t> assistant_tokens_mask(const std::vector<std::pair<size_t, size_t>>& offsets,
+                                          const std::vector<std::pair<size_t, size_t>>& spans) {
+  std::vector<int8_t> mask(offsets.size(), 0);
+  size_t span = 0;
+  for (size_t token = 0; token < offsets.size(); ++token) {
+    const auto [start, end] = offsets[token];
+    while (span < spans.size() && start >= spans[span].second) ++span;
+    if (span == spans.size()) break;
+    if (end > spans[span].first) mask[token] = 1;
+  }
+  return mask;
+}
+
 std::optional<ChatTemplate> ChatTemplate::from_dir(const std::string& dir) {
   ChatTemplate t;
   const std::string file = base::join_path(dir, base::hf::kChatTemplate);

@@ -26,6 +26,12 @@ struct ChatRequest {
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
 };
 
+// Transformers' return_assistant_tokens_mask: 1 for each token whose span (`offsets`, as
+// Tokenizer::encode_with_offsets gives them) overlaps a {% generation %} span (`spans`, in the
+// same unit, in order), else 0.
+std::vector<int8_t> assistant_tokens_mask(const std::vector<std::pair<size_t, size_t>>& offsets,
+                                          const std::vector<std::pair<size_t, size_t>>& spans);
+
 class ChatTemplate {
  public:
   // The chat template of the tokenizer folder `dir`: chat_template.jinja when present, else

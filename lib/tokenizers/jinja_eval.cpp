@@ -61,6 +61,15 @@ void Interpreter::check_size(size_t size) const {
   }
 }
 
+Interpreter::Nested::Nested(Interpreter& in) : in(in) {
+  if (++in.nested_ > kMaxNested) {
+    --in.nested_;
+    in.fail(fmt::format("the template's code nests deeper than {} statements and expressions",
+                        kMaxNested),
+            TemplateError::Kind::kLimit);
+  }
+}
+
 void Interpreter::step() {
   if ((++steps_ & 255) != 0) return;
   if (std::chrono::steady_clock::now() > deadline_) {
@@ -232,6 +241,7 @@ std::shared_ptr<Scope> child_of(const std::shared_ptr<Scope>& parent) {
 }  // namespace
 
 Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>& scope) {
+  Nested nested(*this);
   step();
   line_ = s.line;
   switch (s.kind) {
@@ -294,6 +304,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const std::shared_ptr<Sco
   if (s.condition) {
     List kept;
     for (auto& item : items) {
+      step();
       auto probe = child_of(scope);
       assign(s.target, item, *probe);
       if (eval(*s.condition, *probe).truthy()) kept.push_back(std::move(item));
@@ -303,6 +314,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const std::shared_ptr<Sco
   if (items.empty()) return exec(s.else_body, child_of(scope));
   const auto n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n; ++i) {
+    step();  // an empty body still takes time
     // Each iteration is a scope of its own: a set in the body is gone by the next one (jinja2).
     auto inner = child_of(scope);
     auto loop = std::make_shared<Value::Dict>();

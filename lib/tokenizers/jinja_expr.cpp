@@ -193,6 +193,7 @@ CallArgs Interpreter::eval_args(const Expr& e, Scope& scope, size_t first) {
 }
 
 Value Interpreter::eval(const Expr& e, Scope& scope) {
+  Nested nested(*this);
   step();
   line_ = e.line;
   switch (e.kind) {

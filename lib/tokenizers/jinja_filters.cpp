@@ -25,7 +25,8 @@ Value attribute_of(Interpreter& in, const Value& item, const std::string& path) 
   while (start <= path.size()) {
     const size_t dot = std::min(path.find('.', start), path.size());
     const std::string part = path.substr(start, dot - start);
-    const bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+    const bool digits = !part.empty() && part.size() < 18 &&
+                        part.find_first_not_of("0123456789") == std::string::npos;
     v = in.getitem(v, digits ? Value::integer(std::stoll(part)) : Value::string(part));
     start = dot + 1;
   }
@@ -327,10 +328,19 @@ Value format(Interpreter& in, const Value& v, CallArgs& a) {
       spec += f[i] == '-' ? '<' : f[i];
       ++i;
     }
-    while (i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]))) spec += f[i++];
+    // Width and precision, each bounded by the output's bound before fmt pads to them.
+    auto number = [&] {
+      size_t n = 0;
+      while (i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]))) {
+        n = std::min<size_t>(n * 10 + static_cast<size_t>(f[i] - '0'), SIZE_MAX / 20);
+        spec += f[i++];
+      }
+      in.check_size(n);
+    };
+    number();
     if (i < f.size() && f[i] == '.') {
       spec += f[i++];
-      while (i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]))) spec += f[i++];
+      number();
     }
     if (i >= f.size()) in.fail("incomplete format");
     const char conv = f[i];

@@ -96,6 +96,16 @@ class Interpreter {
   Value lookup(const std::string& name, const Scope& scope) const;
   CallArgs eval_args(const Expr& e, Scope& scope, size_t first);
 
+  // Statements and expressions being evaluated inside one another (macro bodies included):
+  // bounded so that no template recurses past the stack.
+  struct Nested {
+    explicit Nested(Interpreter& in);
+    ~Nested() { --in.nested_; }
+    Interpreter& in;
+  };
+  static constexpr int kMaxNested = 2000;
+  int nested_ = 0;
+
   const std::string& name_;
   Limits limits_;
   int line_ = 0;

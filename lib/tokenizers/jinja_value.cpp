@@ -25,6 +25,13 @@ const std::string& empty_string() {
   return empty;
 }
 
+uint16_t nested_depth(int deepest_child) {
+  if (deepest_child + 1 > Value::kMaxDepth)
+    throw std::invalid_argument(
+        fmt::format("a list or dict nested more than {} deep", Value::kMaxDepth));
+  return static_cast<uint16_t>(deepest_child + 1);
+}
+
 }  // namespace
 
 Value Value::undefined(std::string hint) {
@@ -70,6 +77,9 @@ Value Value::string(std::string s) {
 Value Value::list(List items) {
   Value v;
   v.kind_ = Kind::kList;
+  int deepest = 0;
+  for (const auto& item : items) deepest = std::max(deepest, item.depth());
+  v.depth_ = nested_depth(deepest);
   v.p_ = hold(std::move(items));
   return v;
 }
@@ -83,6 +93,10 @@ Value Value::tuple(List items) {
 Value Value::dict(std::shared_ptr<const Dict> dict) {
   Value v;
   v.kind_ = Kind::kDict;
+  int deepest = 0;
+  for (const auto& [key, item] : dict->entries)
+    deepest = std::max({deepest, key.depth(), item.depth()});
+  v.depth_ = nested_depth(deepest);
   v.p_ = std::move(dict);
   return v;
 }
@@ -572,7 +586,7 @@ void json_into(std::string& out, const Value& v, const JsonOptions& o, int depth
       break;
     }
     case K::kDict: {
-      auto entries = v.dict().entries;
+      const auto& entries = v.dict().entries;
       if (entries.empty()) {
         out += "{}";
         break;

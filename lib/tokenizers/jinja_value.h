@@ -70,6 +70,7 @@ class Value {
   static Value integer(int64_t i);
   static Value number(double f);
   static Value string(std::string s);
+  // Throw std::invalid_argument for a value nested deeper than kMaxDepth.
   static Value list(List items);
   static Value tuple(List items);
   static Value dict(std::shared_ptr<const Dict> dict);
@@ -97,6 +98,8 @@ class Value {
   const Callable& fn() const;
   // Undefined's message.
   const std::string& hint() const;
+  int depth() const { return depth_; }
+  static constexpr int kMaxDepth = 256;
 
   // Python's bool(x) (Undefined is false).
   bool truthy() const;
@@ -105,6 +108,9 @@ class Value {
 
  private:
   Kind kind_ = Kind::kUndefined;
+  // How deep lists, tuples and dicts nest in this value (1: a scalar): a value past kMaxDepth is
+  // refused when it is made, so that printing or freeing it never recurses past a bound.
+  uint16_t depth_ = 1;
   union {
     bool b_;
     int64_t i_ = 0;

@@ -30,6 +30,40 @@ void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& o
   }
 }
 
+void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& out,
+                                  std::vector<std::pair<size_t, size_t>>& offsets) const {
+  std::vector<AddedVocabulary::Piece> pieces;
+  added.split(text, pieces);
+  const char* const begin = text.data();
+  for (const auto& [piece, id] : pieces) {
+    size_t at = static_cast<size_t>(piece.data() - begin);
+    if (id >= 0) {
+      out.push_back(id);
+      offsets.emplace_back(at, at + piece.size());
+      continue;
+    }
+    pre_tokenizer.split(piece, [&](std::string_view w) {
+      const size_t first = out.size();
+      model.tokenize(w, out);
+      // A word is a view of the text, but for ByteLevel's prefix space (then: where it stood).
+      if (w.data() >= begin && w.data() + w.size() <= begin + text.size())
+        at = static_cast<size_t>(w.data() - begin);
+      const size_t end = std::min(text.size(), at + w.size());
+      for (size_t k = first; k < out.size(); ++k) {
+        const std::string& token = tokens[static_cast<size_t>(out[k])];
+        size_t n = 0;
+        if (model.byte_level) {
+          for (unsigned char c : token) n += (c & 0xC0) != 0x80;
+        } else {
+          n = token.size();
+        }
+        offsets.emplace_back(std::min(at, end), std::min(at + n, end));
+        at += n;
+      }
+    });
+  }
+}
+
 namespace {
 
 // Reads t.json_bytes into t's components.
@@ -115,6 +149,19 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   }
   impl_->post_processor.apply(ids,
                               [&](std::vector<int32_t>& out) { impl_->encode_text(text, out); });
+  return ids;
+}
+
+std::vector<int32_t> Tokenizer::encode_with_offsets(
+    std::string_view text, std::vector<std::pair<size_t, size_t>>& offsets) const {
+  std::string fixed;
+  if (!base::is_valid_utf8(text)) {
+    fixed = base::replace_invalid_utf8(text);
+    text = fixed;
+  }
+  std::vector<int32_t> ids;
+  offsets.clear();
+  impl_->encode_text(text, ids, offsets);
   return ids;
 }
 

@@ -65,6 +65,12 @@ class Tokenizer {
   // The ids `tokenizers` gives for `text` (tokenizer(text)["input_ids"] in Transformers: with the
   // post-processor's special tokens when add_special_tokens). Thread-safe.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
+  // encode(text, false) with each id's byte span in `text` (tokenizers' offsets, in bytes: a
+  // byte-level token's bytes are its characters; an added token its match), as the assistant
+  // mask of a chat template reads them. Text that is not UTF-8 is fixed first (spans then refer
+  // to the fixed text).
+  std::vector<int32_t> encode_with_offsets(std::string_view text,
+                                           std::vector<std::pair<size_t, size_t>>& offsets) const;
   // The text of `ids` as `tokenizers` decodes it (ids without a token are left out, as there;
   // skip_special_tokens leaves out the added tokens marked special).
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;

@@ -38,6 +38,9 @@ struct Tokenizer::Impl {
 
   // The ids of `text` (valid UTF-8) without the template.
   void encode_text(std::string_view text, std::vector<int32_t>& out) const;
+  // encode_text with each id's byte span in `text` in `offsets`.
+  void encode_text(std::string_view text, std::vector<int32_t>& out,
+                   std::vector<std::pair<size_t, size_t>>& offsets) const;
 };
 
 // Fills `t`'s components from tokenizer.json's parsed `root`, refusing what is not supported in

@@ -2,11 +2,14 @@
 tokenize=False, and the {% generation %} spans of return_assistant_tokens_mask), for the Jinja
 engine's parity test (tests/lib/tokenizers/chat_template_test.cpp).
 
-Usage: chat_templates.py OUT. Writes OUT/templates/*.jinja (TRL 1.16's, copied), OUT/tokenizer/
+Usage: chat_templates.py OUT [HF_FIXTURES]. Writes OUT/templates/*.jinja (TRL 1.16's, copied), OUT/tokenizer/
 (a tokenizer folder whose tokenizer_config.json names the special tokens), OUT/conversations.json
 and OUT/cases.jsonl: one line per template x conversation x add_generation_prompt, with the text
 Transformers renders or the error it raises, and the generation spans (characters). strftime_now
-sees a fixed clock (CLOCK below), as the test gives ours.
+sees a fixed clock (CLOCK below), as the test gives ours. With HF_FIXTURES (hf_fixtures.py's
+folder), each case of a template with {% generation %} blocks also holds the input_ids and the
+assistant_masks of apply_chat_template(return_assistant_tokens_mask=True) under its
+tokenizer_llama3 (a byte-level BPE in Llama-3's layout).
 """
 import datetime
 import json
@@ -17,7 +20,7 @@ import sys
 import transformers.utils.chat_template_utils as ctu
 import trl
 from tokenizers import Tokenizer, models
-from transformers import PreTrainedTokenizerFast
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 CLOCK = 1_700_000_000  # 2023-11-14 22:13:20 UTC; local time on both sides
 SPECIAL = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
@@ -97,6 +100,7 @@ def main():
     tok = tokenizer(os.path.join(out, "tokenizer"))
     ctu.datetime = FrozenDatetime
     convs = conversations()
+    masked = AutoTokenizer.from_pretrained(os.path.join(sys.argv[2], "tokenizer_llama3")) if len(sys.argv) > 2 else None
     with open(os.path.join(out, "conversations.json"), "w") as f:
         json.dump(convs, f, ensure_ascii=False)
     with open(os.path.join(out, "cases.jsonl"), "w") as f:
@@ -118,6 +122,13 @@ def main():
                                 return_assistant_tokens_mask=True, add_generation_prompt=prompt,
                                 **tok.special_tokens_map)
                             case["generation_indices"] = [list(span) for span in spans[0]]
+                            if masked is not None:
+                                encoded = masked.apply_chat_template(
+                                    conv["messages"], tools=conv.get("tools"), chat_template=template,
+                                    tokenize=True, return_dict=True, return_assistant_tokens_mask=True,
+                                    add_generation_prompt=prompt)
+                                case["input_ids"] = list(encoded["input_ids"])
+                                case["assistant_masks"] = list(encoded["assistant_masks"])
                     except Exception as e:  # the template refuses the conversation
                         case["error"] = f"{type(e).__name__}: {e}"
                     f.write(json.dumps(case, ensure_ascii=False) + "\n")

@@ -19,13 +19,14 @@ namespace trainer::tokenizers {
 namespace {
 
 std::string reference_dir() {
-  static const std::string dir =
-      testing::python_has("trl")
-          ? testing::cached_reference("chat_templates",
-                                      std::string(testing::paths::python()) + " " +
-                                          testing::paths::source_dir() +
-                                          "/scripts/reference/chat_templates.py {out}")
-          : std::string();
+  static const std::string dir = [] {
+    const std::string hf = testing::hf_fixtures_dir();
+    if (hf.empty() || !testing::python_has("trl")) return std::string();
+    return testing::cached_reference("chat_templates",
+                                     std::string(testing::paths::python()) + " " +
+                                         testing::paths::source_dir() +
+                                         "/scripts/reference/chat_templates.py {out} " + hf);
+  }();
   return dir;
 }
 
@@ -35,9 +36,10 @@ TEST(ChatTemplate, TrlTemplatesRenderAsTransformers) {
   const auto conversations =
       nlohmann::ordered_json::parse(base::read_file(ref + "/conversations.json"));
   std::ifstream cases(ref + "/cases.jsonl");
-  std::map<std::string, ChatTemplate> templates;
+  std::map<std::string, ChatTemplate> templates, masked;
+  const Tokenizer tokenizer = Tokenizer::load(testing::hf_fixtures_dir() + "/tokenizer_llama3");
   std::string line;
-  int equal = 0, refused = 0, spans = 0, total = 0;
+  int equal = 0, refused = 0, spans = 0, masks = 0, total = 0;
   std::set<std::string> names;
   while (std::getline(cases, line)) {
     const auto c = nlohmann::ordered_json::parse(line);
@@ -78,12 +80,37 @@ TEST(ChatTemplate, TrlTemplatesRenderAsTransformers) {
       EXPECT_EQ(r.generation_chars, expected) << where;
       spans += r.generation_chars == expected;
     }
+    if (c.contains("assistant_masks")) {
+      // The same template under the fixture's Llama-3-style tokenizer and its special tokens:
+      // ids and return_assistant_tokens_mask's mask.
+      auto m = masked.find(name);
+      if (m == masked.end()) {
+        m = masked
+                .emplace(name, ChatTemplate::from_source(
+                                   it->second.source(), name,
+                                   testing::hf_fixtures_dir() + "/tokenizer_llama3"))
+                .first;
+        m->second.set_clock([] { return std::time_t{1700000000}; });
+      }
+      const jinja::Rendered rm = m->second.apply(request);
+      std::vector<std::pair<size_t, size_t>> offsets;
+      const std::vector<int32_t> ids = tokenizer.encode_with_offsets(rm.text, offsets);
+      const std::vector<int8_t> mask = assistant_tokens_mask(offsets, rm.generation_bytes);
+      EXPECT_EQ(std::vector<int64_t>(ids.begin(), ids.end()),
+                c["input_ids"].get<std::vector<int64_t>>())
+          << where;
+      EXPECT_EQ(std::vector<int64_t>(mask.begin(), mask.end()),
+                c["assistant_masks"].get<std::vector<int64_t>>())
+          << where;
+      masks += std::vector<int64_t>(mask.begin(), mask.end()) ==
+               c["assistant_masks"].get<std::vector<int64_t>>();
+    }
   }
   std::printf(
       "chat templates: %zu templates x %zu conversations x 2 prompt settings = %d cases: "
-      "%d rendered equal (%d with generation spans equal), %d refused as Transformers "
-      "refuses them\n",
-      names.size(), conversations.size(), total, equal, spans, refused);
+      "%d rendered equal (%d with generation spans equal, %d with assistant masks equal), %d "
+      "refused as Transformers refuses them\n",
+      names.size(), conversations.size(), total, equal, spans, masks, refused);
   EXPECT_EQ(names.size(), 72u);
   EXPECT_EQ(equal + refused, total);
 }
