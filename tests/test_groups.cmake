@@ -40,7 +40,7 @@ set(TRAINER_TEST_GROUPS
   "^Package\\."                                             "package"                600 SUITE
   # --- Run under the sanitizers too.
   "^Multinode\\."                                           "e2e|multinode|sanitize" 600 SUITE
-  "^(HfFineTuneFolders|HfGenerate|LoraRuns|TokenizeCli|ReportTo|LossCurve)\\."
+  "^(HfFineTuneFolders|HfGenerate|LoraRuns|TokenizeCli|ChatCli|ReportTo|LossCurve)\\."
                                                             "e2e|reference|sanitize" 900 SUITE
   "^(IrisCli|TorchScriptCli|TrainerCli)\\."                 "e2e|reference|sanitize" 900 SUITE
   "^(BadInput|Resume|Sharding|Ddp|Launcher|TrainerPlot|Examples|Generate|GptRun)\\."

@@ -305,7 +305,7 @@ TEST_F(BadInput, ArgumentsAreOneLineAndExitTwoInTheProgram) {
        "{trainer} trian",
        2,
        {"unknown command 'trian'", "did you mean 'train'?",
-        "train, evaluate, predict, plot, generate, tokenize, merge, env, launch"}},
+        "train, evaluate, predict, plot, generate, chat, tokenize, chat-template, merge, env, launch"}},
       {"launcher: nan grace period",
        "{trainer} launch --grace-period nan true",
        2,
@@ -506,7 +506,8 @@ TEST_F(BadInput, TablesTextTorchScriptGenerateAndPlotInputIsOneLineBeforeTrainin
        "{trainer} generate {tmp} --top_q 0.9",
        2,
        {"trainer generate: unknown option --top_q (known: --help, --prompt, --max_new_tokens, "
-        "--temperature, --top_k, --seed, --do_sample, --top_p, --use_cache, --output_ids)"}},
+        "--temperature, --top_k, --seed, --do_sample, --top_p, --use_cache, --output_ids, "
+        "--chat_template, --system, --chat)"}},
       {"an option plot does not have",
        "{trainer} plot {tmp} --width 3",
        2,
