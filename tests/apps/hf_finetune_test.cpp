@@ -121,6 +121,25 @@ TEST_P(HfFineTune, LossesEqualTransformersTrainerOnOneAndTwoProcesses) {
 INSTANTIATE_TEST_SUITE_P(Models, HfFineTune,
                          ::testing::Values("gpt2", "llama", "qwen3", "gemma3_text"));
 
+// The other Llama-family members, on one process: a tied Qwen2 with a sliding layer, and Mistral
+// (sliding_window 8 under blocks of 64), train to the losses of Transformers' Trainer.
+class HfFineTuneOneProcess : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfFineTuneOneProcess, LossesEqualTransformersTrainer) {
+  NEED_FIXTURES();
+  const std::string model = GetParam();
+  json ref = reference(fixtures, model);
+  testing::TempDir tmp;
+  expect_same_losses(ours(fixtures, model, tmp.file("one")), ref);
+  std::ifstream results(tmp.file("one") + "/all_results.json");
+  json all = json::parse(results);
+  EXPECT_EQ(all["train_samples"].get<int64_t>(), ref["train_blocks"].get<int64_t>());
+  EXPECT_NEAR(all["eval_loss"].get<double>(), ref["eval_loss"].get<double>(),
+              1e-4 * ref["eval_loss"].get<double>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HfFineTuneOneProcess, ::testing::Values("qwen2_tied", "mistral"));
+
 // A folder Transformers wrote, trained here with learning rate 0 and saved: the same tensors
 // (and a checkpoint folder is a model folder too).
 TEST(HfFineTuneFolders, LearningRateZeroSavesTheSameTensors) {
