@@ -87,7 +87,8 @@ def tiny_llama(vocab, bos, eos):
 def tiny_family(kind, vocab, bos, eos, seed):
     """A tiny model of the Llama family's newer members, each feature under test set; its 1-D
     tensors (norms, biases), which Transformers initialises to constants, perturbed so that they
-    matter."""
+    matter. Gemma's pad_token_id is the BOS that begins every text: its embedding row
+    (nn.Embedding's padding_idx) gets no gradient in training."""
     shared = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
                   bos_token_id=bos, eos_token_id=eos)
@@ -108,7 +109,7 @@ def tiny_family(kind, vocab, bos, eos, seed):
                                                "sliding_attention"],
                                   sliding_window=8, query_pre_attn_scalar=24,
                                   final_logit_softcapping=3.0, attn_logit_softcapping=20.0,
-                                  pad_token_id=None)
+                                  pad_token_id=bos)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
     with torch.no_grad():
