@@ -34,7 +34,7 @@ set(TRAINER_TEST_GROUPS
   "^Multinode\\.(TwoNodes|ALinkTaken|SaveOnEachNode|AnElastic|GlooSocketIfname)"
                                                             "e2e|multinode"          300 EACH
   "^TrainedRun\\."                                          "e2e"                    300 SUITE
-  "^Models/HfFineTune\\."                                   "e2e|reference"          600 EACH
+  "^Models/HfFineTune(OneProcess)?\\."                      "e2e|reference"          600 EACH
   "^Adapters/LoraRun\\."                                    "e2e|reference"          600 EACH
   "^Models/ShardingModels\\."                               "e2e"                    600 EACH
   "^Package\\."                                             "package"                600 SUITE

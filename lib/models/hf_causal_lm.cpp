@@ -207,10 +207,8 @@ void HfCausalLM::init_weights() {
   }
   // nn.Embedding(padding_idx=pad_token_id), as the Llama family builds its embedding: that row
   // starts at 0.
-  const auto pad = config_.json.find("pad_token_id");
-  if (config_.model_type != "gpt2" && pad != config_.json.end() && pad->is_number_integer() &&
-      pad->get<int64_t>() >= 0 && pad->get<int64_t>() < config_.vocab_size) {
-    named_parameters()["model.embed_tokens.weight"][pad->get<int64_t>()].zero_();
+  if (const int64_t pad = hf_padding_idx(config_); pad >= 0) {
+    named_parameters()["model.embed_tokens.weight"][pad].zero_();
   }
 }
 

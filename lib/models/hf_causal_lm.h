@@ -1,9 +1,10 @@
 // Hugging Face causal language models on LibTorch, computed as Transformers 5.x computes them and
 // holding their parameters under Transformers' own names, so that a model.safetensors of
 // save_pretrained loads as it is and ours loads in Transformers: GPT-2 (GPT2LMHeadModel: Conv1D
-// weights stored [in, out], pre-LayerNorm, gelu_new, learned positions) and Llama
-// (LlamaForCausalLM: RMSNorm in float32, SwiGLU, grouped-query attention, rotary embeddings with
-// rotate_half). Both with a KV cache for generation.
+// weights stored [in, out], pre-LayerNorm, gelu_new, learned positions) and the Llama family
+// (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, Gemma3ForCausalLM:
+// RMSNorm in float32, SwiGLU or GeGLU, grouped-query attention, rotary embeddings with
+// rotate_half, sliding windows). All with a KV cache for generation.
 #pragma once
 
 #include <memory>
@@ -36,7 +37,8 @@ class HfCausalLM : public Model {
   // Logits [B, T, vocab_size] for input_ids int64 [B, T]. attention_mask ([B, T], 1 on real
   // tokens): queries attend to earlier real tokens and themselves (a real token's logits equal
   // Transformers'; a padding query's are not used). Positions are 0..T-1 as in Transformers'
-  // forward without position_ids. With a cache: input_ids are the tokens after cache->length
+  // forward without position_ids. A sliding layer's query sees only the last sliding_window keys
+  // (itself included), in every path. With a cache: input_ids are the tokens after cache->length
   // (no attention_mask), positions continue from there, and the cache grows by T. Throws
   // c10::Error past max_position_embeddings.
   virtual torch::Tensor logits(const torch::Tensor& input_ids,

@@ -288,6 +288,16 @@ void check_shared_fields(const base::JsonFields& f, const HfConfig& c) {
     f.fail_if(id < 0 || id >= c.vocab_size, "eos_token_id",
               fmt::format("{} is outside the vocabulary (0..{})", id, c.vocab_size - 1));
   }
+  // The Llama family's embedding is nn.Embedding(padding_idx=pad_token_id), which refuses an id
+  // outside [-vocab_size, vocab_size).
+  if (!gpt2 && f.has("pad_token_id")) {
+    const json& pad = f.at("pad_token_id");
+    f.fail_if(!pad.is_number_integer(), "pad_token_id",
+              fmt::format("{} is not a token id", base::shown(pad)));
+    const int64_t id = pad.get<int64_t>();
+    f.fail_if(id < -c.vocab_size || id >= c.vocab_size, "pad_token_id",
+              fmt::format("{} is outside the vocabulary (0..{})", id, c.vocab_size - 1));
+  }
   f.fail_if(f.has("bos_token_id") && (c.bos_token_id < 0 || c.bos_token_id >= c.vocab_size),
             "bos_token_id",
             fmt::format("{} is outside the vocabulary (0..{})", c.bos_token_id, c.vocab_size - 1));

@@ -71,7 +71,8 @@ struct HfConfig {
 // non-positive size, a hidden size that the heads do not divide, rope_type other than "default",
 // rope_scaling, cross-attention, an activation other than gelu_new / gelu / relu / silu, a dtype
 // other than float32 / bfloat16 / float16, num_attention_heads not a multiple of
-// num_key_value_heads, a bos or eos token id outside the vocabulary, layer_types other than
+// num_key_value_heads, a bos or eos token id outside the vocabulary (a pad_token_id too, but for
+// gpt2, whose embedding has no padding row), layer_types other than
 // sliding_attention / full_attention or of another length than the layers, a sliding layer
 // without a sliding_window, gemma3_text's use_bidirectional_attention.
 HfConfig parse_hf_config(const nlohmann::ordered_json& json, const std::string& source);
@@ -90,6 +91,10 @@ int64_t hf_num_parameters(const HfConfig& config);
 
 // DIR/config.json, parsed (InputError for a missing or invalid file, as above).
 HfConfig read_hf_config(const std::string& dir);
+
+// The Llama family's nn.Embedding padding_idx: config.json's pad_token_id (a negative one counted
+// from the end, as nn.Embedding does), -1 when there is none (GPT-2's embedding has none).
+int64_t hf_padding_idx(const HfConfig& config);
 
 // The model types built here, in the order messages list them.
 const std::vector<std::string>& hf_model_types();

@@ -20,6 +20,16 @@ const std::vector<std::string>& hf_model_types() {
   return types;
 }
 
+int64_t hf_padding_idx(const HfConfig& c) {
+  const auto pad = c.json.find("pad_token_id");
+  if (c.model_type == "gpt2" || pad == c.json.end() || !pad->is_number_integer()) return -1;
+  // nn.Embedding counts a negative padding_idx from the end (parse_hf_config refuses one outside
+  // the vocabulary).
+  const int64_t id = pad->get<int64_t>();
+  if (id < -c.vocab_size || id >= c.vocab_size) return -1;
+  return id < 0 ? id + c.vocab_size : id;
+}
+
 std::string hf_class_prefix(const std::string& model_type) {
   if (model_type == "gpt2") return "GPT2";
   if (model_type == "qwen2") return "Qwen2";

@@ -178,7 +178,8 @@ class Decoder : public HfCausalLM {
     check_ids(input_ids, past, config_.max_position_embeddings, prefix_.c_str());
     const int64_t T = input_ids.size(1);
     const Tensor& embedding = model->embed_tokens->weight;
-    Tensor x = torch::embedding(embedding, input_ids);
+    // nn.Embedding(padding_idx=pad_token_id): that row gets no gradient.
+    Tensor x = torch::embedding(embedding, input_ids, padding_idx_);
     if (is_gemma(config_)) {
       // Gemma3TextScaledWordEmbedding: times sqrt(hidden_size), a float32 scalar in the
       // embedding's type.
@@ -232,6 +233,7 @@ class Decoder : public HfCausalLM {
  private:
   Tensor inv_freq_, local_inv_freq_;
   std::string prefix_ = hf_class_prefix(config_.model_type);
+  int64_t padding_idx_ = hf_padding_idx(config_);
 };
 
 std::shared_ptr<HfCausalLM> make_hf_decoder(const HfConfig& config) {

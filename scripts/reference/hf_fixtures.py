@@ -84,10 +84,12 @@ def tiny_llama(vocab, bos, eos):
     return LlamaForCausalLM(config)
 
 
-def tiny_family(kind, vocab, bos, eos, seed):
+def tiny_family(kind, vocab, bos, eos, newline, seed):
     """A tiny model of the Llama family's newer members, each feature under test set; its 1-D
     tensors (norms, biases), which Transformers initialises to constants, perturbed so that they
-    matter."""
+    matter. Gemma's pad_token_id is the newline that ends every line of the training texts (and
+    is not in the prompts, where model.generate would mask it): its embedding row
+    (nn.Embedding's padding_idx) gets no gradient in training."""
     shared = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
                   bos_token_id=bos, eos_token_id=eos)
@@ -108,7 +110,7 @@ def tiny_family(kind, vocab, bos, eos, seed):
                                                "sliding_attention"],
                                   sliding_window=8, query_pre_attn_scalar=24,
                                   final_logit_softcapping=3.0, attn_logit_softcapping=20.0,
-                                  pad_token_id=None)
+                                  pad_token_id=newline)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
     with torch.no_grad():
@@ -171,7 +173,7 @@ def main():
     family = {}
     for seed, kind in enumerate(("qwen2", "qwen2_tied", "qwen3", "mistral", "gemma3_text")):
         family[kind] = tiny_family(kind, 512, llama_tok.bos_token_id, llama_tok.eos_token_id,
-                                   seed + 2).eval()
+                                   llama_tok.convert_tokens_to_ids("\u010a"), seed + 2).eval()
         save(family[kind], llama_tok, os.path.join(out, kind))
     save(family["qwen3"], llama_tok, os.path.join(out, "qwen3_sharded"), max_shard_size="100KB")
     gemma_bf16 = copy.deepcopy(family["gemma3_text"]).to(torch.bfloat16)

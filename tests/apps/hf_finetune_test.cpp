@@ -27,6 +27,9 @@ using testing::run;
 
 const std::string kCorpus = "/usr/share/games/fortunes/fortunes";
 constexpr int kSteps = 30;
+// The generate checks' commands run on one thread: on a busy machine LibTorch's threads wait on
+// each other (24 tokens without the cache took 7 s on two, 0.7 s on one).
+const std::string kOneThread = "OMP_NUM_THREADS=1 ";
 
 std::string python() { return std::string(TRAINER_PYTHON); }
 
@@ -120,6 +123,25 @@ TEST_P(HfFineTune, LossesEqualTransformersTrainerOnOneAndTwoProcesses) {
 
 INSTANTIATE_TEST_SUITE_P(Models, HfFineTune,
                          ::testing::Values("gpt2", "llama", "qwen3", "gemma3_text"));
+
+// The other Llama-family members, on one process: a tied Qwen2 with a sliding layer, and Mistral
+// (sliding_window 8 under blocks of 64), train to the losses of Transformers' Trainer.
+class HfFineTuneOneProcess : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfFineTuneOneProcess, LossesEqualTransformersTrainer) {
+  NEED_FIXTURES();
+  const std::string model = GetParam();
+  json ref = reference(fixtures, model);
+  testing::TempDir tmp;
+  expect_same_losses(ours(fixtures, model, tmp.file("one")), ref);
+  std::ifstream results(tmp.file("one") + "/all_results.json");
+  json all = json::parse(results);
+  EXPECT_EQ(all["train_samples"].get<int64_t>(), ref["train_blocks"].get<int64_t>());
+  EXPECT_NEAR(all["eval_loss"].get<double>(), ref["eval_loss"].get<double>(),
+              1e-4 * ref["eval_loss"].get<double>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HfFineTuneOneProcess, ::testing::Values("qwen2_tied", "mistral"));
 
 // A folder Transformers wrote, trained here with learning rate 0 and saved: the same tensors
 // (and a checkpoint folder is a model folder too).
@@ -232,7 +254,7 @@ namespace {
 // folder `dir` (its generation_config.json applies), as `trainer generate --output_ids` prints
 // them.
 testing::ProcessResult transformers_greedy(const std::string& dir, const std::string& prompt) {
-  return run(python() +
+  return run(kOneThread + python() +
              " -c \"import sys; from transformers import AutoModelForCausalLM as M, "
              "AutoTokenizer as T; m = M.from_pretrained(sys.argv[1]); t = "
              "T.from_pretrained(sys.argv[1]); ids = t(sys.argv[2], return_tensors='pt')"
@@ -251,8 +273,8 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
     auto theirs = transformers_greedy(dir, prompt);
     ASSERT_EQ(theirs.exit_code, 0);
     for (const std::string cache : {"true", "false"}) {
-      auto ours = run(testing::kTrainerBin + " generate " + dir + " --prompt '" + prompt +
-                      "' --max_new_tokens 24 --output_ids true --use_cache " + cache);
+      auto ours = run(kOneThread + testing::kTrainerBin + " generate " + dir + " --prompt '" +
+                      prompt + "' --max_new_tokens 24 --output_ids true --use_cache " + cache);
       ASSERT_EQ(ours.exit_code, 0) << ours.err;
       EXPECT_EQ(ours.out, theirs.out) << model << " use_cache " << cache;
     }
@@ -272,12 +294,12 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
     const std::string prompt = "the the the the";
     auto theirs = transformers_greedy(dir, prompt);
     ASSERT_EQ(theirs.exit_code, 0);
-    auto ours = run(testing::kTrainerBin + " generate " + dir + " --prompt '" + prompt +
-                    "' --max_new_tokens 24 --output_ids true");
+    auto ours = run(kOneThread + testing::kTrainerBin + " generate " + dir + " --prompt '" +
+                    prompt + "' --max_new_tokens 24 --output_ids true");
     ASSERT_EQ(ours.exit_code, 0) << ours.err;
     EXPECT_EQ(ours.out, theirs.out) << model << " with logits processors";
-    auto plain = run(testing::kTrainerBin + " generate " + fixtures + "/" + model + " --prompt '" +
-                     prompt + "' --max_new_tokens 24 --output_ids true");
+    auto plain = run(kOneThread + testing::kTrainerBin + " generate " + fixtures + "/" + model +
+                     " --prompt '" + prompt + "' --max_new_tokens 24 --output_ids true");
     EXPECT_NE(plain.out, ours.out) << "the processors changed nothing: a weak test";
     // Sampling's settings come from the file where the command line gives none (as
     // model.generate's): do_sample with top_k 1 is greedy.
@@ -285,16 +307,16 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
     generation["top_k"] = 1;
     std::filesystem::remove(dir + "/generation_config.json");
     std::ofstream(dir + "/generation_config.json") << generation.dump(2);
-    auto top1 = run(testing::kTrainerBin + " generate " + dir + " --prompt '" + prompt +
-                    "' --max_new_tokens 24 --output_ids true --seed 5");
+    auto top1 = run(kOneThread + testing::kTrainerBin + " generate " + dir + " --prompt '" +
+                    prompt + "' --max_new_tokens 24 --output_ids true --seed 5");
     ASSERT_EQ(top1.exit_code, 0) << top1.err;
     EXPECT_EQ(top1.out, theirs.out) << model << " do_sample with generation_config's top_k 1";
   }
   auto a =
-      run(testing::kTrainerBin + " generate " + fixtures +
+      run(kOneThread + testing::kTrainerBin + " generate " + fixtures +
           "/llama --prompt Hello --do_sample true --seed 3 --max_new_tokens 16 --output_ids true");
   auto b =
-      run(testing::kTrainerBin + " generate " + fixtures +
+      run(kOneThread + testing::kTrainerBin + " generate " + fixtures +
           "/llama --prompt Hello --do_sample true --seed 3 --max_new_tokens 16 --output_ids true");
   EXPECT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
@@ -304,8 +326,7 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
 // Gemma 3) generate Transformers' greedy tokens, with and without the KV cache: 30 tokens, past
 // their sliding windows of 8. So do a fresh Qwen3 and Gemma 3 (model_type, Transformers' defaults
 // under model_config's keys) trained 2 steps and saved: Transformers loads them as its classes
-// without a missing or unexpected key. One Python process answers for all of them (one thread
-// each: LibTorch's threads wait on each other on a busy machine).
+// without a missing or unexpected key. One Python process answers for all of them.
 TEST(HfGenerate, TheLlamaFamilyAndFreshModelsGenerateTransformersGreedyTokens) {
   NEED_FIXTURES();
   testing::TempDir tmp;
@@ -328,7 +349,7 @@ TEST(HfGenerate, TheLlamaFamilyAndFreshModelsGenerateTransformersGreedyTokens) {
   }
   for (const auto& [type, config] : fresh) {
     const std::string out = tmp.file(type);
-    auto r = run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " train --model_type " + type +
+    auto r = run(kOneThread + testing::kTrainerBin + " train --model_type " + type +
                  " --model_config '" + config + "' --tokenizer_name " + fixtures +
                  "/tokenizer_llama3 --train_file " + kCorpus +
                  " --block_size 32 --max_steps 2 --learning_rate 1e-2 " +
@@ -341,7 +362,7 @@ TEST(HfGenerate, TheLlamaFamilyAndFreshModelsGenerateTransformersGreedyTokens) {
     dirs += " " + out;
   }
   const std::string prompt = "The meaning of life";
-  auto theirs = run("OMP_NUM_THREADS=1 " + python() +
+  auto theirs = run(kOneThread + python() +
                     " -c \"import sys; from transformers import AutoModelForCausalLM as M, "
                     "AutoTokenizer as T\nfor d in sys.argv[2:]:\n m, i = M.from_pretrained(d, "
                     "output_loading_info=True); t = T.from_pretrained(d); assert not "
@@ -360,9 +381,8 @@ TEST(HfGenerate, TheLlamaFamilyAndFreshModelsGenerateTransformersGreedyTokens) {
     const size_t space = lines[i].find(' ');
     EXPECT_EQ(lines[i].substr(0, space), prefix + "ForCausalLM") << dir;
     for (const std::string cache : {"true", "false"}) {
-      auto ours =
-          run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " generate " + dir + " --prompt '" +
-              prompt + "' --max_new_tokens 24 --output_ids true --use_cache " + cache);
+      auto ours = run(kOneThread + testing::kTrainerBin + " generate " + dir + " --prompt '" +
+                      prompt + "' --max_new_tokens 24 --output_ids true --use_cache " + cache);
       ASSERT_EQ(ours.exit_code, 0) << ours.err;
       EXPECT_EQ(ours.out, lines[i].substr(space + 1) + "\n") << dir << " use_cache " << cache;
     }

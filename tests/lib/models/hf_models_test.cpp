@@ -252,6 +252,8 @@ TEST(HfModels, UnsupportedConfigsAndFoldersAreOneLineNamingTheField) {
       {"rope_parameters", "rope_type", "full_attention and sliding_attention"});
   bad(gemma3, [](auto& j) { j["sliding_window"] = nullptr; },
       {"layer_types", "sliding_window is null"});
+  bad(gemma3, [](auto& j) { j["pad_token_id"] = 512; },
+      {"pad_token_id", "512 is outside the vocabulary (0..511)"});
   bad(gemma3, [](auto& j) { j["hidden_size"] = 66; },
       {"hidden_size", "66 is not a multiple of num_attention_heads 4"});
   bad(gemma3, [](auto& j) { j["hidden_activation"] = "swish2"; }, {"hidden_activation", "swish2"});
