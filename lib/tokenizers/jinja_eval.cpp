@@ -33,6 +33,26 @@ void Scope::set(const std::string& name, Value value) {
   vars.emplace_back(name, std::move(value));
 }
 
+namespace {
+
+// A message on one line: the line breaks a template's text may bring (raise_exception's message,
+// a character in a format) shown as \n and \r.
+std::string one_line(const std::string& what) {
+  std::string out;
+  for (char c : what) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Interpreter::Interpreter(const std::string& template_name, const Limits& limits)
     : name_(template_name), limits_(limits) {}
 
@@ -47,8 +67,9 @@ void Interpreter::fail(const std::string& what, TemplateError::Kind kind) const 
   TemplateError error(
       kind, line_,
       kind == TemplateError::Kind::kRaised
-          ? fmt::format("chat template {} line {}: raise_exception: {}", name_, line_, what)
-          : fmt::format("chat template {} line {}: {}", name_, line_, what));
+          ? fmt::format("chat template {} line {}: raise_exception: {}", name_, line_,
+                        one_line(what))
+          : fmt::format("chat template {} line {}: {}", name_, line_, one_line(what)));
   error.detail = what;
   throw error;
 }
@@ -471,7 +492,7 @@ Template Template::parse(std::string_view source, std::string name, Limits limit
   } catch (TemplateError& e) {
     TemplateError error(
         e.kind, e.line,
-        fmt::format("chat template {} line {}: {}", program->name, e.line, e.what()));
+        fmt::format("chat template {} line {}: {}", program->name, e.line, one_line(e.what())));
     error.detail = e.what();
     throw error;
   }

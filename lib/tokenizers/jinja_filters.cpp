@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "lib/base/utf8.h"
 #include "lib/tokenizers/jinja_interpreter.h"
 
 namespace trainer::tokenizers::jinja {
@@ -389,7 +390,9 @@ Value format(Interpreter& in, const Value& v, CallArgs& a) {
           out += arg.is_string() ? arg.str() : std::string(1, static_cast<char>(arg.as_int()));
           break;
         default:
-          in.fail(fmt::format("unsupported format character '{}'", conv));
+          in.fail(fmt::format(
+              "unsupported format character {}",
+              repr_string(f.substr(i, std::max<size_t>(1, base::utf8_sequence_length(f, i))))));
       }
     } catch (const fmt::format_error& e) {
       in.fail(fmt::format("bad format: {}", e.what()));
