@@ -59,7 +59,7 @@ int chat_template_command(const ChatTemplateOptions& options) {
       throw InputError(std::string("trainer chat-template: ") + e.what());
     }
   }
-  file.open(options.file.empty() ? "/dev/stdin" : options.file, std::ios::binary);
+  if (!options.file.empty()) file.open(options.file, std::ios::binary);
   std::istream& in = options.file.empty() ? std::cin : file;
   const std::string named = options.file.empty() ? "standard input" : options.file;
   std::string line;

@@ -1,7 +1,5 @@
-// jinja2's filters as jinja2/filters.py defines them (with Transformers' own tojson: json.dumps
-// with ensure_ascii=False), Python's %-formatting for the format filter and the % operator, and
-// the globals range (the sandbox's 100,000 cap), dict and namespace (Transformers' own: no
-// underscore-prefixed names).
+// jinja2's filters as jinja2/filters.py defines them, with Transformers' own tojson (json.dumps
+// with ensure_ascii=False); the format filter is jinja_globals.cpp's Python %-formatting.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -298,112 +296,6 @@ Value round_filter(Interpreter& in, const Value& v, CallArgs& a) {
   return Value::number(r / scale);
 }
 
-// Python's printf-style formatting: %s %r %d %i %f %e %g %x %o %c %% with flags, width and
-// precision, the arguments a tuple's elements or a dict's keys (%(name)s).
-Value format(Interpreter& in, const Value& v, CallArgs& a) {
-  const std::string f = soft_str(v);
-  std::string out;
-  size_t next = 0;
-  const Value mapping = !a.kwargs.empty()                           ? Value::dict([&] {
-    auto d = std::make_shared<Value::Dict>();
-    for (const auto& [key, value] : a.kwargs) d->set(Value::string(key), value);
-    return d;
-  }())
-                        : a.args.size() == 1 && a.args[0].is_dict() ? a.args[0]
-                                                                    : Value();
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (f[i] != '%') {
-      out += f[i];
-      continue;
-    }
-    if (++i >= f.size()) in.fail("incomplete format");
-    Value arg;
-    if (f[i] == '(') {
-      const size_t close = f.find(')', i);
-      if (close == std::string::npos || !mapping.is_dict()) in.fail("format requires a mapping");
-      arg = in.getitem(mapping, Value::string(f.substr(i + 1, close - i - 1)));
-      i = close + 1;
-    }
-    std::string spec = "{:";
-    while (i < f.size() && std::string_view("-+ 0#").find(f[i]) != std::string_view::npos) {
-      spec += f[i] == '-' ? '<' : f[i];
-      ++i;
-    }
-    // Width and precision, each bounded by the output's bound before fmt pads to them.
-    auto number = [&] {
-      size_t n = 0;
-      while (i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]))) {
-        n = std::min<size_t>(n * 10 + static_cast<size_t>(f[i] - '0'), SIZE_MAX / 20);
-        spec += f[i++];
-      }
-      in.check_size(n);
-    };
-    number();
-    if (i < f.size() && f[i] == '.') {
-      spec += f[i++];
-      number();
-    }
-    if (i >= f.size()) in.fail("incomplete format");
-    const char conv = f[i];
-    if (conv == '%') {
-      out += '%';
-      continue;
-    }
-    if (arg.is_undefined() && !mapping.is_dict()) {
-      if (next >= a.args.size()) in.fail("not enough arguments for format string");
-      arg = a.args[next++];
-    }
-    try {
-      switch (conv) {
-        case 's':
-          out += fmt::format(fmt::runtime(spec + "}"), to_str(arg));
-          break;
-        case 'r':
-          out += fmt::format(fmt::runtime(spec + "}"), repr(arg));
-          break;
-        case 'd':
-        case 'i':
-          if (!arg.is_number())
-            in.fail(fmt::format("%{} format: a real number is required, not {}", conv,
-                                arg.type_name()));
-          out += fmt::format(fmt::runtime(spec + "d}"), arg.kind() == K::kFloat
-                                                            ? static_cast<int64_t>(arg.as_float())
-                                                            : arg.as_int());
-          break;
-        case 'f':
-        case 'F':
-        case 'e':
-        case 'E':
-        case 'g':
-        case 'G':
-          if (!arg.is_number())
-            in.fail(fmt::format("must be real number, not {}", arg.type_name()));
-          out += fmt::format(fmt::runtime(spec + std::string(1, conv) + "}"), arg.as_float());
-          break;
-        case 'x':
-        case 'X':
-        case 'o':
-          if (!arg.is_int()) in.fail(fmt::format("%{} format: an integer is required", conv));
-          out += fmt::format(fmt::runtime(spec + std::string(1, conv) + "}"), arg.as_int());
-          break;
-        case 'c':
-          out += arg.is_string() ? arg.str() : std::string(1, static_cast<char>(arg.as_int()));
-          break;
-        default:
-          in.fail(fmt::format(
-              "unsupported format character {}",
-              repr_string(f.substr(i, std::max<size_t>(1, base::utf8_sequence_length(f, i))))));
-      }
-    } catch (const fmt::format_error& e) {
-      in.fail(fmt::format("bad format: {}", e.what()));
-    }
-    in.check_size(out.size());
-  }
-  if (!mapping.is_dict() && next < a.args.size())
-    in.fail("not all arguments converted during string formatting");
-  return Value::string(std::move(out));
-}
-
 Value escape(Interpreter&, const Value& v, CallArgs&) {
   std::string out;
   for (char c : soft_str(v)) {
@@ -468,7 +360,7 @@ const Filter kFilters[] = {
     {"int", to_int},
     {"float", to_float},
     {"round", round_filter},
-    {"format", format},
+    {"format", python_format},
     {"e", escape},
     {"escape", escape},
     {"forceescape", escape},
@@ -559,63 +451,6 @@ FilterFn find_filter(std::string_view name) {
   for (const auto& f : kFilters)
     if (name == f.name) return f.fn;
   return nullptr;
-}
-
-Value find_global(std::string_view name) {
-  if (name == "range") {
-    return Value::callable("range", [](Interpreter& in, CallArgs& a) {
-      for (const auto& arg : a.args)
-        if (!arg.is_int())
-          in.fail(fmt::format("'{}' object cannot be interpreted as an integer", arg.type_name()));
-      if (a.args.empty() || a.args.size() > 3) in.fail("range expected 1 to 3 arguments");
-      const int64_t start = a.args.size() > 1 ? a.args[0].as_int() : 0;
-      const int64_t stop = a.args.size() > 1 ? a.args[1].as_int() : a.args[0].as_int();
-      const int64_t step = a.args.size() > 2 ? a.args[2].as_int() : 1;
-      if (step == 0) in.fail("range() arg 3 must not be zero");
-      const long double n = std::ceil((static_cast<long double>(stop) - start) / step);
-      if (n > 100000)
-        in.fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
-      List out;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
-        out.push_back(Value::integer(i));
-      return Value::list(std::move(out));
-    });
-  }
-  if (name == "dict" || name == "namespace") {
-    const bool ns = name == "namespace";
-    return Value::callable(std::string(name), [ns](Interpreter& in, CallArgs& a) {
-      auto d = std::make_shared<Value::Dict>();
-      if (a.args.size() > 1) in.fail("dict expected at most 1 argument");
-      if (!a.args.empty()) {
-        const Value& init = a.args[0];
-        if (init.is_dict()) {
-          *d = init.dict();
-        } else {
-          for (const auto& pair : in.iterate(init)) {
-            const List kv = in.iterate(pair);
-            if (kv.size() != 2) in.fail("dictionary update sequence element has the wrong length");
-            d->set(kv[0], kv[1]);
-          }
-        }
-      }
-      for (const auto& [key, value] : a.kwargs) d->set(Value::string(key), value);
-      if (!ns) return Value::dict(std::move(d));
-      Value out = Value::make_namespace();
-      for (const auto& [key, value] : d->entries) {
-        const std::string k = soft_str(key);
-        if (!k.empty() && k[0] == '_') {
-          in.fail(
-              fmt::format("Chat templates cannot store underscore-prefixed attributes on a "
-                          "namespace, but got '{}'. Please rename the attribute.",
-                          k));
-        }
-        out.ns().set(k, value);
-      }
-      in.track(out);
-      return out;
-    });
-  }
-  return {};
 }
 
 }  // namespace trainer::tokenizers::jinja

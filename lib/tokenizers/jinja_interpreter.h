@@ -13,6 +13,17 @@
 
 namespace trainer::tokenizers::jinja {
 
+// A parsed template (Template's inside).
+struct Program {
+  std::string name;
+  Limits limits;
+  Body body;
+};
+
+// A message on one line: the line breaks a template's text may bring (raise_exception's message,
+// a character in a format) shown as \n and \r.
+std::string one_line(const std::string& what);
+
 struct Scope {
   std::shared_ptr<Scope> parent;
   std::vector<std::pair<std::string, Value>> vars;
@@ -30,8 +41,11 @@ TestFn find_test(std::string_view name);
 // A method of a str, list, tuple or dict (`'a'.split`, `d.get`); nullptr where Python has none.
 // `unsafe` is set for the methods the immutable sandbox refuses (list.append, dict.update).
 MethodFn find_method(const Value& self, std::string_view name, bool& unsafe);
-// jinja2's globals: range, dict, namespace, lipsum-free.
+// jinja2's globals: range, dict, namespace (jinja_globals.cpp).
 Value find_global(std::string_view name);
+// Python's `format % args` (args: the call's positional arguments, or its keywords or one dict
+// for %(name)s), as the format filter and the % operator use it.
+Value python_format(Interpreter& in, const Value& format, CallArgs& args);
 
 // The builtins' shared helpers (jinja_methods.cpp): a call's argument `index` (positional) or
 // `name` (keyword), `fallback` when absent; Python's str methods on UTF-8.
