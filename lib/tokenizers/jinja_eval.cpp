@@ -106,6 +106,7 @@ List Interpreter::iterate(const Value& v) const {
     case Value::Kind::kString: {
       List chars;
       const std::string& s = v.str();
+      check_size(code_points(s) * sizeof(Value));
       for (size_t i = 0; i < s.size();) {
         const size_t n = std::max<size_t>(1, base::utf8_sequence_length(s, i));
         chars.push_back(Value::string(s.substr(i, n)));
@@ -381,8 +382,12 @@ Value Interpreter::call_macro(const Stmt& s, const std::shared_ptr<Scope>& defin
   for (size_t p = 0; p < s.params.size(); ++p) {
     const std::string& param = s.params[p];
     const Value* given = p < args.args.size() ? &args.args[p] : nullptr;
-    for (const auto& [key, value] : args.kwargs)
-      if (key == param) given = &value;
+    for (const auto& [key, value] : args.kwargs) {
+      if (key != param) continue;
+      if (given)
+        fail(fmt::format("macro '{}' got multiple values for argument '{}'", s.text, param));
+      given = &value;
+    }
     if (given) {
       inner->set(param, *given);
     } else if (p >= first_default) {

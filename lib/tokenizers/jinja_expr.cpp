@@ -27,7 +27,9 @@ std::vector<int64_t> slice_indices(Interpreter& in, int64_t n, const Value& star
   const int64_t begin = bound(start, step > 0 ? 0 : n - 1);
   const int64_t end = bound(stop, step > 0 ? n : -1);
   std::vector<int64_t> out;
-  for (int64_t i = begin; step > 0 ? i < end : i > end; i += step) out.push_back(i);
+  // In 128 bits: a step near 2^63 must not overflow past the end.
+  for (__int128 i = begin; step > 0 ? i < end : i > end; i += step)
+    out.push_back(static_cast<int64_t>(i));
   return out;
 }
 
@@ -49,7 +51,7 @@ Value repeat(Interpreter& in, const Value& seq, int64_t count) {
     return seq.is_string()           ? Value::string("")
            : seq.kind() == K::kTuple ? Value::tuple({})
                                      : Value::list({});
-  const size_t unit = seq.is_string() ? seq.str().size() : seq.items().size();
+  const size_t unit = seq.is_string() ? seq.str().size() : seq.items().size() * sizeof(Value);
   size_t total = 0;
   if (__builtin_mul_overflow(unit, static_cast<size_t>(count), &total)) total = SIZE_MAX;
   in.check_size(total);
@@ -82,7 +84,7 @@ Value arithmetic(Interpreter& in, const std::string& op, const Value& a, const V
       return Value::string(a.str() + b.str());
     }
     if (a.is_sequence() && a.kind() == b.kind()) {
-      in.check_size(a.items().size() + b.items().size());
+      in.check_size((a.items().size() + b.items().size()) * sizeof(Value));
       List out = a.items();
       out.insert(out.end(), b.items().begin(), b.items().end());
       return a.kind() == K::kTuple ? Value::tuple(std::move(out)) : Value::list(std::move(out));
@@ -175,6 +177,8 @@ bool contains(Interpreter& in, const Value& container, const Value& item) {
         if (equal(v, item)) return true;
       return false;
     case K::kDict:
+      if (item.kind() == K::kList || item.is_dict())
+        in.fail(fmt::format("unhashable type: '{}'", item.type_name()));
       return container.dict().find(item) != nullptr;
     case K::kUndefined:
       return false;

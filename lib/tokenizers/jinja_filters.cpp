@@ -1,6 +1,7 @@
 // jinja2's filters as jinja2/filters.py defines them, with Transformers' own tojson (json.dumps
 // with ensure_ascii=False); the format filter is jinja_globals.cpp's Python %-formatting.
 #include <cmath>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -93,6 +94,7 @@ Value join(Interpreter& in, const Value& v, CallArgs& a) {
   std::string out;
   bool first = true;
   for (const auto& item : in.iterate(v)) {
+    in.step();
     if (!first) out += sep;
     first = false;
     out += soft_str(attribute.is_none() ? item : attribute_of(in, item, soft_str(attribute)));
@@ -122,6 +124,7 @@ Value dictsort(Interpreter& in, const Value& v, CallArgs& a) {
     return !case_sensitive && k.is_string() ? Value::string(py_lower(k.str())) : k;
   };
   std::stable_sort(entries.begin(), entries.end(), [&](const auto& x, const auto& y) {
+    in.step();
     return reverse ? less(key(y), key(x)) : less(key(x), key(y));
   });
   List out;
@@ -140,6 +143,7 @@ Value select(Interpreter& in, const Value& v, CallArgs& a, bool attr, bool keep)
                         a.args.end());
   List out;
   for (const auto& item : in.iterate(v)) {
+    in.step();
     const Value subject = attr ? attribute_of(in, item, attribute) : item;
     CallArgs args = test_args;
     const bool pass =
@@ -155,6 +159,7 @@ Value map(Interpreter& in, const Value& v, CallArgs& a) {
     const std::string attribute = soft_str(argument(a, 99, "attribute"));
     const Value fallback = argument(a, 99, "default");
     for (const auto& item : in.iterate(v)) {
+      in.step();
       Value got = attribute_of(in, item, attribute);
       out.push_back(got.is_undefined() && !fallback.is_undefined() ? fallback : got);
     }
@@ -162,6 +167,7 @@ Value map(Interpreter& in, const Value& v, CallArgs& a) {
   }
   const std::string filter = soft_str(a.args[0]);
   for (const auto& item : in.iterate(v)) {
+    in.step();
     CallArgs args;
     args.args.assign(a.args.begin() + 1, a.args.end());
     args.kwargs = a.kwargs;
@@ -176,6 +182,7 @@ Value sorted(Interpreter& in, const Value& v, CallArgs& a) {
   const Value attribute = argument(a, 2, "attribute", Value::none());
   List out = in.iterate(v);
   std::stable_sort(out.begin(), out.end(), [&](const Value& x, const Value& y) {
+    in.step();
     const Value kx = sort_key(in, x, attribute, case_sensitive);
     const Value ky = sort_key(in, y, attribute, case_sensitive);
     return reverse ? less(ky, kx) : less(kx, ky);
@@ -190,6 +197,7 @@ Value extreme(Interpreter& in, const Value& v, CallArgs& a, bool max) {
   if (all.empty()) return Value::undefined("No aggregated item, sequence was empty.");
   size_t best = 0;
   for (size_t i = 1; i < all.size(); ++i) {
+    in.step();
     const Value k = sort_key(in, all[i], attribute, case_sensitive);
     const Value b = sort_key(in, all[best], attribute, case_sensitive);
     if (max ? less(b, k) : less(k, b)) best = i;
@@ -200,14 +208,27 @@ Value extreme(Interpreter& in, const Value& v, CallArgs& a, bool max) {
 Value unique(Interpreter& in, const Value& v, CallArgs& a) {
   const bool case_sensitive = flag(a, 0, "case_sensitive");
   const Value attribute = argument(a, 1, "attribute", Value::none());
-  List out, seen;
+  // Python's set of the keys: numbers equal as ints where whole (1 == 1.0 == True).
+  List out;
+  std::unordered_set<std::string> seen;
   for (const auto& item : in.iterate(v)) {
+    in.step();
     const Value k = sort_key(in, item, attribute, case_sensitive);
-    bool found = false;
-    for (const auto& s : seen) found = found || equal(s, k);
-    if (found) continue;
-    seen.push_back(k);
-    out.push_back(item);
+    std::string hashed;
+    if (k.is_string()) {
+      hashed = "s" + k.str();
+    } else if (k.is_int() ||
+               (k.kind() == Value::Kind::kFloat && std::isfinite(k.as_float()) &&
+                k.as_float() == std::trunc(k.as_float()) && std::fabs(k.as_float()) < 9e18)) {
+      hashed = "n" + std::to_string(k.is_int() ? k.as_int() : static_cast<int64_t>(k.as_float()));
+    } else if (k.is_undefined()) {
+      hashed = "u";
+    } else if (k.is_sequence() || k.is_dict()) {
+      in.fail(fmt::format("unhashable type: '{}'", k.type_name()));
+    } else {
+      hashed = k.type_name() + ":" + repr(k);
+    }
+    if (seen.insert(std::move(hashed)).second) out.push_back(item);
   }
   return Value::list(std::move(out));
 }
@@ -243,57 +264,6 @@ Value title(Interpreter&, const Value& v, CallArgs&) {
     start = separator;
   }
   return Value::string(std::move(out));
-}
-
-Value to_int(Interpreter&, const Value& v, CallArgs& a) {
-  const Value fallback = argument(a, 0, "default", Value::integer(0));
-  if (v.is_int()) return Value::integer(v.as_int());
-  if (v.kind() == K::kFloat) {
-    if (!std::isfinite(v.as_float()) || std::fabs(v.as_float()) >= 9.2e18) return fallback;
-    return Value::integer(static_cast<int64_t>(v.as_float()));
-  }
-  if (!v.is_string()) return fallback;
-  std::string s = py_strip(v.str(), Value::none(), true, true);
-  s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
-  if (s.empty()) return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long long i = std::strtoll(s.c_str(), &end, 10);
-  if (errno == 0 && *end == 0) return Value::integer(i);
-  const double f = std::strtod(s.c_str(), &end);
-  if (*end == 0 && std::isfinite(f) && std::fabs(f) < 9.2e18)
-    return Value::integer(static_cast<int64_t>(f));
-  return fallback;
-}
-
-Value to_float(Interpreter&, const Value& v, CallArgs& a) {
-  const Value fallback = argument(a, 0, "default", Value::number(0.0));
-  if (v.is_number()) return Value::number(v.as_float());
-  if (!v.is_string()) return fallback;
-  const std::string s = py_strip(v.str(), Value::none(), true, true);
-  char* end = nullptr;
-  const double f = std::strtod(s.c_str(), &end);
-  return !s.empty() && *end == 0 ? Value::number(f) : fallback;
-}
-
-Value round_filter(Interpreter& in, const Value& v, CallArgs& a) {
-  const int64_t precision = argument(a, 0, "precision", Value::integer(0)).as_int();
-  const std::string method = soft_str(argument(a, 1, "method", Value::string("common")));
-  if (!v.is_number()) in.fail(fmt::format("round needs a number, not {}", v.type_name()));
-  const double scale =
-      std::pow(10.0, static_cast<double>(std::clamp<int64_t>(precision, -300, 300)));
-  const double x = v.as_float() * scale;
-  double r;
-  if (method == "common") {
-    r = std::nearbyint(x);  // Python's round: half to even
-  } else if (method == "ceil") {
-    r = std::ceil(x);
-  } else if (method == "floor") {
-    r = std::floor(x);
-  } else {
-    in.fail("method must be 'common', 'ceil' or 'floor'");
-  }
-  return Value::number(r / scale);
 }
 
 Value escape(Interpreter&, const Value& v, CallArgs&) {
@@ -357,9 +327,9 @@ const Filter kFilters[] = {
     {"max", [](Interpreter& in, const Value& v, CallArgs& a) { return extreme(in, v, a, true); }},
     {"indent", indent},
     {"title", title},
-    {"int", to_int},
-    {"float", to_float},
-    {"round", round_filter},
+    {"int", filter_int},
+    {"float", filter_float},
+    {"round", filter_round},
     {"format", python_format},
     {"e", escape},
     {"escape", escape},
@@ -422,6 +392,7 @@ const Filter kFilters[] = {
        const Value attribute = argument(a, 0, "attribute", Value::none());
        Value total = argument(a, 1, "start", Value::integer(0));
        for (const auto& item : in.iterate(v)) {
+         in.step();
          const Value x = attribute.is_none() ? item : attribute_of(in, item, soft_str(attribute));
          if (!x.is_number() || !total.is_number()) in.fail("sum needs numbers");
          total = total.is_int() && x.is_int() ? Value::integer(total.as_int() + x.as_int())
@@ -441,8 +412,15 @@ const Filter kFilters[] = {
        }
        return Value::integer(n);
      }},
-    {"attr", [](Interpreter& in, const Value& v,
-                CallArgs& a) { return in.getattr(v, soft_str(argument(a, 0, "name"))); }},
+    {"attr",
+     [](Interpreter& in, const Value& v, CallArgs& a) {
+       // jinja2's attr is Python's getattr: a dict's keys are not its attributes.
+       const std::string name = soft_str(argument(a, 0, "name"));
+       bool unsafe = false;
+       if (v.is_dict() && !find_method(v, name, unsafe))
+         return Value::undefined(fmt::format("'dict object' has no attribute '{}'", name));
+       return in.getattr(v, name);
+     }},
 };
 
 }  // namespace

@@ -35,30 +35,49 @@ Value python_format(Interpreter& in, const Value& v, CallArgs& a) {
     if (f[i] == '(') {
       const size_t close = f.find(')', i);
       if (close == std::string::npos || !mapping.is_dict()) in.fail("format requires a mapping");
-      arg = in.getitem(mapping, Value::string(f.substr(i + 1, close - i - 1)));
+      const std::string key = f.substr(i + 1, close - i - 1);
+      const Value* found = mapping.dict().find(std::string_view(key));
+      if (!found) in.fail(fmt::format("KeyError: {}", repr_string(key)));
+      arg = *found;
       i = close + 1;
     }
-    std::string spec = "{:";
-    while (i < f.size() && std::string_view("-+ 0#").find(f[i]) != std::string_view::npos) {
-      spec += f[i] == '-' ? '<' : f[i];
-      ++i;
+    bool left = false, plus = false, space = false, zero = false, alternate = false;
+    for (; i < f.size() && std::string_view("-+ 0#").find(f[i]) != std::string_view::npos; ++i) {
+      left = left || f[i] == '-';
+      plus = plus || f[i] == '+';
+      space = space || f[i] == ' ';
+      zero = zero || f[i] == '0';
+      alternate = alternate || f[i] == '#';
     }
     // Width and precision, each bounded by the output's bound before fmt pads to them.
     auto number = [&] {
+      std::string digits;
       size_t n = 0;
       while (i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]))) {
         n = std::min<size_t>(n * 10 + static_cast<size_t>(f[i] - '0'), SIZE_MAX / 20);
-        spec += f[i++];
+        digits += f[i++];
       }
       in.check_size(n);
+      return digits;
     };
-    number();
+    const std::string width = number();
+    std::string precision;
     if (i < f.size() && f[i] == '.') {
-      spec += f[i++];
-      number();
+      ++i;
+      precision = "." + number();
+      if (precision == ".") precision = ".0";
     }
     if (i >= f.size()) in.fail("incomplete format");
     const char conv = f[i];
+    // Python's flags in fmt's order: right-aligned unless '-', zero-padded numbers unless '-'.
+    const bool numeric = std::string_view("diouxXeEfFgG").find(conv) != std::string_view::npos;
+    std::string spec = "{:";
+    spec += left ? "<" : zero && numeric ? "" : ">";
+    if (numeric) spec += plus ? "+" : space ? " " : "";
+    if (alternate && numeric) spec += "#";
+    if (zero && numeric && !left) spec += "0";
+    spec += width;
+    if (conv != 'd' && conv != 'i' && conv != 'x' && conv != 'X' && conv != 'o') spec += precision;
     if (conv == '%') {
       out += '%';
       continue;
@@ -80,6 +99,10 @@ Value python_format(Interpreter& in, const Value& v, CallArgs& a) {
           if (!arg.is_number())
             in.fail(fmt::format("%{} format: a real number is required, not {}", conv,
                                 arg.type_name()));
+          if (arg.kind() == K::kFloat &&
+              !(std::fabs(arg.as_float()) < 9.2e18))  // NaN, inf and past 64 bits
+            in.fail(fmt::format("%{} format: {} does not fit 64 bits", conv,
+                                repr_float(arg.as_float())));
           out += fmt::format(fmt::runtime(spec + "d}"), arg.kind() == K::kFloat
                                                             ? static_cast<int64_t>(arg.as_float())
                                                             : arg.as_int());
@@ -101,7 +124,15 @@ Value python_format(Interpreter& in, const Value& v, CallArgs& a) {
           out += fmt::format(fmt::runtime(spec + std::string(1, conv) + "}"), arg.as_int());
           break;
         case 'c':
-          out += arg.is_string() ? arg.str() : std::string(1, static_cast<char>(arg.as_int()));
+          if (arg.is_string()) {
+            if (code_points(arg.str()) != 1) in.fail("%c requires an int or a unicode character");
+            out += arg.str();
+          } else if (arg.is_int() && arg.as_int() >= 0 && arg.as_int() <= 0x10FFFF &&
+                     !(arg.as_int() >= 0xD800 && arg.as_int() <= 0xDFFF)) {
+            base::append_utf8(out, static_cast<char32_t>(arg.as_int()));
+          } else {
+            in.fail("%c arg not in range(0x110000) (or a surrogate)");
+          }
           break;
         default:
           in.fail(fmt::format(
@@ -133,8 +164,8 @@ Value find_global(std::string_view name) {
       if (n > 100000)
         in.fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
       List out;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
-        out.push_back(Value::integer(i));
+      for (__int128 i = start; step > 0 ? i < stop : i > stop; i += step)
+        out.push_back(Value::integer(static_cast<int64_t>(i)));
       return Value::list(std::move(out));
     });
   }

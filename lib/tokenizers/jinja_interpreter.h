@@ -43,6 +43,10 @@ TestFn find_test(std::string_view name);
 MethodFn find_method(const Value& self, std::string_view name, bool& unsafe);
 // jinja2's globals: range, dict, namespace (jinja_globals.cpp).
 Value find_global(std::string_view name);
+// The int, float and round filters (jinja_numbers.cpp).
+Value filter_int(Interpreter& in, const Value& v, CallArgs& args);
+Value filter_float(Interpreter& in, const Value& v, CallArgs& args);
+Value filter_round(Interpreter& in, const Value& v, CallArgs& args);
 // Python's `format % args` (args: the call's positional arguments, or its keywords or one dict
 // for %(name)s), as the format filter and the % operator use it.
 Value python_format(Interpreter& in, const Value& format, CallArgs& args);
@@ -58,8 +62,8 @@ std::string py_strip(std::string_view s, const Value& chars, bool left, bool rig
 // str.replace(old, new, count) (count < 0: all), the result's size checked.
 std::string py_replace(Interpreter& in, std::string_view s, std::string_view old,
                        std::string_view replacement, int64_t count);
-// str.splitlines() (no line ends kept).
-std::vector<std::string> py_splitlines(std::string_view s);
+// str.splitlines(keepends).
+std::vector<std::string> py_splitlines(std::string_view s, bool keepends = false);
 // The value's string as jinja2's soft_str gives it (Undefined: "").
 inline std::string soft_str(const Value& v) { return v.is_string() ? v.str() : to_str(v); }
 

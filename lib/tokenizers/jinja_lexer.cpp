@@ -269,7 +269,12 @@ class Lexer {
       if (i < s_.size() && (s_[i] == '-' || s_[i] == '+')) end_sign = s_[i++];
       if (s_.compare(i, 2, "%}") != 0) continue;
       std::string_view body = std::string_view(s_).substr(pos_, at - pos_);
-      if (sign == '-') body = rstrip(body);
+      if (sign == '-') {
+        body = rstrip(body);
+      } else if (sign != '+') {  // lstrip_blocks before {% endraw %}, as before any block tag
+        const size_t line_start = body.rfind('\n') + 1;
+        if (line_start > 0 && all_space(body.substr(line_start))) body = body.substr(0, line_start);
+      }
       text(body);
       line_ +=
           count_lines(std::string_view(s_).substr(pos_ + body.size(), at - pos_ - body.size()));

@@ -1,12 +1,15 @@
 // Python's str, list and dict methods as chat templates call them ('a,b'.split(','),
 // message.get('content'), tools.items()), jinja2's tests (is defined, is string, is mapping, ...),
 // and the string helpers the filters share. Case mappings are ICU's full mappings, as Python's.
+#include <optional>
+
 #include <unicode/locid.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 
 #include <fmt/format.h>
 
+#include "lib/base/utf8.h"
 #include "lib/tokenizers/jinja_interpreter.h"
 
 namespace trainer::tokenizers::jinja {
@@ -18,120 +21,6 @@ Value argument(const CallArgs& args, size_t index, std::string_view name, Value 
     if (key == name) return value;
   if (index < args.args.size()) return args.args[index];
   return fallback;
-}
-
-namespace {
-
-std::string icu_case(std::string_view s, bool upper) {
-  icu::UnicodeString u =
-      icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())));
-  upper ? u.toUpper(icu::Locale::getRoot()) : u.toLower(icu::Locale::getRoot());
-  std::string out;
-  u.toUTF8String(out);
-  return out;
-}
-
-bool ascii_only(std::string_view s) {
-  for (unsigned char c : s)
-    if (c >= 0x80) return false;
-  return true;
-}
-
-// Whether code point c is one of `chars` (a strip's argument).
-bool one_of(char32_t c, const std::vector<char32_t>& chars) {
-  return std::find(chars.begin(), chars.end(), c) != chars.end();
-}
-
-}  // namespace
-
-std::string py_upper(std::string_view s) {
-  if (!ascii_only(s)) return icu_case(s, true);
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string py_lower(std::string_view s) {
-  if (!ascii_only(s)) return icu_case(s, false);
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string py_capitalize(std::string_view s) {
-  if (s.empty()) return "";
-  const auto cps = decode(s);
-  // The first character's full title-case mapping (Python's capitalize), the rest lowered.
-  icu::UnicodeString head(static_cast<UChar32>(cps[0]));
-  head.toTitle(nullptr, icu::Locale::getRoot(),
-               U_TITLECASE_NO_LOWERCASE | U_TITLECASE_NO_BREAK_ADJUSTMENT);
-  std::string first;
-  head.toUTF8String(first);
-  return first + py_lower(encode(cps, 1, cps.size()));
-}
-
-std::string py_strip(std::string_view s, const Value& chars, bool left, bool right) {
-  const auto cps = decode(s);
-  std::vector<char32_t> set;
-  const bool spaces = chars.is_none() || chars.is_undefined();
-  if (!spaces) set = decode(chars.str());
-  auto strip = [&](char32_t c) { return spaces ? is_space(c) : one_of(c, set); };
-  size_t begin = 0, end = cps.size();
-  if (left)
-    while (begin < end && strip(cps[begin])) ++begin;
-  if (right)
-    while (end > begin && strip(cps[end - 1])) --end;
-  return encode(cps, begin, end);
-}
-
-std::string py_replace(Interpreter& in, std::string_view s, std::string_view old,
-                       std::string_view replacement, int64_t count) {
-  std::string out;
-  if (old.empty()) {
-    // Python puts the replacement before each character and at the end.
-    const auto cps = decode(s);
-    int64_t done = 0;
-    for (size_t i = 0; i <= cps.size(); ++i) {
-      if (count < 0 || done < count) {
-        out += replacement;
-        ++done;
-      }
-      if (i < cps.size()) out += encode(cps, i, i + 1);
-      in.check_size(out.size());
-    }
-    return out;
-  }
-  size_t at = 0;
-  int64_t done = 0;
-  while (count < 0 || done < count) {
-    const size_t found = s.find(old, at);
-    if (found == std::string_view::npos) break;
-    out.append(s.substr(at, found - at));
-    out.append(replacement);
-    in.check_size(out.size());
-    at = found + old.size();
-    ++done;
-  }
-  out.append(s.substr(at));
-  in.check_size(out.size());
-  return out;
-}
-
-std::vector<std::string> py_splitlines(std::string_view s) {
-  std::vector<std::string> lines;
-  const auto cps = decode(s);
-  size_t start = 0;
-  for (size_t i = 0; i < cps.size(); ++i) {
-    const char32_t c = cps[i];
-    const bool boundary = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C ||
-                          c == 0x1D || c == 0x1E || c == 0x85 || c == 0x2028 || c == 0x2029;
-    if (!boundary) continue;
-    lines.push_back(encode(cps, start, i));
-    if (c == '\r' && i + 1 < cps.size() && cps[i + 1] == '\n') ++i;
-    start = i + 1;
-  }
-  if (start < cps.size()) lines.push_back(encode(cps, start, cps.size()));
-  return lines;
 }
 
 namespace {
@@ -174,6 +63,7 @@ Value split(Interpreter& in, const Value& self, CallArgs& args, bool from_right)
         words[keep].second = end;
       }
     }
+    in.check_size(words.size() * sizeof(Value));
     for (const auto& [b, e] : words) parts.push_back(Value::string(encode(cps, b, e)));
     return Value::list(std::move(parts));
   }
@@ -186,6 +76,7 @@ Value split(Interpreter& in, const Value& self, CallArgs& args, bool from_right)
       const size_t found = s.find(d, at);
       if (found == std::string::npos) break;
       pieces.push_back(s.substr(at, found - at));
+      in.check_size(pieces.size() * sizeof(Value));
       at = found + d.size();
     }
     pieces.push_back(s.substr(at));
@@ -197,6 +88,7 @@ Value split(Interpreter& in, const Value& self, CallArgs& args, bool from_right)
       const size_t found = s.rfind(d, end - d.size());
       if (found == std::string::npos) break;
       reversed.push_back(s.substr(found + d.size(), end - found - d.size()));
+      in.check_size(reversed.size() * sizeof(Value));
       end = found;
     }
     reversed.push_back(s.substr(0, end));
@@ -206,21 +98,35 @@ Value split(Interpreter& in, const Value& self, CallArgs& args, bool from_right)
   return Value::list(std::move(parts));
 }
 
+// s[start:end] as Python slices a str for find, count, startswith and endswith (arguments
+// `first` and `first` + 1), with the character offset of its start; nullopt when start is past
+// the end (Python's methods then find nothing, even an empty string).
+struct Window {
+  std::string text;
+  int64_t offset;
+};
+std::optional<Window> window(const std::string& s, const CallArgs& args, size_t first) {
+  const Value start = argument(args, first, "start", Value::none());
+  const Value end = argument(args, first + 1, "end", Value::none());
+  if (!start.is_int() && !end.is_int()) return Window{s, 0};
+  const auto cps = decode(s);
+  const auto n = static_cast<int64_t>(cps.size());
+  auto bound = [&](const Value& v, int64_t fallback) {
+    if (!v.is_int()) return fallback;
+    const int64_t i = v.as_int() < 0 ? std::max<int64_t>(0, v.as_int() + n) : v.as_int();
+    return std::min(i, n);
+  };
+  if (start.is_int() && start.as_int() > n) return std::nullopt;
+  const int64_t b = bound(start, 0), e = std::max(b, bound(end, n));
+  return Window{encode(cps, static_cast<size_t>(b), static_cast<size_t>(e)), b};
+}
+
 Value affix(Interpreter& in, const Value& self, CallArgs& args, bool prefix) {
   const Value what = argument(args, 0, "prefix");
-  std::string_view s = self.str();
-  const Value start = argument(args, 1, "start", Value::none());
-  if (start.is_int()) {
-    const auto cps = decode(s);
-    int64_t b = start.as_int();
-    if (b < 0) b = std::max<int64_t>(0, b + static_cast<int64_t>(cps.size()));
-    if (b > static_cast<int64_t>(cps.size())) return Value::boolean(false);
-    const std::string rest = encode(cps, static_cast<size_t>(b), cps.size());
-    CallArgs inner;
-    inner.args.push_back(what);
-    return affix(in, Value::string(rest), inner, prefix);
-  }
+  const auto w = window(self.str(), args, 1);
   auto test = [&](const std::string& a) {
+    if (!w) return false;
+    const std::string_view s = w->text;
     return prefix ? s.substr(0, a.size()) == a
                   : s.size() >= a.size() && s.substr(s.size() - a.size()) == a;
   };
@@ -241,12 +147,112 @@ int64_t char_index(const std::string& s, size_t byte) {
 
 Value find(Interpreter& in, const Value& self, CallArgs& args, bool from_right, bool raise) {
   const std::string& sub = str_arg(in, argument(args, 0, "sub"), from_right ? "rfind" : "find");
-  const size_t at = from_right ? self.str().rfind(sub) : self.str().find(sub);
+  const auto w = window(self.str(), args, 1);
+  const size_t at = !w ? std::string::npos : from_right ? w->text.rfind(sub) : w->text.find(sub);
   if (at == std::string::npos) {
     if (raise) in.fail("substring not found");
     return Value::integer(-1);
   }
-  return Value::integer(char_index(self.str(), at));
+  return Value::integer(w->offset + char_index(w->text, at));
+}
+
+Value count(Interpreter& in, const Value& self, CallArgs& args) {
+  const std::string& sub = str_arg(in, argument(args, 0, "sub"), "count");
+  const auto w = window(self.str(), args, 1);
+  if (!w) return Value::integer(0);
+  if (sub.empty()) return Value::integer(static_cast<int64_t>(code_points(w->text)) + 1);
+  int64_t n = 0;
+  for (size_t at = w->text.find(sub); at != std::string::npos;
+       at = w->text.find(sub, at + sub.size()))
+    ++n;
+  return Value::integer(n);
+}
+
+// One code point's full case mapping through ICU: upper, lower or title.
+std::string map_case(char32_t c, char how) {
+  icu::UnicodeString u(static_cast<UChar32>(c));
+  if (how == 'u') {
+    u.toUpper(icu::Locale::getRoot());
+  } else if (how == 'l') {
+    u.toLower(icu::Locale::getRoot());
+  } else {
+    u.toTitle(nullptr, icu::Locale::getRoot(),
+              U_TITLECASE_NO_LOWERCASE | U_TITLECASE_NO_BREAK_ADJUSTMENT);
+  }
+  std::string out;
+  u.toUTF8String(out);
+  return out;
+}
+
+// Python's str.title (a word starts after any character that is not cased) and swapcase.
+std::string py_title(const std::string& s) {
+  std::string out;
+  bool previous_cased = false;
+  for (char32_t c : decode(s)) {
+    out += map_case(c, previous_cased ? 'l' : 't');
+    previous_cased = u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_CASED) != 0;
+  }
+  return out;
+}
+
+std::string py_swapcase(const std::string& s) {
+  std::string out;
+  for (char32_t c : decode(s)) {
+    const auto u = static_cast<UChar32>(c);
+    if (u_isUUppercase(u)) {
+      out += map_case(c, 'l');
+    } else if (u_isULowercase(u)) {
+      out += map_case(c, 'u');
+    } else {
+      base::append_utf8(out, c);
+    }
+  }
+  return out;
+}
+
+// center, ljust, rjust and zfill: `s` padded to `width` characters as CPython pads it.
+Value pad(Interpreter& in, const std::string& s, CallArgs& args, std::string_view name) {
+  const Value width_value = argument(args, 0, "width");
+  if (!width_value.is_int())
+    in.fail(fmt::format("{}() needs an integer width, not {}", name, width_value.type_name()));
+  const int64_t n = static_cast<int64_t>(code_points(s));
+  const int64_t width = width_value.as_int();
+  if (width <= n) return Value::string(s);
+  in.check_size(static_cast<size_t>(width) * 4);
+  std::string fill = " ";
+  if (name != "zfill") {
+    const Value f = argument(args, 1, "fillchar", Value::string(" "));
+    if (!f.is_string() || code_points(f.str()) != 1)
+      in.fail("The fill character must be exactly one character long");
+    fill = f.str();
+  }
+  const int64_t margin = width - n;
+  auto repeat = [](const std::string& unit, int64_t k) {
+    std::string out;
+    for (int64_t i = 0; i < k; ++i) out += unit;
+    return out;
+  };
+  if (name == "ljust") return Value::string(s + repeat(fill, margin));
+  if (name == "rjust") return Value::string(repeat(fill, margin) + s);
+  if (name == "zfill") {
+    const bool sign = !s.empty() && (s[0] == '-' || s[0] == '+');
+    return Value::string(sign ? s.substr(0, 1) + repeat("0", margin) + s.substr(1)
+                              : repeat("0", margin) + s);
+  }
+  const int64_t left = margin / 2 + (margin & width & 1);
+  return Value::string(repeat(fill, left) + s + repeat(fill, margin - left));
+}
+
+Value partition(Interpreter& in, const std::string& s, CallArgs& args, bool from_right) {
+  const std::string& sep = str_arg(in, argument(args, 0, "sep"), "partition");
+  if (sep.empty()) in.fail("empty separator");
+  const size_t at = from_right ? s.rfind(sep) : s.find(sep);
+  if (at == std::string::npos) {
+    return from_right ? Value::tuple({Value::string(""), Value::string(""), Value::string(s)})
+                      : Value::tuple({Value::string(s), Value::string(""), Value::string("")});
+  }
+  return Value::tuple({Value::string(s.substr(0, at)), Value::string(sep),
+                       Value::string(s.substr(at + sep.size()))});
 }
 
 bool all_chars(const std::string& s, bool (*pred)(char32_t)) {
@@ -281,7 +287,7 @@ Value str_method(Interpreter& in, const Value& self, CallArgs& args, std::string
   if (name == "upper") return Value::string(py_upper(s));
   if (name == "lower") return Value::string(py_lower(s));
   if (name == "capitalize") return Value::string(py_capitalize(s));
-  if (name == "title") return in.apply_filter("title", self, args);
+  if (name == "title") return Value::string(py_title(s));
   if (name == "replace") {
     return Value::string(py_replace(in, s, str_arg(in, argument(args, 0, "old"), "replace"),
                                     str_arg(in, argument(args, 1, "new"), "replace"),
@@ -289,13 +295,21 @@ Value str_method(Interpreter& in, const Value& self, CallArgs& args, std::string
   }
   if (name == "find" || name == "index") return find(in, self, args, false, name == "index");
   if (name == "rfind" || name == "rindex") return find(in, self, args, true, name == "rindex");
-  if (name == "count") {
-    const std::string& sub = str_arg(in, argument(args, 0, "sub"), "count");
-    if (sub.empty()) return Value::integer(static_cast<int64_t>(code_points(s)) + 1);
-    int64_t n = 0;
-    for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
-    return Value::integer(n);
+  if (name == "count") return count(in, self, args);
+  if (name == "center" || name == "ljust" || name == "rjust" || name == "zfill")
+    return pad(in, s, args, name);
+  if (name == "partition" || name == "rpartition")
+    return partition(in, s, args, name == "rpartition");
+  if (name == "removeprefix" || name == "removesuffix") {
+    const std::string& a = str_arg(in, argument(args, 0, "prefix"), "removeprefix");
+    const bool prefix = name == "removeprefix";
+    const bool has = prefix
+                         ? s.compare(0, a.size(), a) == 0
+                         : s.size() >= a.size() && s.compare(s.size() - a.size(), a.size(), a) == 0;
+    if (!has) return self;
+    return Value::string(prefix ? s.substr(a.size()) : s.substr(0, s.size() - a.size()));
   }
+  if (name == "swapcase") return Value::string(py_swapcase(s));
   if (name == "join") {
     std::string out;
     bool first = true;
@@ -311,7 +325,8 @@ Value str_method(Interpreter& in, const Value& self, CallArgs& args, std::string
   }
   if (name == "splitlines") {
     List lines;
-    for (auto& line : py_splitlines(s)) lines.push_back(Value::string(std::move(line)));
+    const bool keepends = argument(args, 0, "keepends", Value::boolean(false)).truthy();
+    for (auto& line : py_splitlines(s, keepends)) lines.push_back(Value::string(std::move(line)));
     return Value::list(std::move(lines));
   }
   if (name == "isdigit" || name == "isnumeric" || name == "isdecimal")
@@ -367,10 +382,12 @@ Value dict_method(Interpreter& in, const Value& self, CallArgs& args, std::strin
 
 MethodFn find_method(const Value& self, std::string_view name, bool& unsafe) {
   static const char* const kStr[] = {
-      "split",     "rsplit",  "strip",      "lstrip",  "rstrip",     "startswith", "endswith",
-      "upper",     "lower",   "capitalize", "title",   "replace",    "find",       "index",
-      "rfind",     "rindex",  "count",      "join",    "splitlines", "isdigit",    "isnumeric",
-      "isdecimal", "isalpha", "isalnum",    "isspace", "isupper",    "islower"};
+      "split",      "rsplit",    "strip",      "lstrip",       "rstrip",       "startswith",
+      "endswith",   "upper",     "lower",      "capitalize",   "title",        "replace",
+      "find",       "index",     "rfind",      "rindex",       "count",        "join",
+      "splitlines", "isdigit",   "isnumeric",  "isdecimal",    "isalpha",      "isalnum",
+      "isspace",    "isupper",   "islower",    "center",       "ljust",        "rjust",
+      "zfill",      "partition", "rpartition", "removeprefix", "removesuffix", "swapcase"};
   static const char* const kList[] = {"count", "index"};
   static const char* const kListUnsafe[] = {"append", "extend",  "insert", "pop",
                                             "remove", "reverse", "sort",   "clear"};

@@ -60,6 +60,7 @@ std::unique_ptr<Stmt> Parser::block(const std::vector<std::string>& ends) {
   if (name == "generation") return generation_block();
   if (name == "filter") return filter_block();
   if (name == "break" || name == "continue") {
+    if (loops_ == 0) fail(fmt::format("'{}' outside loop", name));
     auto s = stmt(name == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue);
     ++i_;
     expect_block_end();
@@ -124,7 +125,7 @@ std::unique_ptr<Stmt> Parser::for_block() {
   if (skip_name("if")) s->condition = expression(true);
   if (is_name("recursive")) fail("recursive loops are not supported");
   expect_block_end();
-  s->body = statements({"endfor", "else"});
+  s->body = body_with_loops(loops_ + 1, {"endfor", "else"});
   if (expect_name() == "else") {
     expect_block_end();
     s->else_body = statements({"endfor"});
@@ -189,7 +190,7 @@ std::unique_ptr<Stmt> Parser::macro_block() {
     }
   }
   expect_block_end();
-  s->body = statements({"endmacro"});
+  s->body = body_with_loops(0, {"endmacro"});
   ++i_;
   if (cur().type == Type::kName && cur().value == s->text) ++i_;
   expect_block_end();
@@ -200,7 +201,7 @@ std::unique_ptr<Stmt> Parser::generation_block() {
   auto s = stmt(Stmt::Kind::kCallBlock);
   ++i_;  // generation
   expect_block_end();
-  s->body = statements({"endgeneration"});
+  s->body = body_with_loops(0, {"endgeneration"});
   ++i_;
   expect_block_end();
   return s;

@@ -174,6 +174,17 @@ class Parser {
   size_t i_ = 0;
   int depth_ = 0;
   int max_depth_;
+  // for bodies around the statement being parsed (a macro's or generation block's body starts
+  // at none: jinja2 refuses a break there).
+  int loops_ = 0;
+  // Body of a block parsed with `loops` for bodies around it.
+  Body body_with_loops(int loops, const std::vector<std::string>& ends) {
+    const int saved = loops_;
+    loops_ = loops;
+    Body body = statements(ends);
+    loops_ = saved;
+    return body;
+  }
 };
 
 }  // namespace trainer::tokenizers::jinja

@@ -11,29 +11,34 @@ namespace {
 
 // jinja2 resolves filters and tests when it compiles a template: an unknown one fails the whole
 // template, reached or not.
-void check_expr(const Expr& e) {
-  if (e.kind == Expr::Kind::kFilter && !find_filter(e.name))
+// `soft`: inside an if or a conditional expression, where jinja2 defers an unknown name to a
+// run-time error (its soft frames); a for loop's or a macro's body starts a frame of its own.
+void check_expr(const Expr& e, bool soft) {
+  soft = soft || e.kind == Expr::Kind::kCondition;
+  if (!soft && e.kind == Expr::Kind::kFilter && !find_filter(e.name))
     throw TemplateError(TemplateError::Kind::kSyntax, e.line,
                         fmt::format("no filter named '{}'", e.name));
-  if (e.kind == Expr::Kind::kTest && !find_test(e.name))
+  if (!soft && e.kind == Expr::Kind::kTest && !find_test(e.name))
     throw TemplateError(TemplateError::Kind::kSyntax, e.line,
                         fmt::format("no test named '{}'", e.name));
   for (const auto& a : e.args)
-    if (a) check_expr(*a);
-  for (const auto& [key, a] : e.kwargs) check_expr(*a);
+    if (a) check_expr(*a, soft);
+  for (const auto& [key, a] : e.kwargs) check_expr(*a, soft);
 }
 
-void check_body(const Body& body) {
+void check_body(const Body& body, bool soft) {
   for (const auto& s : body) {
+    const bool frame = s->kind == Stmt::Kind::kFor || s->kind == Stmt::Kind::kMacro;
+    const bool inner = frame ? false : soft || s->kind == Stmt::Kind::kIf;
     for (const Expr* e : {s->expr.get(), s->condition.get()})
-      if (e) check_expr(*e);
-    for (const auto& d : s->defaults) check_expr(*d);
+      if (e) check_expr(*e, s->kind == Stmt::Kind::kFor ? soft : inner);
+    for (const auto& d : s->defaults) check_expr(*d, soft);
     for (const auto& [condition, branch] : s->branches) {
-      check_expr(*condition);
-      check_body(branch);
+      check_expr(*condition, true);
+      check_body(branch, true);
     }
-    check_body(s->body);
-    check_body(s->else_body);
+    check_body(s->body, inner);
+    check_body(s->else_body, inner);
   }
 }
 
@@ -49,7 +54,7 @@ Template Template::parse(std::string_view source, std::string name, Limits limit
   program->limits = limits;
   try {
     program->body = jinja::parse(tokenize(source), limits.max_nesting);
-    check_body(program->body);
+    check_body(program->body, false);
   } catch (TemplateError& e) {
     TemplateError error(
         e.kind, e.line,

@@ -89,7 +89,10 @@ class Value {
   bool is_dict() const { return kind_ == Kind::kDict; }
 
   bool as_bool() const { return b_; }
-  int64_t as_int() const { return kind_ == Kind::kBool ? (b_ ? 1 : 0) : i_; }
+  // An int's value (a bool's 0 or 1); 0 for anything else.
+  int64_t as_int() const {
+    return kind_ == Kind::kBool ? (b_ ? 1 : 0) : kind_ == Kind::kInt ? i_ : 0;
+  }
   double as_float() const { return kind_ == Kind::kFloat ? f_ : static_cast<double>(as_int()); }
   const std::string& str() const;  // a string's bytes (UTF-8)
   const List& items() const;       // a list's or tuple's elements

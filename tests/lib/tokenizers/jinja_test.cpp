@@ -78,7 +78,37 @@ INSTANTIATE_TEST_SUITE_P(
              "02"},
         Case{"{% set c %}  block {{ 1 }} {% endset %}[{{ c|trim }}]", "[block 1]"},
         Case{"{{ 'Hello World'|upper }} {{ 'x y'|title }} {{ '%s-%d' % ('a', 3) }}",
-             "HELLO WORLD X Y a-3"}));
+             "HELLO WORLD X Y a-3"},
+        // The corners a hostile sweep against jinja2 found, each jinja2's output.
+        Case{R"({{ '%5s|'|format('a') }}{{ '%-4d|%04d|%+.2f'|format(3, 7, 2.5) }})",
+             "    a|3   |0007|+2.50"},
+        Case{"{{ 'a\nb'|indent(7)|length }}", "10"},
+        Case{R"({{ 'abcabc'.count('a', 1) }}{{ 'abcabc'.count('a',0,3) }}{{ 'abc'.count('',1) }})"
+             R"({{ 'abcabc'.find('c',0,2) }}{{ 'abc'.find('',5) }}{{ 'abcabc'.rfind('a',0,3) }})"
+             R"({{ 'abcabc'.index('c',3) }}{{ 'hello'.endswith('l',0,4) }})",
+             "113-1-105True"},
+        Case{R"({{ 'ff'|int(base=16) }} {{ '077'|int(base=8) }} {{ '0b11'|int(base=2) }} )"
+             R"({{ '1_0.5'|float }} {{ ' 42 '|int }})",
+             "255 63 3 10.5 42"},
+        Case{R"({{ 2.675|round(2) }} {{ 2.55|round(1) }} {{ 1234|round(-2) }} {{ 5|round }} )"
+             R"({{ 2.5|round }} {{ 1.5|round(0, 'floor') }})",
+             "2.67 2.5 1200 5 2.0 1.0"},
+        Case{"{{ 'bar_baz'.title() }} {{ \"they're\".title() }} {{ 'ab1cd'.title() }} "
+             "{{ '\xc3\x9f'.title() }} {{ 'x y'|title }}",
+             "Bar_Baz They'Re Ab1Cd Ss X Y"},
+        Case{"{{ 'a\nb\r\nc'.splitlines(True) }}{{ 'a\nb'.splitlines() }}",
+             "['a\\n', 'b\\n', 'c']['a', 'b']"},
+        Case{"{% raw %}x\n  {% endraw %}|", "x\n|"},
+        Case{R"({{ {'name':'b'}|attr('name') }}|{{ 1 is sameas 1 }}{{ 257 is sameas 257 }})"
+             R"({{ none is sameas none }})",
+             "|TrueFalseTrue"},
+        Case{R"({{ 'ab'.center(7, '*') }}{{ 'ab'.ljust(4) }}|{{ 'ab'.rjust(4, '-') }})"
+             R"({{ '-42'.zfill(6) }}{{ 'a=b=c'.partition('=') }}{{ 'a=b=c'.rpartition('=') }})"
+             R"({{ 'xyz'.removeprefix('x') }}{{ 'xyz'.removesuffix('z') }}{{ 'aBc'.swapcase() }})",
+             "***ab**ab  |--ab-00042('a', '=', 'b=c')('a=b', '=', 'c')yzxyAbC"},
+        Case{R"({{ [3, 1.0, 1, 'a', 'A', true]|unique|list }})", "[3, 1.0, 'a']"},
+        Case{R"({{ 'x'|split(',') if false else 'x' }}{% if false %}{{ 1|nofilter }}{% endif %})",
+             "x"}));
 
 TEST(Jinja, GenerationSpansCountCharactersOfTheTopLevelOutput) {
   const Rendered r =
@@ -115,6 +145,11 @@ TEST(Jinja, BoundsAreOneLineNamingTheTemplate) {
                "Range too big");
   expect_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
                TemplateError::Kind::kLimit, "rendering takes longer than 0.5 s", small);
+  expect_error("{{ range(100000)|map('string')|list|sort|unique|list|length }}{% for i in "
+               "range(100000) %}{{ range(100000)|unique|list|length }}{% endfor %}",
+               TemplateError::Kind::kLimit, "rendering takes longer than 0.5 s", small);
+  expect_error("{{ ('x' * 1000000).split('x')|length }}", TemplateError::Kind::kLimit,
+               "the output passes 1,048,576 bytes", small);
   expect_error("{{ " + std::string(300, '(') + "1" + std::string(300, ')') + " }}",
                TemplateError::Kind::kSyntax, "nests more than 200 levels");
 }
@@ -133,6 +168,15 @@ TEST(Jinja, ErrorsNameTheLineAndWhat) {
                "underscore-prefixed");
   expect_error("{% for %}", TemplateError::Kind::kSyntax, "line 1");
   expect_error(std::string("{{ '\xff' }}"), TemplateError::Kind::kSyntax, "is not UTF-8");
+  expect_error("{% break %}", TemplateError::Kind::kSyntax, "'break' outside loop");
+  expect_error("{% for i in [1] %}{% generation %}{% continue %}{% endgeneration %}{% endfor %}",
+               TemplateError::Kind::kSyntax, "'continue' outside loop");
+  expect_error("{% macro f(a) %}{% endmacro %}{{ f(1, a=2) }}", TemplateError::Kind::kRuntime,
+               "got multiple values for argument 'a'");
+  expect_error("{{ '%(a)s %(b)s'|format(a=1) }}", TemplateError::Kind::kRuntime, "KeyError: 'b'");
+  expect_error("{{ [1] in {'a': 1} }}", TemplateError::Kind::kRuntime, "unhashable type: 'list'");
+  expect_error("{{ '%\n' % 1 }}", TemplateError::Kind::kRuntime,
+               "unsupported format character '\\n'");
 }
 
 }  // namespace
