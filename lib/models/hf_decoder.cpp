@@ -205,7 +205,11 @@ class Decoder : public HfCausalLM {
                               : full_mask;
     for (size_t i = 0; i < model->layers.size(); ++i) {
       auto& l = *model->layers[i];
-      const auto& [cos, sin] = l.sliding ? local : full;
+      // Named references, not a structured binding: clang 14 (the sanitizer build) cannot
+      // capture a binding in the lambda below.
+      const auto& rotation = l.sliding ? local : full;
+      const Tensor& cos = rotation.first;
+      const Tensor& sin = rotation.second;
       const Tensor& mask = l.sliding ? sliding_mask : full_mask;
       x = run_block(i, x, [&](Tensor h) { return l.forward(h, cos, sin, mask, cache, i, past); });
     }
