@@ -16,8 +16,6 @@
 #include "lib/base/errors.h"
 #include "lib/base/utf8.h"
 #include "lib/data/text_files.h"
-#include "lib/models/hf_pretrained.h"
-#include "lib/models/lora.h"
 
 namespace trainer {
 namespace {
@@ -32,16 +30,8 @@ std::vector<int32_t> conversation_ids(const tokenizers::ChatTemplate& chat,
   tokenizers::ChatRequest request;
   request.messages = messages;
   request.add_generation_prompt = true;
-  tokenizers::jinja::Rendered rendered;
-  try {
-    rendered = chat.apply(request);
-  } catch (const tokenizers::jinja::TemplateError& e) {
-    throw InputError(fmt::format("trainer {}: {}{}", command,
-                                 e.kind == tokenizers::jinja::TemplateError::Kind::kRaised
-                                     ? "the template refuses the conversation: "
-                                     : "",
-                                 e.what()));
-  }
+  const tokenizers::jinja::Rendered rendered =
+      cli::render_conversation(chat, request, "trainer " + command);
   std::vector<int32_t> ids = session.tokenizer.encode(rendered.text, false);
   const int64_t positions = session.model->config().max_position_embeddings;
   if (static_cast<int64_t>(ids.size()) >= positions) {
@@ -71,11 +61,7 @@ void add_end_of_turn(HfSession& session, const tokenizers::ChatTemplate& chat) {
 }
 
 models::PretrainedSource chat_source(const std::string& dir) {
-  if (models::is_hf_model_dir(dir)) return *models::read_pretrained_source(dir);
-  if (models::is_adapter_dir(dir)) {
-    const models::LoraConfig adapter = models::read_adapter_config(dir);
-    if (!adapter.base_model_name_or_path.empty()) return models::adapter_source(dir, adapter);
-  }
+  if (auto source = models::read_pretrained_source(dir)) return *source;
   throw InputError(fmt::format(
       "trainer chat: {} is not a Hugging Face model folder (config.json) or an adapter folder "
       "over one",

@@ -39,6 +39,20 @@ tokenizers::ChatTemplate load_chat_template(const std::string& dir, const std::s
   return std::move(*found);
 }
 
+tokenizers::jinja::Rendered render_conversation(const tokenizers::ChatTemplate& chat,
+                                                const tokenizers::ChatRequest& request,
+                                                const std::string& context) {
+  try {
+    return chat.apply(request);
+  } catch (const tokenizers::jinja::TemplateError& e) {
+    const bool refused = e.kind == tokenizers::jinja::TemplateError::Kind::kRaised;
+    throw InputError(fmt::format(
+        "{}: {}{}", context, refused ? "the template refuses the conversation: " : "", e.what()));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", context, e.what()));
+  }
+}
+
 int chat_template_command(const ChatTemplateOptions& options) {
   const tokenizers::ChatTemplate chat =
       load_chat_template(options.tokenizer_name, options.chat_template, "chat-template");
@@ -82,17 +96,8 @@ int chat_template_command(const ChatTemplateOptions& options) {
     for (const auto& [key, value] : row.items()) {
       if (key != "messages" && key != "tools") request.kwargs[key] = value;
     }
-    tokenizers::jinja::Rendered rendered;
-    try {
-      rendered = chat.apply(request);
-    } catch (const tokenizers::jinja::TemplateError& e) {
-      const bool refused = e.kind == tokenizers::jinja::TemplateError::Kind::kRaised;
-      throw InputError(fmt::format("trainer chat-template: {}: {}{}", where,
-                                   refused ? "the template refuses the conversation: " : "",
-                                   e.what()));
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("trainer chat-template: {}: {}", where, e.what()));
-    }
+    const tokenizers::jinja::Rendered rendered =
+        render_conversation(chat, request, "trainer chat-template: " + where);
     nlohmann::ordered_json out = rendered.text;
     if (options.generation_indices) {
       nlohmann::ordered_json spans = nlohmann::ordered_json::array();

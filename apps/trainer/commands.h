@@ -46,6 +46,12 @@ int chat_template_command(const ChatTemplateOptions& options);
 tokenizers::ChatTemplate load_chat_template(const std::string& dir, const std::string& file,
                                             const std::string& command);
 
+// chat.apply(request), its errors one InputError line after `context`: a raise_exception is
+// "the template refuses the conversation: ...".
+tokenizers::jinja::Rendered render_conversation(const tokenizers::ChatTemplate& chat,
+                                                const tokenizers::ChatRequest& request,
+                                                const std::string& context);
+
 // `trainer chat DIR`: a conversation with a Hugging Face model through its chat template
 // (apps/trainer/chat.cpp); `trainer generate --chat` templates its prompt the same way.
 int chat_command(const GenerateOptions& options);

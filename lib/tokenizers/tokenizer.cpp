@@ -135,12 +135,20 @@ Tokenizer Tokenizer::load(const std::string& path, const Options& options) {
   return t;
 }
 
+namespace {
+
+// `text`, or its ill-formed bytes replaced as Python's errors="replace" does (kept in `fixed`).
+std::string_view as_utf8(std::string_view text, std::string& fixed) {
+  if (base::is_valid_utf8(text)) return text;
+  fixed = base::replace_invalid_utf8(text);
+  return fixed;
+}
+
+}  // namespace
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   std::string fixed;
-  if (!base::is_valid_utf8(text)) {
-    fixed = base::replace_invalid_utf8(text);
-    text = fixed;
-  }
+  text = as_utf8(text, fixed);
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   if (!add_special_tokens || !impl_->post_processor.present) {
@@ -155,10 +163,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
 std::vector<int32_t> Tokenizer::encode_with_offsets(
     std::string_view text, std::vector<std::pair<size_t, size_t>>& offsets) const {
   std::string fixed;
-  if (!base::is_valid_utf8(text)) {
-    fixed = base::replace_invalid_utf8(text);
-    text = fixed;
-  }
+  text = as_utf8(text, fixed);
   std::vector<int32_t> ids;
   offsets.clear();
   impl_->encode_text(text, ids, offsets);
