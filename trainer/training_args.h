@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -18,6 +19,20 @@
 #include "trainer/training_args_table.h"
 
 namespace trainer {
+
+// The optimizer optim and optim_args name (TrainingArguments::optimizer_plan).
+struct OptimizerPlan {
+  std::string name;                       // one of TrainingArguments::optimizers()
+  std::map<std::string, double> options;  // optim_args: numbers, and flags as 1 or 0
+};
+
+// Activation checkpointing as activation_checkpointing (or gradient_checkpointing) and its
+// kwargs ask for it (TrainingArguments::checkpointing_plan).
+struct CheckpointingPlan {
+  bool enabled = false;
+  int64_t every_n_layers = 1;  // blocks 0, n, 2n, ... are recomputed
+  bool offload = false;        // kept activations in host memory: what they are on CPU already
+};
 
 class TrainingArguments {
   // Each row of training_args_table.h: a field with its default, a chainable setter
@@ -105,6 +120,18 @@ class TrainingArguments {
   // The sharding fsdp and fsdp_config ask for (parse_fsdp_plan, lib/accelerate/fsdp_plugin.h);
   // nothing without fsdp or with no_shard. Throws InputError naming a bad word, key or value.
   std::optional<FsdpPlan> fsdp_plan() const;
+  // The optimizers optim can name: adamw_torch_fused, adamw_torch, adafactor, sgd, adagrad,
+  // rmsprop.
+  static const std::vector<std::string>& optimizers();
+  // optim and optim_args read as Transformers reads them (optim_args: "key=value,key=value", the
+  // keys each optimizer reads, values >= 0). Throws InputError naming a bad name, key or value.
+  OptimizerPlan optimizer_plan() const;
+  // activation_checkpointing (else gradient_checkpointing, else false) with
+  // activation_checkpointing_kwargs (else gradient_checkpointing_kwargs). Throws InputError
+  // naming an unknown or bad option.
+  CheckpointingPlan checkpointing_plan() const;
+  // A language model's training loss chunked (use_liger_kernel, null meaning true).
+  bool chunked_loss() const { return use_liger_kernel_.value_or(true); }
 
  private:
   // The names given on the command line (set_from_text): a LoRA setting given there is refused

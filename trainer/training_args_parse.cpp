@@ -22,7 +22,6 @@ using base::shown;
 const std::vector<std::string>& TrainingArguments::unsupported_keys() {
   static const std::vector<std::string> keys = {"accelerator_config",
                                                 "adafactor",
-                                                "auto_find_batch_size",
                                                 "average_tokens_across_devices",
                                                 "batch_eval_metrics",
                                                 "bf16_full_eval",
@@ -44,8 +43,6 @@ const std::vector<std::string>& TrainingArguments::unsupported_keys() {
                                                 "fsdp_min_num_params",
                                                 "fsdp_transformer_layer_cls_to_wrap",
                                                 "full_determinism",
-                                                "gradient_checkpointing",
-                                                "gradient_checkpointing_kwargs",
                                                 "group_by_length",
                                                 "half_precision_backend",
                                                 "hub_model_id",
@@ -69,8 +66,6 @@ const std::vector<std::string>& TrainingArguments::unsupported_keys() {
                                                 "mp_parameters",
                                                 "neftune_noise_alpha",
                                                 "no_cuda",
-                                                "optim",
-                                                "optim_args",
                                                 "optim_target_modules",
                                                 "past_index",
                                                 "per_gpu_eval_batch_size",
@@ -81,7 +76,6 @@ const std::vector<std::string>& TrainingArguments::unsupported_keys() {
                                                 "restore_callback_states_from_checkpoint",
                                                 "save_safetensors",
                                                 "sharded_ddp",
-                                                "skip_memory_metrics",
                                                 "split_batches",
                                                 "torch_compile",
                                                 "torch_compile_backend",
@@ -91,7 +85,6 @@ const std::vector<std::string>& TrainingArguments::unsupported_keys() {
                                                 "tpu_num_cores",
                                                 "use_ipex",
                                                 "use_legacy_prediction_loop",
-                                                "use_liger_kernel",
                                                 "use_mps_device"};
   return keys;
 }

@@ -35,8 +35,36 @@
     "AdamW epsilon.")                                                                              \
   X(double, max_grad_norm, 1.0,                                                                    \
     "Gradient clipping norm (0 disables clipping).")                                               \
+  X(std::string, optim, "adamw_torch_fused",                                                       \
+    "The optimizer: adamw_torch_fused (Transformers' default), adamw_torch (the same update), "    \
+    "adafactor (Transformers' Adafactor: factored second moments), sgd, adagrad or rmsprop.")      \
+  X(std::optional<std::string>, optim_args, std::nullopt,                                          \
+    "The optimizer's options as key=value,key=value: sgd momentum, dampening, weight_decay, "      \
+    "nesterov; adagrad lr_decay, weight_decay, eps; rmsprop momentum, alpha, eps, weight_decay, "  \
+    "centered (as Transformers reads them).")                                                      \
+  X(bool, skip_memory_metrics, true,                                                               \
+    "false: add the memory each stage allocated and peaked at to the metrics (init_mem_cpu_*, "    \
+    "train_mem_cpu_*, eval_mem_cpu_*; *_gpu_* on CUDA), as Transformers' TrainerMemoryTracker.")    \
   X(int64_t, gradient_accumulation_steps, 1,                                                       \
     "Batches accumulated before each optimizer step.")                                             \
+  X(bool, auto_find_batch_size, false,                                                             \
+    "On running out of memory in training, halve per_device_train_batch_size and start the "       \
+    "training loop again (one process only; on CPU a request larger than the memory available "    \
+    "is refused before the kernel's OOM killer would end the run).")                               \
+  X(std::optional<bool>, activation_checkpointing, std::nullopt,                                   \
+    "Recompute each transformer block's activations in backward instead of keeping them "          \
+    "(less memory, about one more forward of time; null: gradient_checkpointing, else false).")    \
+  X(nlohmann::ordered_json, activation_checkpointing_kwargs, nlohmann::ordered_json::object(),      \
+    "Options of activation_checkpointing: every_n_layers 1 (checkpoint blocks 0, n, 2n, ...); "     \
+    "use_reentrant (accepted, either way the same gradients).")                                    \
+  X(std::optional<bool>, gradient_checkpointing, std::nullopt,                                     \
+    "Transformers' older name of activation_checkpointing (used when that is null).")              \
+  X(nlohmann::ordered_json, gradient_checkpointing_kwargs, nlohmann::ordered_json::object(),        \
+    "Transformers' older name of activation_checkpointing_kwargs (used when that is empty).")      \
+  X(std::optional<bool>, use_liger_kernel, std::nullopt,                                           \
+    "A language model's training loss as Liger's fused linear cross-entropy: the output layer "    \
+    "and the loss computed a chunk of tokens at a time, never the whole [tokens, vocabulary] "     \
+    "logits (null: on, as true; false: Transformers' plain logits and loss).")                     \
   X(std::string, lr_scheduler_type, "linear",                                                      \
     "linear, cosine, constant or constant_with_warmup.")                                           \
   X(int64_t, warmup_steps, 0,                                                                      \

@@ -56,6 +56,8 @@ void TrainingArguments::validate() const {
   validate_reporting_model_and_data();
   validate_lora();
   fsdp_plan();
+  optimizer_plan();
+  checkpointing_plan();
 }
 
 // The steps, epochs and batch sizes.
