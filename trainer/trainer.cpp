@@ -11,9 +11,9 @@
 #include "lib/base/errors.h"
 #include "lib/base/text.h"
 #include "lib/runtime/allocator.h"
-#include "lib/runtime/torch_logs.h"
 #include "lib/runtime/cuda.h"
 #include "lib/runtime/signals.h"
+#include "lib/runtime/torch_logs.h"
 #include "trainer/callbacks.h"
 #include "trainer/integrations.h"
 
@@ -67,6 +67,17 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
                                                                  args_.early_stopping_threshold()));
   }
   for (auto& callback : callbacks) callbacks_.push_back(std::move(callback));
+  // What the memory arguments ask of the model (Transformers calls
+  // activation_checkpointing_enable here; Liger's kernels are applied to the model likewise).
+  const CheckpointingPlan checkpointing = args_.checkpointing_plan();
+  if (checkpointing.offload && device().is_cuda()) {
+    throw InputError(
+        "argument activation_checkpointing_kwargs: offload true is not supported on CUDA (the "
+        "recomputed blocks' inputs stay on the device; on CPU they are in host memory already)");
+  }
+  models::set_activation_checkpointing(*model_,
+                                       checkpointing.enabled ? checkpointing.every_n_layers : 0);
+  models::set_chunked_loss(*model_, args_.chunked_loss());
   model_->to(accelerator_->device());
 }
 

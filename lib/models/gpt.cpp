@@ -12,6 +12,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/json_fields.h"
 #include "lib/base/text.h"
+#include "lib/models/linear_cross_entropy.h"
 
 namespace trainer::models {
 
@@ -125,6 +126,11 @@ Gpt::Gpt(const GptConfig& config) : config_(config) {
 }
 
 torch::Tensor Gpt::logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
+  return F::linear(hidden_states(input_ids, attention_mask), transformer->wte->weight);
+}
+
+torch::Tensor Gpt::hidden_states(const torch::Tensor& input_ids,
+                                 const torch::Tensor& attention_mask) {
   TORCH_CHECK(input_ids.dim() == 2, "Gpt: input_ids must be [batch, time], got ",
               input_ids.sizes());
   const int64_t T = input_ids.size(1);
@@ -148,10 +154,11 @@ torch::Tensor Gpt::logits(const torch::Tensor& input_ids, const torch::Tensor& a
   }
   for (size_t i = 0; i < transformer->h->size(); ++i) {
     auto* block = transformer->h[i]->as<GptBlock>();
-    x = run_block(i, x, [&](const torch::Tensor& h) { return block->forward(h, attn_mask); });
+    // By value: with activation checkpointing the block runs again in backward.
+    x = run_block(
+        i, x, [block, attn_mask](const torch::Tensor& h) { return block->forward(h, attn_mask); });
   }
-  x = transformer->ln_f->forward(x);
-  return F::linear(x, transformer->wte->weight);
+  return transformer->ln_f->forward(x);
 }
 
 torch::Tensor Gpt::forward(const torch::Tensor& x) { return logits(x); }
@@ -166,9 +173,15 @@ std::vector<Block> Gpt::blocks() {
 
 ModelOutput Gpt::forward(const data::Batch& inputs) {
   ModelOutput out;
-  out.logits =
-      logits(inputs.at("input_ids"),
-             inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor());
+  const torch::Tensor mask =
+      inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor();
+  if (chunked_loss() && is_training() && inputs.contains("labels")) {
+    out.loss =
+        causal_lm_linear_loss(hidden_states(inputs.at("input_ids"), mask), transformer->wte->weight,
+                              inputs.at("labels"), inputs.num_items_in_batch);
+    return out;
+  }
+  out.logits = logits(inputs.at("input_ids"), mask);
   if (inputs.contains("labels")) {
     out.loss = task_loss(task(), out.logits, inputs.at("labels"), inputs.num_items_in_batch);
   }

@@ -108,7 +108,8 @@ class Gpt : public Model {
   // The batch's "input_ids" (and "attention_mask" when present) -> logits; with "labels", also
   // the loss, as Transformers' GPT2LMHeadModel returns it: task_loss(task(), logits, labels,
   // inputs.num_items_in_batch) (shifted cross-entropy, -100 ignored; a sum over the window's
-  // token count when the Trainer set it, else the mean).
+  // token count when the Trainer set it, else the mean). In training with chunked_loss() on: the
+  // loss alone, through causal_lm_linear_loss.
   ModelOutput forward(const data::Batch& inputs) override;
 
   // Logits float [B, T, vocab_size] for input_ids int64 [B, T] (T <= block_size). With an
@@ -117,6 +118,9 @@ class Gpt : public Model {
   // with right padding they equal those of plain causal attention); without one, plain causal
   // attention (is_causal, the fused kernels). Throws c10::Error for T > block_size.
   torch::Tensor logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
+  // The final hidden states [B, T, n_embd] (after ln_f) that logits projects, on its terms.
+  torch::Tensor hidden_states(const torch::Tensor& input_ids,
+                              const torch::Tensor& attention_mask = {});
   // logits(x).
   torch::Tensor forward(const torch::Tensor& x) override;
   // The transformer blocks transformer.h.<i> (nanoGPT's class Block).

@@ -12,6 +12,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/text.h"
 #include "lib/models/hf_layers.h"
+#include "lib/models/linear_cross_entropy.h"
 
 namespace trainer::models {
 namespace hf {
@@ -122,7 +123,8 @@ class Gpt2 : public HfCausalLM {
     init_weights();
   }
 
-  Tensor logits(const Tensor& input_ids, const Tensor& attention_mask, KVCache* cache) override {
+  Tensor hidden_states(const Tensor& input_ids, const Tensor& attention_mask,
+                       KVCache* cache) override {
     const int64_t past = cache ? cache->length : 0;
     check_ids(input_ids, past, config_.max_position_embeddings, "GPT-2");
     const int64_t T = input_ids.size(1);
@@ -132,16 +134,17 @@ class Gpt2 : public HfCausalLM {
     if (is_training() && config_.embd_pdrop > 0) x = torch::dropout(x, config_.embd_pdrop, true);
     Tensor mask = attention_mask_for(attention_mask, past, T, input_ids.device());
     for (size_t i = 0; i < transformer->blocks.size(); ++i) {
-      auto& b = *transformer->blocks[i];
-      x = run_block(i, x, [&](Tensor h) {
-        h = h + b.attn->forward((*b.ln_1)(h), mask, cache, i, past);
-        return h + b.mlp->forward((*b.ln_2)(h));
+      // By value: with activation checkpointing the block runs again in backward.
+      x = run_block(i, x, [b = transformer->blocks[i].get(), mask, cache, i, past](Tensor h) {
+        h = h + b->attn->forward((*b->ln_1)(h), mask, cache, i, past);
+        return h + b->mlp->forward((*b->ln_2)(h));
       });
     }
     if (cache) cache->length = past + T;
-    x = (*transformer->ln_f)(x);
-    return torch::nn::functional::linear(x, output_weight(transformer->wte->weight));
+    return (*transformer->ln_f)(x);
   }
+
+  const Tensor& embedding_weight() const override { return transformer->wte->weight; }
 
   std::vector<Block> blocks() override {
     std::vector<Block> out;
@@ -162,12 +165,27 @@ HfCausalLM::HfCausalLM(HfConfig config) : config_(std::move(config)) {
 
 ModelOutput HfCausalLM::forward(const data::Batch& inputs) {
   ModelOutput out;
-  out.logits =
-      logits(inputs.at("input_ids"),
-             inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor());
+  const torch::Tensor mask =
+      inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor();
+  if (chunked_loss() && is_training() && inputs.contains("labels")) {
+    out.loss = causal_lm_linear_loss(hidden_states(inputs.at("input_ids"), mask), output_weight(),
+                                     inputs.at("labels"), inputs.num_items_in_batch,
+                                     config_.final_logit_softcapping);
+    return out;
+  }
+  out.logits = logits(inputs.at("input_ids"), mask);
   if (inputs.contains("labels")) {
     out.loss = task_loss(task(), out.logits.to(torch::kFloat), inputs.at("labels"),
                          inputs.num_items_in_batch);
+  }
+  return out;
+}
+
+torch::Tensor HfCausalLM::lm_logits(const torch::Tensor& hidden) const {
+  torch::Tensor out = torch::nn::functional::linear(hidden, output_weight());
+  if (config_.final_logit_softcapping > 0) {
+    const double cap = config_.final_logit_softcapping;
+    out = torch::tanh(out / cap) * cap;
   }
   return out;
 }

@@ -30,20 +30,30 @@ class HfCausalLM : public Model {
 
   // "input_ids" (and "attention_mask") -> logits; with "labels", Transformers' ForCausalLMLoss:
   // task_loss (shifted cross-entropy in float32, -100 ignored, summed over num_items_in_batch
-  // when the Trainer set it).
+  // when the Trainer set it). In training with chunked_loss() on: the loss alone, through
+  // causal_lm_linear_loss (no logits: they are never held whole).
   ModelOutput forward(const data::Batch& inputs) override;
   torch::Tensor forward(const torch::Tensor& x) override { return logits(x); }
 
-  // Logits [B, T, vocab_size] for input_ids int64 [B, T]. attention_mask ([B, T], 1 on real
-  // tokens): queries attend to earlier real tokens and themselves (a real token's logits equal
-  // Transformers'; a padding query's are not used). Positions are 0..T-1 as in Transformers'
-  // forward without position_ids. A sliding layer's query sees only the last sliding_window keys
-  // (itself included), in every path. With a cache: input_ids are the tokens after cache->length
-  // (no attention_mask), positions continue from there, and the cache grows by T. Throws
-  // c10::Error past max_position_embeddings.
-  virtual torch::Tensor logits(const torch::Tensor& input_ids,
-                               const torch::Tensor& attention_mask = {},
-                               KVCache* cache = nullptr) = 0;
+  // Logits [B, T, vocab_size] for input_ids int64 [B, T]: lm_logits of hidden_states.
+  // attention_mask ([B, T], 1 on real tokens): queries attend to earlier real tokens and themselves
+  // (a real token's logits equal Transformers'; a padding query's are not used). Positions are
+  // 0..T-1 as in Transformers' forward without position_ids. A sliding layer's query sees only
+  // the last sliding_window keys (itself included), in every path. With a cache: input_ids are
+  // the tokens after cache->length (no attention_mask), positions continue from there, and the
+  // cache grows by T. Throws c10::Error past max_position_embeddings.
+  torch::Tensor logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
+                       KVCache* cache = nullptr) {
+    return lm_logits(hidden_states(input_ids, attention_mask, cache));
+  }
+  // The final hidden states [B, T, hidden_size] (after the last norm) that logits projects, on
+  // logits' terms.
+  virtual torch::Tensor hidden_states(const torch::Tensor& input_ids,
+                                      const torch::Tensor& attention_mask = {},
+                                      KVCache* cache = nullptr) = 0;
+  // The output layer: hidden [..., hidden_size] -> logits [..., vocab_size] (lm_head, or the
+  // tied embedding), capped as tanh(x / c) * c with final_logit_softcapping c > 0 (Gemma 3).
+  torch::Tensor lm_logits(const torch::Tensor& hidden) const;
 
   const HfConfig& config() const { return config_; }
   // The floating-point type of the parameters.
@@ -56,9 +66,11 @@ class HfCausalLM : public Model {
   void init_weights();
   // lm_head.weight [vocab_size, hidden_size] unless tie_word_embeddings (then the file has none).
   void register_lm_head();
-  // The output projection: lm_head.weight, or `embedding` when tied.
-  const torch::Tensor& output_weight(const torch::Tensor& embedding) const {
-    return lm_head_weight_.defined() ? lm_head_weight_ : embedding;
+  // The input embedding's weight [vocab_size, hidden_size].
+  virtual const torch::Tensor& embedding_weight() const = 0;
+  // The output projection: lm_head.weight, or the embedding's weight when tied.
+  const torch::Tensor& output_weight() const {
+    return lm_head_weight_.defined() ? lm_head_weight_ : embedding_weight();
   }
 
   HfConfig config_;

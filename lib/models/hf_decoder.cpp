@@ -173,7 +173,8 @@ class Decoder : public HfCausalLM {
     init_weights();
   }
 
-  Tensor logits(const Tensor& input_ids, const Tensor& attention_mask, KVCache* cache) override {
+  Tensor hidden_states(const Tensor& input_ids, const Tensor& attention_mask,
+                       KVCache* cache) override {
     const int64_t past = cache ? cache->length : 0;
     check_ids(input_ids, past, config_.max_position_embeddings, prefix_.c_str());
     const int64_t T = input_ids.size(1);
@@ -204,24 +205,19 @@ class Decoder : public HfCausalLM {
                                                    config_.sliding_window)
                               : full_mask;
     for (size_t i = 0; i < model->layers.size(); ++i) {
-      auto& l = *model->layers[i];
-      // Named references, not a structured binding: clang 14 (the sanitizer build) cannot
-      // capture a binding in the lambda below.
-      const auto& rotation = l.sliding ? local : full;
-      const Tensor& cos = rotation.first;
-      const Tensor& sin = rotation.second;
-      const Tensor& mask = l.sliding ? sliding_mask : full_mask;
-      x = run_block(i, x, [&](Tensor h) { return l.forward(h, cos, sin, mask, cache, i, past); });
+      DecoderLayer* l = model->layers[i].get();
+      const auto& rotation = l->sliding ? local : full;
+      // By value: with activation checkpointing the block runs again in backward.
+      x = run_block(i, x,
+                    [l, cos = rotation.first, sin = rotation.second,
+                     mask = l->sliding ? sliding_mask : full_mask, cache, i,
+                     past](Tensor h) { return l->forward(h, cos, sin, mask, cache, i, past); });
     }
     if (cache) cache->length = past + T;
-    x = (*model->norm)(x);
-    Tensor out = torch::nn::functional::linear(x, output_weight(embedding));
-    if (config_.final_logit_softcapping > 0) {
-      const double cap = config_.final_logit_softcapping;
-      out = torch::tanh(out / cap) * cap;
-    }
-    return out;
+    return (*model->norm)(x);
   }
+
+  const Tensor& embedding_weight() const override { return model->embed_tokens->weight; }
 
   std::vector<Block> blocks() override {
     std::vector<Block> out;

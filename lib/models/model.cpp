@@ -1,12 +1,14 @@
 // The Model interface's defaults and the tasks' losses.
 #include "lib/models/model.h"
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/base/text.h"
 #include "lib/io/safetensors.h"
@@ -54,6 +56,27 @@ torch::Tensor Model::forward(const torch::Tensor& x) {
 torch::Tensor Model::loss(const torch::Tensor& outputs, const torch::Tensor& labels,
                           const torch::Tensor& num_items_in_batch) {
   return task_loss(task(), outputs, labels, num_items_in_batch);
+}
+
+void set_activation_checkpointing(Model& model, int64_t every_n_layers) {
+  // The innermost model runs its blocks (a wrapper such as PeftModel only lists them).
+  Model* inner = &model;
+  while (auto* wrapper = dynamic_cast<ModelWrapper*>(inner)) inner = &wrapper->unwrap();
+  if (every_n_layers > 0 && inner->blocks().empty()) {
+    throw InputError(
+        "argument activation_checkpointing: true is not allowed (the model has no transformer "
+        "blocks to recompute: gpt and the Hugging Face models have; basic_net, mlp, resnet and "
+        "TorchScript models do not support activation checkpointing)");
+  }
+  inner->checkpoint_every_ = static_cast<size_t>(std::max<int64_t>(every_n_layers, 0));
+}
+
+void set_chunked_loss(Model& model, bool on) {
+  for (Model* m = &model; m;) {
+    m->chunked_loss_ = on;
+    auto* wrapper = dynamic_cast<ModelWrapper*>(m);
+    m = wrapper ? &wrapper->unwrap() : nullptr;
+  }
 }
 
 int64_t num_trainable_parameters(const torch::nn::Module& model) {

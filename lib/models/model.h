@@ -6,11 +6,13 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
 
 #include "lib/base/files.h"
 #include "lib/base/hf_files.h"
 #include "lib/data/dataset.h"
+#include "lib/models/checkpoint.h"
 
 namespace trainer::models {
 
@@ -94,18 +96,32 @@ class Model : public torch::nn::Module {
   virtual std::vector<Block> blocks() { return {}; }
   // Hooks called around each block in forward (null: none); the caller keeps them alive.
   virtual void set_block_hooks(BlockHooks* hooks) { block_hooks_ = hooks; }
+  // Whether training computes a language model's loss with linear_cross_entropy (chunks of
+  // tokens, never the whole logits; set_chunked_loss); a model without that loss ignores it.
+  bool chunked_loss() const { return chunked_loss_; }
 
  protected:
-  // Runs block `index` on x through the hooks: run_block(i, x, [&](const Tensor& h) {...}).
+  // Runs block `index` on x through the hooks: run_block(i, x, [layer, mask](const Tensor& h)
+  // {...}). With activation checkpointing on, in training with gradients on, blocks 0, n, 2n, ...
+  // (n = every_n_layers) run through checkpoint(): the block then runs again in backward, so it
+  // must hold by value what it reads, never a reference to the caller's locals.
   template <typename F>
   torch::Tensor run_block(size_t index, const torch::Tensor& x, F&& block) {
-    if (!block_hooks_) return block(x);
-    block_hooks_->before_block(index);
-    return block_hooks_->after_block(index, block(x));
+    const bool recompute = checkpoint_every_ > 0 && index % checkpoint_every_ == 0 &&
+                           is_training() && c10::GradMode::is_enabled();
+    if (!block_hooks_ && !recompute) return block(x);
+    if (block_hooks_) block_hooks_->before_block(index);
+    torch::Tensor y = recompute ? checkpoint(BlockFunction(std::forward<F>(block)), x) : block(x);
+    return block_hooks_ ? block_hooks_->after_block(index, std::move(y)) : y;
   }
 
   Task task_;
   BlockHooks* block_hooks_ = nullptr;
+  size_t checkpoint_every_ = 0;  // 0: no activation checkpointing
+  bool chunked_loss_ = false;
+
+  friend void set_activation_checkpointing(Model& model, int64_t every_n_layers);
+  friend void set_chunked_loss(Model& model, bool on);
 };
 
 // A model around another (PEFT's PeftModel, DDP, FSDP, the Accelerator's): forward, loss and
@@ -142,6 +158,15 @@ T* find_wrapped(Model& model) {
     m = &wrapper->unwrap();
   }
 }
+
+// Activation checkpointing (Transformers' activation_checkpointing_enable(every_n_layers=n)) on
+// the model that has blocks, going down from `model` through its wrappers: blocks 0, n, 2n, ...
+// recomputed in backward while training; n = 0 turns it off. Throws InputError naming the model
+// when none has blocks (basic_net, mlp, resnet, TorchScript: "does not support activation
+// checkpointing").
+void set_activation_checkpointing(Model& model, int64_t every_n_layers);
+// The chunked loss (linear_cross_entropy) on or off for `model` and every model it wraps.
+void set_chunked_loss(Model& model, bool on);
 
 // Of `classes` (transformer_layer_cls_to_wrap), the first no block has, said as "X is not a layer
 // of this model (its blocks are ...)"; "" when every one names some block's class.

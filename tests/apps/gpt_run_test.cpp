@@ -137,6 +137,45 @@ TEST_F(GptRun, AResumedRunEndsWithTheUninterruptedRunsWeights) {
   EXPECT_TRUE(torch::equal(wte, head));
 }
 
+TEST_F(GptRun, ActivationCheckpointingChangesNothingAndResumesByteForByte) {
+  // Dropout 0.1: the recomputed blocks replay the forward's masks. The chunked loss is on (the
+  // default) in every run; Transformers' plain logits and loss (use_liger_kernel false) end
+  // within float32 rounding of it.
+  const std::string plain = tmp_->file("ckpt_plain"), logits = tmp_->file("ckpt_logits");
+  const std::string whole = tmp_->file("ckpt_whole"), resumed = tmp_->file("ckpt_resumed");
+  const std::string save = "--save_strategy steps --save_steps 4 ";
+  const std::string on = "--activation_checkpointing true ";
+  train(plain, 8, 1);
+  train(logits, 8, 1, "--use_liger_kernel false");
+  train(whole, 8, 1, save + on);
+  train(resumed, 8, 1, save + on + "--resume_from_checkpoint " + whole + "/checkpoint-4");
+  EXPECT_TRUE(slurp(whole + "/model.safetensors") == slurp(resumed + "/model.safetensors"));
+  EXPECT_LT(relative_difference(plain, whole), 1e-6);
+  // Float32 sums in another order, which 8 AdamW steps amplify where gradients are tiny (as
+  // between world sizes above): 1e-4 of each tensor's norm (3.8e-5 seen).
+  EXPECT_LT(relative_difference(plain, logits), 1e-4);
+  const json h1 = state(plain)["log_history"], h2 = state(whole)["log_history"];
+  ASSERT_EQ(h1.size(), h2.size());
+  for (size_t i = 0; i + 1 < h1.size(); ++i) {
+    EXPECT_NEAR(h1[i].value("loss", 0.0), h2[i].value("loss", 0.0), 1e-6) << i;
+    EXPECT_NEAR(h1[i].value("eval_loss", 0.0), h2[i].value("eval_loss", 0.0), 1e-6) << i;
+  }
+  EXPECT_EQ(json::parse(slurp(whole + "/training_args.json"))["activation_checkpointing"], true);
+}
+
+TEST_F(GptRun, ActivationCheckpointingUnderDdpAndEachShardingEndsAsWithout) {
+  // Two processes without dropout (their masks differ from one process's anyway): DDP and the
+  // ZeRO stages, each with every block recomputed, end where the same run without it ends.
+  for (const std::string fsdp : {"", "full_shard auto_wrap", "shard_grad_op auto_wrap"}) {
+    const std::string mode = fsdp.empty() ? "" : "--fsdp '" + fsdp + "' ";
+    const std::string tag = fsdp.empty() ? "ddp" : fsdp.substr(0, fsdp.find(' '));
+    const std::string without = tmp_->file("dist_" + tag), with = tmp_->file("dist_ckpt_" + tag);
+    train(without, 4, 2, mode, "0");
+    train(with, 4, 2, mode + "--gradient_checkpointing true", "0");
+    EXPECT_LT(relative_difference(without, with), 1e-6) << tag;
+  }
+}
+
 TEST_F(GptRun, TheSampleARunPrintsIsWhatGenerateSamples) {
   const std::string out = tmp_->file("sampled");
   auto trained = train(out, 8, 1, "--seed 7");

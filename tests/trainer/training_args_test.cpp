@@ -255,6 +255,44 @@ TEST(TrainingArguments, WarmupFromRatioOrSteps) {
   EXPECT_EQ(TrainingArguments().warmup_ratio(0.1).warmup_steps(5).get_warmup_steps(938), 5);
 }
 
+TEST(TrainingArguments, ActivationCheckpointingAndTransformersOlderNames) {
+  TrainingArguments defaults;
+  EXPECT_FALSE(defaults.checkpointing_plan().enabled);
+  EXPECT_TRUE(defaults.chunked_loss());
+  // The older name alone, with its kwargs; the new name wins where both are given.
+  auto old_names = TrainingArguments::from_json_text(
+      R"({"gradient_checkpointing": true, "gradient_checkpointing_kwargs":
+          {"use_reentrant": false, "every_n_layers": 3}})");
+  EXPECT_TRUE(old_names.checkpointing_plan().enabled);
+  EXPECT_EQ(old_names.checkpointing_plan().every_n_layers, 3);
+  auto both = TrainingArguments::from_json_text(
+      R"({"gradient_checkpointing": true, "activation_checkpointing": false,
+          "gradient_checkpointing_kwargs": {"every_n_layers": 3},
+          "activation_checkpointing_kwargs": {"every_n_layers": 2}})");
+  EXPECT_FALSE(both.checkpointing_plan().enabled);
+  EXPECT_EQ(both.checkpointing_plan().every_n_layers, 2);
+  TrainingArguments cli;
+  cli.set_from_text("activation_checkpointing_kwargs", R"({"every_n_layers": 4})");
+  cli.set_from_text("activation_checkpointing", "True");
+  EXPECT_EQ(cli.checkpointing_plan().every_n_layers, 4);
+  EXPECT_EQ(error_of(R"({"activation_checkpointing_kwargs": {"every_n_layers": 0}})"),
+            "argument activation_checkpointing_kwargs: every_n_layers 0 is not allowed (an "
+            "integer >= 1)");
+  EXPECT_EQ(error_of(R"({"gradient_checkpointing_kwargs": {"use_reentrant": "no"}})"),
+            "argument gradient_checkpointing_kwargs: use_reentrant \"no\" is not allowed (true "
+            "or false)");
+  EXPECT_EQ(error_of(R"({"gradient_checkpointing_kwargs": {"preserve_rng_state": false}})"),
+            "argument gradient_checkpointing_kwargs: preserve_rng_state false is not allowed "
+            "(true: the recomputation always replays the forward's dropout masks)");
+  EXPECT_EQ(error_of(R"({"activation_checkpointing_kwargs": {"context_fn": 1}})"),
+            "argument activation_checkpointing_kwargs: context_fn is not an option of "
+            "activation checkpointing (allowed: every_n_layers, use_reentrant, "
+            "preserve_rng_state, offload)");
+  // use_liger_kernel: null and true chunk the loss, false is Transformers' plain one.
+  EXPECT_FALSE(TrainingArguments::from_json_text(R"({"use_liger_kernel": false})").chunked_loss());
+  EXPECT_TRUE(TrainingArguments::from_json_text(R"({"use_liger_kernel": true})").chunked_loss());
+}
+
 TEST(TrainingArguments, GpuArguments) {
   TrainingArguments defaults;
   EXPECT_EQ(defaults.tf32(), std::nullopt);

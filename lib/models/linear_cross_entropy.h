@@ -1,0 +1,34 @@
+// A language model's output layer and cross-entropy in one, a chunk of tokens at a time (Liger's
+// fused linear cross-entropy): the [tokens, vocabulary] logits are never held whole, and the
+// gradients of the hidden states and of the output weight are computed chunk by chunk in the
+// forward, so that backward only scales them.
+#pragma once
+
+#include <cstdint>
+
+#include <torch/types.h>
+
+namespace trainer::models {
+
+// sum over rows i with labels[i] != -100 of cross_entropy(logits_i, labels[i]), where logits =
+// linear(hidden, weight) in the type linear gives under the current autocast, capped as
+// tanh(logits / softcap) * softcap when softcap > 0 (Gemma's final_logit_softcapping), then
+// float32 (Transformers' logits.float()). hidden [N, H], weight [V, H], labels int64 [N]. Returns
+// a float32 scalar; differentiable in hidden and weight (whichever requires grad) with the
+// gradients of that sum. `chunk_rows` rows at a time (0: about 2^24 logits a chunk). The same
+// value and gradients as the plain linear and cross_entropy_loss(reduction sum, ignore_index
+// -100), to float32 rounding. Throws c10::Error for a label outside [0, V) other than -100.
+torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                   const torch::Tensor& labels, double softcap = 0.0,
+                                   int64_t chunk_rows = 0);
+
+// Transformers' ForCausalLMLoss over the final hidden states: hidden [B, T, H], labels [B, T]
+// shifted left by one (the last position predicts nothing), -100 ignored, through
+// linear_cross_entropy on the rows that have a label; divided by num_items_in_batch when defined
+// (a scalar: the window's token count), else by the count of those rows (their mean; NaN when
+// there are none, as cross_entropy's mean).
+torch::Tensor causal_lm_linear_loss(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                    const torch::Tensor& labels,
+                                    const torch::Tensor& num_items_in_batch, double softcap = 0.0);
+
+}  // namespace trainer::models
