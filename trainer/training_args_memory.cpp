@@ -166,6 +166,15 @@ CheckpointingPlan TrainingArguments::checkpointing_plan() const {
           name, base::shown_text(key)));
     }
   }
+  // DDP's search for unused parameters walks the forward's graph, which a recomputed block is not
+  // in: its parameters would be marked unused, then ready when the replay's backward reaches them
+  // (PyTorch refuses reentrant checkpointing with it too).
+  if (plan.enabled && ddp_find_unused_parameters_.value_or(false)) {
+    throw InputError(
+        "argument ddp_find_unused_parameters: true is not allowed with activation checkpointing "
+        "(a recomputed block's parameters are not in the forward's graph; leave it false or "
+        "null)");
+  }
   return plan;
 }
 

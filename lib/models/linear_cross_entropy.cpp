@@ -55,6 +55,7 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     Tensor grad_h = need_h ? torch::empty_like(hidden) : Tensor();
     // The output weight's gradient is summed over chunks in float32 whatever the weight's type.
     Tensor grad_w = need_w ? torch::zeros(weight.sizes(), f32) : Tensor();
+    Tensor weight_as_z;
     const int64_t rows = chunk_rows > 0 ? chunk_rows : std::max<int64_t>(1, kLogitsPerChunk / V);
     for (int64_t start = 0; start < N; start += rows) {
       const int64_t end = std::min(N, start + rows);
@@ -78,8 +79,9 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
       if (softcap > 0) g.mul_(1.0 - (zf / softcap).square());
       NoAutocast no_autocast(hidden.device().type());
       if (need_h) {
-        const Tensor gz = g.to(z.scalar_type());
-        grad_h.slice(0, start, end).copy_(torch::mm(gz, weight.to(z.scalar_type())));
+        // The weight in the logits' type (autocast's), converted once for every chunk.
+        if (!weight_as_z.defined()) weight_as_z = weight.to(z.scalar_type());
+        grad_h.slice(0, start, end).copy_(torch::mm(g.to(z.scalar_type()), weight_as_z));
       }
       if (need_w) grad_w.addmm_(g.t(), h.to(torch::kFloat));
     }

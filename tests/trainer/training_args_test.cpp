@@ -288,6 +288,10 @@ TEST(TrainingArguments, ActivationCheckpointingAndTransformersOlderNames) {
             "argument activation_checkpointing_kwargs: context_fn is not an option of "
             "activation checkpointing (allowed: every_n_layers, use_reentrant, "
             "preserve_rng_state, offload)");
+  EXPECT_EQ(error_of(R"({"gradient_checkpointing": true, "ddp_find_unused_parameters": true})"),
+            "argument ddp_find_unused_parameters: true is not allowed with activation "
+            "checkpointing (a recomputed block's parameters are not in the forward's graph; leave "
+            "it false or null)");
   // use_liger_kernel: null and true chunk the loss, false is Transformers' plain one.
   EXPECT_FALSE(TrainingArguments::from_json_text(R"({"use_liger_kernel": false})").chunked_loss());
   EXPECT_TRUE(TrainingArguments::from_json_text(R"({"use_liger_kernel": true})").chunked_loss());
