@@ -205,7 +205,13 @@ PredictionOutput Trainer::prediction_step(models::Model& model, const data::Batc
   torch::NoGradGuard no_grad;
   PredictionOutput out;
   if (inputs.contains("labels")) {
-    LossOutput result = compute_loss(model, inputs, true);
+    // Only the loss is read: a language model may compute it without the whole logits.
+    data::Batch loss_only;
+    if (prediction_loss_only) {
+      loss_only = inputs;
+      loss_only.loss_only = true;
+    }
+    LossOutput result = compute_loss(model, prediction_loss_only ? loss_only : inputs, true);
     out.loss = result.loss.detach();
     out.logits = result.outputs;
     out.labels = inputs.at("labels");

@@ -183,12 +183,14 @@ std::vector<int64_t> HfSession::generate(std::vector<int64_t> ids,
                  step, limit);
       break;
     }
-    torch::Tensor logits = options.use_cache
-                               ? model->logits(input, {}, &cache)
-                               : model->logits(torch::tensor(ids, torch::kLong).unsqueeze(0));
-    const int64_t token =
-        next_token(process_logits(logits[0][-1].to(torch::kFloat), ids, generation), warpers,
-                   sample, generator);
+    // Only the last position's logits are read: the output layer projects that one alone (a
+    // prompt's [tokens, vocabulary] logits would be the sample's peak of memory).
+    torch::Tensor hidden =
+        options.use_cache ? model->hidden_states(input, {}, &cache)
+                          : model->hidden_states(torch::tensor(ids, torch::kLong).unsqueeze(0));
+    torch::Tensor logits = model->lm_logits(hidden.select(1, -1));
+    const int64_t token = next_token(process_logits(logits[0].to(torch::kFloat), ids, generation),
+                                     warpers, sample, generator);
     ids.push_back(token);
     if (on_token) on_token(token);
     if (std::find(eos.begin(), eos.end(), token) != eos.end()) break;

@@ -190,6 +190,10 @@ void finish_run(Trainer& trainer, models::Model& model, const TrainingArguments&
   if (accelerator.is_main_process()) picture = write_loss_svg(trainer, args);
   // A Hugging Face model's sample is drawn from the saved folder; the gpt's from the weights in
   // memory, which a sharded run gathers on the main process for it (every process decides alike).
+  // Everything is saved: the optimizer's state and the gradients go before a sample loads the
+  // saved folder beside the model (they would make the run's peak of memory).
+  if (auto optimizer = trainer.optimizer()) optimizer->state().clear();
+  for (auto& p : model.parameters()) p.mutable_grad().reset();
   auto sample = [&] {
     if (accelerator.is_main_process()) print_sample(model, args, info);
   };

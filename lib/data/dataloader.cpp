@@ -35,6 +35,7 @@ Batch Batch::to(const torch::Device& device) const {
   Batch moved;
   for (const auto& [key, value] : items_) moved[key] = value.to(device, /*non_blocking=*/true);
   if (num_items_in_batch.defined()) moved.num_items_in_batch = num_items_in_batch.to(device);
+  moved.loss_only = loss_only;
   return moved;
 }
 

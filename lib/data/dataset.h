@@ -59,6 +59,9 @@ class Batch {
   // its summed loss by it, so that accumulated micro-batches of unequal length weigh each token
   // once. to() carries it.
   torch::Tensor num_items_in_batch;
+  // The caller reads only the loss (Transformers' prediction_loss_only): a model may compute it
+  // without its outputs (a language model's chunked loss, never the whole logits). to() carries it.
+  bool loss_only = false;
 
  private:
   std::map<std::string, torch::Tensor> items_;

@@ -108,8 +108,8 @@ class Gpt : public Model {
   // The batch's "input_ids" (and "attention_mask" when present) -> logits; with "labels", also
   // the loss, as Transformers' GPT2LMHeadModel returns it: task_loss(task(), logits, labels,
   // inputs.num_items_in_batch) (shifted cross-entropy, -100 ignored; a sum over the window's
-  // token count when the Trainer set it, else the mean). In training with chunked_loss() on: the
-  // loss alone, through causal_lm_linear_loss.
+  // token count when the Trainer set it, else the mean). In training (or for a loss_only batch)
+  // with chunked_loss() on: the loss alone, through causal_lm_linear_loss.
   ModelOutput forward(const data::Batch& inputs) override;
 
   // Logits float [B, T, vocab_size] for input_ids int64 [B, T] (T <= block_size). With an

@@ -167,7 +167,7 @@ ModelOutput HfCausalLM::forward(const data::Batch& inputs) {
   ModelOutput out;
   const torch::Tensor mask =
       inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor();
-  if (chunked_loss() && is_training() && inputs.contains("labels")) {
+  if (chunked_loss() && (is_training() || inputs.loss_only) && inputs.contains("labels")) {
     out.loss = causal_lm_linear_loss(hidden_states(inputs.at("input_ids"), mask), output_weight(),
                                      inputs.at("labels"), inputs.num_items_in_batch,
                                      config_.final_logit_softcapping);

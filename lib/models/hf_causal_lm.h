@@ -30,8 +30,8 @@ class HfCausalLM : public Model {
 
   // "input_ids" (and "attention_mask") -> logits; with "labels", Transformers' ForCausalLMLoss:
   // task_loss (shifted cross-entropy in float32, -100 ignored, summed over num_items_in_batch
-  // when the Trainer set it). In training with chunked_loss() on: the loss alone, through
-  // causal_lm_linear_loss (no logits: they are never held whole).
+  // when the Trainer set it). In training (or for a loss_only batch) with chunked_loss() on: the
+  // loss alone, through causal_lm_linear_loss (no logits: they are never held whole).
   ModelOutput forward(const data::Batch& inputs) override;
   torch::Tensor forward(const torch::Tensor& x) override { return logits(x); }
 
