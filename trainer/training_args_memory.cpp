@@ -43,16 +43,16 @@ bool contains(const std::vector<std::string>& list, const std::string& word) {
 }
 
 [[noreturn]] void bad_optim_args(const std::string& text, const std::string& why) {
-  throw InputError(fmt::format("argument optim_args: {} is not allowed ({})",
-                               base::shown_text(text), why));
+  throw InputError(
+      fmt::format("argument optim_args: {} is not allowed ({})", base::shown(json(text)), why));
 }
 
 }  // namespace
 
 const std::vector<std::string>& TrainingArguments::optimizers() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> out = {"adamw_torch_fused", "adamw_torch", "adafactor",
-                                    "sgd",               "adagrad",     "rmsprop"};
+    std::vector<std::string> out = {"adamw_torch_fused", "adamw_torch", "adafactor", "sgd",
+                                    "adagrad",           "rmsprop"};
     return out;
   }();
   return names;
@@ -61,7 +61,7 @@ const std::vector<std::string>& TrainingArguments::optimizers() {
 OptimizerPlan TrainingArguments::optimizer_plan() const {
   if (!contains(optimizers(), optim_)) {
     throw InputError(fmt::format("argument optim: {} is not allowed (allowed: {})",
-                                 base::shown_text(optim_), fmt::join(optimizers(), ", ")));
+                                 base::shown(json(optim_)), fmt::join(optimizers(), ", ")));
   }
   OptimizerPlan plan;
   plan.name = optim_;
@@ -92,7 +92,7 @@ OptimizerPlan TrainingArguments::optimizer_plan() const {
     const std::string key = piece.substr(0, eq), value = piece.substr(eq + 1);
     if (!contains(allowed, key)) {
       bad_optim_args(*optim_args_, fmt::format("{} is not a key it reads; {}",
-                                               base::shown_text(key), allowed_text));
+                                               base::shown(json(key)), allowed_text));
     }
     if (plan.options.count(key)) {
       bad_optim_args(*optim_args_, fmt::format("{} is given twice", key));
@@ -106,8 +106,8 @@ OptimizerPlan TrainingArguments::optimizer_plan() const {
       } else if (word == "false" || word == "0" || word == "no") {
         plan.options[key] = 0;
       } else {
-        bad_optim_args(*optim_args_, fmt::format("{} is true or false, not {}", key,
-                                                 base::shown_text(value)));
+        bad_optim_args(*optim_args_,
+                       fmt::format("{} is true or false, not {}", key, base::shown(json(value))));
       }
       continue;
     }
@@ -115,10 +115,9 @@ OptimizerPlan TrainingArguments::optimizer_plan() const {
     errno = 0;
     const double number = std::strtod(value.c_str(), &end);
     // Every number these optimizers read is >= 0 (PyTorch refuses a negative one).
-    if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(number) ||
-        number < 0) {
+    if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(number) || number < 0) {
       bad_optim_args(*optim_args_, fmt::format("{} must be a number >= 0, not {}", key,
-                                               base::shown_text(value)));
+                                               base::shown(json(value))));
     }
     plan.options[key] = number;
   }
@@ -126,7 +125,8 @@ OptimizerPlan TrainingArguments::optimizer_plan() const {
     const double momentum = plan.options.count("momentum") ? plan.options.at("momentum") : 0.0;
     const double dampening = plan.options.count("dampening") ? plan.options.at("dampening") : 0.0;
     if (momentum <= 0 || dampening != 0) {
-      bad_optim_args(*optim_args_, "nesterov needs a momentum > 0 and dampening 0, as PyTorch's SGD");
+      bad_optim_args(*optim_args_,
+                     "nesterov needs a momentum > 0 and dampening 0, as PyTorch's SGD");
     }
   }
   return plan;
