@@ -83,7 +83,7 @@ std::shared_ptr<torch::optim::Optimizer> Trainer::create_optimizer() {
     // Transformers passes it to the optimizer, whose two groups each set their own.
     base::warn(
         "optim_args weight_decay={} has no effect: each parameter group sets its own (weight_decay "
-        "{} on weights, 0 on biases and norms), as in Transformers; set weight_decay instead",
+        "{} on weights, 0.0 on biases and norms), as in Transformers; set weight_decay instead",
         base::python_float(weight_decay->second), base::python_float(args_.weight_decay()));
   }
   optim::OptimizerChoice choice;
