@@ -51,7 +51,7 @@ set(TRAINER_TEST_GROUPS
   "^(Jinja|Language/JinjaRenders)\\."                         "unit|sanitize"          300 SUITE
   "^(Tokenizer|LmFiles|Gpt|HfModels|Lora|TorchScript|ChatTemplate)\\."
                                                             "unit|reference|sanitize" 600 SUITE
-  "^(Cases/LoraAgainstPeft|Models/HfLogits)\\."             "unit|reference|sanitize" 600 SUITE
+  "^(Cases/LoraAgainstPeft|Models/HfLogits|Optimizers)\\."  "unit|reference|sanitize" 600 SUITE
   "^(Cuda|DeviceLoader)\\."                                 "unit|sanitize"          300 SUITE
   "."                                                       "unit|sanitize"          300 SUITE
 )

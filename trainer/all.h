@@ -1,6 +1,6 @@
 // Everything a C++ program of its own needs from this project, in one include: the Trainer and
 // its arguments and callbacks, the Accelerator and its launcher, DDP and process groups, the
-// models, the data sets and loaders, AdamW, safetensors. With the installed package:
+// models, the data sets and loaders, the optimizers, safetensors. With the installed package:
 //   find_package(Trainer REQUIRED)  and  target_link_libraries(app PRIVATE trainer::trainer)
 #pragma once
 
@@ -13,7 +13,9 @@
 #include "lib/distributed/process_group.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/models.h"
+#include "lib/optim/adafactor.h"
 #include "lib/optim/adamw.h"
+#include "lib/optim/optimizers.h"
 #include "trainer/callbacks.h"
 #include "trainer/trainer.h"
 #include "trainer/training_args.h"

@@ -232,6 +232,20 @@ void Trainer::check_resumable(const Resumable& checkpoint) const {
         "model and data cannot change midway), or start a new run",
         dir, key, base::shown(saved[key]), base::shown(here), key));
   }
+  // The optimizer: optimizer.pt holds its state (adamw_torch and adamw_torch_fused are the same
+  // AdamW). A checkpoint from before optim existed was trained with AdamW.
+  const std::string saved_optim = saved.contains("optim") && saved["optim"].is_string()
+                                      ? saved["optim"].get<std::string>()
+                                      : std::string("adamw_torch_fused");
+  auto family = [](const std::string& name) {
+    return name.rfind("adamw", 0) == 0 ? std::string("adamw") : name;
+  };
+  if (family(saved_optim) != family(args_.optim())) {
+    throw InputError(fmt::format(
+        "checkpoint {} was trained with optim {}; this run has {}: resume with optim {} (its "
+        "optimizer state is {}'s), or start a new run",
+        dir, saved_optim, args_.optim(), saved_optim, saved_optim));
+  }
   const int64_t processes = accelerator_->num_processes();
   if (manifest.total_batch_size != total_batch_size_) {
     throw InputError(fmt::format(

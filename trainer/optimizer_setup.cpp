@@ -1,11 +1,12 @@
-// What train() builds before its loop: the Accelerator's options from the arguments, AdamW with
-// Transformers' weight-decay grouping, and the learning-rate schedule.
+// What train() builds before its loop: the Accelerator's options from the arguments, the optimizer
+// optim names with Transformers' weight-decay grouping, and the learning-rate schedule.
 #include <set>
 
 #include <torch/torch.h>
 
 #include "lib/base/text.h"
-#include "lib/optim/adamw.h"
+#include "lib/base/warn.h"
+#include "lib/optim/optimizers.h"
 #include "lib/optim/schedules.h"
 #include "trainer/trainer.h"
 
@@ -14,8 +15,8 @@ namespace {
 
 // Transformers' weight-decay grouping: no decay on biases (and norm layers' weights, which
 // LibTorch names *.weight under a norm module; BasicNet has none).
-std::vector<torch::optim::OptimizerParamGroup> parameter_groups(const torch::nn::Module& model,
-                                                                const TrainingArguments& args) {
+std::vector<optim::ParamGroup> parameter_groups(const torch::nn::Module& model,
+                                                const TrainingArguments& args) {
   std::vector<torch::Tensor> decay, no_decay;
   // Transformers leaves out the parameters of layer norms (found by their type), besides biases
   // and names that say norm.
@@ -35,16 +36,9 @@ std::vector<torch::optim::OptimizerParamGroup> parameter_groups(const torch::nn:
                    layer_norm.count(item.value().unsafeGetTensorImpl()) > 0;
     (is_bias || is_norm ? no_decay : decay).push_back(item.value());
   }
-  auto options = [&](double weight_decay) {
-    return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(args.learning_rate())
-            .betas({args.adam_beta1(), args.adam_beta2()})
-            .eps(args.adam_epsilon())
-            .weight_decay(weight_decay));
-  };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  if (!decay.empty()) groups.emplace_back(decay, options(args.weight_decay()));
-  if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));
+  std::vector<optim::ParamGroup> groups;
+  if (!decay.empty()) groups.push_back({decay, args.weight_decay()});
+  if (!no_decay.empty()) groups.push_back({no_decay, 0.0});
   return groups;
 }
 
@@ -83,7 +77,23 @@ AcceleratorOptions accelerator_options(const TrainingArguments& args) {
 }
 
 std::shared_ptr<torch::optim::Optimizer> Trainer::create_optimizer() {
-  optimizer_ = std::make_shared<optim::AdamW>(parameter_groups(*model_, args_));
+  const OptimizerPlan plan = args_.optimizer_plan();
+  auto weight_decay = plan.options.find("weight_decay");
+  if (weight_decay != plan.options.end() && accelerator_->is_main_process()) {
+    // Transformers passes it to the optimizer, whose two groups each set their own.
+    base::warn(
+        "optim_args weight_decay={} has no effect: each parameter group sets its own (weight_decay "
+        "{} on weights, 0.0 on biases and norms), as in Transformers; set weight_decay instead",
+        base::python_float(weight_decay->second), base::python_float(args_.weight_decay()));
+  }
+  optim::OptimizerChoice choice;
+  choice.name = plan.name;
+  choice.lr = args_.learning_rate();
+  choice.adam_beta1 = args_.adam_beta1();
+  choice.adam_beta2 = args_.adam_beta2();
+  choice.adam_epsilon = args_.adam_epsilon();
+  choice.options = plan.options;
+  optimizer_ = optim::make_optimizer(choice, parameter_groups(*model_, args_));
   return optimizer_;
 }
 

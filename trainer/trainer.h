@@ -1,8 +1,8 @@
-// The Trainer: Transformers' Trainer in C++. train() runs the loop (AdamW with weight-decay
-// grouping, learning-rate schedule, gradient accumulation and clipping, logging, evaluation,
-// callbacks); evaluate() scores the eval dataset. All distribution goes through an Accelerator
-// built from the arguments, so the same program trains on one process or on N started by
-// `trainer launch`, torchrun or trainer::launch. A subclass overrides one step without copying
+// The Trainer: Transformers' Trainer in C++. train() runs the loop (the optimizer optim names with
+// weight-decay grouping, learning-rate schedule, gradient accumulation and clipping, logging,
+// evaluation, callbacks); evaluate() scores the eval dataset. All distribution goes through an
+// Accelerator built from the arguments, so the same program trains on one process or on N started
+// by `trainer launch`, torchrun or trainer::launch. A subclass overrides one step without copying
 // the loop, as in Transformers: compute_loss (the tutorial's MyTrainer), training_step,
 // prediction_step, create_optimizer, create_scheduler.
 #pragma once
@@ -126,8 +126,10 @@ class Trainer {
   // One evaluation batch without gradients, through compute_loss(return_outputs = true).
   virtual PredictionOutput prediction_step(models::Model& model, const data::Batch& inputs,
                                            bool prediction_loss_only);
-  // AdamW (fused on CPU) over the model's trainable parameters with Transformers' grouping: no
-  // weight decay on biases and norms. Sets optimizer() and returns it.
+  // The optimizer optim and optim_args name (optim::make_optimizer: AdamW, fused on CPU, by
+  // default) over the model's trainable parameters with Transformers' grouping: no weight decay
+  // on biases and norms. Warns (main process) that optim_args' weight_decay has no effect, as in
+  // Transformers. Sets optimizer() and returns it. Throws InputError for bad optim/optim_args.
   virtual std::shared_ptr<torch::optim::Optimizer> create_optimizer();
   // lr_scheduler_type with warmup over num_training_steps. Sets lr_scheduler() and returns it.
   virtual std::shared_ptr<optim::LambdaLR> create_scheduler(int64_t num_training_steps,
@@ -225,7 +227,9 @@ class Trainer {
   void write_checkpoint_files(const std::string& staging, const std::string& target);
   // A sharded run (checkpoint_sharded.cpp): this process's sharded_state_<r>_of_<N>.safetensors
   // (its slices of the parameters and, unless save_only_model, of AdamW's moments), and reading
-  // them back from a checkpoint of any world size (the moments with_optimizer).
+  // them back from a checkpoint of any world size (the moments with_optimizer). Only AdamW's
+  // state shards: validate() refuses another optim with fsdp, and train() an overridden
+  // create_optimizer's other optimizer (std::logic_error, before the first step).
   void write_sharded_state(const std::string& staging) const;
   void load_sharded_state(const std::string& dir, const Manifest& manifest, bool with_optimizer);
   // load_sharded_state's work on this process (it then agrees with the others on success).

@@ -44,7 +44,7 @@ bool contains(const std::vector<std::string>& list, const std::string& word) {
 
 [[noreturn]] void bad_optim_args(const std::string& text, const std::string& why) {
   throw InputError(
-      fmt::format("argument optim_args: {} is not allowed ({})", base::shown_text(text), why));
+      fmt::format("argument optim_args: {} is not allowed ({})", base::shown(json(text)), why));
 }
 
 }  // namespace
@@ -61,7 +61,7 @@ const std::vector<std::string>& TrainingArguments::optimizers() {
 OptimizerPlan TrainingArguments::optimizer_plan() const {
   if (!contains(optimizers(), optim_)) {
     throw InputError(fmt::format("argument optim: {} is not allowed (allowed: {})",
-                                 base::shown_text(optim_), fmt::join(optimizers(), ", ")));
+                                 base::shown(json(optim_)), fmt::join(optimizers(), ", ")));
   }
   OptimizerPlan plan;
   plan.name = optim_;
@@ -92,7 +92,7 @@ OptimizerPlan TrainingArguments::optimizer_plan() const {
     const std::string key = piece.substr(0, eq), value = piece.substr(eq + 1);
     if (!contains(allowed, key)) {
       bad_optim_args(*optim_args_, fmt::format("{} is not a key it reads; {}",
-                                               base::shown_text(key), allowed_text));
+                                               base::shown(json(key)), allowed_text));
     }
     if (plan.options.count(key)) {
       bad_optim_args(*optim_args_, fmt::format("{} is given twice", key));
@@ -107,7 +107,7 @@ OptimizerPlan TrainingArguments::optimizer_plan() const {
         plan.options[key] = 0;
       } else {
         bad_optim_args(*optim_args_,
-                       fmt::format("{} is true or false, not {}", key, base::shown_text(value)));
+                       fmt::format("{} is true or false, not {}", key, base::shown(json(value))));
       }
       continue;
     }
@@ -116,8 +116,8 @@ OptimizerPlan TrainingArguments::optimizer_plan() const {
     const double number = std::strtod(value.c_str(), &end);
     // Every number these optimizers read is >= 0 (PyTorch refuses a negative one).
     if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(number) || number < 0) {
-      bad_optim_args(*optim_args_,
-                     fmt::format("{} must be a number >= 0, not {}", key, base::shown_text(value)));
+      bad_optim_args(*optim_args_, fmt::format("{} must be a number >= 0, not {}", key,
+                                               base::shown(json(value))));
     }
     plan.options[key] = number;
   }

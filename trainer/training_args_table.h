@@ -37,11 +37,13 @@
     "Gradient clipping norm (0 disables clipping).")                                               \
   X(std::string, optim, "adamw_torch_fused",                                                       \
     "The optimizer: adamw_torch_fused (Transformers' default), adamw_torch (the same update), "    \
-    "adafactor (Transformers' Adafactor: factored second moments), sgd, adagrad or rmsprop.")      \
+    "adafactor (Transformers' Adafactor: factored second moments), sgd, adagrad or rmsprop; with " \
+    "fsdp only the two AdamWs.")                                                                   \
   X(std::optional<std::string>, optim_args, std::nullopt,                                          \
     "The optimizer's options as key=value,key=value: sgd momentum, dampening, weight_decay, "      \
     "nesterov; adagrad lr_decay, weight_decay, eps; rmsprop momentum, alpha, eps, weight_decay, "  \
-    "centered (as Transformers reads them).")                                                      \
+    "centered (as Transformers reads them; its weight_decay has no effect there, each parameter "  \
+    "group setting its own: set weight_decay).")                                                   \
   X(bool, skip_memory_metrics, true,                                                               \
     "false: add the memory each stage allocated and peaked at to the metrics (init_mem_cpu_*, "    \
     "train_mem_cpu_*, eval_mem_cpu_*; *_gpu_* on CUDA), as Transformers' TrainerMemoryTracker.")    \

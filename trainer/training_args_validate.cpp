@@ -55,8 +55,15 @@ void TrainingArguments::validate() const {
   validate_devices();
   validate_reporting_model_and_data();
   validate_lora();
-  fsdp_plan();
-  optimizer_plan();
+  const auto fsdp = fsdp_plan();
+  const OptimizerPlan optimizer = optimizer_plan();
+  // A sharded run's optimizer sees flat slices of the parameters and its checkpoints hold AdamW's
+  // moments per slice: Adafactor's factored moments need the parameters' shapes, and the other
+  // optimizers' state has no sharded checkpoint.
+  check(!fsdp || optimizer.name.rfind("adamw", 0) == 0, "optim", shown(optimizer.name),
+        fmt::format("with fsdp {} only adamw_torch_fused and adamw_torch, whose moments a sharded "
+                    "run's checkpoints hold; leave out fsdp to train with {}",
+                    fsdp ? fsdp->strategy : "", optimizer.name));
   checkpointing_plan();
 }
 

@@ -119,6 +119,12 @@ std::shared_ptr<AcceleratedOptimizer> Trainer::create_optimizer_and_scheduler(
   // members themselves.
   optimizer_ = create_optimizer();
   if (!optimizer_) throw std::logic_error("Trainer: create_optimizer returned no optimizer");
+  // A sharded run's checkpoints hold AdamW's moments per slice (checkpoint_sharded.cpp).
+  if (accelerator_->sharded_model() && !dynamic_cast<torch::optim::AdamW*>(optimizer_.get())) {
+    throw std::logic_error(
+        "Trainer: with fsdp, create_optimizer must return an AdamW (a sharded run's state is "
+        "AdamW's moments)");
+  }
   lr_scheduler_ = create_scheduler(num_training_steps, *optimizer_);
   if (!lr_scheduler_) throw std::logic_error("Trainer: create_scheduler returned no scheduler");
   return accelerator_->prepare(optimizer_);

@@ -1,6 +1,7 @@
 // Checkpoints against real faults, through the real programs: kill -9 at random moments (some
-// inside a save), SIGTERM mid-epoch, damaged checkpoints, a rank killed under `trainer launch
-// --max-restarts 1`, and a resume at another world size that sees every example once.
+// inside a save), SIGTERM mid-epoch, each optimizer's state, damaged checkpoints, a rank killed
+// under `trainer launch --max-restarts 1`, and a resume at another world size that sees every
+// example once.
 #include <algorithm>
 #include <csignal>
 #include <fstream>
@@ -169,6 +170,55 @@ TEST_F(Resume, SigtermMidEpochSavesAtTheNextStepBoundaryAndResumingEqualsTheUnin
             std::string::npos)
       << result.out;
   EXPECT_TRUE(slurp(out + "/model.safetensors") == expected);
+}
+
+// Each optimizer's state and options go through optimizer.pt: resumed from the checkpoint of step
+// 12 (inside the second epoch), a run ends with the uninterrupted run's model.safetensors, byte
+// for byte. A checkpoint resumes only under its own optimizer.
+TEST_F(Resume, WithEachOptimizerResumingEndsByteIdenticalToTheUninterruptedRun) {
+  // An MLP (a second a run), with weight decay on its weights and not on its biases.
+  const std::string kMlp = "--model_name mlp --model_config '{\"hidden_sizes\": [32]}' ";
+  const std::vector<std::pair<std::string, std::string>> optimizers = {
+      {"sgd", "momentum=0.9,nesterov=true"},
+      {"adagrad", "lr_decay=0.01"},
+      {"rmsprop", "centered=true,momentum=0.5"},
+      {"adafactor", ""}};
+  for (const auto& [optim, optim_args] : optimizers) {
+    SCOPED_TRACE(optim);
+    const std::string chosen = kMlp + "--weight_decay 0.01 --optim " + optim +
+                               (optim_args.empty() ? "" : " --optim_args " + optim_args);
+    const std::string full = tmp_->file("optim_" + optim);
+    auto result = run(train_command(full, chosen));
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const std::string expected = slurp(full + "/model.safetensors");
+    ASSERT_FALSE(expected.empty());
+
+    const std::string part = tmp_->file("optim_" + optim + "_part");
+    ASSERT_EQ(run("mkdir " + part + " && cp -R " + full + "/checkpoint-12 " + part).exit_code, 0);
+    result = run(train_command(part, chosen + " --resume_from_checkpoint true"));
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_NE(result.out.find("Continuing training from checkpoint " + part + "/checkpoint-12"),
+              std::string::npos)
+        << result.out;
+    EXPECT_TRUE(slurp(part + "/model.safetensors") == expected);
+  }
+  // SGD's checkpoint under Adagrad, and AdamW's (the baseline's) under Adafactor: refused before
+  // anything loads.
+  const std::string sgd = tmp_->file("optim_sgd_part");
+  auto refused = run(train_command(sgd, kMlp + "--optim adagrad --resume_from_checkpoint true"));
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_EQ(refused.err, "trainer: error: checkpoint " + sgd +
+                             "/checkpoint-20 was trained with optim sgd; this run has adagrad: "
+                             "resume with optim sgd (its optimizer state is sgd's), or start a "
+                             "new run\n");
+  baseline();
+  const std::string adamw = tmp_->file("baseline");
+  refused = run(train_command(adamw, "--optim adafactor --resume_from_checkpoint true"));
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_EQ(refused.err, "trainer: error: checkpoint " + adamw +
+                             "/checkpoint-20 was trained with optim adamw_torch_fused; this run "
+                             "has adafactor: resume with optim adamw_torch_fused (its optimizer "
+                             "state is adamw_torch_fused's), or start a new run\n");
 }
 
 // Damage done to the newest of two checkpoints, and the line it must produce.

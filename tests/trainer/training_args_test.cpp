@@ -351,6 +351,64 @@ TEST(TrainingArguments, DistributedAndPrecisionArguments) {
             "argument ddp_bucket_cap_mb: 0 is not allowed (must be in 1..1048576)");
 }
 
+// optim and optim_args read as Transformers reads them, and what each refuses in one line.
+TEST(TrainingArguments, OptimAndOptimArgs) {
+  EXPECT_EQ(TrainingArguments().optim(), "adamw_torch_fused");
+  EXPECT_EQ(TrainingArguments().optimizer_plan().name, "adamw_torch_fused");
+  EXPECT_TRUE(TrainingArguments().optimizer_plan().options.empty());
+  // Spaces dropped; numbers; flags as words.
+  const OptimizerPlan sgd =
+      TrainingArguments::from_json_text(
+          R"({"optim": "sgd", "optim_args": "momentum=0.9, nesterov=True,dampening=0"})")
+          .optimizer_plan();
+  EXPECT_EQ(sgd.name, "sgd");
+  EXPECT_EQ(sgd.options,
+            (std::map<std::string, double>{{"momentum", 0.9}, {"nesterov", 1}, {"dampening", 0}}));
+  const OptimizerPlan rmsprop =
+      TrainingArguments::from_json_text(
+          R"({"optim": "rmsprop", "optim_args": "centered=no,alpha=0.95,eps=1e-6"})")
+          .optimizer_plan();
+  EXPECT_EQ(rmsprop.options,
+            (std::map<std::string, double>{{"centered", 0}, {"alpha", 0.95}, {"eps", 1e-6}}));
+  auto written = nlohmann::json::parse(
+      TrainingArguments::from_json_text(R"({"optim": "adafactor"})").to_json());
+  EXPECT_EQ(written["optim"], "adafactor");
+  EXPECT_EQ(written["optim_args"], nullptr);
+
+  EXPECT_EQ(error_of(R"({"optim": "adam"})"),
+            "argument optim: \"adam\" is not allowed (allowed: adamw_torch_fused, adamw_torch, "
+            "adafactor, sgd, adagrad, rmsprop)");
+  EXPECT_EQ(error_of(R"({"optim": "sgd", "optim_args": "momentum=0.9,betas=0.5"})"),
+            "argument optim_args: \"momentum=0.9,betas=0.5\" is not allowed (\"betas\" is not "
+            "a key it reads; optim sgd reads momentum, dampening, weight_decay, nesterov as "
+            "key=value,key=value)");
+  EXPECT_EQ(error_of(R"({"optim": "adagrad", "optim_args": "lr_decay"})"),
+            "argument optim_args: \"lr_decay\" is not allowed (optim adagrad reads lr_decay, "
+            "weight_decay, eps as key=value,key=value)");
+  EXPECT_EQ(error_of(R"({"optim": "rmsprop", "optim_args": "momentum=-0.5"})"),
+            "argument optim_args: \"momentum=-0.5\" is not allowed (momentum must be a number "
+            ">= 0, not \"-0.5\")");
+  EXPECT_EQ(error_of(R"({"optim_args": "momentum=0.9"})"),
+            "argument optim_args: \"momentum=0.9\" is not allowed (optim adamw_torch_fused reads "
+            "no optim_args; sgd, adagrad and rmsprop do)");
+  EXPECT_EQ(error_of(R"({"optim": "adafactor"})", {{"optim_args", "eps=1e-3"}}),
+            "argument optim_args: \"eps=1e-3\" is not allowed (optim adafactor reads no "
+            "optim_args; sgd, adagrad and rmsprop do)");
+  EXPECT_EQ(error_of(R"({"optim": "sgd", "optim_args": "nesterov=maybe"})"),
+            "argument optim_args: \"nesterov=maybe\" is not allowed (nesterov is true or false, "
+            "not \"maybe\")");
+  EXPECT_EQ(error_of(R"({"optim": "sgd", "optim_args": "nesterov=true"})"),
+            "argument optim_args: \"nesterov=true\" is not allowed (nesterov needs a momentum > "
+            "0 and dampening 0, as PyTorch's SGD)");
+  // A sharded run's state is AdamW's: refused at start, before output_dir is touched.
+  EXPECT_EQ(error_of(R"({"optim": "sgd", "fsdp": "full_shard"})"),
+            "argument optim: \"sgd\" is not allowed (with fsdp full_shard only adamw_torch_fused "
+            "and adamw_torch, whose moments a sharded run's checkpoints hold; leave out fsdp to "
+            "train with sgd)");
+  EXPECT_EQ(error_of(R"({"optim": "adamw_torch", "fsdp": "full_shard"})"), "no error");
+  EXPECT_EQ(error_of(R"({"optim": "adafactor", "fsdp": "no_shard"})"), "no error");
+}
+
 // docs/arguments.md is generated from the argument table; a stale copy fails here, and
 // TRAINER_UPDATE_DOCS=1 rewrites it.
 TEST(Docs, ArgumentsMdIsUpToDate) {
