@@ -41,6 +41,9 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
   const int64_t asked_accumulation = args_.gradient_accumulation_steps();
   args_.gradient_accumulation_steps(Accelerator::elastic_accumulation(asked_accumulation));
   accelerator_ = std::make_shared<Accelerator>(accelerator_options(args_));
+  // skip_memory_metrics false: the rest of the construction is the "init" stage (Transformers').
+  memory_tracker_ = TrainerMemoryTracker(args_.skip_memory_metrics(), device_memory_counters());
+  memory_tracker_.start("init");
   if (args_.gradient_accumulation_steps() != asked_accumulation) {
     accelerator_->print(fmt::format(
         "Elastic run on {} processes: gradient_accumulation_steps {} -> {} keeps the total batch "
@@ -68,6 +71,7 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
   }
   for (auto& callback : callbacks) callbacks_.push_back(std::move(callback));
   model_->to(accelerator_->device());
+  memory_tracker_.stop("init");
 }
 
 void Trainer::add_callback(std::shared_ptr<TrainerCallback> callback) {

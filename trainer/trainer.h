@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "lib/optim/lr_scheduler.h"
 #include "lib/report/curve.h"
 #include "trainer/checkpoint_manifest.h"
+#include "trainer/memory_tracker.h"
 #include "trainer/metrics.h"
 #include "trainer/trainer_state.h"
 #include "trainer/training_args.h"
@@ -85,6 +87,9 @@ class Trainer {
   // after SIGINT / SIGTERM, then throws Interrupted). Returns the step count, mean loss and speed
   // metrics.
   //
+  // With skip_memory_metrics false, the metrics (and the last log) end with the memory the
+  // Trainer's construction and this call took (TrainerMemoryTracker, memory_tracker.h).
+  //
   // `resume_from_checkpoint` (default: args.resume_from_checkpoint(); after a restart by the
   // launcher, TORCHELASTIC_RESTART_COUNT > 0, "true" when neither is set): a checkpoint folder,
   // or "true" for the newest good one in output_dir. The run continues where the checkpoint
@@ -99,11 +104,13 @@ class Trainer {
   // Evaluates on the eval dataset, each process its share, the results gathered without the
   // repeats that even out the processes (the same numbers on any number of processes):
   // "<prefix>_loss", the compute_metrics results with the prefix, runtime and speed, and
-  // "epoch" while training. Logged and passed to on_evaluate.
+  // "epoch" while training. Logged and passed to on_evaluate; then, with skip_memory_metrics
+  // false and outside train(), eval_mem_* (and init's, when first) are added to the result.
   Metrics evaluate(const std::string& metric_key_prefix = "eval");
   // Transformers' Trainer.predict: the outputs on `dataset` (all of it, in order, on any number
   // of processes), its labels, and the metrics under `metric_key_prefix` (loss and compute_metrics
-  // when there are labels; runtime and speed). Nothing is logged.
+  // when there are labels; runtime and speed; test_mem_* with skip_memory_metrics false). Nothing
+  // is logged.
   PredictionResult predict(const std::shared_ptr<const data::Dataset>& dataset,
                            const std::string& metric_key_prefix = "test");
 
@@ -293,6 +300,10 @@ class Trainer {
   // one warning line, and nonfinite_in_a_row_.
   StepChecks device_checks(DeviceLoop& loop, bool now);
 
+  // The counters of the CUDA caching allocator on a CUDA device, for the memory metrics (none on
+  // the CPU).
+  std::optional<TrainerMemoryTracker::DeviceCounters> device_memory_counters() const;
+
   // train()'s steps, as Transformers' _inner_training_loop names them.
   // What one run of the loop works with: the prepared loader and the step counts.
   struct TrainingPlan {
@@ -371,6 +382,7 @@ class Trainer {
   int64_t last_logged_step_ = 0;
   int64_t nonfinite_in_a_row_ = 0;
   int64_t total_batch_size_ = 0;
+  TrainerMemoryTracker memory_tracker_;
   int64_t last_saved_step_ = -1;
   int64_t cuda_graph_replays_ = 0;
   bool in_training_loop_ = false;

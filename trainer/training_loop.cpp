@@ -1,6 +1,7 @@
 // Trainer::train: Transformers' _inner_training_loop in named steps. The plan (batches, steps,
 // epochs), a fresh state, the checkpoint to resume, the optimizer and schedule, the banner, then
-// epochs of optimization steps, each followed by _maybe_log_save_evaluate, and the speed metrics.
+// epochs of optimization steps, each followed by _maybe_log_save_evaluate, and the speed (and
+// memory) metrics.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "lib/base/stopwatch.h"
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
+#include "lib/runtime/cuda.h"
 #include "lib/runtime/signals.h"
 #include "trainer/trainer.h"
 
@@ -26,6 +28,17 @@ int64_t resolve_steps(double steps, int64_t max_steps) {
 }
 
 }  // namespace
+
+std::optional<TrainerMemoryTracker::DeviceCounters> Trainer::device_memory_counters() const {
+  if (!device().is_cuda()) return std::nullopt;
+  const torch::Device gpu = device();
+  return TrainerMemoryTracker::DeviceCounters{
+      [gpu] { cuda::reset_peak_memory(gpu); }, [] { cuda::empty_cache(); },
+      [gpu] {
+        const cuda::AllocatedMemory memory = cuda::allocated_memory(gpu);
+        return std::make_pair(memory.now, memory.peak);
+      }};
+}
 
 Trainer::TrainingPlan Trainer::set_initial_training_values() {
   if (!train_dataset_ || train_dataset_->size() == 0) {
@@ -141,6 +154,8 @@ void Trainer::print_banner(const TrainingPlan& plan,
 }
 
 TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpoint) {
+  // Memory metrics: from here up to the final log.
+  const MemoryStage memory_stage(memory_tracker_, "train");
   const TrainingPlan plan = set_initial_training_values();
   reset_training_state(plan);
   const std::optional<Resumable> checkpoint = checkpoint_to_resume(resume_from_checkpoint);
@@ -355,6 +370,9 @@ TrainOutput Trainer::finish_training(const TrainingPlan& plan, const base::Stopw
   logs["train_steps_per_second"] = base::round_to(static_cast<double>(plan.max_steps) / runtime, 3);
   logs["total_flos"] = state_.total_flos;
   logs["train_loss"] = output.training_loss;
+  // skip_memory_metrics false: init's (the first time) and train's memory, before the log as in
+  // Transformers' _finalize_training, so that the last log_history entry holds them too.
+  for (const auto& [key, bytes] : memory_tracker_.stop("train")) logs[key] = bytes;
   log(logs);
   for (const auto& [key, value] : state_.log_history.back().items()) {
     if (key != "step") output.metrics[key] = value.get<double>();
