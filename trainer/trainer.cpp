@@ -210,8 +210,8 @@ PredictionOutput Trainer::prediction_step(models::Model& model, const data::Batc
 }
 
 std::string Trainer::banner(int64_t num_examples, int64_t num_epochs) const {
-  int64_t total_batch = args_.per_device_train_batch_size() * accelerator_->num_processes() *
-                        args_.gradient_accumulation_steps();
+  int64_t total_batch =
+      train_batch_size_ * accelerator_->num_processes() * args_.gradient_accumulation_steps();
   return fmt::format(
       "***** Running training *****\n"
       "  Num examples = {}\n"
@@ -222,7 +222,7 @@ std::string Trainer::banner(int64_t num_examples, int64_t num_epochs) const {
       "  Total optimization steps = {}\n"
       "  Number of trainable parameters = {}\n",
       base::thousands(num_examples), base::thousands(num_epochs),
-      base::thousands(args_.per_device_train_batch_size()), base::thousands(total_batch),
+      base::thousands(train_batch_size_), base::thousands(total_batch),
       base::thousands(args_.gradient_accumulation_steps()), base::thousands(state_.max_steps),
       base::thousands(models::num_trainable_parameters(*model_)));
 }

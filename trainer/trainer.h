@@ -49,6 +49,12 @@ struct PredictionOutput {
 // itself (as Transformers does), so the Accelerator's gradient_accumulation_steps is 1.
 AcceleratorOptions accelerator_options(const TrainingArguments& args);
 
+// auto_find_batch_size on `num_processes` processes: InputError for more than one (a process
+// that runs out of memory would halve its batch and start again while the others wait for it in
+// a collective), or for a TRAINER_MAX_ALLOCATION_BYTES that is not a byte count. Trainer::train
+// checks it too; the trainer program before output_dir is touched.
+void check_auto_find_batch_size(const TrainingArguments& args, int64_t num_processes);
+
 // Trainer::predict's result, as Transformers' PredictionOutput: the model's outputs for every
 // example in order, the labels when the data has them, and the metrics ("test_loss",
 // "test_accuracy", ... with the default prefix).
@@ -86,6 +92,16 @@ class Trainer {
   // processes. Saves checkpoint-<step> folders as save_strategy says (and at the step boundary
   // after SIGINT / SIGTERM, then throws Interrupted). Returns the step count, mean loss and speed
   // metrics.
+  //
+  // With auto_find_batch_size (one process only: InputError otherwise), running out of memory
+  // in training (runtime::is_out_of_memory; on the CPU a runtime::AllocationCheck makes it an
+  // exception) halves the batch size and starts the loop again, as Transformers does under
+  // Accelerate's find_executable_batch_size: a warning names both sizes; state, data loader,
+  // schedule and callbacks' begin start afresh; the model keeps the weights it has then and the
+  // optimizer its state (Transformers keeps its optimizer), gradients freed. At batch size 0 it
+  // throws std::runtime_error "No executable batch size found, reached zero. ...". An evaluation
+  // that runs out of memory meanwhile is not retried (std::runtime_error naming
+  // per_device_eval_batch_size). train_batch_size() is the size that trained.
   //
   // With skip_memory_metrics false, the metrics (and the last log) end with the memory the
   // Trainer's construction and this call took (TrainerMemoryTracker, memory_tracker.h).
@@ -176,6 +192,9 @@ class Trainer {
   // The result of the last evaluation and the step it ran at (-1: none yet).
   const Metrics& last_eval_metrics() const { return last_eval_metrics_; }
   int64_t last_eval_step() const { return last_eval_step_; }
+  // The per-device batch size the current or last train() trains with: per_device_train_batch_size
+  // unless auto_find_batch_size halved it (or a resumed checkpoint's, with auto_find_batch_size).
+  int64_t train_batch_size() const { return train_batch_size_; }
   // Steps of the current or last train() that replayed a CUDA graph (cuda_graphs; 0 otherwise).
   int64_t cuda_graph_replays() const { return cuda_graph_replays_; }
 
@@ -303,6 +322,13 @@ class Trainer {
   // The counters of the CUDA caching allocator on a CUDA device, for the memory metrics (none on
   // the CPU).
   std::optional<TrainerMemoryTracker::DeviceCounters> device_memory_counters() const;
+  // One attempt of the loop at train_batch_size_ (Transformers' _inner_training_loop): the
+  // plan, a fresh state, the optimizer (kept from an earlier attempt: `keep_optimizer`) and the
+  // schedule, the checkpoint's state, the epochs, the final log.
+  TrainOutput inner_training_loop(const std::optional<Resumable>& checkpoint, bool keep_optimizer);
+  // With auto_find_batch_size: inner_training_loop, again at half the batch size after each
+  // out-of-memory error.
+  TrainOutput find_executable_batch_size(const std::optional<Resumable>& checkpoint);
 
   // train()'s steps, as Transformers' _inner_training_loop names them.
   // What one run of the loop works with: the prepared loader and the step counts.
@@ -321,8 +347,11 @@ class Trainer {
   TrainingPlan set_initial_training_values();
   // A fresh TrainerState and loop position for `plan`.
   void reset_training_state(const TrainingPlan& plan);
-  // create_optimizer and create_scheduler (checked to return something), prepared.
-  std::shared_ptr<AcceleratedOptimizer> create_optimizer_and_scheduler(int64_t num_training_steps);
+  // create_optimizer (unless `keep_optimizer` and an earlier attempt left an optimizer and its
+  // schedule: that optimizer as it is) and create_scheduler (checked to return something; over a
+  // kept optimizer, with the earlier schedule's base rates), prepared.
+  std::shared_ptr<AcceleratedOptimizer> create_optimizer_and_scheduler(int64_t num_training_steps,
+                                                                       bool keep_optimizer = false);
   // The banner, with the resumed position (main process).
   void print_banner(const TrainingPlan& plan, const std::optional<Resumable>& checkpoint) const;
   // One epoch from its first batch, or, with resumed_steps >= 0, from the saved position.
@@ -339,6 +368,9 @@ class Trainer {
   // Transformers' _maybe_log_save_evaluate: log (the mean loss over processes since the last
   // log), evaluate (tracking the best metric), save, as control_ says.
   void maybe_log_save_evaluate();
+  // evaluate() inside the loop; with auto_find_batch_size, its out-of-memory error becomes a
+  // std::runtime_error naming per_device_eval_batch_size, which the retry does not catch.
+  Metrics evaluate_in_training();
   // The final log (train_runtime up to now, speeds, train_loss) and on_train_end.
   TrainOutput finish_training(const TrainingPlan& plan, const base::Stopwatch& stopwatch);
 
@@ -382,6 +414,7 @@ class Trainer {
   int64_t last_logged_step_ = 0;
   int64_t nonfinite_in_a_row_ = 0;
   int64_t total_batch_size_ = 0;
+  int64_t train_batch_size_ = 0;  // Transformers' _train_batch_size: auto_find_batch_size's
   TrainerMemoryTracker memory_tracker_;
   int64_t last_saved_step_ = -1;
   int64_t cuda_graph_replays_ = 0;

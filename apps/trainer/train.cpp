@@ -211,6 +211,7 @@ void finish_run(Trainer& trainer, models::Model& model, const TrainingArguments&
 }  // namespace
 
 int train_command(const TrainingArguments& args) {
+  check_auto_find_batch_size(args, dist::read_dist_env().world_size);
   Accelerator accelerator(accelerator_options(args));
   const ModelSource model_source = resolve_model_source(args);
   auto source = data_source(accelerator, args, model_source);
