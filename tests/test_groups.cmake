@@ -48,6 +48,7 @@ set(TRAINER_TEST_GROUPS
   "^(Accelerate|AccelerateData|AccelerateLaunch|AccelerateTrainer|Checkpoint)\\."
                                                             "e2e|sanitize"           600 SUITE
   "^(Plot|StepCurve|Docs|FusedAdamW|Registry|Tasks)\\."     "e2e|sanitize"           300 SUITE
+  "^(MemoryMetrics|AutoFindBatchSize)\\."                  "e2e|sanitize"           300 SUITE
   "^(Jinja|Language/JinjaRenders)\\."                         "unit|sanitize"          300 SUITE
   "^(Tokenizer|LmFiles|Gpt|HfModels|Lora|TorchScript|ChatTemplate)\\."
                                                             "unit|reference|sanitize" 600 SUITE

@@ -339,7 +339,10 @@ std::string format_metrics(const std::string& split, const Metrics& metrics) {
   std::vector<std::pair<std::string, std::string>> shown;
   for (const auto& [key, value] : metrics) {
     std::string text;
-    if (key.find("_runtime") != std::string::npos) {
+    if (key.find("_mem_") != std::string::npos) {
+      // Bytes, floored to MiB as Python's >> floors (a negative delta too).
+      text = fmt::format("{}MB", static_cast<int64_t>(value) >> 20);
+    } else if (key.find("_runtime") != std::string::npos) {
       text = base::timedelta(value);
     } else if (key == "total_flos") {
       text = fmt::format("{}GF", static_cast<int64_t>(value) >> 30);

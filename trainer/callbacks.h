@@ -86,7 +86,8 @@ std::shared_ptr<ConsoleCallback> make_console_callback(const TrainingArguments& 
 std::string format_logs(const nlohmann::ordered_json& logs);
 
 // Transformers' log_metrics: "***** train metrics *****" then "  key = value" lines, keys sorted
-// and aligned, runtimes as h:mm:ss.hh, floats rounded to 4 decimals.
+// and aligned, memory (keys with _mem_) as whole MB, runtimes as h:mm:ss.hh, floats rounded to 4
+// decimals.
 std::string format_metrics(const std::string& split, const Metrics& metrics);
 
 }  // namespace trainer

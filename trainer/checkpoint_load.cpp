@@ -252,7 +252,7 @@ void Trainer::check_resumable(const Resumable& checkpoint) const {
         "checkpoint {} was trained with a total batch size of {} ({} process{}); this run's is {}: "
         "resume with the same total batch size",
         dir, manifest.total_batch_size, manifest.world_size, manifest.world_size == 1 ? "" : "es",
-        batch_words(total_batch_size_, args_.per_device_train_batch_size(), processes,
+        batch_words(total_batch_size_, train_batch_size_, processes,
                     args_.gradient_accumulation_steps())));
   }
 }

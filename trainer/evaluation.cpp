@@ -1,6 +1,7 @@
 // Evaluation and prediction: Transformers' evaluation_loop over the eval data, each process its
 // share, the outputs gathered without the repeats that even out the processes, so that the
-// metrics are the same on any number of processes.
+// metrics are the same on any number of processes; with skip_memory_metrics false, the memory
+// each took (the "eval" and "test" stages).
 #include <cmath>
 
 #include <fmt/format.h>
@@ -90,6 +91,9 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
 
 Metrics Trainer::evaluate(const std::string& prefix) {
   if (!eval_dataset_) throw InputError("Trainer: evaluation needs an eval dataset");
+  // Memory metrics (skip_memory_metrics false): stage "eval" whatever the prefix, as in
+  // Transformers; inside train() the training stage counts it instead.
+  const MemoryStage memory_stage(memory_tracker_, "eval");
   Metrics metrics = evaluation_loop(eval_dataset_, prefix, false).metrics;
   json logs;
   for (const auto& [key, value] : metrics) logs[key] = value;
@@ -98,6 +102,10 @@ Metrics Trainer::evaluate(const std::string& prefix) {
     log(logs);
   }
   fire([&](TrainerCallback& c) { c.on_evaluate(args_, state_, control_, metrics); });
+  // After the log and on_evaluate, as Transformers adds them: in the result only.
+  for (const auto& [key, bytes] : memory_tracker_.stop("eval")) {
+    metrics[key] = static_cast<double>(bytes);
+  }
   control_.should_evaluate = false;
   last_eval_metrics_ = metrics;
   last_eval_step_ = state_.global_step;
@@ -107,7 +115,12 @@ Metrics Trainer::evaluate(const std::string& prefix) {
 PredictionResult Trainer::predict(const std::shared_ptr<const data::Dataset>& dataset,
                                   const std::string& prefix) {
   if (!dataset) throw InputError("Trainer: predict needs a dataset");
-  return evaluation_loop(dataset, prefix, true);
+  const MemoryStage memory_stage(memory_tracker_, "test");
+  PredictionResult result = evaluation_loop(dataset, prefix, true);
+  for (const auto& [key, bytes] : memory_tracker_.stop("test")) {
+    result.metrics[key] = static_cast<double>(bytes);
+  }
+  return result;
 }
 
 }  // namespace trainer

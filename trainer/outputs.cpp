@@ -16,6 +16,16 @@ namespace trainer {
 
 using json = nlohmann::ordered_json;
 
+namespace {
+
+// A metric as Transformers writes it: the memory metrics (bytes) as whole numbers.
+json metric_json(const std::string& key, double value) {
+  if (key.find("_mem_") != std::string::npos) return static_cast<int64_t>(value);
+  return value;
+}
+
+}  // namespace
+
 void Trainer::save_model(const std::string& dir, base::WriteBatch* batch) const {
   refuse_nonfinite_weights();
   // A sharded model's full weights are gathered on the main process for it (every process
@@ -61,7 +71,7 @@ void Trainer::save_metrics(const std::string& split, const Metrics& metrics,
                            base::WriteBatch* batch) const {
   if (!accelerator_->is_main_process()) return;
   json values;
-  for (const auto& [key, value] : metrics) values[key] = value;
+  for (const auto& [key, value] : metrics) values[key] = metric_json(key, value);
   base::write_json(base::join_path(args_.output_dir(), split + "_results.json"), values, batch);
   std::string all_path = base::join_path(args_.output_dir(), "all_results.json");
   if (!all_results_) {
@@ -70,7 +80,7 @@ void Trainer::save_metrics(const std::string& split, const Metrics& metrics,
       all_results_ = base::read_json_object(all_path);  // a damaged file is not replaced
     }
   }
-  for (const auto& [key, value] : metrics) (*all_results_)[key] = value;
+  for (const auto& [key, value] : metrics) (*all_results_)[key] = metric_json(key, value);
   base::write_json(all_path, *all_results_, batch);
 }
 

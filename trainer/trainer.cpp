@@ -41,6 +41,9 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
   const int64_t asked_accumulation = args_.gradient_accumulation_steps();
   args_.gradient_accumulation_steps(Accelerator::elastic_accumulation(asked_accumulation));
   accelerator_ = std::make_shared<Accelerator>(accelerator_options(args_));
+  // skip_memory_metrics false: the rest of the construction is the "init" stage (Transformers').
+  memory_tracker_ = TrainerMemoryTracker(args_.skip_memory_metrics(), device_memory_counters());
+  memory_tracker_.start("init");
   if (args_.gradient_accumulation_steps() != asked_accumulation) {
     accelerator_->print(fmt::format(
         "Elastic run on {} processes: gradient_accumulation_steps {} -> {} keeps the total batch "
@@ -79,6 +82,7 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
                                        checkpointing.enabled ? checkpointing.every_n_layers : 0);
   models::set_chunked_loss(*model_, args_.chunked_loss());
   model_->to(accelerator_->device());
+  memory_tracker_.stop("init");
 }
 
 void Trainer::add_callback(std::shared_ptr<TrainerCallback> callback) {
@@ -223,8 +227,8 @@ PredictionOutput Trainer::prediction_step(models::Model& model, const data::Batc
 }
 
 std::string Trainer::banner(int64_t num_examples, int64_t num_epochs) const {
-  int64_t total_batch = args_.per_device_train_batch_size() * accelerator_->num_processes() *
-                        args_.gradient_accumulation_steps();
+  int64_t total_batch =
+      train_batch_size_ * accelerator_->num_processes() * args_.gradient_accumulation_steps();
   return fmt::format(
       "***** Running training *****\n"
       "  Num examples = {}\n"
@@ -235,7 +239,7 @@ std::string Trainer::banner(int64_t num_examples, int64_t num_epochs) const {
       "  Total optimization steps = {}\n"
       "  Number of trainable parameters = {}\n",
       base::thousands(num_examples), base::thousands(num_epochs),
-      base::thousands(args_.per_device_train_batch_size()), base::thousands(total_batch),
+      base::thousands(train_batch_size_), base::thousands(total_batch),
       base::thousands(args_.gradient_accumulation_steps()), base::thousands(state_.max_steps),
       base::thousands(models::num_trainable_parameters(*model_)));
 }

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "lib/optim/lr_scheduler.h"
 #include "lib/report/curve.h"
 #include "trainer/checkpoint_manifest.h"
+#include "trainer/memory_tracker.h"
 #include "trainer/metrics.h"
 #include "trainer/trainer_state.h"
 #include "trainer/training_args.h"
@@ -46,6 +48,12 @@ struct PredictionOutput {
 // DDP options and data_on_device. Accumulation stays with the Trainer, which counts micro-batches
 // itself (as Transformers does), so the Accelerator's gradient_accumulation_steps is 1.
 AcceleratorOptions accelerator_options(const TrainingArguments& args);
+
+// auto_find_batch_size on `num_processes` processes: InputError for more than one (a process
+// that runs out of memory would halve its batch and start again while the others wait for it in
+// a collective), or for a TRAINER_MAX_ALLOCATION_BYTES that is not a byte count. Trainer::train
+// checks it too; the trainer program before output_dir is touched.
+void check_auto_find_batch_size(const TrainingArguments& args, int64_t num_processes);
 
 // Trainer::predict's result, as Transformers' PredictionOutput: the model's outputs for every
 // example in order, the labels when the data has them, and the metrics ("test_loss",
@@ -85,6 +93,19 @@ class Trainer {
   // after SIGINT / SIGTERM, then throws Interrupted). Returns the step count, mean loss and speed
   // metrics.
   //
+  // With auto_find_batch_size (one process only: InputError otherwise), running out of memory
+  // in training (runtime::is_out_of_memory; on the CPU a runtime::AllocationCheck makes it an
+  // exception) halves the batch size and starts the loop again, as Transformers does under
+  // Accelerate's find_executable_batch_size: a warning names both sizes; state, data loader,
+  // schedule and callbacks' begin start afresh; the model keeps the weights it has then and the
+  // optimizer its state (Transformers keeps its optimizer), gradients freed. At batch size 0 it
+  // throws std::runtime_error "No executable batch size found, reached zero. ...". An evaluation
+  // that runs out of memory meanwhile is not retried (std::runtime_error naming
+  // per_device_eval_batch_size). train_batch_size() is the size that trained.
+  //
+  // With skip_memory_metrics false, the metrics (and the last log) end with the memory the
+  // Trainer's construction and this call took (TrainerMemoryTracker, memory_tracker.h).
+  //
   // `resume_from_checkpoint` (default: args.resume_from_checkpoint(); after a restart by the
   // launcher, TORCHELASTIC_RESTART_COUNT > 0, "true" when neither is set): a checkpoint folder,
   // or "true" for the newest good one in output_dir. The run continues where the checkpoint
@@ -99,11 +120,13 @@ class Trainer {
   // Evaluates on the eval dataset, each process its share, the results gathered without the
   // repeats that even out the processes (the same numbers on any number of processes):
   // "<prefix>_loss", the compute_metrics results with the prefix, runtime and speed, and
-  // "epoch" while training. Logged and passed to on_evaluate.
+  // "epoch" while training. Logged and passed to on_evaluate; then, with skip_memory_metrics
+  // false and outside train(), eval_mem_* (and init's, when first) are added to the result.
   Metrics evaluate(const std::string& metric_key_prefix = "eval");
   // Transformers' Trainer.predict: the outputs on `dataset` (all of it, in order, on any number
   // of processes), its labels, and the metrics under `metric_key_prefix` (loss and compute_metrics
-  // when there are labels; runtime and speed). Nothing is logged.
+  // when there are labels; runtime and speed; test_mem_* with skip_memory_metrics false). Nothing
+  // is logged.
   PredictionResult predict(const std::shared_ptr<const data::Dataset>& dataset,
                            const std::string& metric_key_prefix = "test");
 
@@ -171,6 +194,9 @@ class Trainer {
   // The result of the last evaluation and the step it ran at (-1: none yet).
   const Metrics& last_eval_metrics() const { return last_eval_metrics_; }
   int64_t last_eval_step() const { return last_eval_step_; }
+  // The per-device batch size the current or last train() trains with: per_device_train_batch_size
+  // unless auto_find_batch_size halved it (or a resumed checkpoint's, with auto_find_batch_size).
+  int64_t train_batch_size() const { return train_batch_size_; }
   // Steps of the current or last train() that replayed a CUDA graph (cuda_graphs; 0 otherwise).
   int64_t cuda_graph_replays() const { return cuda_graph_replays_; }
 
@@ -297,6 +323,17 @@ class Trainer {
   // one warning line, and nonfinite_in_a_row_.
   StepChecks device_checks(DeviceLoop& loop, bool now);
 
+  // The counters of the CUDA caching allocator on a CUDA device, for the memory metrics (none on
+  // the CPU).
+  std::optional<TrainerMemoryTracker::DeviceCounters> device_memory_counters() const;
+  // One attempt of the loop at train_batch_size_ (Transformers' _inner_training_loop): the
+  // plan, a fresh state, the optimizer (kept from an earlier attempt: `keep_optimizer`) and the
+  // schedule, the checkpoint's state, the epochs, the final log.
+  TrainOutput inner_training_loop(const std::optional<Resumable>& checkpoint, bool keep_optimizer);
+  // With auto_find_batch_size: inner_training_loop, again at half the batch size after each
+  // out-of-memory error.
+  TrainOutput find_executable_batch_size(const std::optional<Resumable>& checkpoint);
+
   // train()'s steps, as Transformers' _inner_training_loop names them.
   // What one run of the loop works with: the prepared loader and the step counts.
   struct TrainingPlan {
@@ -314,8 +351,11 @@ class Trainer {
   TrainingPlan set_initial_training_values();
   // A fresh TrainerState and loop position for `plan`.
   void reset_training_state(const TrainingPlan& plan);
-  // create_optimizer and create_scheduler (checked to return something), prepared.
-  std::shared_ptr<AcceleratedOptimizer> create_optimizer_and_scheduler(int64_t num_training_steps);
+  // create_optimizer (unless `keep_optimizer` and an earlier attempt left an optimizer and its
+  // schedule: that optimizer as it is) and create_scheduler (checked to return something; over a
+  // kept optimizer, with the earlier schedule's base rates), prepared.
+  std::shared_ptr<AcceleratedOptimizer> create_optimizer_and_scheduler(int64_t num_training_steps,
+                                                                       bool keep_optimizer = false);
   // The banner, with the resumed position (main process).
   void print_banner(const TrainingPlan& plan, const std::optional<Resumable>& checkpoint) const;
   // One epoch from its first batch, or, with resumed_steps >= 0, from the saved position.
@@ -332,6 +372,9 @@ class Trainer {
   // Transformers' _maybe_log_save_evaluate: log (the mean loss over processes since the last
   // log), evaluate (tracking the best metric), save, as control_ says.
   void maybe_log_save_evaluate();
+  // evaluate() inside the loop; with auto_find_batch_size, its out-of-memory error becomes a
+  // std::runtime_error naming per_device_eval_batch_size, which the retry does not catch.
+  Metrics evaluate_in_training();
   // The final log (train_runtime up to now, speeds, train_loss) and on_train_end.
   TrainOutput finish_training(const TrainingPlan& plan, const base::Stopwatch& stopwatch);
 
@@ -375,6 +418,8 @@ class Trainer {
   int64_t last_logged_step_ = 0;
   int64_t nonfinite_in_a_row_ = 0;
   int64_t total_batch_size_ = 0;
+  int64_t train_batch_size_ = 0;  // Transformers' _train_batch_size: auto_find_batch_size's
+  TrainerMemoryTracker memory_tracker_;
   int64_t last_saved_step_ = -1;
   int64_t cuda_graph_replays_ = 0;
   bool in_training_loop_ = false;

@@ -1,16 +1,23 @@
 // Trainer::train: Transformers' _inner_training_loop in named steps. The plan (batches, steps,
 // epochs), a fresh state, the checkpoint to resume, the optimizer and schedule, the banner, then
-// epochs of optimization steps, each followed by _maybe_log_save_evaluate, and the speed metrics.
+// epochs of optimization steps, each followed by _maybe_log_save_evaluate, and the speed (and
+// memory) metrics; with auto_find_batch_size, the loop again at half the batch size after each
+// out-of-memory error (Accelerate's find_executable_batch_size).
 #include <cmath>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "lib/base/errors.h"
+#include "lib/base/files.h"
 #include "lib/base/stopwatch.h"
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
+#include "lib/runtime/allocation_check.h"
+#include "lib/runtime/cuda.h"
+#include "lib/runtime/error_text.h"
 #include "lib/runtime/signals.h"
+#include "trainer/checkpoint_layout.h"
 #include "trainer/trainer.h"
 
 namespace trainer {
@@ -27,13 +34,35 @@ int64_t resolve_steps(double steps, int64_t max_steps) {
 
 }  // namespace
 
+void check_auto_find_batch_size(const TrainingArguments& args, int64_t num_processes) {
+  if (!args.auto_find_batch_size()) return;
+  runtime::max_allocation_bytes_from_env();  // the tests' limit, read before anything is written
+  if (num_processes <= 1) return;
+  throw InputError(fmt::format(
+      "argument auto_find_batch_size: true needs a run of one process (this one has {}): a "
+      "process that ran out of memory would start again at half its batch while the others wait "
+      "for it; set per_device_train_batch_size instead",
+      num_processes));
+}
+
+std::optional<TrainerMemoryTracker::DeviceCounters> Trainer::device_memory_counters() const {
+  if (!device().is_cuda()) return std::nullopt;
+  const torch::Device gpu = device();
+  return TrainerMemoryTracker::DeviceCounters{
+      [gpu] { cuda::reset_peak_memory(gpu); }, [] { cuda::empty_cache(); },
+      [gpu] {
+        const cuda::AllocatedMemory memory = cuda::allocated_memory(gpu);
+        return std::make_pair(memory.now, memory.peak);
+      }};
+}
+
 Trainer::TrainingPlan Trainer::set_initial_training_values() {
   if (!train_dataset_ || train_dataset_->size() == 0) {
     throw InputError("Trainer: the training dataset is empty");
   }
   Accelerator& accelerator = *accelerator_;
   TrainingPlan plan;
-  const int64_t batch_size = args_.per_device_train_batch_size();
+  const int64_t batch_size = train_batch_size_;
   // Every process draws the same permutation (same seed) and runs its share of its batches.
   plan.loader = accelerator.prepare(data::DataLoader(
       train_dataset_,
@@ -90,7 +119,7 @@ void Trainer::reset_training_state(const TrainingPlan& plan) {
   state_.logging_steps = resolve_steps(args_.logging_steps(), plan.max_steps);
   state_.eval_steps = resolve_steps(args_.effective_eval_steps(), plan.max_steps);
   state_.save_steps = resolve_steps(args_.save_steps(), plan.max_steps);
-  state_.train_batch_size = args_.per_device_train_batch_size();
+  state_.train_batch_size = train_batch_size_;
   last_step_loss_ = torch::Tensor();
   state_.read_last_step_loss = [this] {
     return last_step_loss_.defined() ? last_step_loss_.item<double>() : 0.0;
@@ -114,10 +143,17 @@ void Trainer::reset_training_state(const TrainingPlan& plan) {
 }
 
 std::shared_ptr<AcceleratedOptimizer> Trainer::create_optimizer_and_scheduler(
-    int64_t num_training_steps) {
+    int64_t num_training_steps, bool keep_optimizer) {
   // What the (possibly overridden) steps return is what trains, whether or not they set the
   // members themselves.
-  optimizer_ = create_optimizer();
+  std::vector<double> base_lrs;
+  if (keep_optimizer && optimizer_ && lr_scheduler_) {
+    // A new schedule over the optimizer as it is: from the first schedule's initial rates (as
+    // PyTorch's schedulers read a group's initial_lr), not the rates it last set.
+    base_lrs = lr_scheduler_->base_lrs();
+  } else {
+    optimizer_ = create_optimizer();
+  }
   if (!optimizer_) throw std::logic_error("Trainer: create_optimizer returned no optimizer");
   // A sharded run's checkpoints hold AdamW's moments per slice (checkpoint_sharded.cpp).
   if (accelerator_->sharded_model() && !dynamic_cast<torch::optim::AdamW*>(optimizer_.get())) {
@@ -127,6 +163,10 @@ std::shared_ptr<AcceleratedOptimizer> Trainer::create_optimizer_and_scheduler(
   }
   lr_scheduler_ = create_scheduler(num_training_steps, *optimizer_);
   if (!lr_scheduler_) throw std::logic_error("Trainer: create_scheduler returned no scheduler");
+  if (!base_lrs.empty()) {
+    lr_scheduler_->set_base_lrs(base_lrs);
+    lr_scheduler_->set_last_step(0);
+  }
   return accelerator_->prepare(optimizer_);
 }
 
@@ -147,15 +187,69 @@ void Trainer::print_banner(const TrainingPlan& plan,
 }
 
 TrainOutput Trainer::train(const std::optional<std::string>& resume_from_checkpoint) {
-  const TrainingPlan plan = set_initial_training_values();
-  reset_training_state(plan);
+  // Memory metrics: every attempt of auto_find_batch_size counts, up to the final log.
+  const MemoryStage memory_stage(memory_tracker_, "train");
+  check_auto_find_batch_size(args_, accelerator_->num_processes());
+  train_batch_size_ = args_.per_device_train_batch_size();
   const std::optional<Resumable> checkpoint = checkpoint_to_resume(resume_from_checkpoint);
+  if (checkpoint && args_.auto_find_batch_size()) {
+    // As Transformers: the batch size the checkpoint's run had found (its total batch is checked
+    // against this run's when it loads).
+    const nlohmann::ordered_json saved =
+        base::read_json_object(base::join_path(checkpoint->dir, checkpoint::kStateFile));
+    if (saved.contains("train_batch_size") && saved["train_batch_size"].is_number_integer() &&
+        saved["train_batch_size"].get<int64_t>() > 0) {
+      train_batch_size_ = saved["train_batch_size"].get<int64_t>();
+    }
+  }
   if (!checkpoint && args_.overwrite_output_dir() && accelerator_->restart_count() == 0 &&
       state_.is_world_process_zero) {
     set_aside_earlier_checkpoints();
   }
   if (!model_wrapped_) model_wrapped_ = accelerator_->prepare(model_);
-  auto optimizer = create_optimizer_and_scheduler(plan.max_steps);
+  if (args_.auto_find_batch_size()) return find_executable_batch_size(checkpoint);
+  return inner_training_loop(checkpoint, /*keep_optimizer=*/false);
+}
+
+TrainOutput Trainer::find_executable_batch_size(const std::optional<Resumable>& checkpoint) {
+  // On the CPU the kernel would kill the process rather than fail an allocation: a request that
+  // does not fit is refused with LibTorch's out-of-memory error instead.
+  const runtime::AllocationCheck allocation_check;
+  // Only an optimizer an earlier attempt of this call made is kept, not one of an earlier train().
+  lr_scheduler_.reset();
+  optimizer_.reset();
+  for (bool again = false;; again = true) {
+    try {
+      return inner_training_loop(checkpoint, /*keep_optimizer=*/again);
+    } catch (const std::exception& e) {
+      if (!runtime::is_out_of_memory(e)) throw;
+      const int64_t smaller = train_batch_size_ / 2;
+      // What the attempt left goes before the next one starts (its activations went with the
+      // exception); the optimizer's state stays, as in Transformers.
+      model_->zero_grad();
+      if (device().is_cuda()) cuda::empty_cache();
+      if (smaller == 0) {
+        throw std::runtime_error(fmt::format(
+            "No executable batch size found, reached zero. (auto_find_batch_size: a batch of 1 "
+            "ran out of memory too: {})",
+            runtime::error_line(e)));
+      }
+      if (accelerator_->is_main_process()) {
+        base::warn(
+            "auto_find_batch_size: a training batch of {} ran out of memory ({}); starting the "
+            "training loop again with per_device_train_batch_size {}",
+            train_batch_size_, runtime::error_line(e), smaller);
+      }
+      train_batch_size_ = smaller;
+    }
+  }
+}
+
+TrainOutput Trainer::inner_training_loop(const std::optional<Resumable>& checkpoint,
+                                         bool keep_optimizer) {
+  const TrainingPlan plan = set_initial_training_values();
+  reset_training_state(plan);
+  auto optimizer = create_optimizer_and_scheduler(plan.max_steps, keep_optimizer);
   if (checkpoint) load_checkpoint(*checkpoint, plan.steps_per_epoch);
   // CUDA: steps without a host read, replayed as a CUDA graph with cuda_graphs (null on CPU).
   const std::shared_ptr<DeviceLoop> device_loop = make_device_loop();
@@ -302,7 +396,7 @@ void Trainer::maybe_log_save_evaluate() {
   }
   control_.should_log = false;
   if (control_.should_evaluate) {
-    Metrics metrics = evaluate();
+    Metrics metrics = evaluate_in_training();
     model_wrapped_->train();
     bool new_best = update_best_metric(metrics);
     if (args_.save_strategy() == "best") control_.should_save = new_best;
@@ -312,6 +406,20 @@ void Trainer::maybe_log_save_evaluate() {
     fire([&](TrainerCallback& c) { c.on_save(args_, state_, control_); });
   }
   control_.should_save = false;
+}
+
+Metrics Trainer::evaluate_in_training() {
+  if (!args_.auto_find_batch_size()) return evaluate();
+  try {
+    return evaluate();
+  } catch (const std::exception& e) {
+    // Not the training batch's doing: halving it would only repeat this until zero.
+    if (!runtime::is_out_of_memory(e)) throw;
+    throw std::runtime_error(fmt::format(
+        "evaluation at step {} ran out of memory ({}): auto_find_batch_size only adjusts the "
+        "training batch size; reduce per_device_eval_batch_size ({}) instead",
+        state_.global_step, runtime::error_line(e), args_.per_device_eval_batch_size()));
+  }
 }
 
 void Trainer::record_step() {
@@ -361,6 +469,9 @@ TrainOutput Trainer::finish_training(const TrainingPlan& plan, const base::Stopw
   logs["train_steps_per_second"] = base::round_to(static_cast<double>(plan.max_steps) / runtime, 3);
   logs["total_flos"] = state_.total_flos;
   logs["train_loss"] = output.training_loss;
+  // skip_memory_metrics false: init's (the first time) and train's memory, before the log as in
+  // Transformers' _finalize_training, so that the last log_history entry holds them too.
+  for (const auto& [key, bytes] : memory_tracker_.stop("train")) logs[key] = bytes;
   log(logs);
   for (const auto& [key, value] : state_.log_history.back().items()) {
     if (key != "step") output.metrics[key] = value.get<double>();

@@ -171,10 +171,12 @@ void save_results(base::WriteBatch& batch, Trainer& trainer, const TrainOutput& 
   trainer.log_metrics("train", train_metrics);
   trainer.save_metrics("train", train_metrics, &batch);
   if (!eval_dataset) return;
-  // The evaluation at the last step already scored this model; do not run it twice.
-  Metrics eval_metrics = trainer.last_eval_step() == trainer.state().global_step
-                             ? trainer.last_eval_metrics()
-                             : trainer.evaluate();
+  // The evaluation at the last step already scored this model; do not run it twice, unless
+  // the memory metrics ask for an evaluation of its own (one inside train() has none).
+  Metrics eval_metrics =
+      trainer.last_eval_step() == trainer.state().global_step && args.skip_memory_metrics()
+          ? trainer.last_eval_metrics()
+          : trainer.evaluate();
   eval_metrics["eval_samples"] = static_cast<double>(eval_dataset->size());
   add_perplexity(eval_metrics, trainer.model().task().kind);
   trainer.log_metrics("eval", eval_metrics);
@@ -213,6 +215,7 @@ void finish_run(Trainer& trainer, models::Model& model, const TrainingArguments&
 }  // namespace
 
 int train_command(const TrainingArguments& args) {
+  check_auto_find_batch_size(args, dist::read_dist_env().world_size);
   Accelerator accelerator(accelerator_options(args));
   const ModelSource model_source = resolve_model_source(args);
   auto source = data_source(accelerator, args, model_source);

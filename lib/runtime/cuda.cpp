@@ -1,10 +1,11 @@
-// The one translation unit that includes CUDA's headers: TF32, capture state, device memory, and
-// the CUDA graph of a training step (see cuda.h).
+// The one translation unit that includes CUDA's headers: TF32, capture state, device memory, the
+// caching allocator's counters, and the CUDA graph of a training step (see cuda.h).
 #include "lib/runtime/cuda.h"
 
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
@@ -23,6 +24,11 @@ void require_cuda(const char* what) {
   if (!torch::cuda::is_available()) {
     throw std::runtime_error(fmt::format("{} needs a CUDA device and none is present", what));
   }
+}
+
+// The device's index ("cuda" without one: the current device).
+c10::DeviceIndex index_of(const torch::Device& device) {
+  return device.has_index() ? device.index() : c10::cuda::current_device();
 }
 
 }  // namespace
@@ -45,6 +51,24 @@ int64_t free_memory(const torch::Device& device) {
   size_t free = 0, total = 0;
   C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
   return static_cast<int64_t>(free);
+}
+
+AllocatedMemory allocated_memory(const torch::Device& device) {
+  require_cuda("allocated_memory");
+  using c10::CachingDeviceAllocator::StatType;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
+  const auto& bytes = stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)];
+  return {bytes.current, bytes.peak};
+}
+
+void reset_peak_memory(const torch::Device& device) {
+  require_cuda("reset_peak_memory");
+  c10::cuda::CUDACachingAllocator::resetPeakStats(index_of(device));
+}
+
+void empty_cache() {
+  require_cuda("empty_cache");
+  c10::cuda::CUDACachingAllocator::emptyCache();
 }
 
 struct StepGraph::Impl {

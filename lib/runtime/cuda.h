@@ -1,6 +1,7 @@
 // The CUDA-only pieces of the GPU path behind a torch-typed interface, so that one translation
-// unit (cuda.cpp) includes CUDA's headers: TF32, graph-capture state, free device memory, and
-// StepGraph, a whole training step captured once as a CUDA graph and replayed. Everything here
+// unit (cuda.cpp) includes CUDA's headers: TF32, graph-capture state, free device memory, the
+// caching allocator's counters (the memory metrics), and StepGraph, a whole training step
+// captured once as a CUDA graph and replayed. Everything here
 // compiles and links on any machine (LibTorch carries CUDA); calling it without a CUDA device
 // throws, except available() and is_capturing(), which answer false.
 #pragma once
@@ -22,6 +23,17 @@ void set_tf32(bool enabled);
 bool is_capturing();
 // Bytes free on `device` now (cudaMemGetInfo), as the caching allocator's free blocks do not count.
 int64_t free_memory(const torch::Device& device);
+// The caching allocator's bytes in tensors on `device`: now, and the most since the last
+// reset_peak_memory (torch.cuda.memory_allocated and max_memory_allocated).
+struct AllocatedMemory {
+  int64_t now = 0;
+  int64_t peak = 0;
+};
+AllocatedMemory allocated_memory(const torch::Device& device);
+// Starts the peak of allocated_memory(device) afresh (torch.cuda.reset_peak_memory_stats).
+void reset_peak_memory(const torch::Device& device);
+// Hands the caching allocator's unused blocks back to CUDA (torch.cuda.empty_cache).
+void empty_cache();
 
 // One training step as a CUDA graph, as torch.cuda.graph does it: warm_up() runs the step eagerly
 // on a side stream (lazily made cuBLAS handles and workspaces then belong to that stream), then

@@ -58,7 +58,7 @@ TEST(LinearCrossEntropy, EqualsThePlainLossAndGradientsAtEveryChunkSize) {
     const LossAndGrads want = plain(hidden, weight, labels, softcap);
     for (int64_t rows : {1, 5, 36, 37, 0}) {
       const LossAndGrads got = chunked(hidden, weight, labels, softcap, rows);
-      SCOPED_TRACE(testing::Message() << "softcap " << softcap << ", rows " << rows);
+      SCOPED_TRACE(::testing::Message() << "softcap " << softcap << ", rows " << rows);
       EXPECT_LT(relative_diff(got.loss, want.loss), 1e-6);
       EXPECT_LT(relative_diff(got.grad_hidden, want.grad_hidden), 1e-5);
       EXPECT_LT(relative_diff(got.grad_weight, want.grad_weight), 1e-5);
