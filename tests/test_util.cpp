@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -265,7 +266,8 @@ std::string cached_reference(const std::string& name, const std::string& command
   const char* cache = std::getenv("TRAINER_CACHE");
   const char* home = std::getenv("HOME");
   const std::string dir =
-      (cache && *cache ? std::string(cache) : std::string(home ? home : "/tmp") + "/.cache/trainer") +
+      (cache && *cache ? std::string(cache)
+                       : std::string(home ? home : "/tmp") + "/.cache/trainer") +
       "/reference";
   std::filesystem::create_directories(dir);
   TempDir scratch;
@@ -283,8 +285,8 @@ std::string cached_reference(const std::string& name, const std::string& command
   const std::string partial = out + ".partial";
   std::ofstream(scratch.file("make.sh"))
       << "[ -e " << out << " ] && exit 0\nrm -rf " << partial << "\n"
-      << replaced(replaced(command, "{out}", partial), "{tmp}", scratch.path())
-      << " || exit 1\nmv " << partial << " " << out << "\n";
+      << replaced(replaced(command, "{out}", partial), "{tmp}", scratch.path()) << " || exit 1\nmv "
+      << partial << " " << out << "\n";
   const auto made = run("flock " + out + ".lock sh " + scratch.file("make.sh"));
   if (made.exit_code != 0 || !std::filesystem::exists(out)) {
     ADD_FAILURE() << "the reference run failed: " << command << "\n" << made.out << made.err;
@@ -307,10 +309,27 @@ std::string peft_fixtures_dir() {
     const std::string hf = hf_fixtures_dir();
     if (hf.empty() || !python_has("peft")) return std::string();
     return cached_reference("peft_fixtures", std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
-                                                 "/scripts/reference/peft_reference.py make " +
-                                                 hf + " {out}");
+                                                 "/scripts/reference/peft_reference.py make " + hf +
+                                                 " {out}");
   }();
   return dir;
+}
+
+TouchedMemory::TouchedMemory(int64_t bytes) : size(static_cast<size_t>(bytes)) {
+  data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  EXPECT_NE(data, MAP_FAILED);
+  if (data == MAP_FAILED) {
+    data = nullptr;
+    return;
+  }
+  volatile char* page = static_cast<char*>(data);
+  for (size_t i = 0; i < size; i += 4096) page[i] = 1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+void TouchedMemory::unmap() {
+  if (data) ::munmap(data, size);
+  data = nullptr;
 }
 
 }  // namespace trainer::testing

@@ -178,4 +178,17 @@ std::string hf_fixtures_dir();
 // transformers or peft.
 std::string peft_fixtures_dir();
 
+// `bytes` of fresh anonymous memory, every page written (mmap: no allocator keeps it after unmap(),
+// with or without a sanitizer's), then 20 ms for a sampling thread to see it; unmapped when it goes
+// or at unmap().
+struct TouchedMemory {
+  explicit TouchedMemory(int64_t bytes);
+  ~TouchedMemory() { unmap(); }
+  TouchedMemory(const TouchedMemory&) = delete;
+  TouchedMemory& operator=(const TouchedMemory&) = delete;
+  void unmap();
+  size_t size;
+  void* data = nullptr;
+};
+
 }  // namespace trainer::testing

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include "tests/test_util.h"
 #include "trainer/callbacks.h"
 
 namespace trainer {
@@ -19,19 +20,7 @@ namespace memory_tracker_test {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
-// `bytes` of fresh anonymous memory, every page written, unmapped when it goes.
-struct Touched {
-  explicit Touched(int64_t bytes) : size(static_cast<size_t>(bytes)) {
-    data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    EXPECT_NE(data, MAP_FAILED);
-    volatile char* page = static_cast<char*>(data);
-    for (size_t i = 0; i < size; i += 4096) page[i] = 1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a sampling thread sees it
-  }
-  ~Touched() { ::munmap(data, size); }
-  size_t size;
-  void* data;
-};
+using Touched = testing::TouchedMemory;
 
 std::vector<std::string> keys(const TrainerMemoryTracker::Values& values) {
   std::vector<std::string> out;

@@ -18,23 +18,7 @@ namespace memory_test {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
-// `bytes` of fresh anonymous memory, every page written (mmap: no allocator keeps it after
-// unmap(), with or without a sanitizer's).
-struct Touched {
-  explicit Touched(int64_t bytes) : size(static_cast<size_t>(bytes)) {
-    data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    EXPECT_NE(data, MAP_FAILED);
-    volatile char* page = static_cast<char*>(data);
-    for (size_t i = 0; i < size; i += 4096) page[i] = 1;
-  }
-  ~Touched() { unmap(); }
-  void unmap() {
-    if (data) ::munmap(data, size);
-    data = nullptr;
-  }
-  size_t size;
-  void* data = nullptr;
-};
+using Touched = testing::TouchedMemory;
 
 int64_t meminfo(const std::string& key) {
   std::ifstream in("/proc/meminfo");
