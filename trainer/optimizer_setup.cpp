@@ -76,6 +76,18 @@ AcceleratorOptions accelerator_options(const TrainingArguments& args) {
       .data_on_device(args.data_on_device());
 }
 
+optim::OptimizerChoice optimizer_choice(const TrainingArguments& args) {
+  const OptimizerPlan plan = args.optimizer_plan();
+  optim::OptimizerChoice choice;
+  choice.name = plan.name;
+  choice.lr = args.learning_rate();
+  choice.adam_beta1 = args.adam_beta1();
+  choice.adam_beta2 = args.adam_beta2();
+  choice.adam_epsilon = args.adam_epsilon();
+  choice.options = plan.options;
+  return choice;
+}
+
 std::shared_ptr<torch::optim::Optimizer> Trainer::create_optimizer() {
   const OptimizerPlan plan = args_.optimizer_plan();
   auto weight_decay = plan.options.find("weight_decay");
@@ -86,14 +98,7 @@ std::shared_ptr<torch::optim::Optimizer> Trainer::create_optimizer() {
         "{} on weights, 0.0 on biases and norms), as in Transformers; set weight_decay instead",
         base::python_float(weight_decay->second), base::python_float(args_.weight_decay()));
   }
-  optim::OptimizerChoice choice;
-  choice.name = plan.name;
-  choice.lr = args_.learning_rate();
-  choice.adam_beta1 = args_.adam_beta1();
-  choice.adam_beta2 = args_.adam_beta2();
-  choice.adam_epsilon = args_.adam_epsilon();
-  choice.options = plan.options;
-  optimizer_ = optim::make_optimizer(choice, parameter_groups(*model_, args_));
+  optimizer_ = optim::make_optimizer(optimizer_choice(args_), parameter_groups(*model_, args_));
   return optimizer_;
 }
 

@@ -21,6 +21,7 @@
 #include "lib/data/dataset.h"
 #include "lib/models/model.h"
 #include "lib/optim/lr_scheduler.h"
+#include "lib/optim/optimizers.h"
 #include "lib/report/curve.h"
 #include "trainer/checkpoint_manifest.h"
 #include "trainer/memory_tracker.h"
@@ -48,6 +49,9 @@ struct PredictionOutput {
 // DDP options and data_on_device. Accumulation stays with the Trainer, which counts micro-batches
 // itself (as Transformers does), so the Accelerator's gradient_accumulation_steps is 1.
 AcceleratorOptions accelerator_options(const TrainingArguments& args);
+// What optim, optim_args and the Adam arguments ask make_optimizer for (optimizer_plan()'s
+// checks: throws InputError as it does).
+optim::OptimizerChoice optimizer_choice(const TrainingArguments& args);
 
 // auto_find_batch_size on `num_processes` processes: InputError for more than one (a process
 // that runs out of memory would halve its batch and start again while the others wait for it in

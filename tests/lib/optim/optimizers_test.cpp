@@ -14,6 +14,7 @@
 
 #include "lib/io/safetensors.h"
 #include "tests/test_util.h"
+#include "trainer/trainer.h"
 #include "trainer/training_args.h"
 
 namespace trainer::optim {
@@ -74,15 +75,7 @@ std::shared_ptr<torch::optim::Optimizer> make(const io::Metadata& meta,
   }
   TrainingArguments args = TrainingArguments().optim(meta.at("optim")).learning_rate(lr);
   if (!meta.at("optim_args").empty()) args.optim_args(meta.at("optim_args"));
-  const OptimizerPlan plan = args.optimizer_plan();
-  OptimizerChoice choice;
-  choice.name = plan.name;
-  choice.lr = args.learning_rate();
-  choice.adam_beta1 = args.adam_beta1();
-  choice.adam_beta2 = args.adam_beta2();
-  choice.adam_epsilon = args.adam_epsilon();
-  choice.options = plan.options;
-  return make_optimizer(choice, groups);
+  return make_optimizer(trainer::optimizer_choice(args), groups);
 }
 
 TEST(Optimizers, EveryCaseStepsAsPyTorchAndTransformersWithinAMillionth) {
