@@ -36,6 +36,8 @@ Batch Batch::to(const torch::Device& device) const {
   for (const auto& [key, value] : items_) moved[key] = value.to(device, /*non_blocking=*/true);
   if (num_items_in_batch.defined()) moved.num_items_in_batch = num_items_in_batch.to(device);
   moved.loss_only = loss_only;
+  moved.dft_loss = dft_loss;
+  moved.token_stats = token_stats;
   return moved;
 }
 

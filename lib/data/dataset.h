@@ -33,6 +33,9 @@ struct DataInfo {
 struct Example {
   torch::Tensor input;
   torch::Tensor target;
+  // A packed row's position ids, restarting at each sequence in it (TRL's seq_lengths); undefined
+  // for other data.
+  torch::Tensor positions = {};
 };
 
 // A batch of named tensors whose first dimension is the batch dimension.
@@ -62,6 +65,12 @@ class Batch {
   // The caller reads only the loss (Transformers' prediction_loss_only): a model may compute it
   // without its outputs (a language model's chunked loss, never the whole logits). to() carries it.
   bool loss_only = false;
+  // A language model's loss as TRL's SFT loss_type "dft" asks for it: each label token's -log p
+  // weighted by p (detached), Dynamic Fine-Tuning; false: the cross-entropy. to() carries it.
+  bool dft_loss = false;
+  // The model also returns the statistics TRL logs of its label tokens (ModelOutput::token_stats).
+  // to() carries it.
+  bool token_stats = false;
 
  private:
   std::map<std::string, torch::Tensor> items_;

@@ -123,16 +123,21 @@ class Gpt2 : public HfCausalLM {
     init_weights();
   }
 
-  Tensor hidden_states(const Tensor& input_ids, const Tensor& attention_mask,
-                       KVCache* cache) override {
+  Tensor hidden_states(const Tensor& input_ids, const Tensor& attention_mask, KVCache* cache,
+                       const Tensor& position_ids) override {
     const int64_t past = cache ? cache->length : 0;
     check_ids(input_ids, past, config_.max_position_embeddings, "GPT-2");
     const int64_t T = input_ids.size(1);
-    Tensor positions = torch::arange(past, past + T, input_ids.options().dtype(torch::kLong));
+    Tensor positions = position_ids.defined()
+                           ? position_ids.to(input_ids.options().dtype(torch::kLong))
+                           : torch::arange(past, past + T, input_ids.options().dtype(torch::kLong));
     Tensor x = torch::embedding(transformer->wte->weight, input_ids) +
                torch::embedding(transformer->wpe->weight, positions);
     if (is_training() && config_.embd_pdrop > 0) x = torch::dropout(x, config_.embd_pdrop, true);
-    Tensor mask = attention_mask_for(attention_mask, past, T, input_ids.device());
+    Tensor mask = position_ids.defined() && !attention_mask.defined() && !cache
+                      ? packed_attention_mask(position_ids, input_ids.device())
+                      : Tensor();
+    if (!mask.defined()) mask = attention_mask_for(attention_mask, past, T, input_ids.device());
     for (size_t i = 0; i < transformer->blocks.size(); ++i) {
       // By value: with activation checkpointing the block runs again in backward.
       x = run_block(i, x, [b = transformer->blocks[i].get(), mask, cache, i, past](Tensor h) {
@@ -167,14 +172,21 @@ ModelOutput HfCausalLM::forward(const data::Batch& inputs) {
   ModelOutput out;
   const torch::Tensor mask =
       inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor();
+  const torch::Tensor positions =
+      inputs.contains("position_ids") ? inputs.at("position_ids") : torch::Tensor();
+  torch::Tensor* stats = inputs.token_stats ? &out.token_stats : nullptr;
   if (chunked_loss() && (is_training() || inputs.loss_only) && inputs.contains("labels")) {
-    out.loss = causal_lm_linear_loss(hidden_states(inputs.at("input_ids"), mask), output_weight(),
-                                     inputs.at("labels"), inputs.num_items_in_batch,
-                                     config_.final_logit_softcapping);
+    out.loss =
+        causal_lm_linear_loss(hidden_states(inputs.at("input_ids"), mask, nullptr, positions),
+                              output_weight(), inputs.at("labels"), inputs.num_items_in_batch,
+                              config_.final_logit_softcapping, inputs.dft_loss, stats);
     return out;
   }
-  out.logits = logits(inputs.at("input_ids"), mask);
-  if (inputs.contains("labels")) {
+  out.logits = lm_logits(hidden_states(inputs.at("input_ids"), mask, nullptr, positions));
+  if (inputs.contains("labels") && (inputs.dft_loss || stats)) {
+    out.loss = causal_lm_logits_loss(out.logits, inputs.at("labels"), inputs.num_items_in_batch,
+                                     inputs.dft_loss, stats);
+  } else if (inputs.contains("labels")) {
     out.loss = task_loss(task(), out.logits.to(torch::kFloat), inputs.at("labels"),
                          inputs.num_items_in_batch);
   }

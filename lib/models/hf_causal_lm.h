@@ -28,7 +28,9 @@ class HfCausalLM : public Model {
  public:
   explicit HfCausalLM(HfConfig config);
 
-  // "input_ids" (and "attention_mask") -> logits; with "labels", Transformers' ForCausalLMLoss:
+  // "input_ids" (and "attention_mask", or "position_ids" as hidden_states takes them) -> logits;
+  // with "labels", Transformers' ForCausalLMLoss (or DFT's with Batch::dft_loss; the statistics
+  // of ModelOutput::token_stats with Batch::token_stats):
   // task_loss (shifted cross-entropy in float32, -100 ignored, summed over num_items_in_batch
   // when the Trainer set it). In training (or for a loss_only batch) with chunked_loss() on: the
   // loss alone, through causal_lm_linear_loss (no logits: they are never held whole).
@@ -48,9 +50,15 @@ class HfCausalLM : public Model {
   }
   // The final hidden states [B, T, hidden_size] (after the last norm) that logits projects, on
   // logits' terms.
+  //
+  // position_ids ([B, T], no cache, no attention_mask): each token's position, as Transformers
+  // takes them; a row packed with several sequences (the positions restart: any step other than
+  // +1 begins a sequence, Transformers' find_packed_sequence_indices) attends only within each
+  // sequence (a block-diagonal causal mask), so each sequence computes what it computes alone.
   virtual torch::Tensor hidden_states(const torch::Tensor& input_ids,
                                       const torch::Tensor& attention_mask = {},
-                                      KVCache* cache = nullptr) = 0;
+                                      KVCache* cache = nullptr,
+                                      const torch::Tensor& position_ids = {}) = 0;
   // The output layer: hidden [..., hidden_size] -> logits [..., vocab_size] (lm_head, or the
   // tied embedding), capped as tanh(x / c) * c with final_logit_softcapping c > 0 (Gemma 3).
   torch::Tensor lm_logits(const torch::Tensor& hidden) const;

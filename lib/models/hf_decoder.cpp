@@ -173,8 +173,8 @@ class Decoder : public HfCausalLM {
     init_weights();
   }
 
-  Tensor hidden_states(const Tensor& input_ids, const Tensor& attention_mask,
-                       KVCache* cache) override {
+  Tensor hidden_states(const Tensor& input_ids, const Tensor& attention_mask, KVCache* cache,
+                       const Tensor& position_ids) override {
     const int64_t past = cache ? cache->length : 0;
     check_ids(input_ids, past, config_.max_position_embeddings, prefix_.c_str());
     const int64_t T = input_ids.size(1);
@@ -188,22 +188,31 @@ class Decoder : public HfCausalLM {
                                    torch::TensorOptions(torch::kFloat).device(x.device()))
                   .to(embedding.scalar_type());
     }
-    // cos and sin in float32, then in the activations' type: [1, 1, T, head_dim].
+    // cos and sin in float32, then in the activations' type: [1 or B, 1, T, head_dim].
     Tensor positions =
-        torch::arange(past, past + T, torch::TensorOptions(torch::kFloat).device(x.device()));
+        position_ids.defined()
+            ? position_ids.to(torch::TensorOptions(torch::kFloat).device(x.device()))
+            : torch::arange(past, past + T, torch::TensorOptions(torch::kFloat).device(x.device()))
+                  .unsqueeze(0);
     auto rotary = [&](const Tensor& inv_freq) {
-      Tensor freqs = positions.unsqueeze(1) * inv_freq.to(x.device()).unsqueeze(0);
+      Tensor freqs = positions.unsqueeze(2) * inv_freq.to(x.device()).view({1, 1, -1});
       Tensor emb = torch::cat({freqs, freqs}, -1);
-      return std::make_pair(emb.cos().to(x.scalar_type()).view({1, 1, T, -1}),
-                            emb.sin().to(x.scalar_type()).view({1, 1, T, -1}));
+      const int64_t rows = emb.size(0);
+      return std::make_pair(emb.cos().to(x.scalar_type()).view({rows, 1, T, -1}),
+                            emb.sin().to(x.scalar_type()).view({rows, 1, T, -1}));
     };
     const auto full = rotary(inv_freq_);
     const auto local = local_inv_freq_.is_same(inv_freq_) ? full : rotary(local_inv_freq_);
-    Tensor full_mask = attention_mask_for(attention_mask, past, T, input_ids.device());
-    Tensor sliding_mask = config_.sliding_window > 0
-                              ? attention_mask_for(attention_mask, past, T, input_ids.device(),
-                                                   config_.sliding_window)
-                              : full_mask;
+    const bool packed = position_ids.defined() && !attention_mask.defined() && !cache;
+    auto mask_for = [&](int64_t window) {
+      Tensor mask =
+          packed ? packed_attention_mask(position_ids, input_ids.device(), window) : Tensor();
+      return mask.defined()
+                 ? mask
+                 : attention_mask_for(attention_mask, past, T, input_ids.device(), window);
+    };
+    Tensor full_mask = mask_for(0);
+    Tensor sliding_mask = config_.sliding_window > 0 ? mask_for(config_.sliding_window) : full_mask;
     for (size_t i = 0; i < model->layers.size(); ++i) {
       DecoderLayer* l = model->layers[i].get();
       const auto& rotation = l->sliding ? local : full;

@@ -62,6 +62,32 @@ inline Tensor attention_mask_for(const Tensor& attention_mask, int64_t past, int
   return causal.logical_and(keys).logical_or(self);
 }
 
+// Transformers' find_packed_sequence_indices: for position_ids [B, T], each token's sequence
+// index within its row (a step other than +1 starts a new one), or undefined when every row
+// holds one sequence.
+inline Tensor packed_sequence_indices(const Tensor& position_ids) {
+  Tensor step = torch::diff(position_ids, 1, -1, position_ids.slice(1, 0, 1) - 1);
+  Tensor index = step.ne(1).cumsum(-1);
+  if (index.select(1, -1).eq(0).all().item<bool>()) return {};
+  return index;
+}
+
+// attention_mask_for's mask for a packed row (no cache, no attention_mask): causal (within the
+// window) and only within each token's sequence; [B, 1, T, T]. Undefined when no row is packed
+// (then attention_mask_for's own mask holds).
+inline Tensor packed_attention_mask(const Tensor& position_ids, const torch::Device& device,
+                                    int64_t window = 0) {
+  if (!position_ids.defined()) return {};
+  Tensor index = packed_sequence_indices(position_ids);
+  if (!index.defined()) return {};
+  const int64_t T = position_ids.size(1);
+  auto opts = torch::TensorOptions(torch::kBool).device(device);
+  Tensor causal = torch::ones({T, T}, opts).tril();
+  if (window > 0 && T > window) causal = causal.triu(-window + 1);
+  Tensor same = index.unsqueeze(2).eq(index.unsqueeze(1)).unsqueeze(1).to(device);
+  return causal.logical_and(same);
+}
+
 // SDPA for queries [B, H, T, D] over keys/values [B, KV, S, D] (KV divides H): causal when no
 // mask and no past, free when a single query follows a cache.
 inline Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,

@@ -37,8 +37,9 @@ class NoAutocast {
 };
 
 struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& hidden, const Tensor& weight,
-                        const Tensor& labels, double softcap, int64_t chunk_rows, bool with_grads) {
+  static variable_list forward(AutogradContext* ctx, const Tensor& hidden, const Tensor& weight,
+                               const Tensor& labels, double softcap, int64_t chunk_rows,
+                               bool with_grads, bool dft, bool with_stats) {
     const int64_t N = hidden.size(0), V = weight.size(0);
     const Tensor valid_all = labels.ne(kIgnoreIndex);
     if (N > 0) {
@@ -52,6 +53,8 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     const bool need_w = with_grads && weight.requires_grad();
     const auto f32 = hidden.options().dtype(torch::kFloat);
     Tensor loss = torch::zeros({}, f32);
+    // entropy sum, argmax hits, count (TRL's per-token statistics), never differentiated.
+    Tensor stats = torch::zeros({3}, f32);
     Tensor grad_h = need_h ? torch::empty_like(hidden) : Tensor();
     // The output weight's gradient is summed over chunks in float32 whatever the weight's type.
     Tensor grad_w = need_w ? torch::zeros(weight.sizes(), f32) : Tensor();
@@ -68,14 +71,23 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
       Tensor logp = torch::log_softmax(zf, 1);
       const Tensor valid = valid_all.slice(0, start, end);
       const Tensor target = t.masked_fill(valid.logical_not(), 0).unsqueeze(1);
-      loss.sub_(logp.gather(1, target).squeeze(1).masked_fill(valid.logical_not(), 0).sum());
+      Tensor logp_t = logp.gather(1, target).squeeze(1).masked_fill(valid.logical_not(), 0);
+      // DFT: each token's -log p weighted by p, the weight a constant.
+      const Tensor weight_t = dft ? logp_t.exp().mul_(valid) : Tensor();
+      loss.sub_(dft ? (logp_t * weight_t).sum() : logp_t.sum());
+      if (with_stats) {
+        const Tensor validf = valid.to(torch::kFloat);
+        stats[0].add_((-(logp.exp() * logp).sum(1) * validf).sum());
+        stats[1].add_((zf.argmax(1).eq(t) * valid).sum().to(torch::kFloat));
+        stats[2].add_(validf.sum());
+      }
       if (!need_h && !need_w) continue;
       // d(-log p_t)/dz = softmax(z) - onehot(t), zero on ignored rows; through the cap, times
       // 1 - tanh^2 = 1 - (capped / softcap)^2.
       Tensor g = logp.exp_();
       const Tensor validf = valid.to(torch::kFloat).unsqueeze(1);
       g.scatter_add_(1, target, validf.neg());
-      g.mul_(validf);
+      g.mul_(dft ? weight_t.unsqueeze(1) : validf);
       if (softcap > 0) g.mul_(1.0 - (zf / softcap).square());
       NoAutocast no_autocast(hidden.device().type());
       if (need_h) {
@@ -88,7 +100,8 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     if (need_h) ctx->saved_data["grad_hidden"] = grad_h;
     if (need_w) ctx->saved_data["grad_weight"] = grad_w;
     ctx->saved_data["weight_dtype"] = static_cast<int64_t>(weight.scalar_type());
-    return loss;
+    ctx->mark_non_differentiable({stats});
+    return {loss, stats};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -106,24 +119,52 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     // The weight's gradient was summed in float32.
     Tensor grad_w = take("grad_weight");
     if (grad_w.defined() && grad_w.scalar_type() != weight_dtype) grad_w = grad_w.to(weight_dtype);
-    return {grad_h, grad_w, Tensor(), Tensor(), Tensor(), Tensor()};
+    return {grad_h, grad_w, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
 }  // namespace
 
+Tensor shift_labels(const Tensor& labels) {
+  return torch::cat(
+      {labels.slice(1, 1), torch::full({labels.size(0), 1}, kIgnoreIndex, labels.options())}, 1);
+}
+
+Tensor causal_lm_logits_loss(const Tensor& logits, const Tensor& labels,
+                             const Tensor& num_items_in_batch, bool dft, Tensor* stats) {
+  const Tensor shifted = shift_labels(labels).reshape({-1});
+  const Tensor valid = shifted.ne(kIgnoreIndex);
+  const Tensor z = logits.to(torch::kFloat).reshape({shifted.size(0), -1});
+  const Tensor logp = torch::log_softmax(z, 1);
+  const Tensor target = shifted.masked_fill(valid.logical_not(), 0).unsqueeze(1);
+  const Tensor logp_t = logp.gather(1, target).squeeze(1).masked_fill(valid.logical_not(), 0);
+  const Tensor sum = dft ? -(logp_t * logp_t.detach().exp().mul(valid)).sum() : -logp_t.sum();
+  if (stats) {
+    torch::NoGradGuard no_grad;
+    const Tensor validf = valid.to(torch::kFloat);
+    *stats =
+        torch::stack({(-(logp.exp() * logp).sum(1) * validf).sum(),
+                      (z.argmax(1).eq(shifted) * valid).sum().to(torch::kFloat), validf.sum()});
+  }
+  if (num_items_in_batch.defined()) return sum / num_items_in_batch.to(sum.scalar_type());
+  return sum / valid.sum().to(torch::kFloat);
+}
+
 Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& labels,
-                            double softcap, int64_t chunk_rows) {
+                            double softcap, int64_t chunk_rows, bool dft, Tensor* stats) {
   TORCH_CHECK(hidden.dim() == 2 && weight.dim() == 2 && labels.dim() == 1 &&
                   hidden.size(0) == labels.size(0) && hidden.size(1) == weight.size(1),
               "linear_cross_entropy: hidden [N, H], weight [V, H] and labels [N], not ",
               hidden.sizes(), ", ", weight.sizes(), " and ", labels.sizes());
-  return LinearCrossEntropy::apply(hidden, weight, labels, softcap, chunk_rows,
-                                   c10::GradMode::is_enabled());
+  variable_list out = LinearCrossEntropy::apply(hidden, weight, labels, softcap, chunk_rows,
+                                                c10::GradMode::is_enabled(), dft, stats != nullptr);
+  if (stats) *stats = out[1];
+  return out[0];
 }
 
 Tensor causal_lm_linear_loss(const Tensor& hidden, const Tensor& weight, const Tensor& labels,
-                             const Tensor& num_items_in_batch, double softcap) {
+                             const Tensor& num_items_in_batch, double softcap, bool dft,
+                             Tensor* stats) {
   TORCH_CHECK(hidden.dim() == 3 && labels.dim() == 2 && hidden.size(0) == labels.size(0) &&
                   hidden.size(1) == labels.size(1),
               "causal_lm loss: hidden states [batch, length, hidden] and labels [batch, length], "
@@ -131,13 +172,10 @@ Tensor causal_lm_linear_loss(const Tensor& hidden, const Tensor& weight, const T
               hidden.sizes(), " and ", labels.sizes());
   const int64_t H = hidden.size(2);
   // Transformers' shift: labels padded with -100 at the end, then moved left by one.
-  const Tensor shifted =
-      torch::cat(
-          {labels.slice(1, 1), torch::full({labels.size(0), 1}, kIgnoreIndex, labels.options())}, 1)
-          .reshape({-1});
+  const Tensor shifted = shift_labels(labels).reshape({-1});
   const Tensor rows = shifted.ne(kIgnoreIndex).nonzero().squeeze(1);
   const Tensor sum = linear_cross_entropy(hidden.reshape({-1, H}).index_select(0, rows), weight,
-                                          shifted.index_select(0, rows), softcap);
+                                          shifted.index_select(0, rows), softcap, 0, dft, stats);
   if (num_items_in_batch.defined()) return sum / num_items_in_batch.to(sum.scalar_type());
   return sum / static_cast<double>(rows.size(0));
 }

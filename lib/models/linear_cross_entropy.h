@@ -18,17 +18,34 @@ namespace trainer::models {
 // gradients of that sum. `chunk_rows` rows at a time (0: about 2^24 logits a chunk). The same
 // value and gradients as the plain linear and cross_entropy_loss(reduction sum, ignore_index
 // -100), to float32 rounding. Throws c10::Error for a label outside [0, V) other than -100.
+//
+// `dft`: each row's -log p weighted by its p, taken as a constant (TRL's loss_type "dft"), with
+// those gradients. `stats`, when given, receives ModelOutput::token_stats of the rows with a
+// label: float32 [3], the entropies' sum, the argmax hits, the count.
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                    const torch::Tensor& labels, double softcap = 0.0,
-                                   int64_t chunk_rows = 0);
+                                   int64_t chunk_rows = 0, bool dft = false,
+                                   torch::Tensor* stats = nullptr);
 
 // Transformers' ForCausalLMLoss over the final hidden states: hidden [B, T, H], labels [B, T]
 // shifted left by one (the last position predicts nothing), -100 ignored, through
 // linear_cross_entropy on the rows that have a label; divided by num_items_in_batch when defined
 // (a scalar: the window's token count), else by the count of those rows (their mean; NaN when
 // there are none, as cross_entropy's mean).
+// `dft` and `stats` as linear_cross_entropy's.
 torch::Tensor causal_lm_linear_loss(const torch::Tensor& hidden, const torch::Tensor& weight,
                                     const torch::Tensor& labels,
-                                    const torch::Tensor& num_items_in_batch, double softcap = 0.0);
+                                    const torch::Tensor& num_items_in_batch, double softcap = 0.0,
+                                    bool dft = false, torch::Tensor* stats = nullptr);
+
+// The same loss from whole logits [B, T, V] (the plain path, use_liger_kernel false): the
+// cross-entropy (or DFT's) of the shifted labels, summed and divided as causal_lm_linear_loss
+// divides; `stats` as there.
+torch::Tensor causal_lm_logits_loss(const torch::Tensor& logits, const torch::Tensor& labels,
+                                    const torch::Tensor& num_items_in_batch, bool dft = false,
+                                    torch::Tensor* stats = nullptr);
+
+// Transformers' shift of causal-LM labels [B, T]: moved left by one, -100 at the end.
+torch::Tensor shift_labels(const torch::Tensor& labels);
 
 }  // namespace trainer::models

@@ -21,6 +21,11 @@ namespace trainer::models {
 struct ModelOutput {
   torch::Tensor logits;  // logits, log-probabilities or regression values, [B, ...]
   torch::Tensor loss;    // undefined: the Trainer scores logits with Model::loss
+  // With Batch::token_stats, a language model's float32 [3], no gradient, over its label tokens
+  // (after the shift): the sum of the entropies of their predicted distributions, the count whose
+  // label is the argmax (the first index on ties), and their count (TRL's entropy and
+  // mean_token_accuracy). Undefined otherwise.
+  torch::Tensor token_stats = {};
 };
 
 // A model's task and the kind of its outputs, which pick its default loss.
