@@ -97,6 +97,10 @@ Metrics Trainer::evaluate(const std::string& prefix) {
   Metrics metrics = evaluation_loop(eval_dataset_, prefix, false).metrics;
   json logs;
   for (const auto& [key, value] : metrics) logs[key] = value;
+  add_logged_metrics(logs, prefix);
+  for (const auto& [key, value] : logs.items()) {
+    if (value.is_number()) metrics[key] = value.get<double>();
+  }
   if (state_.global_step > 0) {
     metrics["epoch"] = state_.epoch;
     log(logs);

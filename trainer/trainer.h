@@ -204,6 +204,13 @@ class Trainer {
   // Steps of the current or last train() that replayed a CUDA graph (cuda_graphs; 0 otherwise).
   int64_t cuda_graph_replays() const { return cuda_graph_replays_; }
 
+ protected:
+  // Metrics a subclass adds to a log before it is recorded (TRL's trainers: their per-batch
+  // metrics averaged since the last log): `prefix` "" for a training log (each step's and the
+  // last one's), or an evaluation's prefix ("eval"), whose result gets them too. Called on every
+  // process.
+  virtual void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) {}
+
  private:
   // The loop under evaluate and predict: outputs and labels (kept when asked for or when
   // compute_metrics needs them) and the metrics.

@@ -20,7 +20,12 @@ using args::specs;
 
 std::string TrainingArguments::to_json() const {
   json out = json::object();
-  for (const auto& spec : specs()) out[spec.name] = spec.get(*this);
+  const auto& sft = sft_keys();
+  for (const auto& spec : specs()) {
+    // An SFTConfig's training_args.json has its SFT arguments; a TrainingArguments' does not.
+    if (!sft_ && std::find(sft.begin(), sft.end(), spec.name) != sft.end()) continue;
+    out[spec.name] = spec.get(*this);
+  }
   return out.dump(2) + "\n";
 }
 
@@ -37,13 +42,27 @@ std::string TrainingArguments::arguments_markdown() {
       "(`TrainingArguments::arguments_markdown`); the test `Docs.ArgumentsMdIsUpToDate` fails when "
       "this file is stale, and `TRAINER_UPDATE_DOCS=1 build/bin/trainer_base_tests "
       "--gtest_filter=Docs.*` rewrites it.\n\n"
-      "Each is a key of the JSON config or a `--name value` option of `trainer train` and "
+      "Each is a key of the JSON config or a `--name value` option of `trainer train`, `trainer "
+      "sft` and "
       "`trainer evaluate`, with Transformers' name and meaning.\n\n"
       "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
-  for (const auto& d : describe()) {
-    out += fmt::format("| `{}` | {} | `{}` | {} |\n", d.name, cell(d.kind), cell(d.default_json),
-                       cell(d.help));
-  }
+  const auto& sft = sft_keys();
+  auto rows = [&](bool sft_rows) {
+    for (const auto& d : describe()) {
+      if ((std::find(sft.begin(), sft.end(), d.name) != sft.end()) != sft_rows) continue;
+      out += fmt::format("| `{}` | {} | `{}` | {} |\n", d.name, cell(d.kind), cell(d.default_json),
+                         cell(d.help));
+    }
+  };
+  rows(false);
+  out +=
+      "\n## `trainer sft`: TRL's SFTConfig\n\n"
+      "`trainer sft` takes the arguments above with SFTConfig's defaults where they differ "
+      "(learning_rate 2e-5, logging_steps 10, gradient_checkpointing true, bf16 true where the "
+      "machine has bf16: a CUDA device, or a CPU with AVX512_BF16 or AMX), and these of "
+      "SFTConfig's own, which `trainer train` refuses by name:\n\n"
+      "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
+  rows(true);
   out +=
       "\n## Not supported\n\n"
       "Transformers' `TrainingArguments` has these keys; a config or option naming one is an "

@@ -48,6 +48,7 @@ class TrainingArguments {
  private:                                                    \
   T name##_ = default_value;
   TRAINER_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
+  TRAINER_SFT_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
 #undef TRAINER_ARGUMENT_FIELD
 
  public:
@@ -64,11 +65,33 @@ class TrainingArguments {
   // (name without dashes, value as typed), then validate(). Throws InputError naming the key,
   // the value and what is allowed: unknown keys (with the nearest known key), keys Transformers
   // has that this trainer does not support, wrong types, values out of range.
+  // The file's keys and the overrides apply over `defaults` (sft_defaults() for `trainer sft`).
   static TrainingArguments parse(const std::string& json_path,
-                                 const std::vector<std::pair<std::string, std::string>>& overrides);
+                                 const std::vector<std::pair<std::string, std::string>>& overrides,
+                                 const TrainingArguments& defaults);
+  static TrainingArguments parse(
+      const std::string& json_path,
+      const std::vector<std::pair<std::string, std::string>>& overrides) {
+    return parse(json_path, overrides, TrainingArguments());
+  }
   // The same from JSON text (used by parse and the tests).
   static TrainingArguments from_json_text(const std::string& json_text,
                                           const std::string& source = "arguments");
+  static TrainingArguments from_json_text(const std::string& json_text, const std::string& source,
+                                          const TrainingArguments& defaults);
+
+  // TRL's SFTConfig: these arguments with SFTConfig's defaults where they differ from
+  // TrainingArguments' (learning_rate 2e-5, logging_steps 10, gradient_checkpointing true, bf16
+  // `bf16`: TRL's "true unless fp16", here where the machine has bf16), and the SFT arguments
+  // (TRAINER_SFT_ARGUMENTS) allowed. A key given explicitly keeps its value; fp16 given true
+  // turns the bf16 default off.
+  static TrainingArguments sft_defaults(bool bf16);
+  // Whether this is an SFTConfig (sft_defaults): the SFT arguments are refused by name otherwise.
+  bool is_sft() const { return sft_; }
+  // The names of the SFT arguments.
+  static const std::vector<std::string>& sft_keys();
+  // Whether `name` was given (in the config or on the command line).
+  bool given(const std::string& name) const { return given_.count(name) > 0; }
   // Applies one `--name value` override. Throws InputError as parse() does.
   void set_from_text(const std::string& name, const std::string& value);
 
@@ -137,12 +160,20 @@ class TrainingArguments {
   // The names given on the command line (set_from_text): a LoRA setting given there is refused
   // beside an adapter folder even when it equals the default.
   std::set<std::string> command_line_;
+  // Every name given, in the config or on the command line.
+  std::set<std::string> given_;
+  bool sft_ = false;
+  // Throws InputError for an SFT argument outside an SFTConfig; records `name` as given.
+  void note_given(const std::string& name);
+  // sft_defaults' bf16: off when fp16 was given true and bf16 was not given.
+  void apply_sft_bf16_default();
   // validate()'s groups of checks (training_args_validate.cpp).
   void validate_steps_and_batches() const;
   void validate_optimizer() const;
   void validate_logging_and_saving() const;
   void validate_best_model() const;
   void validate_stopping() const;
+  void validate_sft() const;
   void validate_devices() const;
   void validate_reporting_model_and_data() const;
   void validate_lora() const;

@@ -264,6 +264,24 @@ void read_resume_from_checkpoint(Spec& spec) {
   };
 }
 
+// pad_to_multiple_of reads TRL's "auto" (and "None") as null: what "auto" means off Neuron.
+void read_pad_to_multiple_of(Spec& spec) {
+  spec.kind = "a positive integer, \"auto\" or null";
+  auto set = spec.set;
+  spec.set = [set](TrainingArguments& a, const json& v) {
+    if (v.is_string() && (v == "auto" || v == "None" || v == "none" || v == "null")) {
+      a.pad_to_multiple_of(std::nullopt);
+      return;
+    }
+    set(a, v);
+  };
+  auto parse_text = spec.parse_text;
+  spec.parse_text = [parse_text](const std::string& s) -> json {
+    if (s == "auto" || s == "None" || s == "none" || s == "null") return nullptr;
+    return parse_text(s);
+  };
+}
+
 const Spec* find_spec(const std::string& name) {
   for (const auto& s : specs()) {
     if (s.name == name) return &s;
@@ -280,11 +298,13 @@ const std::vector<Spec>& specs() {
   make_spec<T>(                                                                           \
       #name, help, [](const TrainingArguments& a) { return to_json_value<T>(a.name()); }, \
       [](TrainingArguments& a, const T& v) { a.name(v); }),
-        TRAINER_ARGUMENTS(TRAINER_ARGUMENT_SPEC)
+        TRAINER_ARGUMENTS(TRAINER_ARGUMENT_SPEC) TRAINER_SFT_ARGUMENTS(TRAINER_ARGUMENT_SPEC)
 #undef TRAINER_ARGUMENT_SPEC
     };
-    for (Spec& spec : rows)
+    for (Spec& spec : rows) {
       if (spec.name == "resume_from_checkpoint") read_resume_from_checkpoint(spec);
+      if (spec.name == "pad_to_multiple_of") read_pad_to_multiple_of(spec);
+    }
     return rows;
   }();
   return table;

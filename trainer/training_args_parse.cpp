@@ -99,6 +99,12 @@ void TrainingArguments::reject_unsupported_key(const std::string& name) {
 
 TrainingArguments TrainingArguments::from_json_text(const std::string& json_text,
                                                     const std::string& source) {
+  return from_json_text(json_text, source, TrainingArguments());
+}
+
+TrainingArguments TrainingArguments::from_json_text(const std::string& json_text,
+                                                    const std::string& source,
+                                                    const TrainingArguments& defaults) {
   // The callback sees each top-level key as it is read. An unknown key, a key given twice or a
   // nested object is recorded (the first one is reported, after any syntax error) and dropped,
   // so the object never grows past the ~50 known keys and reading stays linear in the text's
@@ -158,8 +164,13 @@ TrainingArguments TrainingArguments::from_json_text(const std::string& json_text
         "{}: eval_strategy {} and its old name evaluation_strategy {} disagree (give one)", source,
         shown(object["eval_strategy"]), shown(object["evaluation_strategy"])));
   }
-  TrainingArguments args;
-  for (const auto& [name, value] : object.items()) lookup(name).set(args, value);
+  TrainingArguments args = defaults;
+  for (const auto& [name, value] : object.items()) {
+    const args::Spec& spec = lookup(name);
+    args.note_given(spec.name);
+    spec.set(args, value);
+  }
+  args.apply_sft_bf16_default();
   args.validate();
   return args;
 }
@@ -172,19 +183,56 @@ void TrainingArguments::set_from_text(const std::string& name, const std::string
   } catch (const InputError& e) {
     throw InputError(fmt::format("argument {}: {}", name, e.what()));
   }
+  note_given(spec.name);
   spec.set(*this, parsed);
   command_line_.insert(spec.name);
 }
 
-TrainingArguments TrainingArguments::parse(
-    const std::string& json_path,
-    const std::vector<std::pair<std::string, std::string>>& overrides) {
+void TrainingArguments::note_given(const std::string& name) {
+  const auto& sft = sft_keys();
+  if (!sft_ && std::find(sft.begin(), sft.end(), name) != sft.end()) {
+    throw InputError(fmt::format(
+        "argument {}: an SFTConfig argument (TRL's); `trainer sft` takes it, `trainer train` does "
+        "not",
+        name));
+  }
+  given_.insert(name);
+}
+
+const std::vector<std::string>& TrainingArguments::sft_keys() {
+  static const std::vector<std::string> keys = {
+#define TRAINER_SFT_KEY(T, name, default_value, help) #name,
+      TRAINER_SFT_ARGUMENTS(TRAINER_SFT_KEY)
+#undef TRAINER_SFT_KEY
+  };
+  return keys;
+}
+
+TrainingArguments TrainingArguments::sft_defaults(bool bf16) {
   TrainingArguments args;
+  args.sft_ = true;
+  args.learning_rate_ = 2e-5;
+  args.logging_steps_ = 10;
+  args.gradient_checkpointing_ = true;
+  args.bf16_ = bf16;
+  return args;
+}
+
+void TrainingArguments::apply_sft_bf16_default() {
+  // TRL: bf16 = not fp16 when bf16 is not given.
+  if (sft_ && fp16_ && !given("bf16")) bf16_ = false;
+}
+
+TrainingArguments TrainingArguments::parse(
+    const std::string& json_path, const std::vector<std::pair<std::string, std::string>>& overrides,
+    const TrainingArguments& defaults) {
+  TrainingArguments args = defaults;
   if (!json_path.empty()) {
     // A configuration is a few kilobytes; 1 GiB bounds what a wrong path can make us read.
-    args = from_json_text(base::read_file(json_path, size_t{1} << 30), json_path);
+    args = from_json_text(base::read_file(json_path, size_t{1} << 30), json_path, defaults);
   }
   for (const auto& [name, value] : overrides) args.set_from_text(name, value);
+  args.apply_sft_bf16_default();
   args.validate();
   return args;
 }

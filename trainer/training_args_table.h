@@ -260,4 +260,55 @@
   X(std::string, init_lora_weights, "true",                                                        \
     "LoRA: true (A Kaiming-uniform, B zeros: the model starts as the base), gaussian (A "          \
     "normal(0, 1/r), B zeros) or false (both random).")                                            \
+
+// SFTConfig's own arguments (TRL 1.16's names and defaults): `trainer sft` takes them, `trainer
+// train` refuses them by name.
+#define TRAINER_SFT_ARGUMENTS(X) \
+  X(std::optional<int64_t>, max_length, int64_t{1024},                                             \
+    "SFT: longest tokenized sequence; longer ones are cut (truncation_mode), or packed rows' "     \
+    "length (null: no truncation, no packing).")                                                   \
+  X(std::string, truncation_mode, "keep_start",                                                    \
+    "SFT: keep_start (cut the end) or keep_end (cut the start; TRL deprecates it).")               \
+  X(bool, packing, false,                                                                          \
+    "SFT: pack sequences into max_length rows (packing_strategy).")                                \
+  X(std::string, packing_strategy, "bfd",                                                          \
+    "SFT: bfd (best-fit decreasing: whole sequences, overflow cut; padding-free, attention "       \
+    "never crosses sequences), bfd_split (overflow split into more sequences) or wrapped "         \
+    "(sequences cut anywhere; attention crosses them, as TRL).")                                   \
+  X(bool, padding_free, false,                                                                     \
+    "SFT: each batch one row of its sequences end to end (no padding; attention within each "      \
+    "sequence); on with bfd packing.")                                                             \
+  X(std::optional<int64_t>, pad_to_multiple_of, std::nullopt,                                      \
+    "SFT: pad each batch's length to a multiple of this (TRL's \"auto\": null).")                  \
+  X(std::optional<bool>, eval_packing, std::nullopt,                                               \
+    "SFT: pack the eval data (null: as packing).")                                                 \
+  X(std::optional<bool>, completion_only_loss, std::nullopt,                                       \
+    "SFT: prompt-completion data: the loss on the completion only (null: true for "                \
+    "prompt-completion data).")                                                                    \
+  X(bool, assistant_only_loss, false,                                                              \
+    "SFT: conversations: the loss on the assistant's tokens only (the chat template's {% "         \
+    "generation %} blocks).")                                                                      \
+  X(std::string, loss_type, "nll",                                                                 \
+    "SFT: nll (cross-entropy) or dft (each token's loss weighted by its probability: Dynamic "     \
+    "Fine-Tuning).")                                                                               \
+  X(std::string, dataset_text_field, "text",                                                       \
+    "SFT: the column of language-modeling text.")                                                  \
+  X(std::optional<std::string>, eos_token, std::nullopt,                                           \
+    "SFT: the token appended to plain text and completions (null: the tokenizer's eos_token).")    \
+  X(std::optional<std::string>, chat_template_path, std::nullopt,                                  \
+    "SFT: the chat template: a .jinja file or a tokenizer folder holding one (null: the "          \
+    "tokenizer's).")                                                                               \
+  X(bool, shuffle_dataset, false,                                                                  \
+    "SFT: shuffle the prepared rows (before packing too) with seed.")                              \
+  X(std::optional<int64_t>, dataset_num_proc, std::nullopt,                                        \
+    "SFT: accepted; the data is tokenized once per node and cached.")                              \
+  X(nlohmann::ordered_json, dataset_kwargs, nlohmann::ordered_json::object(),                      \
+    "SFT: {skip_prepare_dataset false} (only that: the data is prepared here).")                   \
+  X(nlohmann::ordered_json, model_init_kwargs, nlohmann::ordered_json::object(),                   \
+    "SFT: options of the model's loading: dtype or torch_dtype (as torch_dtype).")                 \
+  X(bool, activation_offloading, false,                                                            \
+    "SFT: keep saved activations in host memory: what they are on the CPU already (refused on "    \
+    "CUDA).")                                                                                      \
+  X(std::optional<std::string>, pad_token, std::nullopt,                                           \
+    "SFT: the padding token (null: the tokenizer's pad_token, else its eos_token).")               \
 // clang-format on

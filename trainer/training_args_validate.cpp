@@ -55,6 +55,7 @@ void TrainingArguments::validate() const {
   validate_devices();
   validate_reporting_model_and_data();
   validate_lora();
+  validate_sft();
   const auto fsdp = fsdp_plan();
   const OptimizerPlan optimizer = optimizer_plan();
   // A sharded run's optimizer sees flat slices of the parameters and its checkpoints hold AdamW's
@@ -294,6 +295,50 @@ void TrainingArguments::validate_lora() const {
           "adapter folder as model_name_or_path brings its own (adapter_config.json)",
           name));
     }
+  }
+}
+
+// SFTConfig's own values, as TRL 1.16's SFTConfig and SFTTrainer check them.
+void TrainingArguments::validate_sft() const {
+  if (!sft_) return;
+  if (max_length_)
+    check(*max_length_ > 0, "max_length", std::to_string(*max_length_), "> 0, or null");
+  check_choice("truncation_mode", truncation_mode_, {"keep_start", "keep_end"});
+  check_choice("packing_strategy", packing_strategy_, {"bfd", "bfd_split", "wrapped"});
+  check_choice("loss_type", loss_type_, {"nll", "dft"});
+  if (pad_to_multiple_of_) {
+    check(*pad_to_multiple_of_ > 0, "pad_to_multiple_of", std::to_string(*pad_to_multiple_of_),
+          "> 0, \"auto\" or null");
+  }
+  if (dataset_num_proc_) {
+    check(*dataset_num_proc_ > 0, "dataset_num_proc", std::to_string(*dataset_num_proc_),
+          "> 0, or null");
+  }
+  if ((packing_ || eval_packing_.value_or(false)) && !max_length_) {
+    throw InputError("argument packing: packing needs a max_length (null is not allowed with it)");
+  }
+  if (padding_free_ && !packing_ && max_length_) {
+    throw InputError(
+        "argument padding_free: without packing, max_length is not enforced (TRL refuses it): set "
+        "packing true (packing_strategy bfd) or max_length null");
+  }
+  if (padding_free_ && packing_ && packing_strategy_ == "wrapped") {
+    throw InputError(
+        "argument padding_free: with packing_strategy wrapped a row's sequences are cut anywhere, "
+        "so attention cannot stay within them; use bfd (TRL warns and trains across them)");
+  }
+  for (const auto& [key, value] : dataset_kwargs_.items()) {
+    if (key == "skip_prepare_dataset" && value == false) continue;
+    throw InputError(fmt::format(
+        "argument dataset_kwargs: {} {} is not supported (only skip_prepare_dataset false: the "
+        "data is prepared here)",
+        key, shown(value)));
+  }
+  for (const auto& [key, value] : model_init_kwargs_.items()) {
+    if ((key == "dtype" || key == "torch_dtype") && value.is_string()) continue;
+    throw InputError(fmt::format(
+        "argument model_init_kwargs: {} {} is not supported (only dtype or torch_dtype, a string)",
+        key, shown(value)));
   }
 }
 

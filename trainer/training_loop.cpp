@@ -392,6 +392,7 @@ void Trainer::maybe_log_save_evaluate() {
     logs["learning_rate"] = lr_scheduler_->get_last_lr().at(0);
     total_loss_scalar_ += tr_loss_scalar;
     last_logged_step_ = state_.global_step;
+    add_logged_metrics(logs, "");
     log(std::move(logs));
   }
   control_.should_log = false;
@@ -472,6 +473,7 @@ TrainOutput Trainer::finish_training(const TrainingPlan& plan, const base::Stopw
   // skip_memory_metrics false: init's (the first time) and train's memory, before the log as in
   // Transformers' _finalize_training, so that the last log_history entry holds them too.
   for (const auto& [key, bytes] : memory_tracker_.stop("train")) logs[key] = bytes;
+  add_logged_metrics(logs, "");
   log(logs);
   for (const auto& [key, value] : state_.log_history.back().items()) {
     if (key != "step") output.metrics[key] = value.get<double>();
