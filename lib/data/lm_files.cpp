@@ -139,18 +139,18 @@ std::string column_text(const Json& record, const std::string& column, const std
   return found->get<std::string>();
 }
 
-// The JSON loader: a stream of objects, or one top-level array (of objects, or of texts).
-std::vector<std::string> json_records(std::string_view bytes, const std::string& column,
-                                      const std::string& named) {
+// The JSON loader: a stream of objects, or one top-level array (of objects, or of texts, each
+// text the record {"text": text}). Each record comes with where it stands ("line 3").
+std::vector<JsonRecord> json_records(std::string_view bytes, const std::string& named) {
   size_t at = base::starts_with(bytes, "\xEF\xBB\xBF") ? 3 : 0;
   while (at < bytes.size() && json_space(bytes[at])) ++at;
   if (at == bytes.size()) {
     throw InputError(fmt::format(
         "{} holds no records (it is empty or blank; JSON Lines hold one object a line)", named));
   }
-  std::vector<std::string> texts;
+  std::vector<JsonRecord> records;
   if (bytes[at] == '[') {
-    const Json array = parse_json(bytes, at, bytes.size(), named, /*unique_keys=*/false);
+    Json array = parse_json(bytes, at, bytes.size(), named, /*unique_keys=*/false);
     if (array.empty()) throw InputError(fmt::format("{} holds an empty array (no records)", named));
     // An array of objects, or of texts (each element the record {"text": element}). datasets'
     // test where the file (after a BOM) starts with '[': a '{' before the first '"' of the first
@@ -161,19 +161,19 @@ std::vector<std::string> json_records(std::string_view bytes, const std::string&
                              ? head.find('{') != std::string_view::npos
                              : array[0].is_object();
     for (size_t i = 0; i < array.size(); ++i) {
-      const std::string where = fmt::format("element {} of the top-level array", i + 1);
+      std::string where = fmt::format("element {} of the top-level array", i + 1);
       if (objects && !array[i].is_object()) {
         throw InputError(
             fmt::format("{} {} is {} ({}), not an object (an array holds objects, or texts)", named,
                         where, base::a_type(array[i]), base::shown(array[i])));
       }
-      texts.push_back(objects ? column_text(array[i], column, named, where)
-                              : column_text(Json{{"text", array[i]}}, column, named, where));
+      records.push_back(
+          {objects ? std::move(array[i]) : Json{{"text", std::move(array[i])}}, std::move(where)});
     }
-    return texts;
+    return records;
   }
   while (at < bytes.size()) {
-    const std::string where = fmt::format("line {}", line_at(bytes, at));
+    std::string where = fmt::format("line {}", line_at(bytes, at));
     if (bytes[at] != '{') {
       std::string_view rest = bytes.substr(at);
       rest = rest.substr(0, rest.find_first_of("\r\n"));
@@ -185,12 +185,24 @@ std::vector<std::string> json_records(std::string_view bytes, const std::string&
       throw InputError(
           fmt::format("{} {}: the JSON object that opens there is never closed", named, where));
     }
-    const Json record = parse_json(bytes, at, end, named, /*unique_keys=*/true);
-    texts.push_back(column_text(record, column, named, where));
+    records.push_back({parse_json(bytes, at, end, named, /*unique_keys=*/true), std::move(where)});
     at = end;
     while (at < bytes.size() && json_space(bytes[at])) ++at;
   }
-  return texts;
+  return records;
+}
+
+// The file's extension: after the last '.' of its name, "" without one.
+std::string extension_of(const std::string& path) {
+  const std::string name = base::base_name(path);
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? "" : name.substr(dot + 1);
+}
+
+// The checks every file gets before its records or lines are read: UTF-16/32 named, then UTF-8.
+void check_text(std::string_view bytes, const std::string& named, const std::string& path) {
+  refuse_wide_text(bytes, named, path);
+  check_utf8(bytes, named);
 }
 
 }  // namespace
@@ -199,7 +211,7 @@ std::vector<std::string> read_lm_file(const std::string& path, const std::string
                                       bool keep_linebreaks) {
   const std::string name = base::base_name(path);
   const size_t dot = name.rfind('.');
-  const std::string extension = dot == std::string::npos ? "" : name.substr(dot + 1);
+  const std::string extension = extension_of(path);
   // A file without an extension (fortunes' files, a README) is read as text: run_clm would
   // refuse it, but nothing else could be meant.
   if (dot != std::string::npos && extension != "txt" && extension != "json" &&
@@ -220,11 +232,34 @@ std::vector<std::string> parse_lm_bytes(std::string_view bytes, const std::strin
                                         bool keep_linebreaks) {
   const bool text = extension == "txt";
   const std::string named = fmt::format("{} '{}'", text ? "text file" : "JSON file", path);
-  refuse_wide_text(bytes, named, path);
-  check_utf8(bytes, named);
-  if (!text) return json_records(bytes, text_column, named);
+  check_text(bytes, named, path);
+  if (!text) {
+    std::vector<std::string> texts;
+    for (const JsonRecord& record : json_records(bytes, named)) {
+      texts.push_back(column_text(record.value, text_column, named, record.where));
+    }
+    return texts;
+  }
   if (bytes.empty()) throw InputError(fmt::format("{} holds no lines (it is empty)", named));
   return text_lines(bytes, keep_linebreaks);
+}
+
+std::vector<JsonRecord> parse_json_records(std::string_view bytes, const std::string& path) {
+  const std::string named = fmt::format("JSON file '{}'", path);
+  check_text(bytes, named, path);
+  return json_records(bytes, named);
+}
+
+std::vector<JsonRecord> read_json_records(const std::string& path) {
+  const std::string extension = extension_of(path);
+  if (extension != "json" && extension != "jsonl") {
+    throw InputError(fmt::format(
+        "data file '{}' {}; use .json or .jsonl (JSON Lines: a JSON object a line)", path,
+        extension.empty() ? std::string("has no extension")
+                          : fmt::format("has the extension '.{}'", extension)));
+  }
+  return parse_json_records(base::read_file(path, SIZE_MAX, "JSON file ", /*allow_pipes=*/false),
+                            path);
 }
 
 int64_t validation_split_boundary(int64_t count, double percentage) {

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace trainer::data {
 
 // The examples (texts) of one run_clm data file, in file order, chosen by the extension (after the
@@ -48,6 +50,23 @@ std::vector<std::string> parse_lm_bytes(std::string_view bytes, const std::strin
                                         const std::string& path,
                                         const std::string& text_column = "text",
                                         bool keep_linebreaks = true);
+
+// One record of a JSON data file, and where it stands in the file ("line 3", "element 2 of the
+// top-level array"), for messages.
+struct JsonRecord {
+  nlohmann::ordered_json value;  // a JSON object
+  std::string where;
+};
+
+// The records of a ".json"/".jsonl" file's `bytes` as `datasets`' JSON loader finds them (the
+// objects of JSON Lines, or one top-level array's objects, or its texts each as {"text": text}),
+// before any column is read: the reader read_lm_file's JSON files go through. `path` names the
+// file in errors. Throws InputError as read_lm_file does (but for the text column).
+std::vector<JsonRecord> parse_json_records(std::string_view bytes, const std::string& path);
+
+// parse_json_records of the file `path`, which must end in ".json" or ".jsonl" (else an
+// InputError saying so), a regular, readable file.
+std::vector<JsonRecord> read_json_records(const std::string& path);
 
 // run_clm's split of one file when there is no validation_file: validation = train[:p%], train =
 // train[p%:], at the index `datasets`' ReadInstruction gives both with its default "closest"

@@ -1,0 +1,101 @@
+// The data of `trainer sft` prepared as TRL 1.16's SFTTrainer prepares it (_prepare_dataset, no
+// formatting_func), torch-free: the data files read as `datasets` reads them, each record's shape,
+// the texts tokenized or the conversations rendered by the chat template and tokenized, the
+// labels of the completion-only and assistant-only losses, truncation, and packing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trl/packing.h"
+
+namespace trainer::tokenizers {
+class Tokenizer;
+class ChatTemplate;
+}  // namespace trainer::tokenizers
+
+namespace trainer::trl {
+
+// SFTConfig's fields that shape the data (their TRL defaults).
+struct SftDataOptions {
+  std::string dataset_text_field = "text";
+  std::optional<int64_t> max_length = 1024;    // nullopt: no truncation
+  std::string truncation_mode = "keep_start";  // or keep_end
+  bool packing = false;
+  std::string packing_strategy = "bfd";      // bfd | bfd_split | wrapped
+  std::optional<bool> completion_only_loss;  // nullopt: on for prompt-completion data
+  bool assistant_only_loss = false;
+  std::optional<std::string> eos_token;  // nullopt: the tokenizer's eos token text
+};
+
+// The shapes of SFT data TRL knows (from its first record).
+enum class SftShape {
+  kLanguageModeling,                // {"text": "..."} (dataset_text_field names the column)
+  kConversational,                  // {"messages": [...]}, or {"conversations": [{from, value}]}
+  kPromptCompletion,                // {"prompt": "...", "completion": "..."}
+  kConversationalPromptCompletion,  // {"prompt": [...], "completion": [...]}
+};
+// "language modeling", "conversational", "prompt-completion", "conversational prompt-completion".
+const char* shape_name(SftShape shape);
+
+struct SftData {
+  std::vector<SftRow> rows;
+  SftShape shape = SftShape::kLanguageModeling;
+  int64_t examples = 0;   // records read
+  int64_t tokens = 0;     // sum of the rows' lengths
+  int64_t dropped = 0;    // fully masked after truncation (TRL drops them silently)
+  int64_t truncated = 0;  // records longer than max_length (truncated, or cut by packing)
+};
+
+// The records of a .json/.jsonl file as `datasets` hands them to TRL (data::read_json_records,
+// then data::type_like_datasets: every column in every record, null where missing; nested
+// objects typed as its JSON loader types them), each a JSON object. InputError as the reader says.
+std::vector<nlohmann::ordered_json> read_sft_records(const std::string& path);
+
+// dataset_name as load_dataset(dataset_name) takes a local path: a file is the train file; a
+// folder's .json/.jsonl files are split by name as `datasets` splits a folder
+// (data/{split}-00000-of-00001.*, then folders named after a split, then file names: train,
+// training; validation, valid, dev, val; test, testing, eval, evaluation; each followed or
+// preceded by one of "-._ 0-9"), all of them train when no name says otherwise. `eval` is the
+// test split (TRL's dataset_test_split), else the validation split, else "". InputError when
+// there is no train file, or a split holds several files.
+struct SftFiles {
+  std::string train, eval;
+};
+SftFiles resolve_sft_files(const std::string& dataset_name);
+
+// TRL's _prepare_dataset of `records` (as read_sft_records gives them), with SFTTrainer's checks
+// before it:
+//
+// - shape from the first record; every other record must have the same shape;
+// - "conversations" of {from, value} (when the first record has them) renamed to "messages" of
+//   {role, content} (maybe_convert_to_chatml);
+// - non-conversational data: the eos token text appended to the text (or the completion) unless
+//   it ends with it;
+// - plain text tokenized as tokenizer(text) (add_special_tokens: BOS where the post-processor
+//   adds it); a conversation rendered by `chat_template` (with the record's "tools", a list or a
+//   JSON text, and "chat_template_kwargs") and tokenized without special tokens, the assistant
+//   mask from its {% generation %} blocks when assistant_only_loss; prompt-completion: the prompt
+//   (a conversation: with add_generation_prompt) and prompt + completion tokenized, the
+//   completion starting where the two first differ (common_prefix_length; one warning when the
+//   prompt is not a prefix, as TRL warns);
+// - labels: input_ids, -100 outside the completion (when completion_only_loss, on
+//   prompt-completion data) and outside the assistant's tokens (when assistant_only_loss);
+// - without packing and with a max_length: each row truncated (keep_start: its first max_length
+//   tokens; keep_end: its last), then rows without a label left dropped;
+// - packing: pack_rows(rows, max_length, packing_strategy), per batch of 1000 rows.
+// The data set is not shuffled (shuffle_dataset is the caller's).
+//
+// `source` names the file in messages; `chat_template` may be null (conversational data is then
+// an InputError: the tokenizer has no chat template). Throws InputError (one line, naming the
+// file and the row, from 1) for records TRL cannot prepare, and for options TRL refuses.
+SftData prepare_sft_dataset(const std::vector<nlohmann::ordered_json>& records,
+                            const tokenizers::Tokenizer& tokenizer,
+                            const tokenizers::ChatTemplate* chat_template,
+                            const SftDataOptions& options, const std::string& source);
+
+}  // namespace trainer::trl
