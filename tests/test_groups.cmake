@@ -35,6 +35,7 @@ set(TRAINER_TEST_GROUPS
                                                             "e2e|multinode"          300 EACH
   "^TrainedRun\\."                                          "e2e"                    300 SUITE
   "^Models/HfFineTune(OneProcess)?\\."                      "e2e|reference"          600 EACH
+  "^(Processes/SftAgainstTrl|SftRun)\\."                    "e2e|reference"          900 EACH
   "^Adapters/LoraRun\\."                                    "e2e|reference"          600 EACH
   "^Models/ShardingModels\\."                               "e2e"                    600 EACH
   "^Package\\."                                             "package"                600 SUITE

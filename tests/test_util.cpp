@@ -315,6 +315,15 @@ std::string peft_fixtures_dir() {
   return dir;
 }
 
+std::string sft_fixtures_dir() {
+  static const std::string dir =
+      python_has("trl")
+          ? cached_reference("sft_fixtures", std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
+                                                 "/scripts/reference/sft_fixtures.py {out}")
+          : std::string();
+  return dir;
+}
+
 TouchedMemory::TouchedMemory(int64_t bytes) : size(static_cast<size_t>(bytes)) {
   data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   EXPECT_NE(data, MAP_FAILED);

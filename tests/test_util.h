@@ -178,6 +178,10 @@ std::string hf_fixtures_dir();
 // transformers or peft.
 std::string peft_fixtures_dir();
 
+// The SFT fixtures of scripts/reference/sft_fixtures.py (tiny Qwen3 and Llama folders with TRL's
+// chat templates, the data sets under data/), a cached_reference; "" without TRL.
+std::string sft_fixtures_dir();
+
 // `bytes` of fresh anonymous memory, every page written (mmap: no allocator keeps it after unmap(),
 // with or without a sanitizer's), then 20 ms for a sampling thread to see it; unmapped when it goes
 // or at unmap().

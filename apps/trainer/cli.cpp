@@ -29,6 +29,10 @@ struct CommandHelp {
 const std::vector<CommandHelp> kCommands = {
     {"train", "trainer train [CONFIG.json] [--name value ...]",
      "Train a model and save it, its state and its metrics to output_dir."},
+    {"sft", "trainer sft [CONFIG.json] [--name value ...]",
+     "Supervised fine-tuning as TRL's SFTTrainer: a Hugging Face model on conversations, "
+     "prompt-completion pairs or text (JSON Lines), through its chat template, packed or not, "
+     "with TRL's SFTConfig arguments and defaults."},
     {"evaluate", "trainer evaluate [CONFIG.json] [--name value ...]",
      "Evaluate a trained run (output_dir's weights, or a model or adapter folder) on the eval "
      "dataset."},
@@ -84,7 +88,7 @@ std::string help_of(const std::string& name) {
 }
 
 bool takes_training_arguments(const std::string& name) {
-  return name == "train" || name == "evaluate" || name == "predict";
+  return name == "train" || name == "sft" || name == "evaluate" || name == "predict";
 }
 
 // A first word that is no command names the nearest one.
@@ -99,9 +103,12 @@ void check_command_name(const std::vector<std::string>& args) {
                                fmt::join(names, ", ")));
 }
 
-std::string arguments_table() {
+std::string arguments_table(const std::string& command) {
   std::string out = "Training arguments (JSON keys of CONFIG, or --name value, or --name=value):\n";
+  const auto& sft = TrainingArguments::sft_keys();
   for (const auto& d : TrainingArguments::describe()) {
+    // The SFT arguments are `trainer sft`'s only.
+    if (command != "sft" && std::find(sft.begin(), sft.end(), d.name) != sft.end()) continue;
     out += fmt::format("  --{:<30} default {:<18} {}\n", d.name, d.default_json, d.help);
   }
   return out;
@@ -114,7 +121,7 @@ void add_training_commands(CLI::App& app, Command& command) {
     CLI::App* sub = app.add_subcommand(c.name, help_of(c.name));
     sub->allow_extras();
     sub->add_option("config", command.config, "JSON file with one flat object of arguments");
-    sub->footer("\n" + arguments_table());
+    sub->footer("\n" + arguments_table(c.name));
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apps/trainer/cli.h"
@@ -16,6 +17,10 @@ namespace trainer::cli {
 // output_dir together (model, state, arguments, metrics), then loss.svg and, for a language
 // model, a sample.
 int train_command(const TrainingArguments& args);
+
+// `trainer sft`: the config and overrides read as TRL's SFTConfig (apps/trainer/sft.cpp).
+int sft_command(const std::string& config,
+                const std::vector<std::pair<std::string, std::string>>& overrides);
 
 // `trainer evaluate`: output_dir's model on the eval split; eval_results.json, merged into
 // all_results.json.

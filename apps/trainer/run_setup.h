@@ -3,6 +3,7 @@
 // cannot take), the output_dir lock, and a trained run's model and eval split.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -91,5 +92,22 @@ void add_perplexity(Metrics& metrics, data::TaskKind task);
 // The output directory's lock, after checking that all_results.json (which the metrics are
 // merged into) can be read: a damaged one is said now, not replaced later.
 std::unique_ptr<OutputDir> lock_for_results(const TrainingArguments& args);
+
+// What a command trains with, where it differs from `trainer train`: its data source (default:
+// data_source) and its Trainer (default: a Trainer with the task's metrics).
+struct TrainingRecipe {
+  std::function<std::unique_ptr<data::DataSource>(Accelerator&, const TrainingArguments&,
+                                                  const ModelSource&)>
+      data;
+  std::function<std::unique_ptr<Trainer>(std::shared_ptr<models::Model>, const TrainingArguments&,
+                                         std::shared_ptr<const data::Dataset>,
+                                         std::shared_ptr<const data::Dataset>, data::DataCollator)>
+      trainer;
+  // The sample that ends the run, on the main process (default: print_sample's).
+  std::function<void()> chat_sample;
+};
+// `trainer train`'s run (train.cpp) with the recipe's data and Trainer: the data and the model
+// checked before output_dir is touched, training, the results saved together, the sample.
+int run_training(const TrainingArguments& args, const TrainingRecipe& recipe);
 
 }  // namespace trainer::cli

@@ -186,7 +186,7 @@ void save_results(base::WriteBatch& batch, Trainer& trainer, const TrainOutput& 
 // After the results are in place: the picture, a language model's sample, the last line, and a
 // signal that came during training said as such.
 void finish_run(Trainer& trainer, models::Model& model, const TrainingArguments& args,
-                const data::DataInfo& info) {
+                const data::DataInfo& info, const std::function<void()>& chat_sample) {
   Accelerator& accelerator = trainer.accelerator();
   std::string picture;
   if (accelerator.is_main_process()) picture = write_loss_svg(trainer, args);
@@ -197,7 +197,12 @@ void finish_run(Trainer& trainer, models::Model& model, const TrainingArguments&
   if (auto optimizer = trainer.optimizer()) optimizer->state().clear();
   for (auto& p : model.parameters()) p.mutable_grad().reset();
   auto sample = [&] {
-    if (accelerator.is_main_process()) print_sample(model, args, info);
+    if (!accelerator.is_main_process()) return;
+    if (chat_sample) {
+      chat_sample();
+    } else {
+      print_sample(model, args, info);
+    }
   };
   if (models::as_hf_causal_lm(model)) {
     sample();
@@ -214,11 +219,14 @@ void finish_run(Trainer& trainer, models::Model& model, const TrainingArguments&
 
 }  // namespace
 
-int train_command(const TrainingArguments& args) {
+int train_command(const TrainingArguments& args) { return run_training(args, {}); }
+
+int run_training(const TrainingArguments& args, const TrainingRecipe& recipe) {
   check_auto_find_batch_size(args, dist::read_dist_env().world_size);
   Accelerator accelerator(accelerator_options(args));
   const ModelSource model_source = resolve_model_source(args);
-  auto source = data_source(accelerator, args, model_source);
+  auto source = recipe.data ? recipe.data(accelerator, args, model_source)
+                            : data_source(accelerator, args, model_source);
   auto train_dataset = source->split("train", args.max_train_samples());
   auto eval_dataset = wants_eval(args) ? source->split("eval", args.max_eval_samples()) : nullptr;
   if (eval_dataset) check_not_empty(*eval_dataset, "eval", *source);
@@ -236,8 +244,11 @@ int train_command(const TrainingArguments& args) {
   auto output = lock_output_dir(args);
   refuse_earlier_run(args, output.get());
 
-  Trainer trainer(model, args, train_dataset, eval_dataset, collator,
-                  metrics_for_task(model->task().kind));
+  std::unique_ptr<Trainer> made =
+      recipe.trainer ? recipe.trainer(model, args, train_dataset, eval_dataset, collator)
+                     : std::make_unique<Trainer>(model, args, train_dataset, eval_dataset, collator,
+                                                 metrics_for_task(model->task().kind));
+  Trainer& trainer = *made;
   // From here a signal stops the loop at the next step boundary, where a checkpoint is saved (or
   // lets the saving finish) rather than ending the process.
   runtime::defer_interrupts();
@@ -251,7 +262,7 @@ int train_command(const TrainingArguments& args) {
   // The results are in place: the earlier run's checkpoints may go (first, before anything that
   // could still fail or be interrupted).
   trainer.remove_earlier_checkpoints();
-  finish_run(trainer, *model, args, info);
+  finish_run(trainer, *model, args, info, recipe.chat_sample);
   return 0;
 }
 

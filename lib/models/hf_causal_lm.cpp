@@ -126,7 +126,7 @@ class Gpt2 : public HfCausalLM {
   Tensor hidden_states(const Tensor& input_ids, const Tensor& attention_mask, KVCache* cache,
                        const Tensor& position_ids) override {
     const int64_t past = cache ? cache->length : 0;
-    check_ids(input_ids, past, config_.max_position_embeddings, "GPT-2");
+    check_ids(input_ids, past, config_.max_position_embeddings, "GPT-2", position_ids);
     const int64_t T = input_ids.size(1);
     Tensor positions = position_ids.defined()
                            ? position_ids.to(input_ids.options().dtype(torch::kLong))

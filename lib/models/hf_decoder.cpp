@@ -176,7 +176,7 @@ class Decoder : public HfCausalLM {
   Tensor hidden_states(const Tensor& input_ids, const Tensor& attention_mask, KVCache* cache,
                        const Tensor& position_ids) override {
     const int64_t past = cache ? cache->length : 0;
-    check_ids(input_ids, past, config_.max_position_embeddings, prefix_.c_str());
+    check_ids(input_ids, past, config_.max_position_embeddings, prefix_.c_str(), position_ids);
     const int64_t T = input_ids.size(1);
     const Tensor& embedding = model->embed_tokens->weight;
     // nn.Embedding(padding_idx=pad_token_id): that row gets no gradient.

@@ -123,10 +123,20 @@ inline std::pair<Tensor, Tensor> cached(KVCache* cache, size_t layer, const Tens
   return {ck, cv};
 }
 
+// With position_ids (a packed row), its sequences' positions are what must fit.
 inline void check_ids(const Tensor& input_ids, int64_t past, int64_t max_positions,
-                      const char* model) {
+                      const char* model, const Tensor& position_ids = {}) {
   TORCH_CHECK(input_ids.dim() == 2, model, ": input_ids must be [batch, time], got ",
               input_ids.sizes());
+  if (position_ids.defined() && position_ids.numel() > 0) {
+    TORCH_CHECK(position_ids.sizes() == input_ids.sizes(), model,
+                ": position_ids must have input_ids' shape ", input_ids.sizes(), ", got ",
+                position_ids.sizes());
+    const int64_t longest = position_ids.max().item<int64_t>() + 1;
+    TORCH_CHECK(longest <= max_positions, model, ": a sequence of ", longest,
+                " tokens is longer than the model's ", max_positions, " positions");
+    return;
+  }
   TORCH_CHECK(past + input_ids.size(1) <= max_positions, model, ": a sequence of ",
               past + input_ids.size(1), " tokens is longer than the model's ", max_positions,
               " positions");

@@ -22,22 +22,10 @@ namespace sft_data_test {
 using Json = nlohmann::ordered_json;
 using trl::SftRow;
 
-// The fixtures of scripts/reference/sft_fixtures.py (tiny Qwen3 and Llama folders with TRL's
-// chat templates, the data sets), "" without TRL.
-std::string sft_fixtures_dir() {
-  static const std::string dir =
-      testing::python_has("trl")
-          ? testing::cached_reference("sft_fixtures",
-                                      std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
-                                          "/scripts/reference/sft_fixtures.py {out}")
-          : std::string();
-  return dir;
-}
-
 // TRL's prepared rows on those fixtures (cases.json) and its pack_dataset (pack.json).
 std::string sft_rows_dir() {
   static const std::string dir = [] {
-    const std::string fixtures = sft_fixtures_dir();
+    const std::string fixtures = testing::sft_fixtures_dir();
     if (fixtures.empty()) return std::string();
     return testing::cached_reference("sft_rows", std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
                                                      "/scripts/reference/sft_rows_reference.py " +
@@ -161,7 +149,7 @@ trl::SftDataOptions options_of(const Json& fields) {
 TEST(SftParity, RowsEqualTrlsSftTrainer) {
   const std::string dir = sft_rows_dir();
   if (dir.empty()) GTEST_SKIP() << "TRAINER_PYTHON lacks trl (scripts/setup installs it)";
-  const std::string fixtures = sft_fixtures_dir();
+  const std::string fixtures = testing::sft_fixtures_dir();
   const Json cases = Json::parse(testing::slurp(dir + "/cases.json"));
   ASSERT_EQ(cases.size(), 16u);
   for (const Json& c : cases) {

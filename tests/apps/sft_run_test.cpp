@@ -1,0 +1,176 @@
+// `trainer sft` against TRL 1.16's SFTTrainer (scripts/reference/sft_trl_reference.py) on the
+// same tiny models, data and order, fp32: each step's loss, mean_token_accuracy, entropy,
+// num_tokens and gradient norm within relative 1e-4, for conversations with the assistant-only
+// loss (Qwen3, a template with generation blocks), prompt-completion data (Llama), and the
+// conversations packed (bfd, padding-free), on one process and on two.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+
+namespace trainer::sft_run_test {
+namespace {
+
+using json = nlohmann::ordered_json;
+using testing::run;
+
+struct Case {
+  std::string name, model, train, extra;
+};
+
+const Case kCases[] = {
+    {"conv_assistant", "qwen3", "conversations", "--assistant_only_loss true"},
+    {"prompt_completion", "llama", "prompt_completion", ""},
+    {"conv_packed", "qwen3", "conversations",
+     "--assistant_only_loss true --packing true --packing_strategy bfd"},
+};
+
+// TRL's run of `c` on `processes` processes (torchrun), cached.
+json reference(const Case& c, const std::string& fixtures, int processes) {
+  const std::string script = std::string(SOURCE_DIR) + "/scripts/reference/sft_trl_reference.py";
+  const std::string launcher = processes == 1 ? std::string(TRAINER_PYTHON) + " "
+                                              : testing::torchrun_path() + " --nproc_per_node " +
+                                                    std::to_string(processes) + " --master_port " +
+                                                    std::to_string(testing::free_port()) + " ";
+  const std::string dir = testing::cached_reference(
+      "sft_trl_" + c.name + "_np" + std::to_string(processes),
+      "mkdir -p {out} && OMP_NUM_THREADS=1 " + launcher + script + " " + c.name + " " + fixtures +
+          " {out}/reference.json > {out}/log.txt 2>&1");
+  if (dir.empty()) return json();
+  std::ifstream in(dir + "/reference.json");
+  return json::parse(in);
+}
+
+// Our run of `c`: its trainer_state.json.
+json ours(const Case& c, const std::string& fixtures, int processes, const std::string& out) {
+  const std::string per_device = std::to_string(4 / processes);
+  const std::string arguments =
+      "--model_name_or_path " + fixtures + "/" + c.model + " --train_file " + fixtures + "/data/" +
+      c.train + ".jsonl " + c.extra +
+      " --use_cpu true --bf16 false --gradient_checkpointing false --logging_steps 1 --seed 42"
+      " --learning_rate 1e-3 --lr_scheduler_type linear --warmup_steps 0"
+      " --per_device_train_batch_size " +
+      per_device +
+      " --gradient_accumulation_steps 2 --max_steps 6 --max_length 128 --save_strategy no"
+      " --report_to none --disable_tqdm true --output_dir " +
+      out;
+  const std::string command =
+      processes == 1 ? "OMP_NUM_THREADS=1 " + testing::kTrainerBin + " sft " + arguments
+                     : testing::launch("--nproc-per-node " + std::to_string(processes) + " " +
+                                       testing::kTrainerBin + " sft " + arguments);
+  auto r = run(command + " 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream in(out + "/trainer_state.json");
+  if (!in) return json();
+  return json::parse(in);
+}
+
+// `compared` steps (all when 0).
+void expect_trl_steps(const json& state, const json& ref, const std::string& what,
+                      size_t compared = 0) {
+  std::vector<json> steps;
+  for (const auto& e : state["log_history"])
+    if (e.contains("loss")) steps.push_back(e);
+  ASSERT_EQ(steps.size(), ref["steps"].size()) << what;
+  for (size_t i = 0; i < (compared ? compared : steps.size()); ++i) {
+    const json& want = ref["steps"][i];
+    for (const char* key : {"loss", "mean_token_accuracy", "entropy", "grad_norm"}) {
+      const double a = steps[i][key].get<double>(), b = want[key].get<double>();
+      // The loss is logged to 4 decimals on both sides.
+      const double tolerance =
+          std::string(key) == "loss" ? 1e-4 * std::abs(b) + 5e-5 : 1e-4 * std::abs(b);
+      EXPECT_NEAR(a, b, tolerance) << what << ", step " << i + 1 << ", " << key;
+    }
+    EXPECT_EQ(steps[i]["num_tokens"].get<double>(), want["num_tokens"].get<double>())
+        << what << ", step " << i + 1;
+  }
+}
+
+class SftAgainstTrl : public ::testing::TestWithParam<int> {};
+
+TEST_P(SftAgainstTrl, EachStepsLossAndMetricsEqualTrls) {
+  const std::string fixtures = testing::sft_fixtures_dir();
+  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  const int processes = GetParam();
+  for (const Case& c : kCases) {
+    const json ref = reference(c, fixtures, processes);
+    ASSERT_FALSE(ref.is_null()) << c.name;
+    testing::TempDir tmp;
+    const json state = ours(c, fixtures, processes, tmp.file("out"));
+    // Packed, the 47 rows leave the last step's batch of the second process one row short:
+    // Accelerate's even_batches completes it with the epoch's first rows, where our
+    // DataLoaderShard has that process run the row alone (a difference of the Trainer's, not of
+    // SFT's), so that step is left out there.
+    const bool uneven = processes == 2 && c.name == "conv_packed";
+    expect_trl_steps(state, ref, c.name + " on " + std::to_string(processes), uneven ? 5 : 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, SftAgainstTrl, ::testing::Values(1, 2));
+
+// LoRA SFT: the adapter folder loads in PEFT over the base (its 8 tensors: q_proj and v_proj of
+// two layers, A and B), and `trainer chat` answers from it.
+TEST(SftRun, LoraAdaptersLoadInPeftAndChatAnswers) {
+  const std::string fixtures = testing::sft_fixtures_dir();
+  if (fixtures.empty() || !testing::python_has("peft")) GTEST_SKIP() << "no trl or peft";
+  testing::TempDir tmp;
+  const std::string out = tmp.file("lora");
+  auto r = run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " sft --model_name_or_path " +
+               fixtures + "/qwen3 --train_file " + fixtures +
+               "/data/conversations.jsonl --use_peft true --lora_r 4 --lora_alpha 8"
+               " --learning_rate 1e-2 --max_steps 4 --per_device_train_batch_size 4"
+               " --max_length 128 --save_strategy no --bf16 false --output_dir " +
+               out + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  // The run ends with a chat sample of the saved adapter.
+  EXPECT_NE(r.out.find("Chat sample (trainer generate " + out + " --chat --prompt"),
+            std::string::npos)
+      << r.out;
+  auto peft =
+      run(std::string(TRAINER_PYTHON) +
+          " -c \"import sys, torch; from transformers import AutoModelForCausalLM;"
+          " from peft import PeftModel; from safetensors import safe_open;"
+          " m = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(sys.argv[1]),"
+          " sys.argv[2]); f = safe_open(sys.argv[2] + '/adapter_model.safetensors', 'pt');"
+          " print(len(list(f.keys())), sum(p.abs().sum().item() > 0 for n, p in"
+          " m.named_parameters() if 'lora_B' in n))\" " +
+          fixtures + "/qwen3 " + out + " 2>&1");
+  ASSERT_EQ(peft.exit_code, 0) << peft.out;
+  // 8 tensors, and the 4 B matrices trained away from their zeros.
+  EXPECT_NE(peft.out.find("8 4"), std::string::npos) << peft.out;
+  auto chat = run("echo 'Tell me a fortune.' | " + testing::kTrainerBin + " chat " + out +
+                  " --max_new_tokens 8 2>&1");
+  EXPECT_EQ(chat.exit_code, 0) << chat.out;
+  EXPECT_FALSE(chat.out.empty());
+}
+
+// Bad input said in one line, exit 2, before output_dir is touched.
+TEST(SftRun, BadInputIsOneLineAndExitTwo) {
+  const std::string fixtures = testing::sft_fixtures_dir();
+  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  testing::TempDir tmp;
+  const std::string base = testing::kTrainerBin + " sft --train_file " + fixtures +
+                           "/data/conversations.jsonl --output_dir " + tmp.file("out") +
+                           " --max_steps 1 ";
+  auto plain = run(base + "--model_name_or_path " + fixtures +
+                   "/qwen3_plain --assistant_only_loss true 2>&1");
+  EXPECT_EQ(plain.exit_code, 2) << plain.out;
+  EXPECT_EQ(testing::lines_of(plain.out).size(), 1u) << plain.out;
+  EXPECT_NE(plain.out.find("generation"), std::string::npos) << plain.out;
+  auto train = run(testing::kTrainerBin + " train --packing true 2>&1");
+  EXPECT_EQ(train.exit_code, 2);
+  EXPECT_EQ(train.out,
+            "trainer: error: argument packing: an SFTConfig argument (TRL's); `trainer sft` takes "
+            "it, `trainer train` does not\n");
+  auto nomodel = run(testing::kTrainerBin + " sft --train_file x.jsonl 2>&1");
+  EXPECT_EQ(nomodel.exit_code, 2);
+  EXPECT_NE(nomodel.out.find("trainer sft: no model"), std::string::npos) << nomodel.out;
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("out")));
+}
+
+}  // namespace
+}  // namespace trainer::sft_run_test
