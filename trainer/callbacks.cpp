@@ -270,7 +270,8 @@ std::string render_row(const std::vector<std::string>& cells,
                        const std::vector<std::string>& columns) {
   std::string line;
   for (size_t i = 0; i < cells.size(); ++i) {
-    size_t width = std::max<size_t>(columns[i].size(), 8);
+    // A value wider than its column (a token count) pushes the next one on, never into it.
+    size_t width = std::max<size_t>({columns[i].size(), 8, cells[i].size()});
     line += fmt::format("{:<{}}", cells[i], i + 1 < cells.size() ? width + 2 : 0);
   }
   while (!line.empty() && line.back() == ' ') line.pop_back();

@@ -10,6 +10,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/base/warn.h"
+#include "trl/sft_cache.h"
 
 namespace trainer::trl {
 namespace {
@@ -51,12 +52,45 @@ class SftSource : public data::DataSource {
           split == "train" ? "train_file, or dataset_name a file or folder"
                            : "validation_file, or dataset_name a folder with a test file"));
     }
+    SftDataOptions data = options_.data;
+    if (split != "train") data.packing = options_.eval_packing;
+    // The node's first process prepares the split and caches it; the others read the cache.
+    std::optional<SftData> prepared;
+    bool from_cache = false;
+    const std::string cache = cache_path(path, data, max_samples);
+    options_.context.run_first([&] {
+      if (!cache.empty() && !options_.overwrite_cache) prepared = read_sft_cache(cache);
+      from_cache = prepared.has_value();
+      if (prepared) return;
+      prepared = prepare(path, data, max_samples);
+      if (!cache.empty() && options_.context.local_main) {
+        try {
+          write_sft_cache(cache, *prepared);
+        } catch (const std::exception&) {
+          // A cache that cannot be written costs the next run the preparation, nothing more.
+        }
+      }
+    });
+    if (options_.is_main) report(split, path, *prepared, data.packing, data, from_cache);
+    for (const auto& row : prepared->rows) {
+      longest_ = std::max<int64_t>(longest_, static_cast<int64_t>(row.input_ids.size()));
+    }
+    return std::make_shared<SftDataset>(std::move(prepared->rows));
+  }
+
+  data::DataCollator collator() const override {
+    return sft_collator(options_.pad_token_id, options_.padding_free, options_.pad_to_multiple_of);
+  }
+  std::string location() const override { return options_.train_file; }
+
+ private:
+  // TRL's preparation of one split, shuffled (shuffle_dataset) where TRL shuffles.
+  SftData prepare(const std::string& path, const SftDataOptions& data,
+                  std::optional<int64_t> max_samples) const {
     std::vector<nlohmann::ordered_json> records = read_sft_records(path);
     if (max_samples && *max_samples < static_cast<int64_t>(records.size())) {
       records.resize(static_cast<size_t>(std::max<int64_t>(0, *max_samples)));
     }
-    SftDataOptions data = options_.data;
-    if (split != "train") data.packing = options_.eval_packing;
     const tokenizers::ChatTemplate* chat =
         options_.chat_template ? &*options_.chat_template : nullptr;
     SftData prepared;
@@ -75,19 +109,25 @@ class SftSource : public data::DataSource {
       prepared = prepare_sft_dataset(records, *options_.tokenizer, chat, data, path);
     }
     if (options_.shuffle) shuffle(prepared.rows);
-    report(split, path, prepared, data.packing, data);
-    for (const auto& row : prepared.rows) {
-      longest_ = std::max<int64_t>(longest_, static_cast<int64_t>(row.input_ids.size()));
-    }
-    return std::make_shared<SftDataset>(std::move(prepared.rows));
+    return prepared;
   }
 
-  data::DataCollator collator() const override {
-    return sft_collator(options_.pad_token_id, options_.padding_free, options_.pad_to_multiple_of);
+  // The split's cache file ("" without a cache folder).
+  std::string cache_path(const std::string& path, const SftDataOptions& d,
+                         std::optional<int64_t> max_samples) const {
+    if (options_.context.cache_dir.empty()) return "";
+    const std::string settings = fmt::format(
+        "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", d.dataset_text_field, d.max_length.value_or(-1),
+        d.truncation_mode, d.packing, d.packing_strategy,
+        d.completion_only_loss ? static_cast<int>(*d.completion_only_loss) : -1,
+        d.assistant_only_loss, d.eos_token.value_or("\x01none"), options_.shuffle, options_.seed,
+        max_samples.value_or(-1), options_.chat_template ? options_.chat_template->name() : "");
+    const std::string key =
+        sft_cache_key(path, options_.tokenizer->fingerprint(),
+                      options_.chat_template ? options_.chat_template->source() : "", settings);
+    return base::join_path(base::join_path(options_.context.cache_dir, "sft"), key + ".bin");
   }
-  std::string location() const override { return options_.train_file; }
 
- private:
   void shuffle(std::vector<SftRow>& rows) const {
     std::mt19937_64 generator(static_cast<uint64_t>(options_.seed));
     std::shuffle(rows.begin(), rows.end(), generator);
@@ -96,15 +136,16 @@ class SftSource : public data::DataSource {
   // One line on what the data became; a warning with the counts where TRL cuts or drops rows
   // without a word.
   static void report(const std::string& split, const std::string& path, const SftData& data,
-                     bool packed, const SftDataOptions& options) {
+                     bool packed, const SftDataOptions& options, bool from_cache) {
     int64_t labels = 0, tokens = 0;
     for (const auto& row : data.rows) {
       tokens += static_cast<int64_t>(row.input_ids.size());
       for (int32_t l : row.labels) labels += l != -100;
     }
-    fmt::print("SFT {} data: {} {} examples from {} -> {} rows{}, {} tokens, {} with a label\n",
+    fmt::print("SFT {} data: {} {} examples from {} -> {} rows{}, {} tokens, {} with a label{}\n",
                split, data.examples, shape_name(data.shape), path, data.rows.size(),
-               packed ? fmt::format(" ({} packed)", options.packing_strategy) : "", tokens, labels);
+               packed ? fmt::format(" ({} packed)", options.packing_strategy) : "", tokens, labels,
+               from_cache ? " (from the node's cache)" : "");
     if (data.truncated > 0 && options.max_length) {
       base::warn("{} of the {} examples are longer than max_length {}: {} (as TRL does)",
                  data.truncated, data.examples, *options.max_length,
@@ -195,6 +236,10 @@ SftSourceOptions sft_source_options(const TrainingArguments& args,
   if (args.train_file() || args.validation_file()) {
     o.train_file = args.train_file().value_or("");
     o.eval_file = args.validation_file().value_or("");
+  } else if (!args.given("dataset_name")) {
+    throw InputError(
+        "trainer sft: no data (give train_file, or dataset_name a .json/.jsonl file or a folder "
+        "of them)");
   } else {
     SftFiles files = resolve_sft_files(args.dataset_name());
     o.train_file = files.train;

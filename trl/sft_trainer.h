@@ -54,6 +54,11 @@ struct SftSourceOptions {
   std::optional<int64_t> pad_to_multiple_of;
   std::shared_ptr<const tokenizers::Tokenizer> tokenizer;
   std::optional<tokenizers::ChatTemplate> chat_template;
+  // Where the node's first process caches the prepared splits (cache_dir "": nowhere), and
+  // whether it prepares them again (overwrite_cache).
+  data::LoadContext context;
+  bool overwrite_cache = false;
+  bool is_main = true;  // prints what the data became
 };
 std::unique_ptr<data::DataSource> make_sft_source(SftSourceOptions options);
 

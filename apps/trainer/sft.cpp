@@ -74,10 +74,10 @@ int sft_command(const std::string& config,
         "trainer sft: no model (give model_name_or_path, a Hugging Face model or adapter folder, "
         "or model_type with tokenizer_name for a new one)");
   }
-  auto sample_prompt = std::make_shared<std::string>();
+  auto train_file = std::make_shared<std::string>();
   TrainingRecipe recipe;
-  recipe.data = [sample_prompt](Accelerator&, const TrainingArguments& a,
-                                const ModelSource& model) -> std::unique_ptr<data::DataSource> {
+  recipe.data = [train_file](Accelerator& accelerator, const TrainingArguments& a,
+                             const ModelSource& model) -> std::unique_ptr<data::DataSource> {
     if (model.tokenizer_path.empty()) {
       throw InputError(
           "trainer sft: no tokenizer (the model folder has none: give tokenizer_name)");
@@ -87,7 +87,14 @@ int sft_command(const std::string& config,
                                            tokenizers::Tokenizer::load(model.tokenizer_path));
     trl::SftSourceOptions options =
         trl::sft_source_options(a, tokenizer, tokenizer_dir(model.tokenizer_path));
-    *sample_prompt = first_user_message(options.train_file);
+    options.context.run_first = [&accelerator](const std::function<void()>& load) {
+      accelerator.local_main_process_first(load);
+    };
+    options.context.local_main = accelerator.is_local_main_process();
+    options.context.cache_dir = base::cache_dir();
+    options.overwrite_cache = a.overwrite_cache();
+    options.is_main = accelerator.is_main_process();
+    *train_file = options.train_file;
     return trl::make_sft_source(std::move(options));
   };
   recipe.trainer = [](std::shared_ptr<models::Model> model, const TrainingArguments& a,
@@ -102,18 +109,20 @@ int sft_command(const std::string& config,
     return std::unique_ptr<Trainer>(std::make_unique<trl::SFTTrainer>(
         std::move(model), a, std::move(train), std::move(eval), std::move(collator)));
   };
-  recipe.chat_sample = [sample_prompt, args] {
-    if (sample_prompt->empty() ||
+  recipe.chat_sample = [train_file, args] {
+    // The first user message, read again at the end on the main process only.
+    const std::string prompt = first_user_message(*train_file);
+    if (prompt.empty() ||
         !(models::is_hf_model_dir(args.output_dir()) || models::is_adapter_dir(args.output_dir())))
       return;
     GenerateOptions options;
     options.output_dir = args.output_dir();
     options.chat = true;
-    options.prompt = *sample_prompt;
+    options.prompt = prompt;
     options.seed = static_cast<uint64_t>(args.seed());
     options.max_new_tokens = 64;
     fmt::print("\nChat sample (trainer generate {} --chat --prompt {} --max_new_tokens 64):\n",
-               args.output_dir(), base::shown_text(*sample_prompt));
+               args.output_dir(), base::shown_text(prompt));
     std::fflush(stdout);
     try {
       generate_text(options);

@@ -8,7 +8,12 @@ Writes, then OUT/done last (a test that finds `done` reuses the folder):
                     tokenizer: the BPE without BOS plus <|im_start|> <|im_end|> <|endoftext|>
                     (special) and <think> </think>; eos <|im_end|>, pad <|endoftext|>;
                     TRL's qwen3_training.jinja (with {% generation %} blocks)
-  OUT/qwen3_plain/  the same with TRL's qwen3.jinja (no generation blocks)
+  OUT/qwen3_plain/  the same with TRL's qwen3.jinja (no generation blocks): with
+                    assistant_only_loss, TRL 1.16 recognizes it (exact text) and trains with
+                    qwen3_training.jinja instead, as with OUT/qwen3
+  OUT/qwen3_custom/ the same with qwen3.jinja behind a comment line: a template without generation
+                    blocks that TRL does not know, which assistant_only_loss refuses (ValueError
+                    "The chat template is not training-compatible ...")
   OUT/llama/        Llama (2 layers, width 64, 4 heads, 2 KV heads, untied), the BPE in Llama-3's
                     layout (BOS <|begin_of_text|> by its post-processor, eos <|end_of_text|>) plus
                     <|start_header_id|> <|end_header_id|> <|eot_id|> (special: llama3.jinja's),
@@ -50,7 +55,8 @@ def chat_tokenizer(bpe, llama3, chat_template):
         specials = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
         tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in specials], special_tokens=True)
     else:
-        backend.post_processor = processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)  # no BOS
+        # Qwen's post-processor: offsets only, no BOS.
+        backend.post_processor = processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
         tok = PreTrainedTokenizerFast(tokenizer_object=backend)
         specials = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
         tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in specials], special_tokens=True)
@@ -143,8 +149,10 @@ def main():
 
     qwen_tok = chat_tokenizer(bpe, False, template("qwen3_training.jinja"))
     qwen = tiny_qwen3(qwen_tok)
-    for name, tmpl in (("qwen3", "qwen3_training.jinja"), ("qwen3_plain", "qwen3.jinja")):
-        qwen_tok.chat_template = template(tmpl)
+    custom = "{#- A custom copy of Qwen3's template, without generation blocks. -#}\n" + template("qwen3.jinja")
+    for name, text in (("qwen3", template("qwen3_training.jinja")), ("qwen3_plain", template("qwen3.jinja")),
+                       ("qwen3_custom", custom)):
+        qwen_tok.chat_template = text
         qwen.save_pretrained(os.path.join(out, name))
         qwen_tok.save_pretrained(os.path.join(out, name))
     llama_tok = chat_tokenizer(bpe, True, template("llama3.jinja"))

@@ -8,8 +8,9 @@ usage: sft_trl_reference.py CASE FIXTURES OUT.json [--eval] [--gradient_checkpoi
 OUT.json: {"case", "world_size", "steps": [{step, loss, mean_token_accuracy, entropy, num_tokens,
 grad_norm, learning_rate}], "rows": the first 12 prepared train rows (input_ids, labels,
 seq_lengths when packed), "num_train_rows", "batches": the prepared rows' indices of each
-micro-batch (with several processes, theirs joined in rank order), "eval": the last eval log and "eval_history" (--eval:
-eval_strategy steps, every 3 steps), "train": the train summary (runtime left out).
+micro-batch (with several processes, theirs joined in rank order), "eval": the last eval log and
+"eval_history" (--eval: eval_strategy steps, every 3 steps), "train": the train summary (runtime
+left out).
 """
 import argparse
 import json
@@ -19,12 +20,14 @@ import tempfile
 import torch
 import torch.distributed as dist
 from datasets import Dataset
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 from trl import SFTConfig, SFTTrainer
 
 # CASE: the fixture model, the train and eval files in FIXTURES/data, SFTConfig keys beyond COMMON.
 CASES = {
     "conv_assistant": ("qwen3", "conversations", "conversations_eval", {"assistant_only_loss": True}),
+    # qwen3.jinja without generation blocks: TRL swaps in qwen3_training.jinja (conv_assistant's numbers).
+    "conv_assistant_plain": ("qwen3_plain", "conversations", "conversations_eval", {"assistant_only_loss": True}),
     "conv_packed": ("qwen3", "conversations", "conversations_eval",
                     {"assistant_only_loss": True, "packing": True, "packing_strategy": "bfd"}),
     # At 128 nearly every conversation fills a row alone; at 256 most rows hold two or three.

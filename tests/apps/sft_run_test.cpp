@@ -20,10 +20,11 @@ using testing::run;
 
 struct Case {
   std::string name, model, train, extra;
+  bool eval = false;  // evaluate on the data's _eval file every 3 steps
 };
 
 const Case kCases[] = {
-    {"conv_assistant", "qwen3", "conversations", "--assistant_only_loss true"},
+    {"conv_assistant", "qwen3", "conversations", "--assistant_only_loss true", true},
     {"prompt_completion", "llama", "prompt_completion", ""},
     {"conv_packed", "qwen3", "conversations",
      "--assistant_only_loss true --packing true --packing_strategy bfd"},
@@ -39,7 +40,7 @@ json reference(const Case& c, const std::string& fixtures, int processes) {
   const std::string dir = testing::cached_reference(
       "sft_trl_" + c.name + "_np" + std::to_string(processes),
       "mkdir -p {out} && OMP_NUM_THREADS=1 " + launcher + script + " " + c.name + " " + fixtures +
-          " {out}/reference.json > {out}/log.txt 2>&1");
+          " {out}/reference.json" + (c.eval ? " --eval" : "") + " > {out}/log.txt 2>&1");
   if (dir.empty()) return json();
   std::ifstream in(dir + "/reference.json");
   return json::parse(in);
@@ -57,7 +58,11 @@ json ours(const Case& c, const std::string& fixtures, int processes, const std::
       per_device +
       " --gradient_accumulation_steps 2 --max_steps 6 --max_length 128 --save_strategy no"
       " --report_to none --disable_tqdm true --output_dir " +
-      out;
+      out +
+      (c.eval
+           ? " --validation_file " + fixtures + "/data/" + c.train +
+                 "_eval.jsonl --eval_strategy steps --eval_steps 3 --per_device_eval_batch_size 4"
+           : "");
   const std::string command =
       processes == 1 ? "OMP_NUM_THREADS=1 " + testing::kTrainerBin + " sft " + arguments
                      : testing::launch("--nproc-per-node " + std::to_string(processes) + " " +
@@ -87,6 +92,19 @@ void expect_trl_steps(const json& state, const json& ref, const std::string& wha
     }
     EXPECT_EQ(steps[i]["num_tokens"].get<double>(), want["num_tokens"].get<double>())
         << what << ", step " << i + 1;
+  }
+  if (!ref.contains("eval_history")) return;
+  std::vector<json> evals;
+  for (const auto& e : state["log_history"])
+    if (e.contains("eval_loss")) evals.push_back(e);
+  ASSERT_EQ(evals.size(), ref["eval_history"].size()) << what;
+  for (size_t i = 0; i < evals.size(); ++i) {
+    for (const char* key :
+         {"eval_loss", "eval_entropy", "eval_mean_token_accuracy", "eval_num_tokens"}) {
+      const double b = ref["eval_history"][i][key].get<double>();
+      EXPECT_NEAR(evals[i][key].get<double>(), b, 1e-4 * std::abs(b))
+          << what << ", evaluation " << i + 1 << ", " << key;
+    }
   }
 }
 
@@ -146,6 +164,67 @@ TEST(SftRun, LoraAdaptersLoadInPeftAndChatAnswers) {
                   " --max_new_tokens 8 2>&1");
   EXPECT_EQ(chat.exit_code, 0) << chat.out;
   EXPECT_FALSE(chat.out.empty());
+}
+
+// The prepared data is cached on the node: a second run reads it (and says so) and trains the
+// same; overwrite_cache prepares it again.
+TEST(SftRun, TheSecondRunReadsTheNodesCache) {
+  const std::string fixtures = testing::sft_fixtures_dir();
+  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  testing::TempDir tmp;
+  auto sft = [&](const std::string& out, const std::string& extra) {
+    return run("TRAINER_CACHE=" + tmp.file("cache") + " OMP_NUM_THREADS=1 " + testing::kTrainerBin +
+               " sft --model_name_or_path " + fixtures + "/qwen3 --train_file " + fixtures +
+               "/data/conversations.jsonl --assistant_only_loss true --packing true --max_steps 2"
+               " --per_device_train_batch_size 4 --max_length 128 --save_strategy no --bf16 false"
+               " --logging_steps 1 --disable_tqdm true --output_dir " +
+               tmp.file(out) + " " + extra + " 2>&1");
+  };
+  const auto first = sft("a", ""), second = sft("b", ""),
+             third = sft("c", "--overwrite_cache true");
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  ASSERT_EQ(second.exit_code, 0) << second.out;
+  ASSERT_EQ(third.exit_code, 0) << third.out;
+  const std::string cached = "(from the node's cache)";
+  EXPECT_EQ(first.out.find(cached), std::string::npos) << first.out;
+  // The same line on what the data became, with where it came from.
+  auto data_line = [](const std::string& out) {
+    for (const auto& line : testing::lines_of(out))
+      if (line.rfind("SFT train data: ", 0) == 0) return line;
+    return std::string();
+  };
+  ASSERT_FALSE(data_line(first.out).empty()) << first.out;
+  EXPECT_EQ(data_line(second.out), data_line(first.out) + " " + cached);
+  EXPECT_EQ(third.out.find(cached), std::string::npos) << third.out;
+  // Each step's log (loss, gradient norm, metrics) the same.
+  auto steps = [&](const std::string& out) {
+    json kept = json::array();
+    for (const auto& e :
+         json::parse(testing::slurp(tmp.file(out) + "/trainer_state.json"))["log_history"])
+      if (e.contains("loss")) kept.push_back(e);
+    return kept.dump();
+  };
+  EXPECT_EQ(steps("a"), steps("b"));
+  EXPECT_EQ(steps("a"), steps("c"));
+}
+
+// configs/sft_chat.json as shipped, on chats scripts/make_fortune_chat makes from fortunes (cut
+// short here): it trains, evaluates with TRL's metrics and ends with a chat sample.
+TEST(SftRun, TheShippedChatConfigRuns) {
+  if (!std::filesystem::exists("/usr/share/games/fortunes")) GTEST_SKIP() << "no fortunes";
+  testing::TempDir tmp;
+  auto made = run("python3 " + std::string(SOURCE_DIR) + "/scripts/make_fortune_chat " +
+                  tmp.file("chat") + " --train 64 --test 8 2>&1");
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  auto r = run("cd " + std::string(SOURCE_DIR) + " && OMP_NUM_THREADS=1 " + testing::kTrainerBin +
+               " sft configs/sft_chat.json --dataset_name " + tmp.file("chat") +
+               " --max_steps 2 --eval_steps 2 --output_dir " + tmp.file("out") + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("SFT train data: 64 conversational examples"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("eval_mean_token_accuracy"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Chat sample (trainer generate " + tmp.file("out") + " --chat --prompt"),
+            std::string::npos)
+      << r.out;
 }
 
 // Bad input said in one line, exit 2, before output_dir is touched.

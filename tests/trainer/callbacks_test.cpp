@@ -46,5 +46,25 @@ TEST(ConsoleCallback, PrintsTheHeaderOnceAndEachEvaluationsRowAsItComes) {
             "{'train_runtime': 1.5, 'epoch': 3.0}\n");
 }
 
+// A value wider than its column (SFT's eval_num_tokens) keeps two spaces before the next.
+TEST(ConsoleCallback, AWideValuePushesTheNextColumnOn) {
+  testing::TempDir dir;
+  std::FILE* out = std::fopen(dir.file("out").c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  ConsoleCallback console(out, nullptr);
+  auto args = TrainingArguments().eval_strategy("steps");
+  TrainerState state;
+  TrainerControl control;
+  console.on_train_begin(args, state, control);
+  state.global_step = 30;
+  console.on_evaluate(
+      args, state, control,
+      {{"eval_loss", 4.0}, {"eval_num_tokens", 59937.0}, {"eval_perplexity", 75.5}});
+  std::fclose(out);
+  EXPECT_EQ(testing::slurp(dir.file("out")),
+            "Step      Training Loss  Validation Loss  Num Tokens  Perplexity\n"
+            "30        No log         4.000000         59937.000000  75.500000\n");
+}
+
 }  // namespace callbacks_test
 }  // namespace trainer
