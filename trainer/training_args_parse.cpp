@@ -192,9 +192,7 @@ void TrainingArguments::note_given(const std::string& name) {
   const auto& sft = sft_keys();
   if (!sft_ && std::find(sft.begin(), sft.end(), name) != sft.end()) {
     throw InputError(fmt::format(
-        "argument {}: an SFTConfig argument (TRL's); `trainer sft` takes it, `trainer train` does "
-        "not",
-        name));
+        "argument {}: an SFTConfig argument (TRL's); only `trainer sft` takes it", name));
   }
   given_.insert(name);
 }

@@ -318,6 +318,16 @@ void TrainingArguments::validate_sft() const {
   if ((packing_ || eval_packing_.value_or(false)) && !max_length_) {
     throw InputError("argument packing: packing needs a max_length (null is not allowed with it)");
   }
+  // Packing keeps a tree over every free length up to max_length; padding allocates it per row.
+  constexpr int64_t kLongestPacked = int64_t{1} << 24, kLargestMultiple = int64_t{1} << 20;
+  if ((packing_ || eval_packing_.value_or(false)) && *max_length_ > kLongestPacked) {
+    check(false, "max_length", std::to_string(*max_length_),
+          fmt::format("at most {} with packing", kLongestPacked));
+  }
+  if (pad_to_multiple_of_ && *pad_to_multiple_of_ > kLargestMultiple) {
+    check(false, "pad_to_multiple_of", std::to_string(*pad_to_multiple_of_),
+          fmt::format("at most {}", kLargestMultiple));
+  }
   if (padding_free_ && !packing_ && max_length_) {
     throw InputError(
         "argument padding_free: without packing, max_length is not enforced (TRL refuses it): set "

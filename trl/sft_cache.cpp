@@ -80,7 +80,7 @@ void write_sft_cache(const std::string& path, const SftData& data) {
 }
 
 std::optional<SftData> read_sft_cache(const std::string& path) {
-  if (!base::exists(path)) return std::nullopt;
+  if (!base::is_regular_file(path)) return std::nullopt;
   const std::string bytes = base::read_file(path);
   if (bytes.size() < sizeof kMagic || bytes.compare(0, sizeof kMagic, kMagic, sizeof kMagic) != 0) {
     return std::nullopt;
@@ -95,7 +95,13 @@ std::optional<SftData> read_sft_cache(const std::string& path) {
   data.shape = static_cast<SftShape>(shape);
   for (int64_t i = 0; i < rows; ++i) {
     SftRow row;
-    if (!in.get(row.input_ids) || !in.get(row.labels) || !in.get(row.seq_lengths)) {
+    if (!in.get(row.input_ids) || !in.get(row.labels) || !in.get(row.seq_lengths) ||
+        row.labels.size() != row.input_ids.size()) {
+      return std::nullopt;
+    }
+    int64_t packed = 0;
+    for (int32_t length : row.seq_lengths) packed += length;
+    if (!row.seq_lengths.empty() && packed != static_cast<int64_t>(row.input_ids.size())) {
       return std::nullopt;
     }
     data.rows.push_back(std::move(row));

@@ -82,6 +82,10 @@ class SftSource : public data::DataSource {
     return sft_collator(options_.pad_token_id, options_.padding_free, options_.pad_to_multiple_of);
   }
   std::string location() const override { return options_.train_file; }
+  std::string split_name(const std::string& split) const override {
+    return split == "train" ? "train_file " + options_.train_file + "'s train"
+                            : "eval file " + options_.eval_file + "'s";
+  }
 
  private:
   // TRL's preparation of one split, shuffled (shuffle_dataset) where TRL shuffles.
@@ -140,7 +144,14 @@ class SftSource : public data::DataSource {
     int64_t labels = 0, tokens = 0;
     for (const auto& row : data.rows) {
       tokens += static_cast<int64_t>(row.input_ids.size());
-      for (int32_t l : row.labels) labels += l != -100;
+      // A sequence's first token is predicted from nothing: its label never counts.
+      std::vector<int32_t> starts = {0};
+      for (int32_t length : row.seq_lengths) starts.push_back(starts.back() + length);
+      for (size_t i = 0, s = 0; i < row.labels.size(); ++i) {
+        while (s < starts.size() && static_cast<size_t>(starts[s]) < i) ++s;
+        const bool first = s < starts.size() && static_cast<size_t>(starts[s]) == i;
+        labels += row.labels[i] != -100 && !first;
+      }
     }
     fmt::print("SFT {} data: {} {} examples from {} -> {} rows{}, {} tokens, {} with a label{}\n",
                split, data.examples, shape_name(data.shape), path, data.rows.size(),
@@ -155,7 +166,7 @@ class SftSource : public data::DataSource {
     }
     if (data.dropped > 0) {
       base::warn(
-          "{} of the {} examples have no label token left after truncation and are dropped "
+          "{} of the {} examples have no label token (after truncation) and are dropped "
           "(as TRL does)",
           data.dropped, data.examples);
     }
@@ -236,6 +247,14 @@ SftSourceOptions sft_source_options(const TrainingArguments& args,
   if (args.train_file() || args.validation_file()) {
     o.train_file = args.train_file().value_or("");
     o.eval_file = args.validation_file().value_or("");
+    // Read only when evaluating, but a file named that is not there is said now (datasets would).
+    for (const auto& [name, file] :
+         {std::pair{"train_file", o.train_file}, std::pair{"validation_file", o.eval_file}}) {
+      if (file.empty() || base::is_regular_file(file)) continue;
+      const std::string problem = base::path_problem(file);
+      throw InputError(fmt::format("argument {}: {} {}", name, file,
+                                   problem.empty() ? "is not a file" : problem));
+    }
   } else if (!args.given("dataset_name")) {
     throw InputError(
         "trainer sft: no data (give train_file, or dataset_name a .json/.jsonl file or a folder "
@@ -296,6 +315,13 @@ LossOutput SFTTrainer::compute_loss(models::Model& model, const data::Batch& inp
   batch.dft_loss = args().loss_type() == "dft";
   if (num_items_in_batch.defined() && !batch.num_items_in_batch.defined()) {
     batch.num_items_in_batch = num_items_in_batch;
+  }
+  // TRL divides by the label tokens clamped to at least 1: a batch with none (rows of a single
+  // token) is a loss of 0, not 0 / 0.
+  if (batch.num_items_in_batch.defined()) {
+    batch.num_items_in_batch = batch.num_items_in_batch.clamp_min(1);
+  } else {
+    batch.num_items_in_batch = inputs.at("labels").slice(1, 1).ne(-100).sum().clamp_min(1);
   }
   models::ModelOutput out = model.forward(batch);
   const bool training = model.is_training();

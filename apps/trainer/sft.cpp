@@ -111,7 +111,14 @@ int sft_command(const std::string& config,
   };
   recipe.chat_sample = [train_file, args] {
     // The first user message, read again at the end on the main process only.
-    const std::string prompt = first_user_message(*train_file);
+    std::string prompt;
+    try {
+      prompt = first_user_message(*train_file);
+    } catch (const std::exception& e) {
+      // Everything is saved: a file changed since is no reason to fail the run.
+      base::warn("no chat sample: {}", base::first_line(e.what()));
+      return;
+    }
     if (prompt.empty() ||
         !(models::is_hf_model_dir(args.output_dir()) || models::is_adapter_dir(args.output_dir())))
       return;

@@ -37,6 +37,27 @@ int64_t line_at(std::string_view bytes, size_t offset) {
   return line;
 }
 
+// line_at for offsets that only grow (a file's records, one after another): each byte is counted
+// once, so reading N records stays linear.
+class LineCounter {
+ public:
+  explicit LineCounter(std::string_view bytes) : bytes_(bytes) {}
+  int64_t line_at(size_t offset) {
+    for (; at_ < offset && at_ < bytes_.size(); ++at_) {
+      if (bytes_[at_] == '\n' ||
+          (bytes_[at_] == '\r' && (at_ + 1 >= bytes_.size() || bytes_[at_ + 1] != '\n'))) {
+        ++line_;
+      }
+    }
+    return line_;
+  }
+
+ private:
+  std::string_view bytes_;
+  size_t at_ = 0;
+  int64_t line_ = 1;
+};
+
 // Throws, like Python's UnicodeDecodeError, at the first byte that starts no UTF-8 character.
 void check_utf8(std::string_view bytes, const std::string& named) {
   const size_t i = base::first_invalid_utf8(bytes);
@@ -172,8 +193,9 @@ std::vector<JsonRecord> json_records(std::string_view bytes, const std::string& 
     }
     return records;
   }
+  LineCounter lines(bytes);
   while (at < bytes.size()) {
-    std::string where = fmt::format("line {}", line_at(bytes, at));
+    std::string where = fmt::format("line {}", lines.line_at(at));
     if (bytes[at] != '{') {
       std::string_view rest = bytes.substr(at);
       rest = rest.substr(0, rest.find_first_of("\r\n"));

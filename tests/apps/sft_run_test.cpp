@@ -227,6 +227,24 @@ TEST(SftRun, TheShippedChatConfigRuns) {
       << r.out;
 }
 
+// Rows of one token have nothing to predict: TRL's loss is 0 there (its count clamped to 1), not
+// 0 / 0, and the data line counts no label.
+TEST(SftRun, RowsWithNothingToPredictAreALossOfZero) {
+  const std::string fixtures = testing::sft_fixtures_dir();
+  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  testing::TempDir tmp;
+  std::ofstream(tmp.file("empty.jsonl")) << "{\"text\": \"\"}\n{\"text\": \"\"}\n";
+  auto r = run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " sft --model_name_or_path " +
+               fixtures + "/qwen3 --train_file " + tmp.file("empty.jsonl") +
+               " --max_steps 2 --bf16 false --logging_steps 1 --save_strategy no --output_dir " +
+               tmp.file("out") + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("-> 2 rows, 2 tokens, 0 with a label"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("not finite"), std::string::npos) << r.out;
+  const json state = json::parse(testing::slurp(tmp.file("out") + "/trainer_state.json"));
+  EXPECT_EQ(state["log_history"][0]["loss"].get<double>(), 0.0);
+}
+
 // Bad input said in one line, exit 2, before output_dir is touched.
 TEST(SftRun, BadInputIsOneLineAndExitTwo) {
   const std::string fixtures = testing::sft_fixtures_dir();
@@ -243,8 +261,13 @@ TEST(SftRun, BadInputIsOneLineAndExitTwo) {
   auto train = run(testing::kTrainerBin + " train --packing true 2>&1");
   EXPECT_EQ(train.exit_code, 2);
   EXPECT_EQ(train.out,
-            "trainer: error: argument packing: an SFTConfig argument (TRL's); `trainer sft` takes "
-            "it, `trainer train` does not\n");
+            "trainer: error: argument packing: an SFTConfig argument (TRL's); only `trainer sft` "
+            "takes it\n");
+  auto missing = run(base + "--model_name_or_path " + fixtures + "/qwen3 --validation_file " +
+                     tmp.file("nope.jsonl") + " 2>&1");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.out, "trainer: error: argument validation_file: " + tmp.file("nope.jsonl") +
+                             " does not exist\n");
   auto nomodel = run(testing::kTrainerBin + " sft --train_file x.jsonl 2>&1");
   EXPECT_EQ(nomodel.exit_code, 2);
   EXPECT_NE(nomodel.out.find("trainer sft: no model"), std::string::npos) << nomodel.out;

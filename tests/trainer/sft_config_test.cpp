@@ -66,8 +66,7 @@ TEST(SftConfig, TrainerTrainRefusesTheSftArgumentsByName) {
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(),
-                 "argument packing: an SFTConfig argument (TRL's); `trainer sft` takes it, "
-                 "`trainer train` does not");
+                 "argument packing: an SFTConfig argument (TRL's); only `trainer sft` takes it");
   }
   TrainingArguments a;
   EXPECT_THROW(a.set_from_text("max_length", "512"), InputError);
@@ -88,6 +87,11 @@ TEST(SftConfig, EachBadValueIsOneLine) {
             "argument max_length: 0 is not allowed (> 0, or null)");
   EXPECT_EQ(sft_error(R"({"pad_to_multiple_of": -8})"),
             "argument pad_to_multiple_of: -8 is not allowed (> 0, \"auto\" or null)");
+  EXPECT_EQ(sft_error(R"({"packing": true, "max_length": 9223372036854775807})"),
+            "argument max_length: 9223372036854775807 is not allowed (at most 16777216 with "
+            "packing)");
+  EXPECT_EQ(sft_error(R"({"pad_to_multiple_of": 1000000000})"),
+            "argument pad_to_multiple_of: 1000000000 is not allowed (at most 1048576)");
   EXPECT_EQ(sft_error(R"({"packing": true, "max_length": null})"),
             "argument packing: packing needs a max_length (null is not allowed with it)");
   EXPECT_EQ(sft_error(R"({"padding_free": true})"),
