@@ -141,9 +141,16 @@ TEST(SftRun, LoraAdaptersLoadInPeftAndChatAnswers) {
                fixtures + "/qwen3 --train_file " + fixtures +
                "/data/conversations.jsonl --use_peft true --lora_r 4 --lora_alpha 8"
                " --learning_rate 1e-2 --max_steps 4 --per_device_train_batch_size 4"
-               " --max_length 128 --save_strategy no --bf16 false --output_dir " +
-               out + " 2>&1");
+               " --max_length 128 --save_strategy no --bf16 false --report_to tensorboard"
+               " --logging_steps 1 --logging_dir " +
+               tmp.file("tb") + " --output_dir " + out + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
+  // TRL's metrics reach TensorBoard (the event file names each tag).
+  std::string events;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp.file("tb")))
+    events += testing::slurp(entry.path().string());
+  for (const char* tag : {"train/mean_token_accuracy", "train/entropy", "train/num_tokens"})
+    EXPECT_NE(events.find(tag), std::string::npos) << tag;
   // The run ends with a chat sample of the saved adapter.
   EXPECT_NE(r.out.find("Chat sample (trainer generate " + out + " --chat --prompt"),
             std::string::npos)
