@@ -99,8 +99,16 @@ def main():
         gathered = [None] * world
         dist.all_gather_object(gathered, batches)
         batches = [sum((g[i] for g in gathered), []) for i in range(len(batches))]
-    if int(os.environ.get("RANK", "0")) != 0:
-        return
+    if int(os.environ.get("RANK", "0")) == 0:
+        write(a, trainer, ds, batches, train, world)
+    if world > 1:
+        # Every rank leaves the process group before exiting: gloo's teardown at interpreter exit
+        # otherwise aborts now and then ("terminate called without an active exception").
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def write(a, trainer, ds, batches, train, world):
     logs = trainer.state.log_history
     rows = [{k: ds[i][k] for k in ("input_ids", "labels", "seq_lengths") if k in ds.column_names}
             for i in range(min(12, len(ds)))]

@@ -30,13 +30,14 @@ const Case kCases[] = {
      "--assistant_only_loss true --packing true --packing_strategy bfd"},
 };
 
-// TRL's run of `c` on `processes` processes (torchrun), cached.
+// TRL's run of `c` on `processes` processes (torchrun --standalone picks its own free port, so
+// the command, the cache's key, stays the same), cached.
 json reference(const Case& c, const std::string& fixtures, int processes) {
   const std::string script = std::string(SOURCE_DIR) + "/scripts/reference/sft_trl_reference.py";
-  const std::string launcher = processes == 1 ? std::string(TRAINER_PYTHON) + " "
-                                              : testing::torchrun_path() + " --nproc_per_node " +
-                                                    std::to_string(processes) + " --master_port " +
-                                                    std::to_string(testing::free_port()) + " ";
+  const std::string launcher = processes == 1
+                                   ? std::string(TRAINER_PYTHON) + " "
+                                   : testing::torchrun_path() + " --standalone --nproc_per_node " +
+                                         std::to_string(processes) + " ";
   const std::string dir = testing::cached_reference(
       "sft_trl_" + c.name + "_np" + std::to_string(processes),
       "mkdir -p {out} && OMP_NUM_THREADS=1 " + launcher + script + " " + c.name + " " + fixtures +
