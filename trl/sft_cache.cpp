@@ -22,7 +22,9 @@ void put(std::string& out, int64_t value) {
 
 void put(std::string& out, const std::vector<int32_t>& values) {
   put(out, static_cast<int64_t>(values.size()));
-  out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int32_t));
+  if (!values.empty()) {
+    out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int32_t));
+  }
 }
 
 // Reads from bytes at `at`, false past the end.
@@ -41,7 +43,8 @@ struct Reader {
       return false;
     }
     values.resize(static_cast<size_t>(n));
-    std::memcpy(values.data(), bytes.data() + at, values.size() * sizeof(int32_t));
+    // An empty vector's data() may be null, which memcpy may not be given.
+    if (n > 0) std::memcpy(values.data(), bytes.data() + at, values.size() * sizeof(int32_t));
     at += values.size() * sizeof(int32_t);
     return true;
   }
