@@ -120,15 +120,20 @@ ModelSource resolve_model_source(const TrainingArguments& args) {
   return source;
 }
 
-std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
-                                              const TrainingArguments& args,
-                                              const ModelSource& model) {
+data::LoadContext node_load_context(Accelerator& accelerator) {
   data::LoadContext context;
   context.run_first = [&accelerator](const std::function<void()>& load) {
     accelerator.local_main_process_first(load);
   };
   context.local_main = accelerator.is_local_main_process();
   context.cache_dir = base::cache_dir();
+  return context;
+}
+
+std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
+                                              const TrainingArguments& args,
+                                              const ModelSource& model) {
+  data::LoadContext context = node_load_context(accelerator);
   if (uses_text_files(args)) {
     data::ClmOptions options;
     options.train_file = args.train_file().value_or("");

@@ -44,6 +44,9 @@ ModelSource resolve_model_source(const TrainingArguments& args);
 std::map<std::string, std::string> tokenizer_files(const std::string& path,
                                                    const tokenizers::Tokenizer* loaded = nullptr);
 
+// How a node loads data: its first process first (writing the cache under base::cache_dir()),
+// the others after it, reading that cache.
+data::LoadContext node_load_context(Accelerator& accelerator);
 // The data set the arguments name (train_file / validation_file, or dataset_name); a split's caches
 // are written by the node's first process and read by the others.
 std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,

@@ -87,11 +87,7 @@ int sft_command(const std::string& config,
                                            tokenizers::Tokenizer::load(model.tokenizer_path));
     trl::SftSourceOptions options =
         trl::sft_source_options(a, tokenizer, tokenizer_dir(model.tokenizer_path));
-    options.context.run_first = [&accelerator](const std::function<void()>& load) {
-      accelerator.local_main_process_first(load);
-    };
-    options.context.local_main = accelerator.is_local_main_process();
-    options.context.cache_dir = base::cache_dir();
+    options.context = node_load_context(accelerator);
     options.overwrite_cache = a.overwrite_cache();
     options.is_main = accelerator.is_main_process();
     *train_file = options.train_file;
