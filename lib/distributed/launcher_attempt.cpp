@@ -19,6 +19,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How long the other ranks may end by themselves after a rank exited only because it lost its
+// peers, before they are stopped.
+constexpr auto kEchoWait = std::chrono::seconds(2);
+
 // The longest stretch of a rank's last line that a failure quotes.
 constexpr size_t kQuotedLineLength = 400;
 
@@ -157,8 +161,16 @@ class AttemptRun {
       // and before the others are stopped (their own last lines may never come).
       drain(r);
       record_failure(r, status);
-      stop_all();
+      // A rank that only lost its peers usually exits a moment before the rank that failed (whose
+      // sockets closed while it unwound, before it could say why): the others are left a moment
+      // to end by themselves, so that the failure named is the cause, not its echo.
+      if (failure_priority_ == 1) {
+        if (!stop_at_) stop_at_ = Clock::now() + kEchoWait;
+      } else {
+        stop_all();
+      }
     }
+    if (stop_at_ && Clock::now() >= *stop_at_) stop_all();
   }
 
   // Which failure to name: a rank that failed by itself before one that only lost its peers (it
@@ -278,6 +290,7 @@ class AttemptRun {
   Attempt attempt_;
   int failure_priority_ = -1;
   std::optional<Clock::time_point> kill_at_;
+  std::optional<Clock::time_point> stop_at_;  // when to stop the others after a peer's echo
   std::optional<Clock::time_point> drain_until_;
 };
 
