@@ -22,7 +22,14 @@ Writes, then OUT/done last (a test that finds `done` reuses the folder):
                     turn: 54 to 142 tokens under qwen3's template, 11 over 128),
                     conversations_eval.jsonl (8), prompt_completion.jsonl (48 plain strings, the
                     completion starting with a space), prompt_completion_conv.jsonl (16), text.jsonl
-                    (32), prompt_completion_eval.jsonl (8), text_eval.jsonl (8)
+                    (32), prompt_completion_eval.jsonl (8), text_eval.jsonl (8);
+                    and the preference data sets of `trainer dpo`'s checks (make_pref_data; fortunes
+                    from the 3000th on, none of the SFT sets'): pref_plain.jsonl (24 rows of plain
+                    prompt/chosen/rejected strings, the completions starting with a space),
+                    pref_conv.jsonl (24: a prompt of a user turn, some after a system turn, some
+                    after a whole exchange; chosen and rejected one assistant message each),
+                    pref_implicit.jsonl (24: chosen and rejected whole conversations that differ
+                    only in the last assistant message), pref_eval.jsonl (6, as pref_conv)
 """
 import json
 import os
@@ -141,6 +148,38 @@ def make_data(fortunes, tok):
     return data
 
 
+def make_pref_data(fortunes):
+    """The preference data sets, each row its own fortunes (drawn in turn, skipping those over the
+    length limit: the limits cycle so that prompts and completions vary in length)."""
+    it = iter(fortunes)
+    limits = (40, 110, 70, 25, 90)
+
+    def take(i):
+        limit = limits[i % len(limits)]
+        return next(f for f in it if len(f) <= limit)
+
+    def prompt(i):
+        messages = [{"role": "system", "content": SYSTEM[i % 3]}] if i % 4 == 0 else []
+        if i % 5 == 2:  # a whole exchange before the question
+            messages += [{"role": "user", "content": take(i + 3)}, {"role": "assistant", "content": take(i + 3)}]
+        return messages + [{"role": "user", "content": take(i)}]
+
+    def pair(i):
+        return {"chosen": [{"role": "assistant", "content": take(i + 1)}],
+                "rejected": [{"role": "assistant", "content": take(i + 2)}]}
+
+    data = {"pref_plain": [{"prompt": take(i), "chosen": " " + take(i + 1), "rejected": " " + take(i + 2)}
+                           for i in range(24)]}
+    data["pref_conv"] = [{"prompt": prompt(i), **pair(i)} for i in range(24)]
+    implicit = []
+    for i in range(24):
+        p, c = prompt(i), pair(i)
+        implicit.append({"chosen": p + c["chosen"], "rejected": p + c["rejected"]})
+    data["pref_implicit"] = implicit
+    data["pref_eval"] = [{"prompt": prompt(i), **pair(i)} for i in range(6)]
+    return data
+
+
 def main():
     out = sys.argv[1]
     fortunes = sys.argv[2] if len(sys.argv) > 2 else "/usr/share/games/fortunes"
@@ -160,7 +199,8 @@ def main():
     llama_tok.save_pretrained(os.path.join(out, "llama"))
 
     qwen_tok.chat_template = template("qwen3_training.jinja")
-    for name, rows in make_data(short_fortunes(fortunes), qwen_tok).items():
+    short = short_fortunes(fortunes)
+    for name, rows in {**make_data(short, qwen_tok), **make_pref_data(short[3000:])}.items():
         with open(os.path.join(out, "data", name + ".jsonl"), "w", encoding="utf-8") as f:
             f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     with open(os.path.join(out, "done"), "w") as f:
