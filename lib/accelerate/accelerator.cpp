@@ -50,7 +50,10 @@ class AcceleratedModel : public models::ModelWrapper {
       AutocastGuard guard(device_type_, *autocast_);
       out = wrapped_->forward(inputs);
     }
-    return {to_float32(out.logits), to_float32(out.loss)};
+    // The outputs in float32 (token_stats and token_scores are float32 already).
+    out.logits = to_float32(out.logits);
+    out.loss = to_float32(out.loss);
+    return out;
   }
   torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels,
                      const torch::Tensor& num_items_in_batch) override {
