@@ -154,7 +154,8 @@ torch::Tensor Trainer::forward_backward(int64_t window,
   torch::Tensor num_items;
   if (model_->task().kind == data::TaskKind::kCausalLM) {
     for (int64_t k = 0; k < window; ++k) batches.push_back(batch_at(k));
-    num_items = count_label_tokens(batches);
+    // Batches without labels (DPO's pairs) have a loss of their own, a mean per micro-batch.
+    if (batches.front().contains("labels")) num_items = count_label_tokens(batches);
   }
   torch::Tensor step_loss;
   for (int64_t k = 0; k < window; ++k) {

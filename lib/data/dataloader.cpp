@@ -38,6 +38,8 @@ Batch Batch::to(const torch::Device& device) const {
   moved.loss_only = loss_only;
   moved.dft_loss = dft_loss;
   moved.token_stats = token_stats;
+  moved.token_scores = token_scores;
+  moved.token_sum_sq = token_sum_sq;
   return moved;
 }
 

@@ -36,6 +36,9 @@ struct Example {
   // A packed row's position ids, restarting at each sequence in it (TRL's seq_lengths); undefined
   // for other data.
   torch::Tensor positions = {};
+  // What a collator of its own reads beside input and target (DPO: a pair's reference
+  // log-probabilities); undefined for other data.
+  torch::Tensor extra = {};
 };
 
 // A batch of named tensors whose first dimension is the batch dimension.
@@ -71,6 +74,10 @@ class Batch {
   // The model also returns the statistics TRL logs of its label tokens (ModelOutput::token_stats).
   // to() carries it.
   bool token_stats = false;
+  // The model returns each label token's scores instead of logits or a loss
+  // (ModelOutput::token_scores), log sum p^2 among them with token_sum_sq. to() carries them.
+  bool token_scores = false;
+  bool token_sum_sq = false;
 
  private:
   std::map<std::string, torch::Tensor> items_;

@@ -129,7 +129,9 @@ bool DistributedDataParallel::before_forward() {
 }
 
 void DistributedDataParallel::after_forward(bool sync, std::vector<torch::Tensor> outputs) {
-  if (!sync) return;
+  // A forward without gradients (DPO's reference pass) has no backward to prepare, as in
+  // PyTorch's DDP.
+  if (!sync || !torch::GradMode::is_enabled()) return;
   std::vector<torch::Tensor> roots;
   if (options_.find_unused_parameters) {
     for (auto& out : outputs) {
@@ -149,7 +151,7 @@ torch::Tensor DistributedDataParallel::forward(const torch::Tensor& x) {
 models::ModelOutput DistributedDataParallel::forward(const data::Batch& inputs) {
   bool sync = before_forward();
   models::ModelOutput out = wrapped_->forward(inputs);
-  after_forward(sync, {out.logits, out.loss});
+  after_forward(sync, {out.logits, out.loss, out.token_scores.log_probs});
   return out;
 }
 

@@ -271,7 +271,7 @@ void FullyShardedDataParallel::end_forward(const std::vector<torch::Tensor>& out
 models::ModelOutput FullyShardedDataParallel::forward(const data::Batch& inputs) {
   begin_forward();
   models::ModelOutput out = wrapped_->forward(inputs);
-  end_forward({out.logits, out.loss});
+  end_forward({out.logits, out.loss, out.token_scores.log_probs});
   return out;
 }
 

@@ -175,6 +175,12 @@ ModelOutput HfCausalLM::forward(const data::Batch& inputs) {
   const torch::Tensor positions =
       inputs.contains("position_ids") ? inputs.at("position_ids") : torch::Tensor();
   torch::Tensor* stats = inputs.token_stats ? &out.token_stats : nullptr;
+  if (inputs.token_scores) {
+    out.token_scores = causal_lm_token_scores(
+        hidden_states(inputs.at("input_ids"), mask, nullptr, positions), output_weight(),
+        inputs.at("labels"), config_.final_logit_softcapping, inputs.token_sum_sq);
+    return out;
+  }
   if (chunked_loss() && (is_training() || inputs.loss_only) && inputs.contains("labels")) {
     out.loss =
         causal_lm_linear_loss(hidden_states(inputs.at("input_ids"), mask, nullptr, positions),
@@ -191,6 +197,10 @@ ModelOutput HfCausalLM::forward(const data::Batch& inputs) {
                          inputs.num_items_in_batch);
   }
   return out;
+}
+
+void HfCausalLM::disable_dropout() {
+  config_.resid_pdrop = config_.embd_pdrop = config_.attn_pdrop = config_.attention_dropout = 0.0;
 }
 
 torch::Tensor HfCausalLM::lm_logits(const torch::Tensor& hidden) const {

@@ -64,6 +64,8 @@ class HfCausalLM : public Model {
   torch::Tensor lm_logits(const torch::Tensor& hidden) const;
 
   const HfConfig& config() const { return config_; }
+  // Every dropout probability 0 (TRL's disable_dropout_in_model); config.json as it was.
+  void disable_dropout();
   // The floating-point type of the parameters.
   torch::Dtype dtype() const;
 

@@ -18,6 +18,7 @@ struct LoraAdapter {
   torch::Tensor A, B;
   double scaling = 1.0;
   double dropout = 0.0;
+  bool enabled = true;  // off: the layer is the base's alone (PEFT's disable_adapter)
 };
 
 // A layer an adapter can be added to.
@@ -54,7 +55,7 @@ TORCH_MODULE(Linear);
 
 inline torch::Tensor LoraHost::add_lora(const torch::Tensor& x, const torch::Tensor& y,
                                         bool training) const {
-  if (!lora) return y;
+  if (!lora || !lora->enabled) return y;
   torch::Tensor h = x.scalar_type() == lora->A.scalar_type() ? x : x.to(lora->A.scalar_type());
   if (training && lora->dropout > 0) h = torch::dropout(h, lora->dropout, true);
   namespace F = torch::nn::functional;

@@ -123,7 +123,114 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
   }
 };
 
+// The label tokens' log-probabilities and statistics, a chunk of rows at a time; backward computes
+// each chunk's logits again (d log p_t / dz = onehot(t) - softmax(z)), so no chunk's logits are
+// kept between the passes.
+struct TokenLogProbs : torch::autograd::Function<TokenLogProbs> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& hidden, const Tensor& weight,
+                               const Tensor& labels, double softcap, int64_t rows,
+                               bool log_sum_sq) {
+    const int64_t N = hidden.size(0), V = weight.size(0);
+    if (N > 0) {
+      const Tensor bad = labels.lt(0).logical_or(labels.ge(V));
+      if (bad.any().item<bool>()) {
+        TORCH_CHECK(false, "Target ", labels.masked_select(bad)[0].item<int64_t>(),
+                    " is out of bounds.");
+      }
+    }
+    const auto f32 = hidden.options().dtype(torch::kFloat);
+    Tensor log_p = torch::zeros({N}, f32);
+    Tensor stats = torch::zeros({4, N}, f32);  // entropy, mean logit, top-1, log sum p^2
+    torch::Dtype z_type = hidden.scalar_type();
+    for (int64_t start = 0; start < N; start += rows) {
+      const int64_t end = std::min(N, start + rows);
+      const Tensor t = labels.slice(0, start, end);
+      Tensor z = torch::nn::functional::linear(hidden.slice(0, start, end), weight);
+      z_type = z.scalar_type();
+      if (softcap > 0) z = torch::tanh(z / softcap) * softcap;
+      const Tensor zf = z.to(torch::kFloat);
+      const Tensor logp = torch::log_softmax(zf, 1);
+      log_p.slice(0, start, end).copy_(logp.gather(1, t.unsqueeze(1)).squeeze(1));
+      stats[0].slice(0, start, end).copy_(-(logp.exp() * logp).sum(1));
+      stats[1].slice(0, start, end).copy_(zf.mean(1));
+      stats[2].slice(0, start, end).copy_(zf.argmax(1).eq(t));
+      if (log_sum_sq) stats[3].slice(0, start, end).copy_(torch::logsumexp(logp * 2, 1));
+    }
+    ctx->save_for_backward({hidden, weight, labels});
+    ctx->saved_data["softcap"] = softcap;
+    ctx->saved_data["rows"] = rows;
+    ctx->saved_data["z_type"] = static_cast<int64_t>(z_type);
+    ctx->mark_non_differentiable({stats});
+    return {log_p, stats};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const Tensor &hidden = saved[0], &weight = saved[1], &labels = saved[2];
+    const double softcap = ctx->saved_data.at("softcap").toDouble();
+    const int64_t rows = ctx->saved_data.at("rows").toInt();
+    const auto z_type = static_cast<torch::Dtype>(ctx->saved_data.at("z_type").toInt());
+    const Tensor grad = grad_outputs[0];
+    const bool need_h = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
+    const int64_t N = hidden.size(0);
+    NoAutocast no_autocast(hidden.device().type());
+    Tensor grad_h = need_h ? torch::empty_like(hidden) : Tensor();
+    Tensor grad_w =
+        need_w ? torch::zeros(weight.sizes(), hidden.options().dtype(torch::kFloat)) : Tensor();
+    const Tensor w = weight.to(z_type);
+    for (int64_t start = 0; start < N && (need_h || need_w) && grad.defined(); start += rows) {
+      const int64_t end = std::min(N, start + rows);
+      const Tensor h = hidden.slice(0, start, end);
+      const Tensor t = labels.slice(0, start, end);
+      Tensor z = torch::nn::functional::linear(h.to(z_type), w);
+      if (softcap > 0) z = torch::tanh(z / softcap) * softcap;
+      const Tensor zf = z.to(torch::kFloat);
+      // g (onehot - softmax), through the cap's 1 - (capped / softcap)^2.
+      const Tensor g_row = grad.slice(0, start, end).to(torch::kFloat).unsqueeze(1);
+      Tensor g = torch::softmax(zf, 1).neg_();
+      g.scatter_add_(1, t.unsqueeze(1), torch::ones_like(g_row));
+      g.mul_(g_row);
+      if (softcap > 0) g.mul_(1.0 - (zf / softcap).square());
+      if (need_h) grad_h.slice(0, start, end).copy_(torch::mm(g.to(z_type), w));
+      if (need_w) grad_w.addmm_(g.t(), h.to(torch::kFloat));
+    }
+    if (grad_w.defined() && grad_w.scalar_type() != weight.scalar_type())
+      grad_w = grad_w.to(weight.scalar_type());
+    return {grad_h, grad_w, Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
 }  // namespace
+
+TokenScores causal_lm_token_scores(const Tensor& hidden, const Tensor& weight, const Tensor& labels,
+                                   double softcap, bool log_sum_sq, int64_t chunk_rows) {
+  TORCH_CHECK(hidden.dim() == 3 && labels.dim() == 2 && hidden.size(0) == labels.size(0) &&
+                  hidden.size(1) == labels.size(1) && hidden.size(2) == weight.size(1),
+              "token scores: hidden states [batch, length, hidden] and labels [batch, length], "
+              "not ",
+              hidden.sizes(), " and ", labels.sizes());
+  const int64_t B = hidden.size(0), T = hidden.size(1), H = hidden.size(2);
+  const int64_t L = std::max<int64_t>(T - 1, 0);
+  const Tensor shifted = labels.slice(1, 1).reshape({-1});
+  const Tensor mask = shifted.ne(kIgnoreIndex);
+  const Tensor rows = mask.nonzero().squeeze(1);
+  const Tensor h = hidden.slice(1, 0, L).reshape({-1, H}).index_select(0, rows);
+  const int64_t chunk =
+      chunk_rows > 0 ? chunk_rows : std::max<int64_t>(1, kLogitsPerChunk / weight.size(0));
+  variable_list out =
+      TokenLogProbs::apply(h, weight, shifted.index_select(0, rows), softcap, chunk, log_sum_sq);
+  // Back to [B, T-1], zeros where there is no label (index_put keeps log p differentiable).
+  auto place = [&](const Tensor& values) {
+    return torch::zeros({B * L}, values.options()).index_put({rows}, values).view({B, L});
+  };
+  TokenScores scores;
+  scores.log_probs = place(out[0]);
+  scores.entropy = place(out[1][0]);
+  scores.mean_logits = place(out[1][1]);
+  scores.is_top1 = place(out[1][2]);
+  if (log_sum_sq) scores.log_sum_sq_probs = place(out[1][3]);
+  return scores;
+}
 
 Tensor shift_labels(const Tensor& labels) {
   return torch::cat(

@@ -45,6 +45,25 @@ torch::Tensor causal_lm_logits_loss(const torch::Tensor& logits, const torch::Te
                                     const torch::Tensor& num_items_in_batch, bool dft = false,
                                     torch::Tensor* stats = nullptr);
 
+// A causal language model's score of each of its label tokens (TRL's fused LM head outputs):
+// float32 [B, T-1] each, position t scoring labels[:, t+1] from hidden[:, t], 0 where that label
+// is -100. log_probs is differentiable in hidden and weight; the others carry no gradient.
+struct TokenScores {
+  torch::Tensor log_probs;         // log p(label)
+  torch::Tensor entropy;           // of the predicted distribution
+  torch::Tensor mean_logits;       // the logits' mean over the vocabulary
+  torch::Tensor is_top1;           // 1 where the label is the argmax
+  torch::Tensor log_sum_sq_probs;  // log sum_v p_v^2 (only when asked for; undefined otherwise)
+};
+
+// TokenScores of hidden [B, T, H] through weight [V, H] (the logits capped as
+// linear_cross_entropy caps them, then float32) for labels [B, T], a chunk of rows at a time, only
+// the rows that have a label: the [rows, V] logits are never held whole, in the forward or in the
+// backward (which computes each chunk's logits again). `chunk_rows` 0: about 2^24 logits a chunk.
+TokenScores causal_lm_token_scores(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                   const torch::Tensor& labels, double softcap = 0.0,
+                                   bool log_sum_sq = false, int64_t chunk_rows = 0);
+
 // Transformers' shift of causal-LM labels [B, T]: moved left by one, -100 at the end.
 torch::Tensor shift_labels(const torch::Tensor& labels);
 

@@ -339,6 +339,13 @@ void PeftModel::load_weights(const std::string& dir) {
   load_adapter(file.tensors, path);
 }
 
+void PeftModel::set_adapters_enabled(bool enabled) {
+  for (const auto& item : wrapped_->named_modules("", /*include_self=*/false)) {
+    auto* host = dynamic_cast<LoraHost*>(item.value().get());
+    if (host && host->lora) host->lora->enabled = enabled;
+  }
+}
+
 std::shared_ptr<Model> PeftModel::merge_and_unload() {
   torch::NoGradGuard no_grad;
   for (const auto& item : wrapped_->named_modules("", /*include_self=*/false)) {

@@ -64,6 +64,10 @@ class PeftModel : public ModelWrapper {
   // trainable%: 2.2391" (all params counts a module_to_save twice, as PEFT's original and copy).
   std::string trainable_parameters_text() const;
 
+  // Every adapter on or off (PEFT's disable_adapter(): off, the model computes what its base
+  // does; modules_to_save stay as trained).
+  void set_adapters_enabled(bool enabled);
+
   Model& base() const { return *wrapped_; }
   const std::shared_ptr<Model>& base_ptr() const { return wrapped_; }
   const LoraConfig& config() const { return config_; }

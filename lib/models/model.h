@@ -13,6 +13,7 @@
 #include "lib/base/hf_files.h"
 #include "lib/data/dataset.h"
 #include "lib/models/checkpoint.h"
+#include "lib/models/linear_cross_entropy.h"
 
 namespace trainer::models {
 
@@ -26,6 +27,9 @@ struct ModelOutput {
   // label is the argmax (the first index on ties), and their count (TRL's entropy and
   // mean_token_accuracy). Undefined otherwise.
   torch::Tensor token_stats = {};
+  // With Batch::token_scores, a causal language model's TokenScores of its label tokens (TRL's
+  // fused LM head: DPO's log-probabilities); logits and loss are then undefined.
+  TokenScores token_scores = {};
 };
 
 // A model's task and the kind of its outputs, which pick its default loss.
