@@ -4,51 +4,20 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
 
 #include "lib/base/files.h"
+#include "trl/cache_bytes.h"
 
 namespace trainer::trl {
 namespace {
 
+using cache_bytes::put;
+using cache_bytes::Reader;
+
 constexpr char kMagic[8] = {'T', 'R', 'S', 'F', 'T', '1', 0, 0};
-
-void put(std::string& out, int64_t value) {
-  out.append(reinterpret_cast<const char*>(&value), sizeof value);
-}
-
-void put(std::string& out, const std::vector<int32_t>& values) {
-  put(out, static_cast<int64_t>(values.size()));
-  if (!values.empty()) {
-    out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int32_t));
-  }
-}
-
-// Reads from bytes at `at`, false past the end.
-struct Reader {
-  const std::string& bytes;
-  size_t at = 0;
-  bool get(int64_t& value) {
-    if (bytes.size() - at < sizeof value) return false;
-    std::memcpy(&value, bytes.data() + at, sizeof value);
-    at += sizeof value;
-    return true;
-  }
-  bool get(std::vector<int32_t>& values) {
-    int64_t n = 0;
-    if (!get(n) || n < 0 || static_cast<uint64_t>(n) > (bytes.size() - at) / sizeof(int32_t)) {
-      return false;
-    }
-    values.resize(static_cast<size_t>(n));
-    // An empty vector's data() may be null, which memcpy may not be given.
-    if (n > 0) std::memcpy(values.data(), bytes.data() + at, values.size() * sizeof(int32_t));
-    at += values.size() * sizeof(int32_t);
-    return true;
-  }
-};
 
 }  // namespace
 

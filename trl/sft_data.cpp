@@ -48,35 +48,6 @@ void check_options(const SftDataOptions& options) {
   }
 }
 
-// One conversation rendered as apply_chat_template(tokenize=True) renders and tokenizes it:
-// without special tokens; the assistant mask of its {% generation %} blocks when `mask`.
-std::vector<int32_t> chat_ids(const tokenizers::ChatTemplate& chat,
-                              const tokenizers::Tokenizer& tokenizer, const Json& messages,
-                              const records::TemplateInputs& inputs, bool add_generation_prompt,
-                              std::vector<int8_t>* mask, const std::string& where) {
-  tokenizers::ChatRequest request;
-  request.messages = messages;
-  request.tools = inputs.tools;
-  request.add_generation_prompt = add_generation_prompt;
-  request.kwargs = inputs.kwargs;
-  tokenizers::jinja::Rendered rendered;
-  try {
-    rendered = chat.apply(request);
-  } catch (const tokenizers::jinja::TemplateError& e) {
-    const bool refused = e.kind == tokenizers::jinja::TemplateError::Kind::kRaised;
-    throw InputError(fmt::format("{}: {}{}", where,
-                                 refused ? "the chat template refuses the conversation: " : "",
-                                 e.what()));
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: {}", where, e.what()));
-  }
-  if (!mask) return tokenizer.encode(rendered.text, /*add_special_tokens=*/false);
-  std::vector<std::pair<size_t, size_t>> offsets;
-  std::vector<int32_t> ids = tokenizer.encode_with_offsets(rendered.text, offsets);
-  *mask = tokenizers::assistant_tokens_mask(offsets, rendered.generation_bytes);
-  return ids;
-}
-
 // The first prompt that is not a prefix of its prompt + completion, and how many are not.
 struct PrefixMisses {
   int64_t count = 0;
@@ -201,10 +172,11 @@ SftData prepare_sft_dataset(const std::vector<Json>& input, const tokenizers::To
     if (prompt_completion) {
       std::vector<int32_t> prompt_ids;
       if (conversational) {
-        prompt_ids = chat_ids(*chat_template, tokenizer, row["prompt"], inputs, true, nullptr, at);
+        prompt_ids =
+            records::chat_ids(*chat_template, tokenizer, row["prompt"], inputs, true, nullptr, at);
         Json both = row["prompt"];
         for (const Json& message : row["completion"]) both.push_back(message);
-        out.input_ids = chat_ids(*chat_template, tokenizer, both, inputs, false, mask, at);
+        out.input_ids = records::chat_ids(*chat_template, tokenizer, both, inputs, false, mask, at);
       } else {
         // add_eos: `if dataset_text_field in example and not text.endswith(eos)` comes first (the
         // EOS then goes on that text, which prompt-completion data does not read), `elif
@@ -231,7 +203,8 @@ SftData prepare_sft_dataset(const std::vector<Json>& input, const tokenizers::To
       }
       prompt_length = static_cast<int64_t>(common);
     } else if (conversational) {
-      out.input_ids = chat_ids(*chat_template, tokenizer, row["messages"], inputs, false, mask, at);
+      out.input_ids =
+          records::chat_ids(*chat_template, tokenizer, row["messages"], inputs, false, mask, at);
     } else {
       std::string text = row[o.dataset_text_field].get<std::string>();
       if (!base::ends_with(text, eos)) text += eos;

@@ -1,5 +1,6 @@
 // SFT records read as TRL's data_utils reads them (is_conversational, maybe_convert_to_chatml),
-// their shapes checked row by row, and the template inputs of tokenize_fn.
+// their shapes checked row by row, the template inputs of tokenize_fn, and a conversation
+// rendered and tokenized (also DPO's, trl/dpo_data.cpp).
 #include "trl/sft_records.h"
 
 #include <array>
@@ -10,6 +11,8 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/json_text.h"
+#include "lib/tokenizers/chat_template.h"
+#include "lib/tokenizers/tokenizer.h"
 
 namespace trainer::trl::records {
 
@@ -240,6 +243,33 @@ TemplateInputs template_inputs(const Json& record, const std::optional<std::stri
     }
   }
   return inputs;
+}
+
+std::vector<int32_t> chat_ids(const tokenizers::ChatTemplate& chat,
+                              const tokenizers::Tokenizer& tokenizer, const Json& messages,
+                              const TemplateInputs& inputs, bool add_generation_prompt,
+                              std::vector<int8_t>* mask, const std::string& where) {
+  tokenizers::ChatRequest request;
+  request.messages = messages;
+  request.tools = inputs.tools;
+  request.add_generation_prompt = add_generation_prompt;
+  request.kwargs = inputs.kwargs;
+  tokenizers::jinja::Rendered rendered;
+  try {
+    rendered = chat.apply(request);
+  } catch (const tokenizers::jinja::TemplateError& e) {
+    const bool refused = e.kind == tokenizers::jinja::TemplateError::Kind::kRaised;
+    throw InputError(fmt::format("{}: {}{}", where,
+                                 refused ? "the chat template refuses the conversation: " : "",
+                                 e.what()));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", where, e.what()));
+  }
+  if (!mask) return tokenizer.encode(rendered.text, /*add_special_tokens=*/false);
+  std::vector<std::pair<size_t, size_t>> offsets;
+  std::vector<int32_t> ids = tokenizer.encode_with_offsets(rendered.text, offsets);
+  *mask = tokenizers::assistant_tokens_mask(offsets, rendered.generation_bytes);
+  return ids;
 }
 
 }  // namespace trainer::trl::records

@@ -1,9 +1,11 @@
-// The records of SFT data as TRL reads them, one by one (torch-free, behind sft_data.h): their
-// shape and its checks, maybe_convert_to_chatml, and what a chat template is given beside the
-// messages (a record's "tools" and "chat_template_kwargs").
+// The records of SFT data as TRL reads them, one by one (torch-free, behind sft_data.h; DPO's
+// too): their shape and its checks, maybe_convert_to_chatml, what a chat template is given beside
+// the messages (a record's "tools" and "chat_template_kwargs"), and a conversation tokenized.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -50,5 +52,14 @@ struct TemplateInputs {
 TemplateInputs template_inputs(const nlohmann::ordered_json& record,
                                const std::optional<std::string>& eos_token,
                                const std::string& where);
+
+// One conversation rendered as apply_chat_template(tokenize=True) renders and tokenizes it:
+// without special tokens; the assistant mask of its {% generation %} blocks when `mask`.
+// InputError naming `where` when the template refuses the conversation or fails on it.
+std::vector<int32_t> chat_ids(const tokenizers::ChatTemplate& chat,
+                              const tokenizers::Tokenizer& tokenizer,
+                              const nlohmann::ordered_json& messages, const TemplateInputs& inputs,
+                              bool add_generation_prompt, std::vector<int8_t>* mask,
+                              const std::string& where);
 
 }  // namespace trainer::trl::records
