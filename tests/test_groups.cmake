@@ -36,6 +36,7 @@ set(TRAINER_TEST_GROUPS
   "^TrainedRun\\."                                          "e2e"                    300 SUITE
   "^Models/HfFineTune(OneProcess)?\\."                      "e2e|reference"          600 EACH
   "^(Processes/SftAgainstTrl|SftRun)\\."                    "e2e|reference"          900 EACH
+  "^(Processes/DpoAgainstTrl|DpoRun)\\."                    "e2e|reference"          900 EACH
   "^Adapters/LoraRun\\."                                    "e2e|reference"          600 EACH
   "^Models/ShardingModels\\."                               "e2e"                    600 EACH
   "^Package\\."                                             "package"                600 SUITE

@@ -20,10 +20,10 @@ using args::specs;
 
 std::string TrainingArguments::to_json() const {
   json out = json::object();
-  const auto& sft = sft_keys();
   for (const auto& spec : specs()) {
-    // An SFTConfig's training_args.json has its SFT arguments; a TrainingArguments' does not.
-    if (!sft_ && std::find(sft.begin(), sft.end(), spec.name) != sft.end()) continue;
+    // An SFTConfig's training_args.json has its SFT arguments, a DPOConfig's its own; a
+    // TrainingArguments' neither.
+    if (!takes(spec.name)) continue;
     out[spec.name] = spec.get(*this);
   }
   return out.dump(2) + "\n";

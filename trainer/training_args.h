@@ -49,6 +49,7 @@ class TrainingArguments {
   T name##_ = default_value;
   TRAINER_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
   TRAINER_SFT_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
+  TRAINER_DPO_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
 #undef TRAINER_ARGUMENT_FIELD
 
  public:
@@ -86,10 +87,21 @@ class TrainingArguments {
   // (TRAINER_SFT_ARGUMENTS) allowed. A key given explicitly keeps its value; fp16 given true
   // turns the bf16 default off.
   static TrainingArguments sft_defaults(bool bf16);
-  // Whether this is an SFTConfig (sft_defaults): the SFT arguments are refused by name otherwise.
-  bool is_sft() const { return sft_; }
-  // The names of the SFT arguments.
+  // TRL's DPOConfig: as SFTConfig (its _BaseConfig's defaults) with learning_rate 1e-6 and
+  // loss_type sigmoid; the DPO arguments (TRAINER_DPO_ARGUMENTS) and the SFT arguments DPOConfig
+  // has too (dpo_shared_keys) allowed.
+  static TrainingArguments dpo_defaults(bool bf16);
+  // Whether this is an SFTConfig (sft_defaults) or a DPOConfig (dpo_defaults): their own
+  // arguments are refused by name elsewhere.
+  bool is_sft() const { return config_ == Config::kSft; }
+  bool is_dpo() const { return config_ == Config::kDpo; }
+  // The names of the SFT arguments, of the DPO arguments, and of the SFT arguments DPOConfig
+  // has too (max_length, truncation_mode, padding_free, loss_type, ...).
   static const std::vector<std::string>& sft_keys();
+  static const std::vector<std::string>& dpo_keys();
+  static const std::vector<std::string>& dpo_shared_keys();
+  // Whether a configuration of this kind takes argument `name`.
+  bool takes(const std::string& name) const;
   // Whether `name` was given (in the config or on the command line).
   bool given(const std::string& name) const { return given_.count(name) > 0; }
   // Applies one `--name value` override. Throws InputError as parse() does.
@@ -162,8 +174,10 @@ class TrainingArguments {
   std::set<std::string> command_line_;
   // Every name given, in the config or on the command line.
   std::set<std::string> given_;
-  bool sft_ = false;
-  // Throws InputError for an SFT argument outside an SFTConfig; records `name` as given.
+  enum class Config { kTraining, kSft, kDpo };
+  Config config_ = Config::kTraining;
+  // Throws InputError for an SFT or DPO argument where it does not belong; records `name` as
+  // given.
   void note_given(const std::string& name);
   // sft_defaults' bf16: off when fp16 was given true and bf16 was not given.
   void apply_sft_bf16_default();
@@ -174,6 +188,7 @@ class TrainingArguments {
   void validate_best_model() const;
   void validate_stopping() const;
   void validate_sft() const;
+  void validate_dpo() const;
   void validate_devices() const;
   void validate_reporting_model_and_data() const;
   void validate_lora() const;

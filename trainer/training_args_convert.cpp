@@ -97,6 +97,18 @@ struct Convert<std::vector<std::string>> {
   }
 };
 
+template <>
+struct Convert<std::vector<double>> {
+  static std::vector<double> from(const std::string& key, const json& v) {
+    if (v.is_null()) return {};
+    if (v.is_number()) return {v.get<double>()};
+    if (!v.is_array()) wrong_type(key, v, "a number or a list of numbers");
+    std::vector<double> out;
+    for (const auto& item : v) out.push_back(Convert<double>::from(key, item));
+    return out;
+  }
+};
+
 // A number as Python's int() or float() reads it ("01", "+1e-3", ".5", "1_000", " 2 ", "inf",
 // "1e999" as inf), or nothing; an integer past int64 is an error that quotes it where an integer
 // is wanted, and a float where a number is.
@@ -139,6 +151,22 @@ json text_to_json(const std::string& text) {
       return nullptr;
     return text;
   }
+  if constexpr (std::is_same_v<T, std::vector<double>>) {
+    // "0.8,0.2" as well as "[0.8, 0.2]"
+    if (text.find(',') != std::string::npos && text.find('[') == std::string::npos) {
+      json list = json::array();
+      size_t start = 0;
+      while (start <= text.size()) {
+        size_t comma = text.find(',', start);
+        if (comma == std::string::npos) comma = text.size();
+        const std::string item = text.substr(start, comma - start);
+        auto number = python_number(item, false);
+        list.push_back(number ? *number : json(item));
+        start = comma + 1;
+      }
+      return list;
+    }
+  }
   if constexpr (std::is_same_v<T, std::vector<std::string>>) {
     if (!text.empty() && text.front() == '[') {
       base::check_json_depth(text, base::shown_text(text));
@@ -158,9 +186,10 @@ json text_to_json(const std::string& text) {
   if (text == "True" || text == "true") return true;
   if (text == "False" || text == "false") return false;
   if (text == "None" || text == "null") return nullptr;
-  constexpr bool is_number = std::is_same_v<T, int64_t> ||
-                             std::is_same_v<T, std::optional<int64_t>> ||
-                             std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>;
+  constexpr bool is_number =
+      std::is_same_v<T, int64_t> || std::is_same_v<T, std::optional<int64_t>> ||
+      std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>> ||
+      std::is_same_v<T, std::vector<double>>;
   if constexpr (is_number) {
     constexpr bool integer_wanted =
         std::is_same_v<T, int64_t> || std::is_same_v<T, std::optional<int64_t>>;
@@ -193,6 +222,8 @@ const char* kind_of() {
     return "a number";
   } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
     return "a string or a list of strings";
+  } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+    return "a number or a list of numbers";
   } else if constexpr (std::is_same_v<T, json>) {
     return kJsonObjectKind;
   } else {
@@ -299,6 +330,7 @@ const std::vector<Spec>& specs() {
       #name, help, [](const TrainingArguments& a) { return to_json_value<T>(a.name()); }, \
       [](TrainingArguments& a, const T& v) { a.name(v); }),
         TRAINER_ARGUMENTS(TRAINER_ARGUMENT_SPEC) TRAINER_SFT_ARGUMENTS(TRAINER_ARGUMENT_SPEC)
+            TRAINER_DPO_ARGUMENTS(TRAINER_ARGUMENT_SPEC)
 #undef TRAINER_ARGUMENT_SPEC
     };
     for (Spec& spec : rows) {

@@ -189,12 +189,34 @@ void TrainingArguments::set_from_text(const std::string& name, const std::string
 }
 
 void TrainingArguments::note_given(const std::string& name) {
-  const auto& sft = sft_keys();
-  if (!sft_ && std::find(sft.begin(), sft.end(), name) != sft.end()) {
+  if (!takes(name)) {
+    const auto& sft = sft_keys();
+    const auto& shared = dpo_shared_keys();
+    const bool in_sft = std::find(sft.begin(), sft.end(), name) != sft.end();
+    const bool in_shared = std::find(shared.begin(), shared.end(), name) != shared.end();
+    if (in_shared) {
+      throw InputError(fmt::format(
+          "argument {}: an SFTConfig and DPOConfig argument (TRL's); only `trainer sft` and "
+          "`trainer dpo` take it",
+          name));
+    }
+    if (in_sft) {
+      throw InputError(fmt::format(
+          "argument {}: an SFTConfig argument (TRL's); only `trainer sft` takes it", name));
+    }
     throw InputError(fmt::format(
-        "argument {}: an SFTConfig argument (TRL's); only `trainer sft` takes it", name));
+        "argument {}: a DPOConfig argument (TRL's); only `trainer dpo` takes it", name));
   }
   given_.insert(name);
+}
+
+bool TrainingArguments::takes(const std::string& name) const {
+  auto has = [&name](const std::vector<std::string>& keys) {
+    return std::find(keys.begin(), keys.end(), name) != keys.end();
+  };
+  if (has(sft_keys())) return is_sft() || (is_dpo() && has(dpo_shared_keys()));
+  if (has(dpo_keys())) return is_dpo();
+  return true;
 }
 
 const std::vector<std::string>& TrainingArguments::sft_keys() {
@@ -206,9 +228,27 @@ const std::vector<std::string>& TrainingArguments::sft_keys() {
   return keys;
 }
 
+const std::vector<std::string>& TrainingArguments::dpo_keys() {
+  static const std::vector<std::string> keys = {
+#define TRAINER_DPO_KEY(T, name, default_value, help) #name,
+      TRAINER_DPO_ARGUMENTS(TRAINER_DPO_KEY)
+#undef TRAINER_DPO_KEY
+  };
+  return keys;
+}
+
+const std::vector<std::string>& TrainingArguments::dpo_shared_keys() {
+  // TRL 1.16's DPOConfig fields that SFTConfig has too.
+  static const std::vector<std::string> keys = {
+      "max_length", "truncation_mode",  "padding_free",      "pad_to_multiple_of",
+      "loss_type",  "dataset_num_proc", "model_init_kwargs", "activation_offloading",
+      "pad_token"};
+  return keys;
+}
+
 TrainingArguments TrainingArguments::sft_defaults(bool bf16) {
   TrainingArguments args;
-  args.sft_ = true;
+  args.config_ = Config::kSft;
   args.learning_rate_ = 2e-5;
   args.logging_steps_ = 10;
   args.gradient_checkpointing_ = true;
@@ -216,9 +256,17 @@ TrainingArguments TrainingArguments::sft_defaults(bool bf16) {
   return args;
 }
 
+TrainingArguments TrainingArguments::dpo_defaults(bool bf16) {
+  TrainingArguments args = sft_defaults(bf16);
+  args.config_ = Config::kDpo;
+  args.learning_rate_ = 1e-6;
+  args.loss_type_ = {"sigmoid"};
+  return args;
+}
+
 void TrainingArguments::apply_sft_bf16_default() {
   // TRL: bf16 = not fp16 when bf16 is not given.
-  if (sft_ && fp16_ && !given("bf16")) bf16_ = false;
+  if (config_ != Config::kTraining && fp16_ && !given("bf16")) bf16_ = false;
 }
 
 TrainingArguments TrainingArguments::parse(

@@ -288,9 +288,11 @@
   X(bool, assistant_only_loss, false,                                                              \
     "SFT: conversations: the loss on the assistant's tokens only (the chat template's {% "         \
     "generation %} blocks).")                                                                      \
-  X(std::string, loss_type, "nll",                                                                 \
+  X(std::vector<std::string>, loss_type, {"nll"},                                                  \
     "SFT: nll (cross-entropy) or dft (each token's loss weighted by its probability: Dynamic "     \
-    "Fine-Tuning).")                                                                               \
+    "Fine-Tuning). DPO: sigmoid (its default), hinge, ipo, robust, exo_pair, nca_pair, bco_pair, " \
+    "sppo_hard, aot, aot_unpaired, apo_zero, apo_down, discopop, sft, sigmoid_norm, or a list of " \
+    "them summed with loss_weights.")                                                              \
   X(std::string, dataset_text_field, "text",                                                       \
     "SFT: the column of language-modeling text.")                                                  \
   X(std::optional<std::string>, eos_token, std::nullopt,                                           \
@@ -311,4 +313,42 @@
     "CUDA).")                                                                                      \
   X(std::optional<std::string>, pad_token, std::nullopt,                                           \
     "SFT: the padding token (null: the tokenizer's pad_token, else its eos_token).")               \
+
+// DPOConfig's own arguments (TRL 1.16's names and defaults): `trainer dpo` takes them with the
+// SFT arguments DPOConfig shares (TrainingArguments::dpo_shared_keys), the others refuse them.
+#define TRAINER_DPO_ARGUMENTS(X) \
+  X(double, beta, 0.1,                                                                             \
+    "DPO: how far the policy may move from the reference (the loss's temperature; IPO's tau).")    \
+  X(double, label_smoothing, 0.0,                                                                  \
+    "DPO: the probability that a preference is flipped (robust, exo_pair, aot losses).")           \
+  X(std::vector<double>, loss_weights, {},                                                         \
+    "DPO: each loss_type's weight in their sum ([]: 1 each).")                                     \
+  X(bool, precompute_ref_log_probs, false,                                                         \
+    "DPO: the reference log-probabilities computed once before training (kept with the data and "  \
+    "in checkpoints); no reference model in memory while training.")                               \
+  X(std::optional<int64_t>, precompute_ref_batch_size, std::nullopt,                               \
+    "DPO: the batch of that precomputation (null: per_device_train_batch_size, for evaluation "    \
+    "per_device_eval_batch_size).")                                                                \
+  X(bool, disable_dropout, true,                                                                   \
+    "DPO: dropout off in the model (and so in the reference).")                                    \
+  X(bool, use_weighting, false,                                                                    \
+    "DPO: each pair's loss weighted by its length-normalised probability (WPO).")                  \
+  X(std::optional<double>, ld_alpha, std::nullopt,                                                 \
+    "DPO: LD-DPO's weight of the completion tokens past the shorter one's length (null: 1).")      \
+  X(std::string, f_divergence_type, "reverse_kl",                                                  \
+    "DPO: reverse_kl (DPO), forward_kl, js_divergence or alpha_divergence.")                       \
+  X(double, f_alpha_divergence_coef, 1.0,                                                          \
+    "DPO: alpha of alpha_divergence.")                                                             \
+  X(double, discopop_tau, 0.05,                                                                    \
+    "DPO: the discopop loss's temperature.")                                                       \
+  X(bool, sync_ref_model, false,                                                                   \
+    "DPO: false only (TR-DPO's reference updates are not supported).")                            \
+  X(double, ref_model_mixup_alpha, 0.6,                                                            \
+    "DPO: accepted (used only by sync_ref_model).")                                                \
+  X(int64_t, ref_model_sync_steps, 512,                                                            \
+    "DPO: accepted (used only by sync_ref_model).")                                                \
+  X(std::optional<double>, router_aux_loss_coef, std::nullopt,                                     \
+    "DPO: null or 0 (no Mixture-of-Experts model here has a router loss).")                        \
+  X(bool, trust_remote_code, false,                                                                \
+    "DPO: false only (no model here runs Python code).")                                           \
 // clang-format on

@@ -56,6 +56,7 @@ void TrainingArguments::validate() const {
   validate_reporting_model_and_data();
   validate_lora();
   validate_sft();
+  validate_dpo();
   const auto fsdp = fsdp_plan();
   const OptimizerPlan optimizer = optimizer_plan();
   // A sharded run's optimizer sees flat slices of the parameters and its checkpoints hold AdamW's
@@ -232,7 +233,8 @@ void TrainingArguments::validate_reporting_model_and_data() const {
     check(!logging_dir_->empty(), "logging_dir", "\"\"", "a directory path, or null");
   check_choice("model_name", model_name_, models::model_names());
   // `trainer sft`'s dataset_name is a file or folder of JSON Lines (trl::resolve_sft_files).
-  if (!sft_) check_choice("dataset_name", dataset_name_, data::dataset_names());
+  if (config_ == Config::kTraining)
+    check_choice("dataset_name", dataset_name_, data::dataset_names());
   if (model_name_or_path_) {
     check(!model_name_or_path_->empty(), "model_name_or_path", "\"\"",
           "a Hugging Face model folder, a TorchScript file (*.pt), or null");
@@ -301,12 +303,16 @@ void TrainingArguments::validate_lora() const {
 
 // SFTConfig's own values, as TRL 1.16's SFTConfig and SFTTrainer check them.
 void TrainingArguments::validate_sft() const {
-  if (!sft_) return;
+  if (!is_sft()) return;
   if (max_length_)
     check(*max_length_ > 0, "max_length", std::to_string(*max_length_), "> 0, or null");
   check_choice("truncation_mode", truncation_mode_, {"keep_start", "keep_end"});
   check_choice("packing_strategy", packing_strategy_, {"bfd", "bfd_split", "wrapped"});
-  check_choice("loss_type", loss_type_, {"nll", "dft"});
+  if (loss_type_.size() != 1) {
+    check(false, "loss_type", shown(nlohmann::ordered_json(loss_type_)),
+          "nll or dft (one of them)");
+  }
+  check_choice("loss_type", loss_type_.front(), {"nll", "dft"});
   if (pad_to_multiple_of_) {
     check(*pad_to_multiple_of_ > 0, "pad_to_multiple_of", std::to_string(*pad_to_multiple_of_),
           "> 0, \"auto\" or null");
@@ -345,6 +351,85 @@ void TrainingArguments::validate_sft() const {
         "data is prepared here)",
         key, shown(value)));
   }
+  for (const auto& [key, value] : model_init_kwargs_.items()) {
+    if ((key == "dtype" || key == "torch_dtype") && value.is_string()) continue;
+    throw InputError(fmt::format(
+        "argument model_init_kwargs: {} {} is not supported (only dtype or torch_dtype, a string)",
+        key, shown(value)));
+  }
+}
+
+}  // namespace trainer
+
+namespace trainer {
+
+// DPOConfig's own values, as TRL 1.16's DPOConfig and DPOTrainer check them (and where TRL only
+// warns of a value that makes the loss infinite or NaN, refused).
+void TrainingArguments::validate_dpo() const {
+  if (!is_dpo()) return;
+  if (max_length_)
+    check(*max_length_ > 0, "max_length", std::to_string(*max_length_), "> 0, or null");
+  check_choice("truncation_mode", truncation_mode_, {"keep_start", "keep_end"});
+  if (pad_to_multiple_of_) {
+    check(*pad_to_multiple_of_ > 0 && *pad_to_multiple_of_ <= (int64_t{1} << 20),
+          "pad_to_multiple_of", std::to_string(*pad_to_multiple_of_),
+          "from 1 to 2^20, \"auto\" or null");
+  }
+  check(!loss_type_.empty(), "loss_type", "[]", "one loss or a list of them");
+  static const std::vector<std::string> losses = {
+      "sigmoid",  "hinge",    "ipo",       "exo_pair", "nca_pair",
+      "robust",   "bco_pair", "sppo_hard", "aot",      "aot_unpaired",
+      "apo_zero", "apo_down", "discopop",  "sft",      "sigmoid_norm"};
+  for (const auto& loss : loss_type_) check_choice("loss_type", loss, losses);
+  if (!loss_weights_.empty() && loss_weights_.size() != loss_type_.size()) {
+    throw InputError(fmt::format(
+        "argument loss_weights: {} weight{} for {} loss type{} (give one weight per loss_type)",
+        loss_weights_.size(), loss_weights_.size() == 1 ? "" : "s", loss_type_.size(),
+        loss_type_.size() == 1 ? "" : "s"));
+  }
+  auto uses = [this](const char* loss) {
+    return std::find(loss_type_.begin(), loss_type_.end(), loss) != loss_type_.end();
+  };
+  check(std::isfinite(beta_) && beta_ > 0, "beta", num(beta_), "a number > 0");
+  check(std::isfinite(label_smoothing_) && label_smoothing_ >= 0 && label_smoothing_ <= 1,
+        "label_smoothing", num(label_smoothing_), "from 0 to 1");
+  if (uses("robust")) {
+    check(label_smoothing_ < 0.5, "label_smoothing", num(label_smoothing_),
+          "below 0.5 with the robust loss (it divides by 1 - 2 label_smoothing)");
+  }
+  if (uses("exo_pair")) {
+    check(label_smoothing_ > 0 && label_smoothing_ < 1, "label_smoothing", num(label_smoothing_),
+          "between 0 and 1 with exo_pair (the EXO paper: 1e-3)");
+  }
+  check_choice("f_divergence_type", f_divergence_type_,
+               {"reverse_kl", "forward_kl", "js_divergence", "alpha_divergence"});
+  if (f_divergence_type_ != "reverse_kl") {
+    for (const auto& loss : loss_type_) {
+      check(loss == "sigmoid" || loss == "sigmoid_norm" || loss == "hinge" || loss == "ipo" ||
+                loss == "exo_pair" || loss == "robust" || loss == "discopop" || loss == "sft",
+            "loss_type", shown(loss),
+            fmt::format("with f_divergence_type {}: sigmoid, sigmoid_norm, hinge, ipo, exo_pair, "
+                        "robust, discopop or sft",
+                        f_divergence_type_));
+    }
+  }
+  if (use_weighting_ && (uses("aot") || uses("aot_unpaired"))) {
+    throw InputError(
+        "argument use_weighting: not with the aot or aot_unpaired loss (they sort the pairs, "
+        "which would misalign each pair's weight)");
+  }
+  if (precompute_ref_batch_size_) {
+    check(*precompute_ref_batch_size_ > 0, "precompute_ref_batch_size",
+          std::to_string(*precompute_ref_batch_size_), "> 0, or null");
+  }
+  check(!sync_ref_model_, "sync_ref_model", "true",
+        "false (TR-DPO's reference updates are not supported)");
+  if (router_aux_loss_coef_) {
+    check(*router_aux_loss_coef_ == 0, "router_aux_loss_coef", num(*router_aux_loss_coef_),
+          "null or 0 (no model here is a Mixture-of-Experts with a router loss)");
+  }
+  check(!trust_remote_code_, "trust_remote_code", "true",
+        "false (no model here runs code from its folder)");
   for (const auto& [key, value] : model_init_kwargs_.items()) {
     if ((key == "dtype" || key == "torch_dtype") && value.is_string()) continue;
     throw InputError(fmt::format(

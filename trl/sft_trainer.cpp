@@ -312,7 +312,7 @@ LossOutput SFTTrainer::compute_loss(models::Model& model, const data::Batch& inp
                                     bool return_outputs, const torch::Tensor& num_items_in_batch) {
   data::Batch batch = inputs;
   batch.token_stats = true;
-  batch.dft_loss = args().loss_type() == "dft";
+  batch.dft_loss = args().loss_type().front() == "dft";
   if (num_items_in_batch.defined() && !batch.num_items_in_batch.defined()) {
     batch.num_items_in_batch = num_items_in_batch;
   }

@@ -33,6 +33,11 @@ const std::vector<CommandHelp> kCommands = {
      "Supervised fine-tuning as TRL's SFTTrainer: a Hugging Face model on conversations, "
      "prompt-completion pairs or text (JSON Lines), through its chat template, packed or not, "
      "with TRL's SFTConfig arguments and defaults."},
+    {"dpo", "trainer dpo [CONFIG.json] [--name value ...]",
+     "Preference tuning as TRL's DPOTrainer: a Hugging Face model on prompt/chosen/rejected pairs "
+     "(plain or conversations, the prompt explicit or implicit), against a frozen reference (a "
+     "copy, LoRA's base, or log-probabilities computed once), with TRL's DPOConfig arguments and "
+     "defaults."},
     {"evaluate", "trainer evaluate [CONFIG.json] [--name value ...]",
      "Evaluate a trained run (output_dir's weights, or a model or adapter folder) on the eval "
      "dataset."},
@@ -88,7 +93,8 @@ std::string help_of(const std::string& name) {
 }
 
 bool takes_training_arguments(const std::string& name) {
-  return name == "train" || name == "sft" || name == "evaluate" || name == "predict";
+  return name == "train" || name == "sft" || name == "dpo" || name == "evaluate" ||
+         name == "predict";
 }
 
 // A first word that is no command names the nearest one.
@@ -105,10 +111,12 @@ void check_command_name(const std::vector<std::string>& args) {
 
 std::string arguments_table(const std::string& command) {
   std::string out = "Training arguments (JSON keys of CONFIG, or --name value, or --name=value):\n";
-  const auto& sft = TrainingArguments::sft_keys();
+  const TrainingArguments kind = command == "sft"   ? TrainingArguments::sft_defaults(false)
+                                 : command == "dpo" ? TrainingArguments::dpo_defaults(false)
+                                                    : TrainingArguments();
   for (const auto& d : TrainingArguments::describe()) {
-    // The SFT arguments are `trainer sft`'s only.
-    if (command != "sft" && std::find(sft.begin(), sft.end(), d.name) != sft.end()) continue;
+    // The SFT arguments are `trainer sft`'s, the DPO arguments `trainer dpo`'s.
+    if (!kind.takes(d.name)) continue;
     out += fmt::format("  --{:<30} default {:<18} {}\n", d.name, d.default_json, d.help);
   }
   return out;

@@ -3,6 +3,8 @@
 // exit code; bad input is an InputError, which main turns into one line and exit code 2.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +22,21 @@ int train_command(const TrainingArguments& args);
 
 // `trainer sft`: the config and overrides read as TRL's SFTConfig (apps/trainer/sft.cpp).
 int sft_command(const std::string& config,
+                const std::vector<std::pair<std::string, std::string>>& overrides);
+
+// Where bf16 is native (TRL's bf16 default): a CUDA device, or a CPU with AVX512_BF16 or AMX.
+bool machine_has_bf16();
+
+// The folder a tokenizer path names (a folder, or a tokenizer.json in one).
+std::string tokenizer_dir(const std::string& path);
+
+// The chat sample that ends `trainer sft` and `trainer dpo` on conversations: output_dir's model
+// answers the first user message of *train_file (read at the end; nothing for other data).
+std::function<void()> chat_sample(std::shared_ptr<std::string> train_file,
+                                  const TrainingArguments& args);
+
+// `trainer dpo`: the config and overrides read as TRL's DPOConfig (apps/trainer/dpo.cpp).
+int dpo_command(const std::string& config,
                 const std::vector<std::pair<std::string, std::string>>& overrides);
 
 // `trainer evaluate`: output_dir's model on the eval split; eval_results.json, merged into

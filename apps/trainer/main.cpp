@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
       return plot_command(command->plot_dirs, command->plot_output, command->plot_smoothing);
     }
     if (command->name == "sft") return sft_command(command->config, command->overrides);
+    if (command->name == "dpo") return dpo_command(command->config, command->overrides);
     TrainingArguments args = TrainingArguments::parse(command->config, command->overrides);
     if (command->name == "predict") return predict_command(args);
     return command->name == "train" ? train_command(args) : evaluate_command(args);

@@ -327,6 +327,9 @@ std::shared_ptr<models::Model> with_lora(const TrainingArguments& args,
   }
   if (hf) config.base_model_name_or_path = *args.model_name_or_path();
   config.task_type = hf ? "CAUSAL_LM" : "";
+  // Transformers' from_pretrained draws nothing: PEFT's adapters are the first draws after
+  // set_seed(seed) (our loading initialised the layers first), so they start as PEFT's would.
+  if (hf) torch::manual_seed(static_cast<uint64_t>(args.seed()));
   auto peft = std::make_shared<models::PeftModel>(model, config);
   // The base's tokenizer goes with the adapter; its config.json does not (the folder is an
   // adapter folder, not a model folder).
@@ -378,7 +381,10 @@ namespace {
 void check_model_output(const models::ModelOutput& out, const data::Batch& batch,
                         data::TaskKind task, const data::DataInfo& info, bool evaluated,
                         const TrainingArguments& args) {
-  const torch::Tensor& labels = batch.at("labels");
+  // A batch without labels (DPO's pairs) is shaped by its input_ids.
+  const torch::Tensor& labels = !batch.contains("labels") && batch.contains("input_ids")
+                                    ? batch.at("input_ids")
+                                    : batch.at("labels");
   const int64_t examples = labels.size(0);
   std::string expected;
   bool fits = out.logits.defined() && at::isFloatingType(out.logits.scalar_type()) &&

@@ -20,31 +20,13 @@
 namespace trainer::cli {
 namespace {
 
-// Where bf16 is native: a CUDA device (Ampere on), or a CPU with AVX512_BF16 or AMX (TRL's
-// default is bf16 unless fp16; on other CPUs bf16 is emulated and slower than fp32).
-bool machine_has_bf16() {
-  if (cuda::available()) return true;
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("flags", 0) != 0) continue;
-    return line.find(" avx512_bf16") != std::string::npos ||
-           line.find(" amx_bf16") != std::string::npos;
-  }
-  return false;
-}
-
-// The folder a tokenizer path names (a folder, or a tokenizer.json in one).
-std::string tokenizer_dir(const std::string& path) {
-  return base::is_directory(path) ? path : base::parent_dir(path);
-}
-
-// The first user message of the first conversation of `path`, for the run's chat sample ("" when
+// The first user message of the first conversation of `path` (SFT's messages or prompt, DPO's
+// prompt or, with an implicit prompt, chosen), for the run's chat sample ("" when
 // the data are not conversations).
 std::string first_user_message(const std::string& path) {
   if (path.empty()) return "";
   for (const auto& record : trl::read_sft_records(path)) {
-    for (const char* key : {"messages", "prompt"}) {
+    for (const char* key : {"messages", "prompt", "chosen"}) {
       if (!record.contains(key) || !record[key].is_array()) continue;
       for (const auto& message : record[key]) {
         if (message.is_object() && message.value("role", "") == "user" &&
@@ -59,6 +41,56 @@ std::string first_user_message(const std::string& path) {
 }
 
 }  // namespace
+
+// Where bf16 is native: a CUDA device (Ampere on), or a CPU with AVX512_BF16 or AMX (TRL's
+// default is bf16 unless fp16; on other CPUs bf16 is emulated and slower than fp32).
+bool machine_has_bf16() {
+  if (cuda::available()) return true;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    return line.find(" avx512_bf16") != std::string::npos ||
+           line.find(" amx_bf16") != std::string::npos;
+  }
+  return false;
+}
+// The folder a tokenizer path names (a folder, or a tokenizer.json in one).
+std::string tokenizer_dir(const std::string& path) {
+  return base::is_directory(path) ? path : base::parent_dir(path);
+}
+
+std::function<void()> chat_sample(std::shared_ptr<std::string> train_file,
+                                  const TrainingArguments& args) {
+  return [train_file, args] {
+    // The first user message, read again at the end on the main process only.
+    std::string prompt;
+    try {
+      prompt = first_user_message(*train_file);
+    } catch (const std::exception& e) {
+      // Everything is saved: a file changed since is no reason to fail the run.
+      base::warn("no chat sample: {}", base::first_line(e.what()));
+      return;
+    }
+    if (prompt.empty() ||
+        !(models::is_hf_model_dir(args.output_dir()) || models::is_adapter_dir(args.output_dir())))
+      return;
+    GenerateOptions options;
+    options.output_dir = args.output_dir();
+    options.chat = true;
+    options.prompt = prompt;
+    options.seed = static_cast<uint64_t>(args.seed());
+    options.max_new_tokens = 64;
+    fmt::print("\nChat sample (trainer generate {} --chat --prompt {} --max_new_tokens 64):\n",
+               args.output_dir(), base::shown_text(prompt));
+    std::fflush(stdout);
+    try {
+      generate_text(options);
+    } catch (const std::exception& e) {
+      base::warn("no chat sample: {}", base::first_line(e.what()));
+    }
+  };
+}
 
 int sft_command(const std::string& config,
                 const std::vector<std::pair<std::string, std::string>>& overrides) {
@@ -105,34 +137,7 @@ int sft_command(const std::string& config,
     return std::unique_ptr<Trainer>(std::make_unique<trl::SFTTrainer>(
         std::move(model), a, std::move(train), std::move(eval), std::move(collator)));
   };
-  recipe.chat_sample = [train_file, args] {
-    // The first user message, read again at the end on the main process only.
-    std::string prompt;
-    try {
-      prompt = first_user_message(*train_file);
-    } catch (const std::exception& e) {
-      // Everything is saved: a file changed since is no reason to fail the run.
-      base::warn("no chat sample: {}", base::first_line(e.what()));
-      return;
-    }
-    if (prompt.empty() ||
-        !(models::is_hf_model_dir(args.output_dir()) || models::is_adapter_dir(args.output_dir())))
-      return;
-    GenerateOptions options;
-    options.output_dir = args.output_dir();
-    options.chat = true;
-    options.prompt = prompt;
-    options.seed = static_cast<uint64_t>(args.seed());
-    options.max_new_tokens = 64;
-    fmt::print("\nChat sample (trainer generate {} --chat --prompt {} --max_new_tokens 64):\n",
-               args.output_dir(), base::shown_text(prompt));
-    std::fflush(stdout);
-    try {
-      generate_text(options);
-    } catch (const std::exception& e) {
-      base::warn("no chat sample: {}", base::first_line(e.what()));
-    }
-  };
+  recipe.chat_sample = chat_sample(train_file, args);
   return run_training(args, recipe);
 }
 

@@ -56,20 +56,21 @@ std::shared_ptr<torch::nn::Module> weight_module(const torch::Tensor& value) {
   return m;
 }
 
-// PEFT's reset_lora_parameters: "true" A Kaiming-uniform (a = sqrt 5, as nn.Linear), B zeros;
-// "gaussian" A normal(0, 1/r), B zeros; "false" both as nn.Linear initialises them.
+// PEFT's update_layer: lora_A and lora_B made as nn.Linear (each weight Kaiming-uniform, a = sqrt
+// 5, drawn in that order), then reset_lora_parameters: "true" A Kaiming-uniform again, B zeros;
+// "gaussian" A normal(0, 1/r), B zeros; "false" both as nn.Linear made them. The same draws from
+// the default generator, so that a run seeded as PEFT's starts from PEFT's adapter.
 void init_adapter(torch::Tensor& A, torch::Tensor& B, const std::string& how, int64_t r) {
   torch::NoGradGuard no_grad;
+  torch::nn::init::kaiming_uniform_(A, std::sqrt(5.0));
+  torch::nn::init::kaiming_uniform_(B, std::sqrt(5.0));
+  if (how == "false") return;
   if (how == "gaussian") {
     A.normal_(0.0, 1.0 / static_cast<double>(r));
   } else {
     torch::nn::init::kaiming_uniform_(A, std::sqrt(5.0));
   }
-  if (how == "false") {
-    torch::nn::init::kaiming_uniform_(B, std::sqrt(5.0));
-  } else {
-    B.zero_();
-  }
+  B.zero_();
 }
 
 // PEFT adapts a Hugging Face model's lm_head as a linear layer (and, tied, its merge changes

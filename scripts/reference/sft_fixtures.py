@@ -29,7 +29,7 @@ Writes, then OUT/done last (a test that finds `done` reuses the folder):
                     pref_conv.jsonl (24: a prompt of a user turn, some after a system turn, some
                     after a whole exchange; chosen and rejected one assistant message each),
                     pref_implicit.jsonl (24: chosen and rejected whole conversations that differ
-                    only in the last assistant message), pref_eval.jsonl (6, as pref_conv)
+                    only in the last assistant message), pref_eval.jsonl (8, as pref_conv: two full batches of 4 on 2 processes)
 """
 import json
 import os
@@ -176,7 +176,7 @@ def make_pref_data(fortunes):
         p, c = prompt(i), pair(i)
         implicit.append({"chosen": p + c["chosen"], "rejected": p + c["rejected"]})
     data["pref_implicit"] = implicit
-    data["pref_eval"] = [{"prompt": prompt(i), **pair(i)} for i in range(6)]
+    data["pref_eval"] = [{"prompt": prompt(i), **pair(i)} for i in range(8)]
     return data
 
 

@@ -35,7 +35,7 @@ TEST(SftConfig, TrlDefaults) {
   EXPECT_EQ(a.truncation_mode(), "keep_start");
   EXPECT_FALSE(a.packing());
   EXPECT_EQ(a.packing_strategy(), "bfd");
-  EXPECT_EQ(a.loss_type(), "nll");
+  EXPECT_EQ(a.loss_type(), std::vector<std::string>{"nll"});
   EXPECT_EQ(a.dataset_text_field(), "text");
   EXPECT_FALSE(a.completion_only_loss().has_value());
   EXPECT_FALSE(a.assistant_only_loss());

@@ -1,0 +1,130 @@
+// TRL's DPOTrainer on the Trainer: the prepared preference pairs as a Dataset, TRL's
+// DataCollatorForPreference (chosen and rejected rows in one batch), and the trainer whose
+// compute_loss scores both completions in one forward, scores them again with the reference (a
+// frozen copy, the model with its LoRA adapters off, or log-probabilities computed once before
+// training), and takes TRL's losses and metrics from the summed completion log-probabilities.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/data/dataset.h"
+#include "lib/data/registry.h"
+#include "lib/tokenizers/chat_template.h"
+#include "lib/tokenizers/tokenizer.h"
+#include "trainer/trainer.h"
+#include "trl/dpo_data.h"
+
+namespace trainer::trl {
+
+// The pairs of prepare_dpo_dataset: example i is prompt + chosen + rejected ids (int64) as input,
+// their three lengths as target, and once set_reference ran, its reference log-probabilities
+// (float64 [2], chosen then rejected) as extra.
+class DpoDataset : public data::Dataset {
+ public:
+  explicit DpoDataset(std::vector<DpoRow> rows) : rows_(std::move(rows)) {}
+  int64_t size() const override { return static_cast<int64_t>(rows_.size()); }
+  data::Example get(int64_t index) const override;
+  const std::vector<DpoRow>& rows() const { return rows_; }
+  // The reference log-probabilities of every pair, [size(), 2] float64.
+  void set_reference(torch::Tensor logps) { reference_ = std::move(logps); }
+  const torch::Tensor& reference() const { return reference_; }
+
+ private:
+  std::vector<DpoRow> rows_;
+  torch::Tensor reference_;
+};
+
+// TRL's DataCollatorForPreference: rows prompt+chosen for every pair, then prompt+rejected,
+// each cut to max_length (keep_start: its first tokens; keep_end: its last), padded on the right
+// with pad_token_id (to a multiple of pad_to_multiple_of): input_ids, attention_mask and
+// completion_mask [2B, L]; ref_chosen_logps and ref_rejected_logps [B] when the examples carry
+// them.
+data::DataCollator dpo_collator(int64_t pad_token_id, std::optional<int64_t> max_length,
+                                const std::string& truncation_mode,
+                                std::optional<int64_t> pad_to_multiple_of);
+
+// What `trainer dpo` trains on: train_file / validation_file, or dataset_name, as `trainer sft`
+// finds them, prepared as TRL prepares preference data with the model's tokenizer and chat
+// template.
+struct DpoSourceOptions {
+  DpoDataOptions data;
+  std::string train_file, eval_file;
+  int64_t pad_token_id = 0;
+  std::optional<int64_t> pad_to_multiple_of;
+  std::shared_ptr<const tokenizers::Tokenizer> tokenizer;
+  std::optional<tokenizers::ChatTemplate> chat_template;
+  data::LoadContext context;
+  bool overwrite_cache = false;
+  bool is_main = true;  // prints what the data became
+};
+std::unique_ptr<data::DataSource> make_dpo_source(DpoSourceOptions options);
+
+// The options `args` (a DPOConfig) give the source (InputError as sft_source_options).
+DpoSourceOptions dpo_source_options(const TrainingArguments& args,
+                                    std::shared_ptr<const tokenizers::Tokenizer> tokenizer,
+                                    const std::string& tokenizer_dir);
+
+// The losses of TRL 1.16's DPOTrainer._compute_loss for one micro-batch, from the pairs'
+// summed completion log-probabilities under the policy and the reference ([B] each): each
+// loss_type's per-pair loss, averaged over the pairs, times its weight, summed. `chosen_tokens`
+// and `rejected_tokens` ([B], the completions' lengths) are IPO's and sigmoid_norm's
+// normalisers; `sft_loss` the mean negative log-probability of the chosen tokens (the "sft"
+// loss); `weights` WPO's per-pair weights (undefined: none).
+struct DpoLossInputs {
+  torch::Tensor chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps;
+  torch::Tensor chosen_tokens, rejected_tokens;
+  torch::Tensor sft_loss;
+  torch::Tensor weights;
+};
+torch::Tensor dpo_loss(const DpoLossInputs& in, const TrainingArguments& args);
+
+class DPOTrainer : public Trainer {
+ public:
+  // `ref_model`: the frozen reference (null: the model itself with its LoRA adapters off, or,
+  // with precompute_ref_log_probs, the reference log-probabilities computed here, now, from the
+  // model's starting weights, for the training and evaluation pairs). Dropout is turned off
+  // (disable_dropout).
+  DPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments args,
+             std::shared_ptr<const data::Dataset> train_dataset,
+             std::shared_ptr<const data::Dataset> eval_dataset, data::DataCollator collator,
+             std::shared_ptr<models::Model> ref_model);
+
+  LossOutput compute_loss(models::Model& model, const data::Batch& inputs,
+                          bool return_outputs = false,
+                          const torch::Tensor& num_items_in_batch = {}) override;
+  // TRL's: the loss whether or not the batch has labels (it never has).
+  PredictionOutput prediction_step(models::Model& model, const data::Batch& inputs,
+                                   bool prediction_loss_only) override;
+
+ protected:
+  // TRL's DPOTrainer.log: the means since the last log of each metric (entropy, num_tokens,
+  // logits/*, mean_token_accuracy, rewards/*, logps/*), "eval_" prefixed in an evaluation.
+  void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) override;
+
+ private:
+  // The summed completion log-probabilities of a batch's rows under `model` ([2B]: chosen
+  // rows, then rejected), with the token scores behind them.
+  struct Scored {
+    torch::Tensor logps;
+    models::TokenScores scores;
+  };
+  Scored score(models::Model& model, const data::Batch& inputs, bool weighting);
+  // The reference's summed log-probabilities of the batch's rows, without gradients.
+  torch::Tensor reference_logps(models::Model& model, const data::Batch& inputs);
+  // precompute_ref_log_probs: every pair of `dataset` scored by the reference, each process a
+  // share, the results summed across processes.
+  void precompute(models::Model& model, const std::shared_ptr<const data::Dataset>& dataset,
+                  int64_t batch_size);
+
+  std::shared_ptr<models::Model> ref_model_;
+  data::DataCollator collator_;
+  // Each metric's values since the last log, train and eval.
+  std::vector<std::pair<std::string, std::vector<double>>> train_, eval_;
+  double total_train_tokens_ = 0;
+};
+
+}  // namespace trainer::trl
