@@ -320,6 +320,15 @@ LossOutput DPOTrainer::compute_loss(models::Model& model, const data::Batch& inp
   const double* v = sums.data_ptr<double>();
   auto ratio = [](double x, double y) { return y > 0 ? x / y : 0.0; };
   const bool training = model.is_training();
+  if (training && !tokens_restored_) {
+    // A resumed run counts on from its checkpoint's last logged count (TRL starts again at 0).
+    tokens_restored_ = true;
+    for (const auto& e : state().log_history) {
+      if (e.contains("num_tokens") && e.contains("step") &&
+          e["step"].get<int64_t>() <= state().global_step)
+        total_train_tokens_ = e["num_tokens"].get<double>();
+    }
+  }
   if (training) total_train_tokens_ += v[2];
   auto& metrics = training ? train_ : eval_;
   if (metrics.empty()) {

@@ -125,6 +125,7 @@ class DPOTrainer : public Trainer {
   // Each metric's values since the last log, train and eval.
   std::vector<std::pair<std::string, std::vector<double>>> train_, eval_;
   double total_train_tokens_ = 0;
+  bool tokens_restored_ = false;
 };
 
 }  // namespace trainer::trl

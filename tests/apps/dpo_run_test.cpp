@@ -5,6 +5,7 @@
 // precomputed reference log-probabilities, accumulation, keep_end truncation and evaluation, on
 // one process and (some) on two; and the runs' folders as Transformers and PEFT read them.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -166,6 +167,190 @@ TEST_P(DpoAgainstTrl, EachStepsLossAndMetricsEqualTrls) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Processes, DpoAgainstTrl, ::testing::Values(1, 2));
+
+// `trainer dpo` on the conversational pairs with `extra`, into tmp/`out`: its output.
+testing::ProcessResult dpo(const std::string& fixtures, testing::TempDir& tmp,
+                           const std::string& out, const std::string& extra, int processes = 1,
+                           const std::string& train = "") {
+  const std::string arguments =
+      "--model_name_or_path " + fixtures + "/qwen3 --train_file " +
+      (train.empty() ? fixtures + "/data/pref_conv.jsonl" : train) +
+      " --bf16 false --gradient_checkpointing false" +
+      (extra.find("--learning_rate") == std::string::npos ? " --learning_rate 1e-3" : "") +
+      " --logging_steps 1 --disable_tqdm true"
+      " --per_device_train_batch_size 2 --output_dir " +
+      tmp.file(out) + " " + extra;
+  if (processes == 1)
+    return run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " dpo " + arguments + " 2>&1");
+  return run(testing::launch("--nproc-per-node " + std::to_string(processes) + " " +
+                             testing::kTrainerBin + " dpo " + arguments) +
+             " 2>&1");
+}
+
+// Each step's log of tmp/`out` (loss, gradient norm, the metrics), as text.
+std::vector<json> logged_steps(testing::TempDir& tmp, const std::string& out) {
+  std::vector<json> steps;
+  const std::string text = testing::slurp(tmp.file(out) + "/trainer_state.json");
+  if (text.empty()) return steps;
+  const json state = json::parse(text);  // held: the loop's range is a reference into it
+  for (const auto& e : state["log_history"])
+    if (e.contains("loss")) steps.push_back(e);
+  return steps;
+}
+
+// The folder of a full DPO run is a Transformers model folder (its weights load and score), and
+// of a LoRA run a PEFT adapter (8 tensors, the B matrices trained); `trainer chat` answers from
+// both; the rewards and log-probabilities reach the table and TensorBoard.
+TEST(DpoRun, TheFoldersLoadInTransformersAndPeftAndChatAnswers) {
+  const std::string fixtures = testing::sft_fixtures_dir();
+  if (fixtures.empty() || !testing::python_has("peft")) GTEST_SKIP() << "no trl or peft";
+  testing::TempDir tmp;
+  auto full = dpo(
+      fixtures, tmp, "full",
+      "--max_steps 3 --save_strategy no --report_to tensorboard --logging_dir " + tmp.file("tb"));
+  ASSERT_EQ(full.exit_code, 0) << full.out;
+  EXPECT_NE(full.out.find("'rewards/margins': "), std::string::npos) << full.out;
+  EXPECT_NE(full.out.find("Chat sample (trainer generate " + tmp.file("full") + " --chat"),
+            std::string::npos)
+      << full.out;
+  std::string events;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp.file("tb")))
+    events += testing::slurp(entry.path().string());
+  for (const char* tag :
+       {"train/rewards/chosen", "train/rewards/accuracies", "train/logps/rejected"})
+    EXPECT_NE(events.find(tag), std::string::npos) << tag;
+  auto loads = run(std::string(TRAINER_PYTHON) +
+                   " -c \"import sys, torch; from transformers import AutoModelForCausalLM;"
+                   " m = AutoModelForCausalLM.from_pretrained(sys.argv[1]);"
+                   " print(torch.isfinite(m(torch.tensor([[1, 2, 3]])).logits).all().item())\" " +
+                   tmp.file("full") + " 2>&1");
+  ASSERT_EQ(loads.exit_code, 0) << loads.out;
+  EXPECT_NE(loads.out.find("True"), std::string::npos) << loads.out;
+
+  auto lora = dpo(fixtures, tmp, "lora",
+                  "--max_steps 3 --save_strategy no --use_peft true --lora_r 4 --lora_alpha 8"
+                  " --learning_rate 1e-2");
+  ASSERT_EQ(lora.exit_code, 0) << lora.out;
+  auto peft =
+      run(std::string(TRAINER_PYTHON) +
+          " -c \"import sys, torch; from transformers import AutoModelForCausalLM;"
+          " from peft import PeftModel; from safetensors import safe_open;"
+          " m = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(sys.argv[1]),"
+          " sys.argv[2]); f = safe_open(sys.argv[2] + '/adapter_model.safetensors', 'pt');"
+          " print(len(list(f.keys())), sum(p.abs().sum().item() > 0 for n, p in"
+          " m.named_parameters() if 'lora_B' in n))\" " +
+          fixtures + "/qwen3 " + tmp.file("lora") + " 2>&1");
+  ASSERT_EQ(peft.exit_code, 0) << peft.out;
+  EXPECT_NE(peft.out.find("8 4"), std::string::npos) << peft.out;
+  for (const char* folder : {"full", "lora"}) {
+    auto chat = run("echo 'Tell me a fortune.' | " + testing::kTrainerBin + " chat " +
+                    tmp.file(folder) + " --max_new_tokens 8 2>&1");
+    EXPECT_EQ(chat.exit_code, 0) << folder << ": " << chat.out;
+    EXPECT_FALSE(chat.out.empty()) << folder;
+  }
+}
+
+// Precomputed reference log-probabilities train as the reference model does (each step's loss
+// and rewards within float32's rounding of the padding), and a run stopped at a checkpoint and
+// resumed, with them, ends exactly as the run that was never stopped.
+TEST(DpoRun, PrecomputedReferenceEqualsTheModelAndResumesExactly) {
+  const std::string fixtures = testing::sft_fixtures_dir();
+  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  testing::TempDir tmp;
+  const std::string common = "--lr_scheduler_type constant --save_strategy steps --save_steps 2";
+  auto plain = dpo(fixtures, tmp, "plain", common + " --max_steps 4");
+  auto whole =
+      dpo(fixtures, tmp, "whole", common + " --max_steps 4 --precompute_ref_log_probs true");
+  auto first =
+      dpo(fixtures, tmp, "resumed", common + " --max_steps 2 --precompute_ref_log_probs true");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  ASSERT_EQ(whole.exit_code, 0) << whole.out;
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  auto second = dpo(fixtures, tmp, "resumed",
+                    common +
+                        " --max_steps 4 --precompute_ref_log_probs true"
+                        " --resume_from_checkpoint " +
+                        tmp.file("resumed/checkpoint-2"));
+  ASSERT_EQ(second.exit_code, 0) << second.out;
+  const auto a = logged_steps(tmp, "plain"), b = logged_steps(tmp, "whole"),
+             c = logged_steps(tmp, "resumed");
+  ASSERT_EQ(a.size(), 4u) << plain.out;
+  ASSERT_EQ(b.size(), 4u);
+  ASSERT_EQ(c.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    for (const char* key : {"loss", "rewards/chosen", "rewards/margins", "logps/chosen"}) {
+      const double x = a[i][key].get<double>(), y = b[i][key].get<double>();
+      EXPECT_NEAR(x, y, 1e-5 * std::abs(x) + 2e-6) << "step " << i + 1 << ", " << key;
+    }
+    EXPECT_EQ(c[i].dump(), b[i].dump()) << "step " << i + 1;
+  }
+  EXPECT_EQ(testing::slurp(tmp.file("resumed/model.safetensors")),
+            testing::slurp(tmp.file("whole/model.safetensors")));
+}
+
+// On two processes, full_shard (ZeRO-3) and shard_grad_op (ZeRO-2) train as DDP does, with the
+// frozen reference copy and with precomputed log-probabilities.
+TEST(DpoRun, ShardedModesTrainAsDdpOnTwoProcesses) {
+  const std::string fixtures = testing::sft_fixtures_dir();
+  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  testing::TempDir tmp;
+  const std::string common = "--max_steps 3 --save_strategy no --gradient_accumulation_steps 2";
+  auto ddp = dpo(fixtures, tmp, "ddp", common, 2);
+  auto zero3 = dpo(fixtures, tmp, "zero3", common + " --fsdp full_shard", 2);
+  auto zero2 = dpo(fixtures, tmp, "zero2",
+                   common + " --fsdp shard_grad_op --precompute_ref_log_probs true", 2);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.out;
+  ASSERT_EQ(zero3.exit_code, 0) << zero3.out;
+  ASSERT_EQ(zero2.exit_code, 0) << zero2.out;
+  const auto a = logged_steps(tmp, "ddp");
+  ASSERT_EQ(a.size(), 3u);
+  for (const char* run_name : {"zero3", "zero2"}) {
+    const auto b = logged_steps(tmp, run_name);
+    ASSERT_EQ(b.size(), 3u) << run_name;
+    for (size_t i = 0; i < 3; ++i) {
+      for (const char* key : {"loss", "grad_norm", "rewards/margins", "logps/rejected"}) {
+        const double x = a[i][key].get<double>(), y = b[i][key].get<double>();
+        EXPECT_NEAR(x, y, 1e-4 * std::abs(x) + 5e-5)
+            << run_name << ", step " << i + 1 << ", " << key;
+      }
+    }
+  }
+}
+
+// Bad input: one line, exit 2, naming the row or the argument.
+TEST(DpoRun, BadInputIsOneLineAndExitTwo) {
+  const std::string fixtures = testing::sft_fixtures_dir();
+  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  testing::TempDir tmp;
+  std::ofstream(tmp.file("no_rejected.jsonl"))
+      << "{\"prompt\": \"Q?\", \"chosen\": \"yes\", \"rejected\": \"no\"}\n"
+         "{\"prompt\": \"Q?\", \"chosen\": \"yes\"}\n";
+  struct Bad {
+    std::string extra, line, train;
+  };
+  const Bad cases[] = {
+      {"", "row 2", tmp.file("no_rejected.jsonl")},
+      {"--loss_type sigmoid,ipo --loss_weights 1.0",
+       "argument loss_weights: 1 weight for 2 loss types (give one weight per loss_type)"},
+      {"--sync_ref_model true", "argument sync_ref_model: true is not allowed"},
+      {"--packing true",
+       "argument packing: an SFTConfig argument (TRL's); only `trainer sft` takes it"},
+      {"--beta 0", "argument beta: 0.0 is not allowed (a number > 0)"},
+  };
+  for (const Bad& c : cases) {
+    auto r = dpo(fixtures, tmp, "bad", "--max_steps 1 " + c.extra, 1, c.train);
+    EXPECT_EQ(r.exit_code, 2) << c.extra << ": " << r.out;
+    EXPECT_NE(r.out.find(c.line), std::string::npos) << c.extra << ": " << r.out;
+    EXPECT_EQ(r.out.find("terminate"), std::string::npos) << r.out;
+  }
+  auto train = run(testing::kTrainerBin + " train --beta 0.2 2>&1");
+  EXPECT_EQ(train.exit_code, 2) << train.out;
+  EXPECT_NE(train.out.find("argument beta: a DPOConfig argument (TRL's); only `trainer dpo` "
+                           "takes it"),
+            std::string::npos)
+      << train.out;
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("bad")));
+}
 
 }  // namespace
 }  // namespace trainer::dpo_run_test

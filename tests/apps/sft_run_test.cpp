@@ -207,8 +207,9 @@ TEST(SftRun, TheSecondRunReadsTheNodesCache) {
   // Each step's log (loss, gradient norm, metrics) the same.
   auto steps = [&](const std::string& out) {
     json kept = json::array();
-    for (const auto& e :
-         json::parse(testing::slurp(tmp.file(out) + "/trainer_state.json"))["log_history"])
+    // Held: the loop's range is a reference into it.
+    const json state = json::parse(testing::slurp(tmp.file(out) + "/trainer_state.json"));
+    for (const auto& e : state["log_history"])
       if (e.contains("loss")) kept.push_back(e);
     return kept.dump();
   };
