@@ -1,6 +1,7 @@
 // `trainer dpo` (as `trl dpo`): TrainingArguments with TRL's DPOConfig (its arguments and
 // defaults), the preference pairs prepared as DPOTrainer prepares them, and trl::DPOTrainer on
 // `trainer train`'s run, against the reference TRL would use.
+#include <map>
 #include <memory>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/base/warn.h"
+#include "lib/io/safetensors.h"
 #include "lib/models/hf_causal_lm.h"
 #include "lib/models/lora.h"
 #include "trl/dpo_trainer.h"
@@ -20,15 +22,31 @@ namespace trainer::cli {
 namespace {
 
 // A frozen copy of `model`: the model the arguments name made again, given `model`'s weights.
+// Those that equal the model folder's file (same name, type and shape: the copy is of the
+// starting weights) point into the file mapped, so that the processes of a node share one copy
+// of its pages (and none is made on the CPU); the others are copied.
 std::shared_ptr<models::Model> reference_copy(const models::Model& model,
                                               const TrainingArguments& args,
                                               const ModelSource& source,
                                               const data::DataInfo& info) {
   auto copy = create_model(args, source, info);
   torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> mapped;
+  if (source.pretrained && !source.pretrained->is_adapter() && !args.uses_lora()) {
+    for (auto& [name, tensor] : io::map_model_weights(source.pretrained->model_dir))
+      mapped.emplace(name, tensor);
+  }
   auto from = model.named_parameters(/*recurse=*/true);
   for (auto& item : copy->named_parameters(/*recurse=*/true)) {
-    item.value().copy_(from[item.key()]);
+    const torch::Tensor& start = from[item.key()];
+    auto file = mapped.find(item.key());
+    if (file != mapped.end() && start.device().is_cpu() &&
+        file->second.scalar_type() == start.scalar_type() &&
+        file->second.sizes() == start.sizes() && torch::equal(file->second, start)) {
+      item.value().set_data(file->second);
+    } else {
+      item.value().copy_(start);
+    }
   }
   auto buffers = model.named_buffers(/*recurse=*/true);
   for (auto& item : copy->named_buffers(/*recurse=*/true)) {
