@@ -55,6 +55,17 @@ CASES = {
     # Most pref_conv rows run over 48 tokens (prompt + completion): their starts are cut off.
     "keep_end": ("qwen3", "pref_conv", None, {"max_length": 48, "truncation_mode": "keep_end"}),
     "eval": ("qwen3", "pref_conv", "pref_eval", {"eval_strategy": "steps", "eval_steps": 3}),
+    # Every other loss at once (their sum), and the f-divergences, LD-DPO and WPO's weights.
+    "all_losses": ("qwen3", "pref_conv", None, {
+        "loss_type": ["exo_pair", "nca_pair", "bco_pair", "sppo_hard", "aot", "aot_unpaired", "apo_zero",
+                      "apo_down", "discopop", "sft", "sigmoid_norm"], "label_smoothing": 0.1}),
+    "alpha_ld_wpo": ("qwen3", "pref_conv", None, {
+        "loss_type": ["sigmoid", "sigmoid_norm"], "f_divergence_type": "alpha_divergence",
+        "f_alpha_divergence_coef": 0.5, "ld_alpha": 0.5, "use_weighting": True}),
+    "forward_kl": ("qwen3", "pref_conv", None, {
+        "loss_type": ["robust", "exo_pair"], "label_smoothing": 0.1, "f_divergence_type": "forward_kl"}),
+    "js_divergence": ("llama", "pref_plain", None, {"loss_type": ["ipo", "hinge"],
+                                                    "f_divergence_type": "js_divergence"}),
 }
 COMMON = dict(use_cpu=True, bf16=False, gradient_checkpointing=False, dataloader_drop_last=False,
               report_to="none", logging_steps=1, seed=42, learning_rate=1e-3, lr_scheduler_type="linear",

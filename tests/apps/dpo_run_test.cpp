@@ -43,6 +43,16 @@ const Case kCases[] = {
     {"eval", "qwen3", "pref_conv",
      "--validation_file {fixtures}/data/pref_eval.jsonl --eval_strategy steps --eval_steps 3",
      true},
+    {"all_losses", "qwen3", "pref_conv",
+     "--loss_type exo_pair,nca_pair,bco_pair,sppo_hard,aot,aot_unpaired,apo_zero,apo_down,"
+     "discopop,sft,sigmoid_norm --label_smoothing 0.1"},
+    {"alpha_ld_wpo", "qwen3", "pref_conv",
+     "--loss_type sigmoid,sigmoid_norm --f_divergence_type alpha_divergence"
+     " --f_alpha_divergence_coef 0.5 --ld_alpha 0.5 --use_weighting true"},
+    {"forward_kl", "qwen3", "pref_conv",
+     "--loss_type robust,exo_pair --label_smoothing 0.1 --f_divergence_type forward_kl"},
+    {"js_divergence", "llama", "pref_plain",
+     "--loss_type ipo,hinge --f_divergence_type js_divergence"},
 };
 
 std::string replaced(std::string text, const std::string& from, const std::string& to) {
