@@ -36,6 +36,7 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
   // Transformers does), outputs and labels. gather_for_metrics drops the repeats that even out
   // the processes, so every number below is the same on any number of processes.
   std::vector<torch::Tensor> losses, predictions, labels;
+  bool token_loss = false;  // a language model's loss over its labels (not DPO's pairs')
   for (int64_t i = 0; i < loader->size(); ++i) {
     // While training, a signal waits for the step boundary after this evaluation.
     if (int sig = in_training_loop_ ? 0 : runtime::interrupt_signal()) {
@@ -44,6 +45,7 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
                                          runtime::signal_name(sig), state_.global_step));
     }
     data::Batch batch = loader->batch(i);
+    token_loss = token_loss || batch.contains("labels");
     PredictionOutput out = prediction_step(*model, batch, !wants_predictions);
     if (out.loss.defined()) {
       torch::Tensor per_example = out.loss.reshape({1}).expand({batch.size()}).contiguous();
@@ -69,7 +71,7 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
     for (int64_t k = 0; k < all.numel(); ++k) sum += values[k];
     metrics[prefix + "_loss"] = sum / static_cast<double>(std::max<int64_t>(1, all.numel()));
     // A language model's loss is also read as perplexity (Transformers' run_clm adds it).
-    if (model_->task().kind == data::TaskKind::kCausalLM) {
+    if (model_->task().kind == data::TaskKind::kCausalLM && token_loss) {
       metrics[prefix + "_perplexity"] = std::exp(metrics[prefix + "_loss"]);
     }
   }

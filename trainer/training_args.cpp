@@ -46,15 +46,17 @@ std::string TrainingArguments::arguments_markdown() {
       "sft` and "
       "`trainer evaluate`, with Transformers' name and meaning.\n\n"
       "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
-  const auto& sft = sft_keys();
-  auto rows = [&](bool sft_rows) {
-    for (const auto& d : describe()) {
-      if ((std::find(sft.begin(), sft.end(), d.name) != sft.end()) != sft_rows) continue;
+  // Each section's rows with that configuration's defaults.
+  auto rows = [&](const TrainingArguments& defaults, const std::vector<std::string>& keys) {
+    for (const auto& d : describe(defaults)) {
+      const bool listed = std::find(keys.begin(), keys.end(), d.name) != keys.end();
+      const bool trainer_row = keys.empty() && TrainingArguments().takes(d.name);
+      if (!listed && !trainer_row) continue;
       out += fmt::format("| `{}` | {} | `{}` | {} |\n", d.name, cell(d.kind), cell(d.default_json),
                          cell(d.help));
     }
   };
-  rows(false);
+  rows(TrainingArguments(), {});
   out +=
       "\n## `trainer sft`: TRL's SFTConfig\n\n"
       "`trainer sft` takes the arguments above with SFTConfig's defaults where they differ "
@@ -62,7 +64,17 @@ std::string TrainingArguments::arguments_markdown() {
       "machine has bf16: a CUDA device, or a CPU with AVX512_BF16 or AMX), and these of "
       "SFTConfig's own, which `trainer train` refuses by name:\n\n"
       "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
-  rows(true);
+  rows(sft_defaults(false), sft_keys());
+  std::vector<std::string> dpo = dpo_shared_keys();
+  dpo.insert(dpo.end(), dpo_keys().begin(), dpo_keys().end());
+  out +=
+      "\n## `trainer dpo`: TRL's DPOConfig\n\n"
+      "`trainer dpo` takes the Trainer's arguments with DPOConfig's defaults where they differ "
+      "(learning_rate 1e-6, logging_steps 10, gradient_checkpointing true, bf16 as `trainer "
+      "sft`), the SFT arguments DPOConfig has too, and DPOConfig's own; `trainer train` and "
+      "`trainer sft` refuse these by name (`trainer sft` takes the SFT ones):\n\n"
+      "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
+  rows(dpo_defaults(false), dpo);
   out +=
       "\n## Not supported\n\n"
       "Transformers' `TrainingArguments` has these keys; a config or option naming one is an "
@@ -72,7 +84,11 @@ std::string TrainingArguments::arguments_markdown() {
 }
 
 std::vector<TrainingArguments::Description> TrainingArguments::describe() {
-  TrainingArguments defaults;
+  return describe(TrainingArguments());
+}
+
+std::vector<TrainingArguments::Description> TrainingArguments::describe(
+    const TrainingArguments& defaults) {
   std::vector<Description> out;
   for (const auto& spec : specs())
     out.push_back({spec.name, spec.get(defaults).dump(), spec.help, spec.kind});

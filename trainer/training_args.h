@@ -115,7 +115,9 @@ class TrainingArguments {
   void validate() const;
   // All arguments as one flat JSON object, in declaration order (training_args.json).
   std::string to_json() const;
-  // Every argument with its default and help, in declaration order.
+  // Every argument with its default (in `defaults`: sft_defaults' for `trainer sft`) and help, in
+  // declaration order.
+  static std::vector<Description> describe(const TrainingArguments& defaults);
   static std::vector<Description> describe();
   // Keys of Transformers' TrainingArguments this trainer refuses.
   static const std::vector<std::string>& unsupported_keys();

@@ -337,7 +337,7 @@
     "DPO: LD-DPO's weight of the completion tokens past the shorter one's length (null: 1).")      \
   X(std::string, f_divergence_type, "reverse_kl",                                                  \
     "DPO: reverse_kl (DPO), forward_kl, js_divergence or alpha_divergence.")                       \
-  X(double, f_alpha_divergence_coef, 1.0,                                                          \
+  X(double, f_alpha_divergence_coef, 0.5,                                                          \
     "DPO: alpha of alpha_divergence.")                                                             \
   X(double, discopop_tau, 0.05,                                                                    \
     "DPO: the discopop loss's temperature.")                                                       \

@@ -413,6 +413,15 @@ void TrainingArguments::validate_dpo() const {
                         f_divergence_type_));
     }
   }
+  for (double w : loss_weights_) check(std::isfinite(w), "loss_weights", num(w), "finite numbers");
+  if (ld_alpha_) {
+    check(std::isfinite(*ld_alpha_) && *ld_alpha_ >= 0, "ld_alpha", num(*ld_alpha_),
+          "a finite number >= 0, or null");
+  }
+  check(std::isfinite(f_alpha_divergence_coef_), "f_alpha_divergence_coef",
+        num(f_alpha_divergence_coef_), "a finite number");
+  check(std::isfinite(discopop_tau_) && discopop_tau_ > 0, "discopop_tau", num(discopop_tau_),
+        "a finite number > 0");
   if (use_weighting_ && (uses("aot") || uses("aot_unpaired"))) {
     throw InputError(
         "argument use_weighting: not with the aot or aot_unpaired loss (they sort the pairs, "

@@ -258,6 +258,10 @@ void DPOTrainer::precompute(models::Model& model,
 LossOutput DPOTrainer::compute_loss(models::Model& model, const data::Batch& inputs,
                                     bool return_outputs, const Tensor& num_items_in_batch) {
   const TrainingArguments& a = args();
+  // The reference first: a sharded model's forward without gradients reshards every unit, which
+  // the policy's backward would then find freed.
+  Tensor ref;
+  if (!inputs.contains("ref_chosen_logps")) ref = reference_logps(model, inputs);
   const Scored policy = score(model, inputs, a.use_weighting());
   const Tensor completion = inputs.at("completion_mask");
   const Tensor shift_mask = completion.slice(1, 1).to(torch::kFloat);
@@ -265,12 +269,10 @@ LossOutput DPOTrainer::compute_loss(models::Model& model, const data::Batch& inp
   DpoLossInputs in;
   in.chosen_logps = policy.logps.slice(0, 0, B);
   in.rejected_logps = policy.logps.slice(0, B);
-  Tensor ref;
   if (inputs.contains("ref_chosen_logps")) {
     in.ref_chosen_logps = inputs.at("ref_chosen_logps").to(in.chosen_logps.dtype());
     in.ref_rejected_logps = inputs.at("ref_rejected_logps").to(in.chosen_logps.dtype());
   } else {
-    ref = reference_logps(model, inputs);
     in.ref_chosen_logps = ref.slice(0, 0, B);
     in.ref_rejected_logps = ref.slice(0, B);
   }
@@ -362,8 +364,6 @@ PredictionOutput DPOTrainer::prediction_step(models::Model& model, const data::B
 void DPOTrainer::add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) {
   auto& metrics = prefix.empty() ? train_ : eval_;
   const std::string p = prefix.empty() ? "" : prefix + "_";
-  // A preference loss is no language model's: no perplexity beside it.
-  if (!prefix.empty()) logs.erase(p + "perplexity");
   for (auto& [name, values] : metrics) {
     if (values.empty()) continue;
     double sum = 0;

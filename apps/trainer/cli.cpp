@@ -114,7 +114,7 @@ std::string arguments_table(const std::string& command) {
   const TrainingArguments kind = command == "sft"   ? TrainingArguments::sft_defaults(false)
                                  : command == "dpo" ? TrainingArguments::dpo_defaults(false)
                                                     : TrainingArguments();
-  for (const auto& d : TrainingArguments::describe()) {
+  for (const auto& d : TrainingArguments::describe(kind)) {
     // The SFT arguments are `trainer sft`'s, the DPO arguments `trainer dpo`'s.
     if (!kind.takes(d.name)) continue;
     out += fmt::format("  --{:<30} default {:<18} {}\n", d.name, d.default_json, d.help);

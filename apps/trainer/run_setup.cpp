@@ -501,8 +501,10 @@ TrainedRun load_trained_run(Accelerator& accelerator, const TrainingArguments& a
 }
 
 void add_perplexity(Metrics& metrics, data::TaskKind task) {
+  // Where the evaluation read its loss as perplexity (a language model's loss over its labels).
   auto loss = metrics.find("eval_loss");
-  if (task == data::TaskKind::kCausalLM && loss != metrics.end()) {
+  if (task == data::TaskKind::kCausalLM && loss != metrics.end() &&
+      metrics.count("eval_perplexity")) {
     metrics["perplexity"] = std::exp(loss->second);
   }
 }

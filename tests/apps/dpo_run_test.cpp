@@ -299,7 +299,7 @@ TEST(DpoRun, PrecomputedReferenceEqualsTheModelAndResumesExactly) {
 }
 
 // On two processes, full_shard (ZeRO-3) and shard_grad_op (ZeRO-2) train as DDP does, with the
-// frozen reference copy and with precomputed log-probabilities.
+// frozen reference copy, with precomputed log-probabilities, and under LoRA.
 TEST(DpoRun, ShardedModesTrainAsDdpOnTwoProcesses) {
   const std::string fixtures = testing::sft_fixtures_dir();
   if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
@@ -312,9 +312,16 @@ TEST(DpoRun, ShardedModesTrainAsDdpOnTwoProcesses) {
   ASSERT_EQ(ddp.exit_code, 0) << ddp.out;
   ASSERT_EQ(zero3.exit_code, 0) << zero3.out;
   ASSERT_EQ(zero2.exit_code, 0) << zero2.out;
-  const auto a = logged_steps(tmp, "ddp");
-  ASSERT_EQ(a.size(), 3u);
-  for (const char* run_name : {"zero3", "zero2"}) {
+  // Under LoRA, the reference is the sharded model itself with its adapters off.
+  const std::string lora = " --use_peft true --lora_r 4 --lora_alpha 8 --learning_rate 1e-2";
+  auto ddp_lora = dpo(fixtures, tmp, "ddp_lora", common + lora, 2);
+  auto zero3_lora = dpo(fixtures, tmp, "zero3_lora", common + lora + " --fsdp full_shard", 2);
+  ASSERT_EQ(ddp_lora.exit_code, 0) << ddp_lora.out;
+  ASSERT_EQ(zero3_lora.exit_code, 0) << zero3_lora.out;
+  for (const auto& [base, run_name] : {std::pair{"ddp", "zero3"}, std::pair{"ddp", "zero2"},
+                                       std::pair{"ddp_lora", "zero3_lora"}}) {
+    const auto a = logged_steps(tmp, base);
+    ASSERT_EQ(a.size(), 3u) << base;
     const auto b = logged_steps(tmp, run_name);
     ASSERT_EQ(b.size(), 3u) << run_name;
     for (size_t i = 0; i < 3; ++i) {
