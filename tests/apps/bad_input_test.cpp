@@ -305,7 +305,7 @@ TEST_F(BadInput, ArgumentsAreOneLineAndExitTwoInTheProgram) {
        "{trainer} trian",
        2,
        {"unknown command 'trian'", "did you mean 'train'?",
-        "train, sft, evaluate, predict, plot, generate, chat, tokenize, chat-template, merge, env, "
+        "train, sft, dpo, evaluate, predict, plot, generate, chat, tokenize, chat-template, merge, env, "
         "launch"}},
       {"launcher: nan grace period",
        "{trainer} launch --grace-period nan true",

@@ -352,7 +352,7 @@ TEST(DpoRun, BadInputIsOneLineAndExitTwo) {
       {"--sync_ref_model true", "argument sync_ref_model: true is not allowed"},
       {"--packing true",
        "argument packing: an SFTConfig argument (TRL's); only `trainer sft` takes it"},
-      {"--beta 0", "argument beta: 0.0 is not allowed (a number > 0)"},
+      {"--beta 0", "argument beta: 0.0 is not allowed (a number > 0)", ""},
   };
   for (const Bad& c : cases) {
     auto r = dpo(fixtures, tmp, "bad", "--max_steps 1 " + c.extra, 1, c.train);
