@@ -236,12 +236,8 @@ void DPOTrainer::precompute(models::Model& model,
     for (int64_t i : indices) examples.push_back(pairs->get(i));
     if (examples.empty()) examples.push_back(pairs->get(0));
     const data::Batch batch = collator_(examples).to(device());
-    Tensor logps;
-    {
-      torch::NoGradGuard no_grad;
-      AdaptersOff off(model);
-      logps = score(model, batch, false).logps.to(torch::kDouble);
-    }
+    // `model` is the frozen copy when there is one: reference_logps scores that one alike.
+    const Tensor logps = reference_logps(model, batch).to(torch::kDouble);
     const int64_t B = static_cast<int64_t>(examples.size());
     for (size_t k = 0; k < indices.size(); ++k) {
       result[indices[k]][0] = logps[static_cast<int64_t>(k)];
