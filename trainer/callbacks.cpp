@@ -32,7 +32,7 @@ json TrainerState::to_json() const {
   out["log_history"] = log_history;
   out["logging_steps"] = logging_steps;
   out["max_steps"] = max_steps;
-  out["num_input_tokens_seen"] = 0;
+  out["num_input_tokens_seen"] = num_input_tokens_seen;
   out["num_train_epochs"] = num_train_epochs;
   out["save_steps"] = save_steps;
   out["stateful_callbacks"] = stateful_callbacks;
@@ -65,6 +65,9 @@ TrainerState TrainerState::from_json(const json& value, const std::string& sourc
   state.save_steps = integer("save_steps");
   state.train_batch_size = integer("train_batch_size");
   state.total_flos = f.number("total_flos");
+  if (value.contains("num_input_tokens_seen")) {
+    state.num_input_tokens_seen = integer("num_input_tokens_seen");
+  }
   const json& history = f.required("log_history");
   if (!history.is_array()) f.wrong_type("log_history", history, "a list");
   for (const json& entry : history) {

@@ -200,6 +200,7 @@ std::string Trainer::save_checkpoint() {
   const bool main = saves_here();
   refuse_nonfinite_weights();
   if (main) {
+    base::info("Saving model checkpoint to {}", target);
     base::remove_tree(staging);
     base::make_directories(staging, "checkpoint folder");
   }

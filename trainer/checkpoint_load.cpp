@@ -358,6 +358,14 @@ void Trainer::restore_state(const std::string& dir, const TrainerState& saved) {
   state_.is_local_process_zero = current.is_local_process_zero;
   state_.read_last_step_loss = current.read_last_step_loss;
   state_.best_model_checkpoint = reroot(saved.best_model_checkpoint, args_.output_dir());
+  // Transformers' restore_callback_states_from_checkpoint: the callbacks' saved states (early
+  // stopping's count, the control's stop) only when asked for.
+  if (args_.restore_callback_states_from_checkpoint()) restore_callback_states(saved, source);
+  if (state_.global_step >= state_.max_steps) control_.should_training_stop = true;
+}
+
+void Trainer::restore_callback_states(const TrainerState& saved,
+                                      const std::function<std::string(const char*)>& source) {
   for (auto& callback : callbacks_) {
     std::string name = callback->state_name();
     if (name.empty()) continue;
@@ -383,7 +391,6 @@ void Trainer::restore_state(const std::string& dir, const TrainerState& saved) {
         flag("should_training_stop") &&
         (saved.global_step < saved.max_steps || saved.global_step >= state_.max_steps);
   }
-  if (state_.global_step >= state_.max_steps) control_.should_training_stop = true;
 }
 
 void Trainer::restore_rank_state(const Resumable& checkpoint, const TrainerState& saved,

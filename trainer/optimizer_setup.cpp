@@ -49,6 +49,7 @@ AcceleratorOptions accelerator_options(const TrainingArguments& args) {
   if (args.ddp_bucket_cap_mb()) ddp.bucket_cap_mb = static_cast<double>(*args.ddp_bucket_cap_mb());
   ddp.find_unused_parameters = args.ddp_find_unused_parameters();
   ddp.broadcast_buffers = args.ddp_broadcast_buffers();
+  ddp.static_graph = args.ddp_static_graph();
   std::optional<FullyShardedDataParallelPlugin> fsdp;
   if (auto plan = args.fsdp_plan()) {
     FullyShardedDataParallelPlugin o;

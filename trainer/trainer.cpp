@@ -3,13 +3,17 @@
 // process agrees on after a step, and log().
 #include "trainer/trainer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "lib/base/errors.h"
 #include "lib/base/text.h"
+#include "lib/base/warn.h"
+#include "lib/models/hf_causal_lm.h"
 #include "lib/runtime/allocator.h"
 #include "lib/runtime/cuda.h"
 #include "lib/runtime/signals.h"
@@ -37,10 +41,21 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
   runtime::route_torch_logs();
   args_.validate();
   torch::manual_seed(static_cast<uint64_t>(args_.seed()));
+  if (args_.full_determinism()) {
+    // Transformers' enable_full_determinism: deterministic algorithms only (an operation without
+    // one is an error), cuBLAS's deterministic workspace, cuDNN deterministic and not
+    // benchmarking.
+    ::setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", 1);
+    at::globalContext().setDeterministicAlgorithms(true, false);
+    at::globalContext().setDeterministicCuDNN(true);
+    at::globalContext().setBenchmarkCuDNN(false);
+  }
   // An elastic run on fewer nodes than its most: more accumulation, the same total batch.
   const int64_t asked_accumulation = args_.gradient_accumulation_steps();
   args_.gradient_accumulation_steps(Accelerator::elastic_accumulation(asked_accumulation));
   accelerator_ = std::make_shared<Accelerator>(accelerator_options(args_));
+  base::set_log_level(args_.process_log_level(accelerator_->is_local_main_process(),
+                                              accelerator_->is_main_process()));
   // skip_memory_metrics false: the rest of the construction is the "init" stage (Transformers').
   memory_tracker_ = TrainerMemoryTracker(args_.skip_memory_metrics(), device_memory_counters());
   memory_tracker_.start("init");
@@ -81,6 +96,22 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
   models::set_activation_checkpointing(*model_,
                                        checkpointing.enabled ? checkpointing.every_n_layers : 0);
   models::set_chunked_loss(*model_, args_.chunked_loss());
+  if (auto* hf = models::find_wrapped<models::HfCausalLM>(*model_)) {
+    hf->set_use_cache(args_.use_cache());
+  }
+  const auto& debug = args_.debug();
+  detect_overflow_ = std::find(debug.begin(), debug.end(), "underflow_overflow") != debug.end();
+  models::set_detect_overflow(*model_, detect_overflow_);
+  if (args_.neftune_noise_alpha()) {
+    auto* hf = models::find_wrapped<models::HfCausalLM>(*model_);
+    if (!hf) {
+      throw InputError(fmt::format(
+          "argument neftune_noise_alpha: {} needs a model with input embeddings (a Hugging Face "
+          "model folder, model_type or config_name), not {}",
+          base::python_float(*args_.neftune_noise_alpha()), args_.model_name()));
+    }
+    hf->set_neftune_noise_alpha(*args_.neftune_noise_alpha());
+  }
   model_->to(accelerator_->device());
   memory_tracker_.stop("init");
 }
@@ -93,15 +124,27 @@ LossOutput Trainer::compute_loss(models::Model& model, const data::Batch& inputs
                                  bool return_outputs, const torch::Tensor& num_items_in_batch) {
   const data::Batch* batch = &inputs;
   data::Batch with_count;
-  if (num_items_in_batch.defined() && !inputs.num_items_in_batch.defined()) {
+  const double smoothing = args_.label_smoothing_factor();
+  if ((num_items_in_batch.defined() && !inputs.num_items_in_batch.defined()) ||
+      (smoothing > 0 && inputs.contains("labels"))) {
     with_count = inputs;
-    with_count.num_items_in_batch = num_items_in_batch;
+    if (!inputs.num_items_in_batch.defined()) with_count.num_items_in_batch = num_items_in_batch;
+    // Transformers' LabelSmoother: a model computing its own loss smooths it by this epsilon.
+    with_count.label_smoothing = smoothing;
     batch = &with_count;
   }
   models::ModelOutput out = model.forward(*batch);
-  torch::Tensor loss = out.loss.defined()
-                           ? out.loss
-                           : model.loss(out.logits, inputs.at("labels"), num_items_in_batch);
+  torch::Tensor loss;
+  if (out.loss.defined()) {
+    loss = out.loss;
+  } else if (smoothing > 0) {
+    // The smoothed loss of the task in place of the model's own, as the LabelSmoother replaces
+    // it.
+    loss = models::task_loss(model.task(), out.logits, inputs.at("labels"), num_items_in_batch,
+                             smoothing);
+  } else {
+    loss = model.loss(out.logits, inputs.at("labels"), num_items_in_batch);
+  }
   return {loss, return_outputs ? out.logits : torch::Tensor()};
 }
 
@@ -116,8 +159,22 @@ torch::Tensor Trainer::count_label_tokens(const std::vector<data::Batch>& batche
     if (shifted && labels.dim() >= 2) labels = labels.slice(1, 1);
     count = count + labels.ne(-100).sum().to(count.device());
   }
-  if (accelerator_->num_processes() > 1) count = accelerator_->reduce(count, Reduction::kSum);
+  // average_tokens_across_devices: every process's tokens (false: this process's own).
+  if (accelerator_->num_processes() > 1 && args_.average_tokens_across_devices()) {
+    count = accelerator_->reduce(count, Reduction::kSum);
+  }
   return count;
+}
+
+torch::Tensor Trainer::count_input_tokens(const data::Batch& batch) const {
+  // The main input: a language model's input_ids, else the features x.
+  const torch::Tensor& input = batch.contains("input_ids") ? batch.at("input_ids") : batch.at("x");
+  const auto options = torch::TensorOptions(torch::kLong).device(device());
+  if (args_.include_num_input_tokens_seen() == "non_padding" && batch.contains("attention_mask")) {
+    return batch.at("attention_mask").sum().to(options);
+  }
+  // all; or non_padding without an attention mask (a padding-free row has no padding).
+  return torch::scalar_tensor(input.numel(), options);
 }
 
 std::vector<double> Trainer::max_over_processes(std::vector<double> values) {
@@ -158,8 +215,13 @@ torch::Tensor Trainer::forward_backward(int64_t window,
     if (batches.front().contains("labels")) num_items = count_label_tokens(batches);
   }
   torch::Tensor step_loss;
+  torch::Tensor tokens;  // include_num_input_tokens_seen
   for (int64_t k = 0; k < window; ++k) {
     data::Batch batch = batches.empty() ? batch_at(k) : std::move(batches[k]);
+    if (args_.include_num_input_tokens_seen() != "no") {
+      torch::Tensor count = count_input_tokens(batch);
+      tokens = tokens.defined() ? tokens + count : count;
+    }
     const bool sync = k + 1 == window;
     accelerator.set_sync_gradients(sync);
     torch::Tensor loss;
@@ -170,6 +232,11 @@ torch::Tensor Trainer::forward_backward(int64_t window,
       loss = training_step(*model_wrapped_, batch, num_items);
     }
     step_loss = step_loss.defined() ? step_loss + loss : loss;
+  }
+  if (tokens.defined()) {
+    // Transformers gathers each micro-batch's count; one sum over the window's is the same.
+    if (accelerator.num_processes() > 1) tokens = accelerator.reduce(tokens, Reduction::kSum);
+    state_.num_input_tokens_seen += tokens.item<int64_t>();
   }
   return step_loss;
 }
@@ -188,18 +255,32 @@ torch::Tensor Trainer::training_step(models::Model& model, const data::Batch& in
   if (!loss.defined() || loss.numel() != 1) {
     throw std::runtime_error("compute_loss must return a scalar loss");
   }
+  if (detect_overflow_ && !std::isfinite(loss.item<double>())) {
+    throw std::runtime_error(fmt::format("debug underflow_overflow: the loss at step {} is {}",
+                                         state_.global_step + 1,
+                                         base::python_float(loss.item<double>())));
+  }
   if (num_items_in_batch.defined()) {
     // A sum over this micro-batch's tokens divided by the window's tokens on every process: the
     // window's micro-batches add up to this process's share of the global token mean, which DDP's
     // averaging over processes would divide again (Transformers' average_tokens_across_devices).
     // The logged loss is the mean over processes, so it is the global token mean.
+    // With average_tokens_across_devices false each process divides by its own tokens, and DDP
+    // averages those means.
     const int64_t processes = accelerator_->num_processes();
-    if (processes > 1) loss = loss * static_cast<double>(processes);
+    if (processes > 1 && args_.average_tokens_across_devices()) {
+      loss = loss * static_cast<double>(processes);
+    }
   } else {
     // Divided by the window's micro-batch count, so that k accumulated batches of b make the
     // update of one batch of k*b (Transformers divides by the count of the window, shorter at the
     // end of an epoch, too).
     loss = loss / static_cast<double>(current_gradient_accumulation_steps_);
+  }
+  // Transformers' torch_empty_cache_steps: the caching allocator's free blocks handed back.
+  if (args_.torch_empty_cache_steps() && device().is_cuda() &&
+      state_.global_step % *args_.torch_empty_cache_steps() == 0) {
+    cuda::empty_cache();
   }
   accelerator_->backward(loss);
   return loss.detach();
@@ -247,6 +328,9 @@ std::string Trainer::banner(int64_t num_examples, int64_t num_epochs) const {
 
 void Trainer::log(json logs) {
   logs["epoch"] = state_.epoch;
+  if (args_.include_num_input_tokens_seen() != "no") {
+    logs["num_input_tokens_seen"] = state_.num_input_tokens_seen;
+  }
   logs["step"] = state_.global_step;
   state_.log_history.push_back(logs);
   fire([&](TrainerCallback& c) { c.on_log(args_, state_, control_, logs); });

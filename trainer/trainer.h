@@ -7,6 +7,7 @@
 // prediction_step, create_optimizer, create_scheduler.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -244,8 +245,13 @@ class Trainer {
   void load_weights_and_optimizer(const Resumable& checkpoint, const SavedState& saved);
   // Unsharded: model.safetensors (checked finite) and optimizer.pt.
   void load_model_and_optimizer(const std::string& dir);
-  // The saved TrainerState with this run's step counts, the callbacks' states and the stop flags.
+  // The saved TrainerState with this run's step counts, and with
+  // restore_callback_states_from_checkpoint the callbacks' states and the stop flags.
   void restore_state(const std::string& dir, const TrainerState& saved);
+  // The callbacks' saved states and TrainerControl's flags from `saved` (source(file): a file's
+  // path in the checkpoint, for messages).
+  void restore_callback_states(const TrainerState& saved,
+                               const std::function<std::string(const char*)>& source);
   // This process's random state, the loop's position and the losses since the last log (at
   // another world size: rank 0's random state and the mean of every rank's losses).
   void restore_rank_state(const Resumable& checkpoint, const TrainerState& saved,
@@ -308,6 +314,9 @@ class Trainer {
   // The label tokens (labels != -100; for causal_lm, those after each row's first, the ones the
   // loss predicts) of `batches`, summed over the processes: a 0-dim int64 on the device.
   torch::Tensor count_label_tokens(const std::vector<data::Batch>& batches);
+  // A batch's input tokens as include_num_input_tokens_seen counts them (all, or non_padding: the
+  // attention mask's ones), an int64 scalar on the device.
+  torch::Tensor count_input_tokens(const data::Batch& batch) const;
   // Each value's maximum over the processes (the values themselves with one process).
   std::vector<double> max_over_processes(std::vector<double> values);
   // One optimization step's forward and backward: `window` micro-batches (batch_at(k) gives the
@@ -427,7 +436,11 @@ class Trainer {
   torch::Tensor tr_loss_;         // this process's loss sum since the last log, on the device
   double total_loss_scalar_ = 0;  // sum of the logged (process-mean) losses
   int64_t last_logged_step_ = 0;
+  // include_num_input_tokens_seen: when this session's training began, and the count then.
+  std::chrono::steady_clock::time_point train_start_ = std::chrono::steady_clock::now();
+  int64_t initial_tokens_seen_ = 0;
   int64_t nonfinite_in_a_row_ = 0;
+  bool detect_overflow_ = false;  // debug underflow_overflow
   int64_t total_batch_size_ = 0;
   int64_t train_batch_size_ = 0;  // Transformers' _train_batch_size: auto_find_batch_size's
   TrainerMemoryTracker memory_tracker_;

@@ -30,6 +30,8 @@ struct TrainerState {
   int64_t save_steps = 500;
   int64_t train_batch_size = 0;
   double total_flos = 0;
+  // Input tokens trained on over every process (include_num_input_tokens_seen; else 0).
+  int64_t num_input_tokens_seen = 0;
   // The best metric_for_best_model so far, the step it was reached at, and the checkpoint saved
   // then (when one was).
   std::optional<double> best_metric;

@@ -76,10 +76,16 @@ std::string TrainingArguments::arguments_markdown() {
       "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
   rows(dpo_defaults(false), dpo);
   out +=
-      "\n## Not supported\n\n"
-      "Transformers' `TrainingArguments` has these keys; a config or option naming one is an "
-      "error (exit 2) saying that this trainer does not support it:\n\n";
-  for (const auto& key : unsupported_keys()) out += fmt::format("- `{}`\n", key);
+      "\n## Removed from Transformers\n\n"
+      "Transformers' `TrainingArguments` had these keys before 5.x; a config or option naming one "
+      "is an error (exit 2) naming what replaced it. Every key of Transformers 5.24 is in the "
+      "tables above: those that ask for the Hugging Face Hub, torch.compile or trackio are "
+      "accepted when they ask for nothing (false, null, their default) and otherwise refused in "
+      "one line saying why.\n\n";
+  for (const auto& [key, replacement] : removed_keys()) {
+    out +=
+        fmt::format("- `{}`{}\n", key, replacement.empty() ? "" : fmt::format(": {}", replacement));
+  }
   return out;
 }
 
@@ -150,6 +156,16 @@ models::LoraConfig TrainingArguments::lora_config() const {
 
 std::optional<FsdpPlan> TrainingArguments::fsdp_plan() const {
   return parse_fsdp_plan(fsdp_, fsdp_config_);
+}
+
+int TrainingArguments::process_log_level(bool local_main, bool world_main) const {
+  const bool main = log_on_each_node_ ? local_main : world_main;
+  const std::string& name = main ? log_level_ : log_level_replica_;
+  if (name == "debug") return 10;
+  if (name == "info") return 20;
+  if (name == "error") return 40;
+  if (name == "critical") return 50;
+  return 30;  // warning, passive
 }
 
 }  // namespace trainer

@@ -107,8 +107,8 @@ class TrainingArguments {
   // Applies one `--name value` override. Throws InputError as parse() does.
   void set_from_text(const std::string& name, const std::string& value);
 
-  // Throws InputError ("... does not support it") for a key of Transformers' TrainingArguments
-  // that this trainer does not implement; returns for any other name.
+  // Throws InputError ("... no longer has it ...; use ...") for a key of removed_keys(); returns
+  // for any other name.
   static void reject_unsupported_key(const std::string& name);
 
   // Checks every value against what is allowed. Throws InputError on the first bad one.
@@ -119,7 +119,9 @@ class TrainingArguments {
   // declaration order.
   static std::vector<Description> describe(const TrainingArguments& defaults);
   static std::vector<Description> describe();
-  // Keys of Transformers' TrainingArguments this trainer refuses.
+  // Keys that Transformers' TrainingArguments had before 5.x and has no more (refused, naming what
+  // replaced them), with what replaced each ("" for nothing); unsupported_keys() their names.
+  static const std::vector<std::pair<std::string, std::string>>& removed_keys();
   static const std::vector<std::string>& unsupported_keys();
   // docs/arguments.md: a Markdown table of describe() (name, type, default, meaning) and the list
   // of unsupported keys. The test suite fails when the checked-in file differs.
@@ -167,6 +169,10 @@ class TrainingArguments {
   // activation_checkpointing_kwargs (else gradient_checkpointing_kwargs). Throws InputError
   // naming an unknown or bad option.
   CheckpointingPlan checkpointing_plan() const;
+  // The log level of a process (Python's number: 10 debug .. 50 critical), as Transformers'
+  // get_process_log_level: log_level on the node's first process (log_on_each_node) or the
+  // run's first (not), log_level_replica on the others; passive keeps warning.
+  int process_log_level(bool local_main, bool world_main) const;
   // A language model's training loss chunked (use_liger_kernel, null meaning true).
   bool chunked_loss() const { return use_liger_kernel_.value_or(true); }
 
@@ -181,7 +187,8 @@ class TrainingArguments {
   // Throws InputError for an SFT or DPO argument where it does not belong; records `name` as
   // given.
   void note_given(const std::string& name);
-  // sft_defaults' bf16: off when fp16 was given true and bf16 was not given.
+  // sft_defaults' bf16: off when fp16 was given true and bf16 was not given; and local_rank from
+  // the environment's LOCAL_RANK, as Transformers' __post_init__.
   void apply_sft_bf16_default();
   // validate()'s groups of checks (training_args_validate.cpp).
   void validate_steps_and_batches() const;
@@ -194,6 +201,7 @@ class TrainingArguments {
   void validate_devices() const;
   void validate_reporting_model_and_data() const;
   void validate_lora() const;
+  void validate_transformers_keys() const;
 };
 
 }  // namespace trainer

@@ -89,6 +89,7 @@ struct Convert<std::optional<T>> {
 template <>
 struct Convert<std::vector<std::string>> {
   static std::vector<std::string> from(const std::string& key, const json& v) {
+    if (v.is_null()) return {};
     if (v.is_string()) return {v.get<std::string>()};
     if (!v.is_array()) wrong_type(key, v, "a string or a list of strings");
     std::vector<std::string> out;
@@ -313,6 +314,54 @@ void read_pad_to_multiple_of(Spec& spec) {
   };
 }
 
+// null as the default, for the keys whose Transformers type is optional but whose default here
+// is a value (output_dir's "trainer_output", disable_tqdm's false, fsdp's "").
+void read_null_as_default(Spec& spec) {
+  auto set = spec.set;
+  const json fallback = spec.get(TrainingArguments());
+  spec.set = [set, fallback](TrainingArguments& a, const json& v) {
+    set(a, v.is_null() ? fallback : v);
+  };
+}
+
+// include_num_input_tokens_seen reads Transformers' older true and false as all and no.
+void read_tokens_seen(Spec& spec) {
+  spec.kind = "no, all, non_padding, true or false";
+  auto set = spec.set;
+  spec.set = [set](TrainingArguments& a, const json& v) {
+    if (v.is_boolean()) {
+      a.include_num_input_tokens_seen(v.get<bool>() ? "all" : "no");
+      return;
+    }
+    set(a, v);
+  };
+  spec.parse_text = [](const std::string& s) -> json {
+    if (s == "true" || s == "True") return true;
+    if (s == "false" || s == "False") return false;
+    return s;
+  };
+}
+
+// debug is a string of options separated by spaces, as Transformers reads it, or a list.
+void read_debug(Spec& spec) {
+  auto set = spec.set;
+  spec.set = [set](TrainingArguments& a, const json& v) {
+    if (!v.is_string()) return set(a, v);
+    std::vector<std::string> words;
+    std::string word;
+    for (char c : v.get<std::string>() + " ") {
+      if (c == ' ' || c == '\t' || c == ',') {
+        if (!word.empty()) words.push_back(word);
+        word.clear();
+      } else {
+        word += c;
+      }
+    }
+    a.debug(words);
+  };
+  spec.parse_text = [](const std::string& s) -> json { return s; };
+}
+
 const Spec* find_spec(const std::string& name) {
   for (const auto& s : specs()) {
     if (s.name == name) return &s;
@@ -336,6 +385,11 @@ const std::vector<Spec>& specs() {
     for (Spec& spec : rows) {
       if (spec.name == "resume_from_checkpoint") read_resume_from_checkpoint(spec);
       if (spec.name == "pad_to_multiple_of") read_pad_to_multiple_of(spec);
+      if (spec.name == "include_num_input_tokens_seen") read_tokens_seen(spec);
+      if (spec.name == "debug") read_debug(spec);
+      if (spec.name == "output_dir" || spec.name == "disable_tqdm" || spec.name == "fsdp") {
+        read_null_as_default(spec);
+      }
     }
     return rows;
   }();

@@ -1,6 +1,7 @@
 // Reading TrainingArguments: a JSON config (one flat object, checked key by key as it is read) and
 // `--name value` overrides, and the keys of Transformers' TrainingArguments that are refused.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 
 #include <fmt/format.h>
@@ -18,83 +19,55 @@ using args::lookup;
 using base::a_type;
 using base::shown;
 
-// Keys of Transformers' TrainingArguments that this trainer does not implement.
+// Keys that Transformers' TrainingArguments had before 5.x and has no more, with what replaced
+// them (empty: nothing). Every key of 5.24 is a row of the table.
+const std::vector<std::pair<std::string, std::string>>& TrainingArguments::removed_keys() {
+  static const std::vector<std::pair<std::string, std::string>> keys = {
+      {"adafactor", "optim adafactor"},
+      {"dispatch_batches", "accelerator_config {\"dispatch_batches\": ...}"},
+      {"split_batches", "accelerator_config {\"split_batches\": ...}"},
+      {"fp16_backend", "fp16 (autocast with a GradScaler)"},
+      {"half_precision_backend", "bf16 or fp16 (autocast)"},
+      {"fp16_opt_level", "fp16 (no apex here)"},
+      {"fsdp_min_num_params", "fsdp_config {\"min_num_params\": ...}"},
+      {"fsdp_transformer_layer_cls_to_wrap",
+       "fsdp_config {\"transformer_layer_cls_to_wrap\": ...}"},
+      {"include_inputs_for_metrics", "include_for_metrics [\"inputs\"]"},
+      {"include_tokens_per_second", "include_num_input_tokens_seen"},
+      {"jit_mode_eval", ""},
+      {"mp_parameters", ""},
+      {"no_cuda", "use_cpu"},
+      {"past_index", ""},
+      {"per_gpu_eval_batch_size", "per_device_eval_batch_size"},
+      {"per_gpu_train_batch_size", "per_device_train_batch_size"},
+      {"ray_scope", ""},
+      {"save_safetensors", "nothing: weights are always safetensors"},
+      {"sharded_ddp", "fsdp"},
+      {"torchdynamo", "torch_compile_backend"},
+      {"tpu_metrics_debug", "debug (no TPU here)"},
+      {"tpu_num_cores", ""},
+      {"use_ipex", ""},
+      {"use_legacy_prediction_loop", ""},
+      {"use_mps_device", "use_cpu (no MPS here)"}};
+  return keys;
+}
+
 const std::vector<std::string>& TrainingArguments::unsupported_keys() {
-  static const std::vector<std::string> keys = {"accelerator_config",
-                                                "adafactor",
-                                                "average_tokens_across_devices",
-                                                "batch_eval_metrics",
-                                                "bf16_full_eval",
-                                                "dataloader_num_workers",
-                                                "dataloader_persistent_workers",
-                                                "dataloader_pin_memory",
-                                                "dataloader_prefetch_factor",
-                                                "debug",
-                                                "deepspeed",
-                                                "dispatch_batches",
-                                                "do_predict",
-                                                "eval_accumulation_steps",
-                                                "eval_delay",
-                                                "eval_do_concat_batches",
-                                                "eval_on_start",
-                                                "fp16_backend",
-                                                "fp16_full_eval",
-                                                "fp16_opt_level",
-                                                "fsdp_min_num_params",
-                                                "fsdp_transformer_layer_cls_to_wrap",
-                                                "full_determinism",
-                                                "group_by_length",
-                                                "half_precision_backend",
-                                                "hub_model_id",
-                                                "hub_private_repo",
-                                                "hub_strategy",
-                                                "hub_token",
-                                                "include_for_metrics",
-                                                "include_inputs_for_metrics",
-                                                "include_num_input_tokens_seen",
-                                                "include_tokens_per_second",
-                                                "jit_mode_eval",
-                                                "label_names",
-                                                "label_smoothing_factor",
-                                                "length_column_name",
-                                                "local_rank",
-                                                "log_level",
-                                                "log_level_replica",
-                                                "log_on_each_node",
-                                                "logging_nan_inf_filter",
-                                                "lr_scheduler_kwargs",
-                                                "mp_parameters",
-                                                "neftune_noise_alpha",
-                                                "no_cuda",
-                                                "optim_target_modules",
-                                                "past_index",
-                                                "per_gpu_eval_batch_size",
-                                                "per_gpu_train_batch_size",
-                                                "prediction_loss_only",
-                                                "push_to_hub",
-                                                "ray_scope",
-                                                "restore_callback_states_from_checkpoint",
-                                                "save_safetensors",
-                                                "sharded_ddp",
-                                                "split_batches",
-                                                "torch_compile",
-                                                "torch_compile_backend",
-                                                "torch_compile_mode",
-                                                "torchdynamo",
-                                                "tpu_metrics_debug",
-                                                "tpu_num_cores",
-                                                "use_ipex",
-                                                "use_legacy_prediction_loop",
-                                                "use_mps_device"};
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out;
+    for (const auto& [key, replacement] : removed_keys()) out.push_back(key);
+    return out;
+  }();
   return keys;
 }
 
 void TrainingArguments::reject_unsupported_key(const std::string& name) {
-  const auto& keys = unsupported_keys();
-  if (std::find(keys.begin(), keys.end(), name) == keys.end()) return;
-  throw InputError(fmt::format(
-      "argument {}: Transformers' TrainingArguments has it, but this trainer does not support it",
-      name));
+  for (const auto& [key, replacement] : removed_keys()) {
+    if (key != name) continue;
+    throw InputError(fmt::format(
+        "argument {}: Transformers' TrainingArguments no longer has it (removed before 5.x){}",
+        name, replacement.empty() ? "; nothing replaces it" : "; use " + replacement));
+  }
 }
 
 TrainingArguments TrainingArguments::from_json_text(const std::string& json_text,
@@ -267,6 +240,12 @@ TrainingArguments TrainingArguments::dpo_defaults(bool bf16) {
 void TrainingArguments::apply_sft_bf16_default() {
   // TRL: bf16 = not fp16 when bf16 is not given.
   if (config_ != Config::kTraining && fp16_ && !given("bf16")) bf16_ = false;
+  // Transformers' __post_init__: the environment's LOCAL_RANK (a launcher's) replaces local_rank.
+  if (const char* env = std::getenv("LOCAL_RANK")) {
+    char* end = nullptr;
+    const long long rank = std::strtoll(env, &end, 10);
+    if (end != env && *end == '\0' && rank >= 0) local_rank_ = rank;
+  }
 }
 
 TrainingArguments TrainingArguments::parse(

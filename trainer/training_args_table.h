@@ -260,6 +260,98 @@
   X(std::string, init_lora_weights, "true",                                                        \
     "LoRA: true (A Kaiming-uniform, B zeros: the model starts as the base), gaussian (A "          \
     "normal(0, 1/r), B zeros) or false (both random).")                                            \
+  X(double, label_smoothing_factor, 0.0,                                                           \
+    "Transformers' LabelSmoother: the loss against labels smoothed by this epsilon ((1 - epsilon) " \
+    "of the label's log-probability, epsilon of the mean over all classes or tokens), for "        \
+    "classification and language models.")                                                         \
+  X(std::optional<double>, neftune_noise_alpha, std::nullopt,                                      \
+    "NEFTune: uniform noise of scale alpha / sqrt(tokens x hidden size) added to a Hugging Face "  \
+    "model's input embeddings while training (null: off).")                                        \
+  X(bool, average_tokens_across_devices, true,                                                     \
+    "A token-level loss divided by the label tokens of every process's micro-batches (false: by "  \
+    "this process's own, as if each trained alone).")                                              \
+  X(std::vector<std::string>, label_names, {},                                                     \
+    "The batch keys that hold the labels ([]: labels; the batches here carry one, so only labels " \
+    "or label).")                                                                                  \
+  X(std::string, log_level, "passive",                                                             \
+    "The main process's log level: debug, info (the training banner and checkpoint lines), "       \
+    "warning (passive: as warning), error or critical (warnings silenced).")                       \
+  X(std::string, log_level_replica, "warning",                                                     \
+    "The log level of the other processes (as log_level).")                                        \
+  X(bool, log_on_each_node, true,                                                                  \
+    "With several nodes, each node's first process logs at log_level (false: only the first "      \
+    "node's).")                                                                                    \
+  X(bool, logging_nan_inf_filter, true,                                                           \
+    "A step whose loss (or gradient norm) is NaN or inf adds the average of the logged window's "  \
+    "other steps to the logged loss (false: the NaN or inf is logged).")                           \
+  X(std::string, include_num_input_tokens_seen, "no",                                              \
+    "no, all (every input token, padding too) or non_padding: num_input_tokens_seen (over every "  \
+    "process) in the logs and train_tokens_per_second in the train metrics (true: all, false: "    \
+    "no).")                                                                                        \
+  X(bool, full_determinism, false,                                                                 \
+    "Deterministic algorithms only (LibTorch's use_deterministic_algorithms, "                     \
+    "CUBLAS_WORKSPACE_CONFIG on CUDA) besides seed: reproducible runs on CUDA, at some speed.")    \
+  X(bool, restore_callback_states_from_checkpoint, false,                                          \
+    "On resume, restore the stateful callbacks (early stopping's patience count) saved in the "    \
+    "checkpoint's trainer_state.json.")                                                            \
+  X(std::optional<int64_t>, torch_empty_cache_steps, std::nullopt,                                 \
+    "Every N steps return the CUDA caching allocator's free blocks to the device (less memory "    \
+    "held, slower; nothing on CPU).")                                                              \
+  X(bool, use_cache, false,                                                                        \
+    "A Hugging Face model's config.json use_cache, as saved with the trained weights (training "   \
+    "never keeps a KV cache).")                                                                    \
+  X(std::optional<bool>, ddp_static_graph, std::nullopt,                                           \
+    "DDP's static_graph: the model uses the same parameters every step, so DDP learns the graph "  \
+    "once (null: false).")                                                                         \
+  X(int64_t, local_rank, -1,                                                                       \
+    "The process's rank on its node; the environment's LOCAL_RANK (set by the launcher) replaces " \
+    "it, as in Transformers.")                                                                     \
+  X(std::vector<std::string>, debug, {},                                                           \
+    "underflow_overflow: stop at the first transformer block (or model output) whose activations " \
+    "hold inf or NaN, naming it and the step (a string of options or a list).")                    \
+  X(bool, enable_jit_checkpoint, false,                                                            \
+    "Accepted: a SIGTERM or SIGINT always saves a checkpoint at the step boundary and stops here, " \
+    "as Transformers' JIT checkpoint does.")                                                       \
+  X(bool, push_to_hub, false,                                                                      \
+    "Accepted as false only: no Hugging Face Hub here (save to output_dir and upload it "          \
+    "yourself).")                                                                                  \
+  X(std::optional<std::string>, hub_token, std::nullopt,                                           \
+    "Accepted as null only (no Hub here).")                                                        \
+  X(std::optional<bool>, hub_private_repo, std::nullopt,                                           \
+    "Accepted as null only (no Hub here).")                                                        \
+  X(std::optional<std::string>, hub_model_id, std::nullopt,                                        \
+    "Accepted as null only (no Hub here).")                                                        \
+  X(std::string, hub_strategy, "every_save",                                                       \
+    "Accepted as every_save only (no Hub here).")                                                  \
+  X(bool, hub_always_push, false,                                                                  \
+    "Accepted as false only (no Hub here).")                                                       \
+  X(std::optional<std::string>, hub_revision, std::nullopt,                                        \
+    "Accepted as null only (no Hub here).")                                                        \
+  X(bool, torch_compile, false,                                                                    \
+    "Accepted as false only: torch.compile is Python's (TorchDynamo); the C++ kernels here run as " \
+    "they are.")                                                                                   \
+  X(std::optional<std::string>, torch_compile_backend, std::nullopt,                               \
+    "Accepted as null only (no torch.compile here).")                                              \
+  X(std::optional<std::string>, torch_compile_mode, std::nullopt,                                  \
+    "Accepted as null only (no torch.compile here).")                                              \
+  X(std::string, project, "huggingface",                                                           \
+    "Accepted, any name: the project of trackio's and W&B's reports, which are Python "            \
+    "integrations not built here.")                                                                \
+  X(std::optional<std::string>, trackio_space_id, std::nullopt,                                    \
+    "Accepted as null only (no trackio here).")                                                    \
+  X(std::optional<std::string>, trackio_bucket_id, std::nullopt,                                   \
+    "Accepted as null only (no trackio here).")                                                    \
+  X(std::optional<std::string>, trackio_static_space_id, std::nullopt,                             \
+    "Accepted as null only (no trackio here).")                                                    \
+  X(std::vector<std::string>, optim_target_modules, {},                                            \
+    "Accepted as null only: it names the modules of GaLore's, APOLLO's and similar optimizers, "   \
+    "not built here.")                                                                             \
+  X(nlohmann::ordered_json, liger_kernel_config, nlohmann::ordered_json::object(),                 \
+    "Accepted as null or {} only: Liger's kernels beyond use_liger_kernel's fused linear "         \
+    "cross-entropy are Triton's (GPU Python).")                                                    \
+  X(nlohmann::ordered_json, parallelism_config, nlohmann::ordered_json::object(),                  \
+    "Accepted as null or {} only: Accelerate's tensor, context and sequence parallelism are not "  \
+    "built here (data parallelism and sharding are: fsdp, deepspeed).")                            \
 
 // SFTConfig's own arguments (TRL 1.16's names and defaults): `trainer sft` takes them, `trainer
 // train` refuses them by name.

@@ -17,6 +17,7 @@
 #include "lib/models/names.h"
 #include "lib/optim/schedules.h"
 #include "trainer/training_args.h"
+#include "trainer/training_args_specs.h"
 
 namespace trainer {
 namespace {
@@ -57,6 +58,7 @@ void TrainingArguments::validate() const {
   validate_lora();
   validate_sft();
   validate_dpo();
+  validate_transformers_keys();
   const auto fsdp = fsdp_plan();
   const OptimizerPlan optimizer = optimizer_plan();
   // A sharded run's optimizer sees flat slices of the parameters and its checkpoints hold AdamW's
@@ -444,6 +446,90 @@ void TrainingArguments::validate_dpo() const {
     throw InputError(fmt::format(
         "argument model_init_kwargs: {} {} is not supported (only dtype or torch_dtype, a string)",
         key, shown(value)));
+  }
+}
+
+}  // namespace trainer
+
+namespace trainer {
+namespace {
+
+// Keys of Transformers' TrainingArguments that ask for what a program without Python, network or
+// a TPU cannot have: accepted as their default (which asks for nothing), otherwise refused with
+// the reason.
+struct InertKey {
+  const char* name;
+  const char* why;
+};
+constexpr InertKey kInertKeys[] = {
+    {"push_to_hub", "there is no Hugging Face Hub here (save to output_dir and upload it)"},
+    {"hub_token", "there is no Hugging Face Hub here"},
+    {"hub_private_repo", "there is no Hugging Face Hub here"},
+    {"hub_model_id", "there is no Hugging Face Hub here"},
+    {"hub_strategy", "there is no Hugging Face Hub here"},
+    {"hub_always_push", "there is no Hugging Face Hub here"},
+    {"hub_revision", "there is no Hugging Face Hub here"},
+    {"torch_compile",
+     "torch.compile is Python's (TorchDynamo); the C++ kernels here run as they are"},
+    {"torch_compile_backend", "torch.compile is Python's (TorchDynamo)"},
+    {"torch_compile_mode", "torch.compile is Python's (TorchDynamo)"},
+    {"trackio_space_id", "trackio is a Python integration, not built here"},
+    {"trackio_bucket_id", "trackio is a Python integration, not built here"},
+    {"trackio_static_space_id", "trackio is a Python integration, not built here"},
+    {"optim_target_modules",
+     "it names the modules of GaLore's, APOLLO's and similar optimizers, not built here"},
+    {"liger_kernel_config",
+     "Liger's kernels beyond use_liger_kernel's fused linear cross-entropy are Triton's"},
+    {"parallelism_config",
+     "tensor, context and sequence parallelism are not built here (fsdp and deepspeed shard "
+     "data-parallel runs)"},
+};
+
+}  // namespace
+
+void TrainingArguments::validate_transformers_keys() const {
+  const TrainingArguments defaults;
+  for (const InertKey& key : kInertKeys) {
+    const args::Spec& spec = args::lookup(key.name);
+    const json value = spec.get(*this);
+    const json allowed = spec.get(defaults);
+    if (value == allowed) continue;
+    throw InputError(fmt::format("argument {}: {} is not supported: {}; accepted only as {}",
+                                 key.name, shown(value), key.why,
+                                 allowed.is_object() && allowed.empty()  ? "null or {}"
+                                 : allowed.is_array() && allowed.empty() ? "null"
+                                                                         : shown(allowed)));
+  }
+  check(std::isfinite(label_smoothing_factor_) && label_smoothing_factor_ >= 0 &&
+            label_smoothing_factor_ < 1,
+        "label_smoothing_factor", num(label_smoothing_factor_), "0 <= epsilon < 1");
+  check(label_smoothing_factor_ == 0 || !is_sft() || loss_type_.front() != "dft",
+        "label_smoothing_factor", num(label_smoothing_factor_),
+        "0 with loss_type dft: DFT weighs each token's own loss, with nothing to smooth");
+  if (neftune_noise_alpha_) {
+    check(std::isfinite(*neftune_noise_alpha_) && *neftune_noise_alpha_ > 0, "neftune_noise_alpha",
+          num(*neftune_noise_alpha_), "a number > 0, or null");
+  }
+  for (const std::string& name : label_names_) {
+    check(name == "labels" || name == "label", "label_names", shown(json(label_names_)),
+          "[\"labels\"] or [\"label\"]: the batches here carry their labels under one key");
+  }
+  const std::vector<std::string> levels = {"debug", "info",     "warning",
+                                           "error", "critical", "passive"};
+  check_choice("log_level", log_level_, levels);
+  check_choice("log_level_replica", log_level_replica_, levels);
+  check_choice("include_num_input_tokens_seen", include_num_input_tokens_seen_,
+               {"no", "all", "non_padding"});
+  if (torch_empty_cache_steps_) {
+    check(*torch_empty_cache_steps_ > 0, "torch_empty_cache_steps",
+          std::to_string(*torch_empty_cache_steps_), "a positive integer, or null");
+  }
+  check(local_rank_ >= -1, "local_rank", std::to_string(local_rank_),
+        "-1, or the process's rank on its node");
+  for (const std::string& option : debug_) {
+    check(option == "underflow_overflow", "debug", shown(option),
+          option == "tpu_metrics_debug" ? "tpu_metrics_debug asks for a TPU; underflow_overflow"
+                                        : "underflow_overflow, or empty");
   }
 }
 

@@ -256,6 +256,8 @@ TrainOutput Trainer::inner_training_loop(const std::optional<Resumable>& checkpo
   print_banner(plan, checkpoint);
 
   const base::Stopwatch stopwatch;
+  train_start_ = std::chrono::steady_clock::now();
+  initial_tokens_seen_ = state_.num_input_tokens_seen;
   fire([&](TrainerCallback& c) { c.on_train_begin(args_, state_, control_); });
   model_wrapped_->train();
   model_->zero_grad();
@@ -335,8 +337,13 @@ Trainer::StepChecks Trainer::optimization_step(const TrainingPlan& plan, int64_t
     if (checks.nonfinite) {
       ++nonfinite_in_a_row_;
       optimizer.zero_grad();
-      // As Transformers' logging_nan_inf_filter: the log averages the finite losses.
-      tr_loss_.add_(tr_loss_ / static_cast<double>(1 + state_.global_step - last_logged_step_));
+      // Transformers' logging_nan_inf_filter: the log averages the finite losses (false: a
+      // non-finite loss is logged as it is).
+      if (args_.logging_nan_inf_filter()) {
+        tr_loss_.add_(tr_loss_ / static_cast<double>(1 + state_.global_step - last_logged_step_));
+      } else {
+        tr_loss_.add_(step_loss);
+      }
       if (state_.is_world_process_zero) {
         base::warn("step {}: {} is not finite; its update was skipped ({} in a row)",
                    state_.global_step + 1, checks.what, nonfinite_in_a_row_);
@@ -392,6 +399,14 @@ void Trainer::maybe_log_save_evaluate() {
     logs["learning_rate"] = lr_scheduler_->get_last_lr().at(0);
     total_loss_scalar_ += tr_loss_scalar;
     last_logged_step_ = state_.global_step;
+    if (args_.include_num_input_tokens_seen() != "no") {
+      // Transformers' log(logs, start_time): this session's tokens per second so far.
+      const double runtime =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - train_start_).count();
+      logs["train_runtime"] = base::round_to(runtime, 4);
+      logs["train_tokens_per_second"] = base::round_to(
+          static_cast<double>(state_.num_input_tokens_seen - initial_tokens_seen_) / runtime, 4);
+    }
     add_logged_metrics(logs, "");
     log(std::move(logs));
   }

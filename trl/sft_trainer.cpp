@@ -313,6 +313,7 @@ LossOutput SFTTrainer::compute_loss(models::Model& model, const data::Batch& inp
   data::Batch batch = inputs;
   batch.token_stats = true;
   batch.dft_loss = args().loss_type().front() == "dft";
+  batch.label_smoothing = args().label_smoothing_factor();
   if (num_items_in_batch.defined() && !batch.num_items_in_batch.defined()) {
     batch.num_items_in_batch = num_items_in_batch;
   }

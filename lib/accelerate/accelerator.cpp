@@ -199,6 +199,7 @@ std::shared_ptr<models::Model> Accelerator::prepare_model(std::shared_ptr<models
     if (kwargs.find_unused_parameters)
       ddp_options.find_unused_parameters = *kwargs.find_unused_parameters;
     if (kwargs.broadcast_buffers) ddp_options.broadcast_buffers = *kwargs.broadcast_buffers;
+    if (kwargs.static_graph) ddp_options.static_graph = *kwargs.static_graph;
     wrapper = std::make_shared<dist::DistributedDataParallel>(model, ddp_options);
   }
   if (!wrapper && !autocast_dtype_) return model;

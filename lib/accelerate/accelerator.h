@@ -46,6 +46,7 @@ struct DistributedDataParallelKwargs {
   std::optional<double> bucket_cap_mb;
   std::optional<bool> find_unused_parameters;
   std::optional<bool> broadcast_buffers;
+  std::optional<bool> static_graph;
 };
 
 // Accelerate's FullyShardedDataParallelPlugin: the sharding prepare() applies (fsdp.h), and the

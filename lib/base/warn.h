@@ -1,8 +1,11 @@
 // The one way to print a warning: "trainer: warning: <line>" on stderr, flushed at once. A
 // warning is something the user should know that does not stop the run; the caller decides
-// which processes print it (usually the main process only).
+// which processes print it (usually the main process only). The process's log level (Python's
+// logging levels, as Transformers' log_level sets them) silences warnings above warning, and lets
+// info() lines through at info and debug.
 #pragma once
 
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <set>
@@ -13,7 +16,35 @@
 
 namespace trainer::base {
 
+// Python's logging levels.
+inline constexpr int kLogDebug = 10;
+inline constexpr int kLogInfo = 20;
+inline constexpr int kLogWarning = 30;
+inline constexpr int kLogError = 40;
+inline constexpr int kLogCritical = 50;
+
+// This process's log level: warning until set_log_level.
+inline std::atomic<int>& log_level() {
+  static std::atomic<int> level{kLogWarning};
+  return level;
+}
+inline void set_log_level(int level) { log_level() = level; }
+
+// "trainer: info: <line>" on stderr at log level info or debug; nothing otherwise.
+inline void info(const std::string& line) {
+  if (log_level() > kLogInfo) return;
+  std::fprintf(stderr, "trainer: info: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+template <typename... Args>
+void info(fmt::format_string<Args...> format, Args&&... args) {
+  if (log_level() > kLogInfo) return;
+  info(fmt::format(format, std::forward<Args>(args)...));
+}
+
 inline void warn(const std::string& line) {
+  if (log_level() > kLogWarning) return;
   std::fprintf(stderr, "trainer: warning: %s\n", line.c_str());
   std::fflush(stderr);
 }

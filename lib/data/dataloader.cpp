@@ -37,6 +37,7 @@ Batch Batch::to(const torch::Device& device) const {
   if (num_items_in_batch.defined()) moved.num_items_in_batch = num_items_in_batch.to(device);
   moved.loss_only = loss_only;
   moved.dft_loss = dft_loss;
+  moved.label_smoothing = label_smoothing;
   moved.token_stats = token_stats;
   moved.token_scores = token_scores;
   moved.token_sum_sq = token_sum_sq;

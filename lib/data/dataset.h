@@ -71,6 +71,10 @@ class Batch {
   // A language model's loss as TRL's SFT loss_type "dft" asks for it: each label token's -log p
   // weighted by p (detached), Dynamic Fine-Tuning; false: the cross-entropy. to() carries it.
   bool dft_loss = false;
+  // Transformers' LabelSmoother's epsilon (label_smoothing_factor): each label token's loss is
+  // -(1 - epsilon) log p(label) - epsilon * mean over the vocabulary (or classes) of log p; 0:
+  // the cross-entropy. Set by the Trainer; to() carries it.
+  double label_smoothing = 0.0;
   // The model also returns the statistics TRL logs of its label tokens (ModelOutput::token_stats).
   // to() carries it.
   bool token_stats = false;

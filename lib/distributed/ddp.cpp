@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <torch/csrc/autograd/engine.h>
 #include <torch/torch.h>
 
 #include "lib/base/text.h"
@@ -106,6 +107,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<models::Model> 
   std::reverse(buckets.begin(), buckets.end());
   reducer_ =
       compat::make_reducer(params, buckets, group, cap, first_cap, options_.find_unused_parameters);
+  if (options_.static_graph) reducer_->set_static_graph();
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;
@@ -132,7 +134,26 @@ void DistributedDataParallel::after_forward(bool sync, std::vector<torch::Tensor
   // A forward without gradients (DPO's reference pass) has no backward to prepare, as in
   // PyTorch's DDP.
   if (!sync || !torch::GradMode::is_enabled()) return;
+  ++iterations_;
   std::vector<torch::Tensor> roots;
+  if (options_.static_graph) {
+    // As PyTorch's _DDPSink: in the first iteration of a static graph the Reducer only records
+    // which gradients arrive, and all-reduces them all once backward has finished.
+    reducer_->prepare_for_backward({});
+    if (iterations_ != 1) return;
+    for (auto& out : outputs) {
+      if (!out.defined() || !out.requires_grad()) continue;
+      std::weak_ptr<c10d::Reducer> reducer = reducer_;
+      out.register_hook([reducer](const torch::Tensor& grad) {
+        torch::autograd::Engine::get_default_engine().queue_callback([reducer] {
+          if (auto r = reducer.lock()) r->delay_all_reduce();
+        });
+        return grad;
+      });
+      break;
+    }
+    return;
+  }
   if (options_.find_unused_parameters) {
     for (auto& out : outputs) {
       if (out.defined()) roots.push_back(std::move(out));

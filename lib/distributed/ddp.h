@@ -23,6 +23,10 @@ struct DdpOptions {
   // Re-broadcast buffers from rank 0 at every forward in training mode.
   bool broadcast_buffers = true;
   bool find_unused_parameters = false;
+  // PyTorch's static_graph: the same parameters are used (or not) every iteration, so the Reducer
+  // learns which after the first and needs no search for unused ones (Transformers'
+  // ddp_static_graph).
+  bool static_graph = false;
 };
 
 // A data-parallel wrapper whose backward synchronises gradients unless told not to (no_sync).
@@ -84,6 +88,7 @@ class DistributedDataParallel : public models::ModelWrapper, public GradSync {
 
   DdpOptions options_;
   std::shared_ptr<c10d::Reducer> reducer_;
+  int64_t iterations_ = 0;  // forwards with gradients synchronised (PyTorch's num_iterations)
   bool require_backward_grad_sync_ = true;
 };
 

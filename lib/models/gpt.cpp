@@ -176,14 +176,15 @@ ModelOutput Gpt::forward(const data::Batch& inputs) {
   const torch::Tensor mask =
       inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor();
   if (chunked_loss() && (is_training() || inputs.loss_only) && inputs.contains("labels")) {
-    out.loss =
-        causal_lm_linear_loss(hidden_states(inputs.at("input_ids"), mask), transformer->wte->weight,
-                              inputs.at("labels"), inputs.num_items_in_batch);
+    out.loss = causal_lm_linear_loss(
+        hidden_states(inputs.at("input_ids"), mask), transformer->wte->weight, inputs.at("labels"),
+        inputs.num_items_in_batch, 0.0, false, nullptr, inputs.label_smoothing);
     return out;
   }
   out.logits = logits(inputs.at("input_ids"), mask);
   if (inputs.contains("labels")) {
-    out.loss = task_loss(task(), out.logits, inputs.at("labels"), inputs.num_items_in_batch);
+    out.loss = task_loss(task(), out.logits, inputs.at("labels"), inputs.num_items_in_batch,
+                         inputs.label_smoothing);
   }
   return out;
 }

@@ -131,7 +131,7 @@ class Gpt2 : public HfCausalLM {
     Tensor positions = position_ids.defined()
                            ? position_ids.to(input_ids.options().dtype(torch::kLong))
                            : torch::arange(past, past + T, input_ids.options().dtype(torch::kLong));
-    Tensor x = torch::embedding(transformer->wte->weight, input_ids) +
+    Tensor x = neftune(torch::embedding(transformer->wte->weight, input_ids)) +
                torch::embedding(transformer->wpe->weight, positions);
     if (is_training() && config_.embd_pdrop > 0) x = torch::dropout(x, config_.embd_pdrop, true);
     Tensor mask = position_ids.defined() && !attention_mask.defined() && !cache
@@ -182,21 +182,33 @@ ModelOutput HfCausalLM::forward(const data::Batch& inputs) {
     return out;
   }
   if (chunked_loss() && (is_training() || inputs.loss_only) && inputs.contains("labels")) {
-    out.loss =
-        causal_lm_linear_loss(hidden_states(inputs.at("input_ids"), mask, nullptr, positions),
-                              output_weight(), inputs.at("labels"), inputs.num_items_in_batch,
-                              config_.final_logit_softcapping, inputs.dft_loss, stats);
+    out.loss = causal_lm_linear_loss(
+        hidden_states(inputs.at("input_ids"), mask, nullptr, positions), output_weight(),
+        inputs.at("labels"), inputs.num_items_in_batch, config_.final_logit_softcapping,
+        inputs.dft_loss, stats, inputs.label_smoothing);
     return out;
   }
   out.logits = lm_logits(hidden_states(inputs.at("input_ids"), mask, nullptr, positions));
   if (inputs.contains("labels") && (inputs.dft_loss || stats)) {
     out.loss = causal_lm_logits_loss(out.logits, inputs.at("labels"), inputs.num_items_in_batch,
-                                     inputs.dft_loss, stats);
+                                     inputs.dft_loss, stats, inputs.label_smoothing);
   } else if (inputs.contains("labels")) {
     out.loss = task_loss(task(), out.logits.to(torch::kFloat), inputs.at("labels"),
-                         inputs.num_items_in_batch);
+                         inputs.num_items_in_batch, inputs.label_smoothing);
   }
   return out;
+}
+
+torch::Tensor neftune_noise(torch::Tensor x, double alpha, bool training) {
+  if (alpha <= 0 || !training) return x;
+  // Transformers' neftune_post_forward_hook: mag = alpha / sqrt(seq_len * hidden_size).
+  const double magnitude = alpha / std::sqrt(static_cast<double>(x.size(1) * x.size(2)));
+  torch::Tensor noise;
+  {
+    torch::NoGradGuard no_grad;
+    noise = torch::zeros_like(x).uniform_(-magnitude, magnitude);
+  }
+  return x + noise;
 }
 
 void HfCausalLM::disable_dropout() {

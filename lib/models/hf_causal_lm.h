@@ -24,6 +24,11 @@ struct KVCache {
   int64_t length = 0;  // tokens held
 };
 
+// NEFTune's noise (Transformers' neftune_post_forward_hook): embeddings x [B, T, H] plus uniform
+// noise in [-m, m], m = alpha / sqrt(T * H), drawn from LibTorch's generator, when `training` and
+// alpha > 0 (a constant: no gradient flows into it); x itself otherwise.
+torch::Tensor neftune_noise(torch::Tensor x, double alpha, bool training);
+
 class HfCausalLM : public Model {
  public:
   explicit HfCausalLM(HfConfig config);
@@ -68,8 +73,19 @@ class HfCausalLM : public Model {
   void disable_dropout();
   // The floating-point type of the parameters.
   torch::Dtype dtype() const;
+  // NEFTune (Transformers' neftune_noise_alpha): while training, uniform noise in [-m, m], m =
+  // alpha / sqrt(tokens x hidden size), added to the input embeddings (0: none).
+  void set_neftune_noise_alpha(double alpha) { neftune_noise_alpha_ = alpha; }
+  // config.json's use_cache as the model is saved (Transformers' Trainer sets it from its
+  // use_cache argument); generation here keeps its cache either way.
+  void set_use_cache(bool on) { config_.json["use_cache"] = on; }
 
  protected:
+  // The input embeddings `x` [B, T, H] with NEFTune's noise while training.
+  torch::Tensor neftune(torch::Tensor x) const {
+    return neftune_noise(std::move(x), neftune_noise_alpha_, is_training());
+  }
+  double neftune_noise_alpha_ = 0.0;
   // Transformers' _init_weights: Linear, Conv1D and Embedding weights normal(0,
   // initializer_range), biases 0, norms 1 (and 0); GPT-2's c_proj weights normal(0,
   // initializer_range / sqrt(2 n_layer)).

@@ -188,6 +188,7 @@ class Decoder : public HfCausalLM {
                                    torch::TensorOptions(torch::kFloat).device(x.device()))
                   .to(embedding.scalar_type());
     }
+    x = neftune(std::move(x));
     // cos and sin in float32, then in the activations' type: [1 or B, 1, T, head_dim].
     Tensor positions =
         position_ids.defined()

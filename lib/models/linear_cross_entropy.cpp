@@ -39,7 +39,7 @@ class NoAutocast {
 struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
   static variable_list forward(AutogradContext* ctx, const Tensor& hidden, const Tensor& weight,
                                const Tensor& labels, double softcap, int64_t chunk_rows,
-                               bool with_grads, bool dft, bool with_stats) {
+                               bool with_grads, bool dft, bool with_stats, double smoothing) {
     const int64_t N = hidden.size(0), V = weight.size(0);
     const Tensor valid_all = labels.ne(kIgnoreIndex);
     if (N > 0) {
@@ -74,7 +74,14 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
       Tensor logp_t = logp.gather(1, target).squeeze(1).masked_fill(valid.logical_not(), 0);
       // DFT: each token's -log p weighted by p, the weight a constant.
       const Tensor weight_t = dft ? logp_t.exp().mul_(valid) : Tensor();
-      loss.sub_(dft ? (logp_t * weight_t).sum() : logp_t.sum());
+      if (smoothing > 0) {
+        // LabelSmoother: (1 - epsilon) of the label's -log p, epsilon of the mean over the
+        // vocabulary of -log p.
+        loss.sub_(logp_t.sum() * (1.0 - smoothing) +
+                  (logp.sum(1) * valid.to(torch::kFloat)).sum() * (smoothing / V));
+      } else {
+        loss.sub_(dft ? (logp_t * weight_t).sum() : logp_t.sum());
+      }
       if (with_stats) {
         const Tensor validf = valid.to(torch::kFloat);
         stats[0].add_((-(logp.exp() * logp).sum(1) * validf).sum());
@@ -86,7 +93,9 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
       // 1 - tanh^2 = 1 - (capped / softcap)^2.
       Tensor g = logp.exp_();
       const Tensor validf = valid.to(torch::kFloat).unsqueeze(1);
-      g.scatter_add_(1, target, validf.neg());
+      // With smoothing the target is (1 - epsilon) onehot(t) + epsilon / V.
+      g.scatter_add_(1, target, validf.neg() * (1.0 - smoothing));
+      if (smoothing > 0) g.sub_(smoothing / V);
       g.mul_(dft ? weight_t.unsqueeze(1) : validf);
       if (softcap > 0) g.mul_(1.0 - (zf / softcap).square());
       NoAutocast no_autocast(hidden.device().type());
@@ -119,7 +128,7 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     // The weight's gradient was summed in float32.
     Tensor grad_w = take("grad_weight");
     if (grad_w.defined() && grad_w.scalar_type() != weight_dtype) grad_w = grad_w.to(weight_dtype);
-    return {grad_h, grad_w, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    return {grad_h, grad_w, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -238,14 +247,19 @@ Tensor shift_labels(const Tensor& labels) {
 }
 
 Tensor causal_lm_logits_loss(const Tensor& logits, const Tensor& labels,
-                             const Tensor& num_items_in_batch, bool dft, Tensor* stats) {
+                             const Tensor& num_items_in_batch, bool dft, Tensor* stats,
+                             double smoothing) {
   const Tensor shifted = shift_labels(labels).reshape({-1});
   const Tensor valid = shifted.ne(kIgnoreIndex);
   const Tensor z = logits.to(torch::kFloat).reshape({shifted.size(0), -1});
   const Tensor logp = torch::log_softmax(z, 1);
   const Tensor target = shifted.masked_fill(valid.logical_not(), 0).unsqueeze(1);
   const Tensor logp_t = logp.gather(1, target).squeeze(1).masked_fill(valid.logical_not(), 0);
-  const Tensor sum = dft ? -(logp_t * logp_t.detach().exp().mul(valid)).sum() : -logp_t.sum();
+  Tensor sum = dft ? -(logp_t * logp_t.detach().exp().mul(valid)).sum() : -logp_t.sum();
+  if (smoothing > 0) {
+    sum = sum * (1.0 - smoothing) - (logp.sum(1) * valid.to(torch::kFloat)).sum() *
+                                        (smoothing / static_cast<double>(z.size(1)));
+  }
   if (stats) {
     torch::NoGradGuard no_grad;
     const Tensor validf = valid.to(torch::kFloat);
@@ -258,20 +272,22 @@ Tensor causal_lm_logits_loss(const Tensor& logits, const Tensor& labels,
 }
 
 Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& labels,
-                            double softcap, int64_t chunk_rows, bool dft, Tensor* stats) {
+                            double softcap, int64_t chunk_rows, bool dft, Tensor* stats,
+                            double smoothing) {
   TORCH_CHECK(hidden.dim() == 2 && weight.dim() == 2 && labels.dim() == 1 &&
                   hidden.size(0) == labels.size(0) && hidden.size(1) == weight.size(1),
               "linear_cross_entropy: hidden [N, H], weight [V, H] and labels [N], not ",
               hidden.sizes(), ", ", weight.sizes(), " and ", labels.sizes());
-  variable_list out = LinearCrossEntropy::apply(hidden, weight, labels, softcap, chunk_rows,
-                                                c10::GradMode::is_enabled(), dft, stats != nullptr);
+  variable_list out =
+      LinearCrossEntropy::apply(hidden, weight, labels, softcap, chunk_rows,
+                                c10::GradMode::is_enabled(), dft, stats != nullptr, smoothing);
   if (stats) *stats = out[1];
   return out[0];
 }
 
 Tensor causal_lm_linear_loss(const Tensor& hidden, const Tensor& weight, const Tensor& labels,
                              const Tensor& num_items_in_batch, double softcap, bool dft,
-                             Tensor* stats) {
+                             Tensor* stats, double smoothing) {
   TORCH_CHECK(hidden.dim() == 3 && labels.dim() == 2 && hidden.size(0) == labels.size(0) &&
                   hidden.size(1) == labels.size(1),
               "causal_lm loss: hidden states [batch, length, hidden] and labels [batch, length], "
@@ -281,8 +297,9 @@ Tensor causal_lm_linear_loss(const Tensor& hidden, const Tensor& weight, const T
   // Transformers' shift: labels padded with -100 at the end, then moved left by one.
   const Tensor shifted = shift_labels(labels).reshape({-1});
   const Tensor rows = shifted.ne(kIgnoreIndex).nonzero().squeeze(1);
-  const Tensor sum = linear_cross_entropy(hidden.reshape({-1, H}).index_select(0, rows), weight,
-                                          shifted.index_select(0, rows), softcap, 0, dft, stats);
+  const Tensor sum =
+      linear_cross_entropy(hidden.reshape({-1, H}).index_select(0, rows), weight,
+                           shifted.index_select(0, rows), softcap, 0, dft, stats, smoothing);
   if (num_items_in_batch.defined()) return sum / num_items_in_batch.to(sum.scalar_type());
   return sum / static_cast<double>(rows.size(0));
 }

@@ -21,29 +21,32 @@ namespace trainer::models {
 //
 // `dft`: each row's -log p weighted by its p, taken as a constant (TRL's loss_type "dft"), with
 // those gradients. `stats`, when given, receives ModelOutput::token_stats of the rows with a
-// label: float32 [3], the entropies' sum, the argmax hits, the count.
+// label: float32 [3], the entropies' sum, the argmax hits, the count. `smoothing` epsilon > 0:
+// each row's loss is Transformers' LabelSmoother's, -(1 - epsilon) log p(label) - epsilon/V sum_v
+// log p_v (not with dft).
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                    const torch::Tensor& labels, double softcap = 0.0,
                                    int64_t chunk_rows = 0, bool dft = false,
-                                   torch::Tensor* stats = nullptr);
+                                   torch::Tensor* stats = nullptr, double smoothing = 0.0);
 
 // Transformers' ForCausalLMLoss over the final hidden states: hidden [B, T, H], labels [B, T]
 // shifted left by one (the last position predicts nothing), -100 ignored, through
 // linear_cross_entropy on the rows that have a label; divided by num_items_in_batch when defined
 // (a scalar: the window's token count), else by the count of those rows (their mean; NaN when
 // there are none, as cross_entropy's mean).
-// `dft` and `stats` as linear_cross_entropy's.
+// `dft`, `stats` and `smoothing` as linear_cross_entropy's.
 torch::Tensor causal_lm_linear_loss(const torch::Tensor& hidden, const torch::Tensor& weight,
                                     const torch::Tensor& labels,
                                     const torch::Tensor& num_items_in_batch, double softcap = 0.0,
-                                    bool dft = false, torch::Tensor* stats = nullptr);
+                                    bool dft = false, torch::Tensor* stats = nullptr,
+                                    double smoothing = 0.0);
 
 // The same loss from whole logits [B, T, V] (the plain path, use_liger_kernel false): the
 // cross-entropy (or DFT's) of the shifted labels, summed and divided as causal_lm_linear_loss
-// divides; `stats` as there.
+// divides; `stats` and `smoothing` as there.
 torch::Tensor causal_lm_logits_loss(const torch::Tensor& logits, const torch::Tensor& labels,
                                     const torch::Tensor& num_items_in_batch, bool dft = false,
-                                    torch::Tensor* stats = nullptr);
+                                    torch::Tensor* stats = nullptr, double smoothing = 0.0);
 
 // A causal language model's score of each of its label tokens (TRL's fused LM head outputs):
 // float32 [B, T-1] each, position t scoring labels[:, t+1] from hidden[:, t], 0 where that label

@@ -16,14 +16,17 @@
 namespace trainer::models {
 
 torch::Tensor task_loss(const Task& task, const torch::Tensor& outputs, const torch::Tensor& labels,
-                        const torch::Tensor& num_items_in_batch) {
+                        const torch::Tensor& num_items_in_batch, double label_smoothing) {
   const bool summed = num_items_in_batch.defined();
   const auto reduction = summed ? torch::Reduction::Sum : torch::Reduction::Mean;
   torch::Tensor loss;
   switch (task.kind) {
     case data::TaskKind::kClassification:
-      loss = task.log_probs ? torch::nll_loss(outputs, labels, {}, reduction, -100)
-                            : torch::cross_entropy_loss(outputs, labels, {}, reduction, -100, 0.0);
+      // Log-probabilities are their own log_softmax: cross_entropy smooths them as it smooths
+      // logits.
+      loss = task.log_probs && label_smoothing == 0
+                 ? torch::nll_loss(outputs, labels, {}, reduction, -100)
+                 : torch::cross_entropy_loss(outputs, labels, {}, reduction, -100, label_smoothing);
       break;
     case data::TaskKind::kRegression:
       loss = torch::mse_loss(outputs.reshape(labels.sizes()), labels.to(outputs.scalar_type()),
@@ -39,7 +42,7 @@ torch::Tensor task_loss(const Task& task, const torch::Tensor& outputs, const to
       const int64_t vocab = outputs.size(2);
       torch::Tensor logits = outputs.slice(1, 0, -1).reshape({-1, vocab});
       torch::Tensor targets = labels.slice(1, 1).reshape({-1});
-      loss = torch::cross_entropy_loss(logits, targets, {}, reduction, -100, 0.0);
+      loss = torch::cross_entropy_loss(logits, targets, {}, reduction, -100, label_smoothing);
       break;
     }
   }
@@ -77,6 +80,26 @@ void set_chunked_loss(Model& model, bool on) {
     auto* wrapper = dynamic_cast<ModelWrapper*>(m);
     m = wrapper ? &wrapper->unwrap() : nullptr;
   }
+}
+
+void set_detect_overflow(Model& model, bool on) {
+  for (Model* m = &model; m;) {
+    m->detect_overflow_ = on;
+    auto* wrapper = dynamic_cast<ModelWrapper*>(m);
+    m = wrapper ? &wrapper->unwrap() : nullptr;
+  }
+}
+
+void Model::check_block_output(size_t index, const torch::Tensor& y) const {
+  torch::NoGradGuard no_grad;
+  if (torch::isfinite(y).all().item<bool>()) return;
+  const torch::Tensor finite = y.masked_select(torch::isfinite(y)).abs();
+  throw std::runtime_error(fmt::format(
+      "debug underflow_overflow: the output of block {} holds {} ({} inf, {} nan of {} values; "
+      "the largest finite |value| {})",
+      index, torch::isnan(y).any().item<bool>() ? "nan" : "inf",
+      torch::isinf(y).sum().item<int64_t>(), torch::isnan(y).sum().item<int64_t>(), y.numel(),
+      finite.numel() > 0 ? base::python_float(finite.max().item<double>()) : "none"));
 }
 
 int64_t num_trainable_parameters(const torch::nn::Module& model) {

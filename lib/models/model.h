@@ -44,9 +44,11 @@ struct Task {
 // - causal_lm: cross_entropy of outputs[:, :-1] against labels[:, 1:] (the labels are the
 //   input_ids, shifted here as Transformers shifts them inside the loss).
 // With num_items_in_batch defined (a scalar): the summed loss divided by it, so that micro-batches
-// of unequal length weigh each token once; otherwise the mean.
+// of unequal length weigh each token once; otherwise the mean. `label_smoothing` epsilon (not for
+// regression): Transformers' LabelSmoother, each label's loss (1 - epsilon) of its cross-entropy
+// and epsilon of the mean over the classes of -log p.
 torch::Tensor task_loss(const Task& task, const torch::Tensor& outputs, const torch::Tensor& labels,
-                        const torch::Tensor& num_items_in_batch = {});
+                        const torch::Tensor& num_items_in_batch = {}, double label_smoothing = 0.0);
 
 // Called around each of a model's blocks (its repeated layers) in forward: how sharded data
 // parallel gathers a block's parameters just before they are used and frees them after.
@@ -118,19 +120,25 @@ class Model : public torch::nn::Module {
   torch::Tensor run_block(size_t index, const torch::Tensor& x, F&& block) {
     const bool recompute = checkpoint_every_ > 0 && index % checkpoint_every_ == 0 &&
                            is_training() && c10::GradMode::is_enabled();
-    if (!block_hooks_ && !recompute) return block(x);
+    if (!block_hooks_ && !recompute && !detect_overflow_) return block(x);
     if (block_hooks_) block_hooks_->before_block(index);
     torch::Tensor y = recompute ? checkpoint(BlockFunction(std::forward<F>(block)), x) : block(x);
+    if (detect_overflow_) check_block_output(index, y);
     return block_hooks_ ? block_hooks_->after_block(index, std::move(y)) : y;
   }
+  // Throws std::runtime_error naming block `index` when `y` holds inf or NaN (debug
+  // underflow_overflow).
+  void check_block_output(size_t index, const torch::Tensor& y) const;
 
   Task task_;
   BlockHooks* block_hooks_ = nullptr;
   size_t checkpoint_every_ = 0;  // 0: no activation checkpointing
   bool chunked_loss_ = false;
+  bool detect_overflow_ = false;
 
   friend void set_activation_checkpointing(Model& model, int64_t every_n_layers);
   friend void set_chunked_loss(Model& model, bool on);
+  friend void set_detect_overflow(Model& model, bool on);
 };
 
 // A model around another (PEFT's PeftModel, DDP, FSDP, the Accelerator's): forward, loss and
@@ -176,6 +184,9 @@ T* find_wrapped(Model& model) {
 void set_activation_checkpointing(Model& model, int64_t every_n_layers);
 // The chunked loss (linear_cross_entropy) on or off for `model` and every model it wraps.
 void set_chunked_loss(Model& model, bool on);
+// Transformers' debug underflow_overflow, for `model` and every model it wraps: each block's
+// output checked for inf and NaN in forward, the first such block named in a std::runtime_error.
+void set_detect_overflow(Model& model, bool on);
 
 // Of `classes` (transformer_layer_cls_to_wrap), the first no block has, said as "X is not a layer
 // of this model (its blocks are ...)"; "" when every one names some block's class.

@@ -9,9 +9,12 @@ the keys from_pretrained found missing or unexpected.
 With --adapter DIR, MODEL_DIR is the base and PEFT's PeftModel.from_pretrained puts the LoRA
 adapter folder DIR on it (trainable when --steps > 0): PEFT + Transformers' Trainer.
 
+With --extra JSON, more TrainingArguments (label_smoothing_factor, neftune_noise_alpha,
+include_num_input_tokens_seen, ...) join the run's; "logs" then holds every training log entry.
+
 usage: hf_finetune.py MODEL_DIR TRAIN_FILE OUT_JSON [--block_size N] [--batch N] [--steps N]
                       [--lr X] [--seed N] [--validation_split_percentage P] [--grad_accum N]
-                      [--adapter DIR]
+                      [--adapter DIR] [--extra JSON]
 Writes {"train_blocks", "eval_blocks", "losses": [per-step loss], "grad_norms": [...],
 "eval_loss": eval loss of the trained model, "first_block": ids of train block 0}.
 """
@@ -51,10 +54,11 @@ class OrderedTrainer(Trainer):
 
 class Record(TrainerCallback):
     def __init__(self):
-        self.losses, self.norms = [], []
+        self.losses, self.norms, self.logs = [], [], []
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "loss" in logs:
+            self.logs.append({k: v for k, v in logs.items() if "runtime" not in k and "per_second" not in k})
             self.losses.append(logs["loss"])
             self.norms.append(logs.get("grad_norm"))
 
@@ -73,6 +77,7 @@ def main():
     p.add_argument("--validation_split_percentage", type=int, default=5)
     p.add_argument("--count_all_labels", action="store_true")
     p.add_argument("--adapter")
+    p.add_argument("--extra", default="{}")
     a = p.parse_args()
 
     torch.set_num_threads(1)
@@ -115,7 +120,7 @@ def main():
                                  per_device_eval_batch_size=a.batch, learning_rate=a.lr, seed=a.seed,
                                  logging_steps=1, save_strategy="no", report_to=[],
                                  gradient_accumulation_steps=a.grad_accum, disable_tqdm=True,
-                                 dataloader_drop_last=False, use_cpu=True)
+                                 dataloader_drop_last=False, use_cpu=True, **json.loads(a.extra))
         trainer = OrderedTrainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation,
                                  data_collator=default_data_collator, callbacks=[record])
         # Transformers 5.24 divides a causal LM's summed loss by the label count of labels[..., 1:]
@@ -130,7 +135,7 @@ def main():
         eval_loss = trainer.evaluate()["eval_loss"]
     with open(a.out, "w") as f:
         json.dump({"train_blocks": len(train), "eval_blocks": len(evaluation), "losses": record.losses,
-                   "grad_norms": record.norms, "eval_loss": eval_loss,
+                   "grad_norms": record.norms, "eval_loss": eval_loss, "logs": record.logs,
                    "first_block": train[0]["input_ids"], "trainable_parameters": trainable,
                    "missing_keys": sorted(info["missing_keys"]),
                    "unexpected_keys": sorted(info["unexpected_keys"])}, f)

@@ -35,6 +35,11 @@ CASES = {
                         {"assistant_only_loss": True, "packing": True, "packing_strategy": "bfd",
                          "max_length": 256}),
     "prompt_completion": ("llama", "prompt_completion", "prompt_completion_eval", {}),
+    # TrainingArguments' keys through SFT: the LabelSmoother, each process's own token count, and
+    # Transformers' count of the inputs' non-padding tokens.
+    "prompt_completion_keys": ("llama", "prompt_completion", "prompt_completion_eval",
+                               {"label_smoothing_factor": 0.1, "average_tokens_across_devices": False,
+                                "include_num_input_tokens_seen": "non_padding"}),
     "prompt_completion_conv": ("qwen3", "prompt_completion_conv", "conversations_eval", {}),
     "text": ("llama", "text", "text_eval", {}),
 }
@@ -43,7 +48,8 @@ COMMON = dict(use_cpu=True, bf16=False, dataloader_drop_last=False, report_to="n
               per_device_train_batch_size=4, per_device_eval_batch_size=4, gradient_accumulation_steps=2,
               max_steps=6, max_length=128, shuffle_dataset=False, save_strategy="no", eval_strategy="no",
               disable_tqdm=True)
-STEP_KEYS = ("step", "loss", "mean_token_accuracy", "entropy", "num_tokens", "grad_norm", "learning_rate")
+STEP_KEYS = ("step", "loss", "mean_token_accuracy", "entropy", "num_tokens", "grad_norm", "learning_rate",
+             "num_input_tokens_seen")
 
 
 def read_jsonl(path):

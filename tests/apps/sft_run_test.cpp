@@ -28,6 +28,12 @@ const Case kCases[] = {
     {"prompt_completion", "llama", "prompt_completion", ""},
     {"conv_packed", "qwen3", "conversations",
      "--assistant_only_loss true --packing true --packing_strategy bfd"},
+    // TrainingArguments' label_smoothing_factor (TRL's LabelSmoother branch),
+    // average_tokens_across_devices false (on 2 processes each divides by its own tokens) and
+    // include_num_input_tokens_seen (compared exactly).
+    {"prompt_completion_keys", "llama", "prompt_completion",
+     "--label_smoothing_factor 0.1 --average_tokens_across_devices false"
+     " --include_num_input_tokens_seen non_padding"},
 };
 
 // TRL's run of `c` on `processes` processes (torchrun --standalone picks its own free port, so
@@ -93,6 +99,10 @@ void expect_trl_steps(const json& state, const json& ref, const std::string& wha
     }
     EXPECT_EQ(steps[i]["num_tokens"].get<double>(), want["num_tokens"].get<double>())
         << what << ", step " << i + 1;
+    if (want.contains("num_input_tokens_seen") && !want["num_input_tokens_seen"].is_null()) {
+      EXPECT_EQ(steps[i].value("num_input_tokens_seen", json()), want["num_input_tokens_seen"])
+          << what << ", step " << i + 1;
+    }
   }
   if (!ref.contains("eval_history")) return;
   std::vector<json> evals;

@@ -278,6 +278,38 @@ TEST(Checkpoint, EarlyStoppingStopsAfterPatienceEvaluationsWithoutImprovement) {
   EXPECT_EQ(t.state().best_metric.value_or(0), 5.0);
 }
 
+// Transformers' restore_callback_states_from_checkpoint: early stopping's count of evaluations
+// without improvement comes back with the checkpoint only when asked for.
+TEST(Checkpoint, RestoreCallbackStatesBringsBackEarlyStoppingsCount) {
+  auto args = [](const std::string& dir) {
+    return args_in(dir)
+        .per_device_train_batch_size(16)
+        .eval_strategy("steps")
+        .eval_steps(1)
+        .save_steps(3)
+        .metric_for_best_model("score")
+        .early_stopping_patience(2);
+  };
+  for (bool restore : {true, false}) {
+    testing::TempDir dir;
+    // Scores 1, 5 (the best), 2 at steps 1-3: one evaluation without improving when step 3 saves.
+    Trainer first(fresh_model(), args(dir.path()).max_steps(3), random_dataset(160),
+                  random_dataset(16, 9), nullptr, scripted_score());
+    first.train();
+    // Resumed, the scores start again at 1, 5, ...: with the count restored the next evaluation
+    // (1) is the second without improving; without it, 1 and then 5 (not better than 5) are.
+    Trainer resumed(fresh_model(),
+                    args(dir.path())
+                        .max_steps(10)
+                        .restore_callback_states_from_checkpoint(restore)
+                        .resume_from_checkpoint(dir.file("checkpoint-3")),
+                    random_dataset(160), random_dataset(16, 9), nullptr, scripted_score());
+    resumed.train();
+    EXPECT_EQ(resumed.state().global_step, restore ? 4 : 5) << restore;
+    EXPECT_EQ(resumed.state().best_metric.value_or(0), 5.0);
+  }
+}
+
 // compute_loss returns NaN at the steps named (1-based), or at every step.
 class NanTrainer : public Trainer {
  public:
@@ -321,6 +353,24 @@ TEST(Checkpoint, ANanLossSkipsItsUpdateAndTrainingGoesOn) {
   auto& state = static_cast<torch::optim::AdamWParamState&>(
       *t.optimizer()->state().at(group.params()[0].unsafeGetTensorImpl()));
   EXPECT_EQ(state.step(), 5);
+}
+
+TEST(Checkpoint, LoggingNanInfFilterFalseLogsTheNanLoss) {
+  testing::TempDir dir;
+  NanTrainer t(fresh_model(),
+               args_in(dir.path())
+                   .max_steps(4)
+                   .logging_steps(1)
+                   .save_steps(100)
+                   .use_cpu(true)
+                   .logging_nan_inf_filter(false),
+               random_dataset(320), {3}, false);
+  t.train();
+  const auto& history = t.state().log_history;
+  ASSERT_GE(history.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(std::isnan(history[i]["loss"].get<double>()), i == 2) << i;
+  }
 }
 
 TEST(Checkpoint, NanAtEveryStepStopsWithAnErrorAndWhatWasSavedIsFinite) {
