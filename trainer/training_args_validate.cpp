@@ -159,6 +159,11 @@ void TrainingArguments::validate_evaluation_keys() const {
   }
   check(!(bf16_full_eval_ && fp16_full_eval_), "fp16_full_eval", "true",
         "bf16_full_eval is true too; choose one precision for evaluation");
+  const bool sharded = !fsdp_.empty() && fsdp_.find("no_shard") == std::string::npos;
+  check(!((bf16_full_eval_ || fp16_full_eval_) && sharded),
+        bf16_full_eval_ ? "bf16_full_eval" : "fp16_full_eval", "true",
+        "fsdp's units keep their flat float32 buffers (a cast evaluation of them is not built); "
+        "leave out fsdp to evaluate in full bf16 or fp16");
 }
 
 // load_best_model_at_end: saves that land on evaluations.

@@ -254,6 +254,9 @@ TEST_F(BadInput, ArgumentsAreNeverSilentlyMisread) {
        {"evaluate", "--output_dir", "{out}", "--bf16_full_eval", "true", "--fp16_full_eval",
         "true"},
        {"argument fp16_full_eval: true is not allowed", "bf16_full_eval is true too"}},
+      {"a full-precision evaluation of a sharded model",
+       {"train", "--output_dir", "{out}", "--fsdp", "full_shard", "--bf16_full_eval", "true"},
+       {"argument bf16_full_eval: true is not allowed", "leave out fsdp"}},
   };
   static int counter = 0;
   for (const ArgumentsRow& row : rows) {
