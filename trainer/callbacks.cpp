@@ -93,7 +93,9 @@ void DefaultFlowCallback::on_step_end(const TrainingArguments& args, TrainerStat
   if (args.logging_strategy() == "steps" && state.global_step % state.logging_steps == 0) {
     control.should_log = true;
   }
-  if (args.eval_strategy() == "steps" && state.global_step % state.eval_steps == 0) {
+  // eval_delay: no evaluation before that many steps.
+  if (args.eval_strategy() == "steps" && state.global_step % state.eval_steps == 0 &&
+      args.eval_delay() <= static_cast<double>(state.global_step)) {
     control.should_evaluate = true;
   }
   if (args.save_strategy() == "steps" && state.global_step % state.save_steps == 0) {
@@ -109,7 +111,10 @@ void DefaultFlowCallback::on_step_end(const TrainingArguments& args, TrainerStat
 void DefaultFlowCallback::on_epoch_end(const TrainingArguments& args, TrainerState& state,
                                        TrainerControl& control) {
   if (args.logging_strategy() == "epoch") control.should_log = true;
-  if (args.eval_strategy() == "epoch") control.should_evaluate = true;
+  // eval_delay: no evaluation before that many epochs.
+  if (args.eval_strategy() == "epoch" && args.eval_delay() <= state.epoch) {
+    control.should_evaluate = true;
+  }
   if (args.save_strategy() == "epoch") control.should_save = true;
 }
 

@@ -2,7 +2,9 @@
 // share, the outputs gathered without the repeats that even out the processes, so that the
 // metrics are the same on any number of processes; with skip_memory_metrics false, the memory
 // each took (the "eval" and "test" stages).
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -17,6 +19,61 @@ namespace trainer {
 
 using json = nlohmann::ordered_json;
 
+namespace {
+
+// Transformers' EvalLoopContainer: what the loop gathers, batch by batch, kept where it was made
+// until to_cpu() (every eval_accumulation_steps batches, and at the end) moves it to the host.
+struct Gathered {
+  std::vector<torch::Tensor> on_device, on_host;
+  void add(torch::Tensor tensor) { on_device.push_back(std::move(tensor)); }
+  void to_cpu() {
+    for (torch::Tensor& t : on_device) on_host.push_back(t.to(torch::kCPU));
+    on_device.clear();
+  }
+  const std::vector<torch::Tensor>& batches() {
+    to_cpu();
+    return on_host;
+  }
+  torch::Tensor all() { return batches().empty() ? torch::Tensor() : torch::cat(on_host); }
+};
+
+// bf16_full_eval / fp16_full_eval: the model's floating parameters and buffers cast to `dtype`
+// (not autocast) while it lives; the original tensors put back after, unchanged.
+class FullEvalCast {
+ public:
+  FullEvalCast(torch::nn::Module& model, torch::Dtype dtype) {
+    auto cast = [&](torch::Tensor& t) {
+      if (!t.defined() || !t.is_floating_point() || t.scalar_type() == dtype) return;
+      torch::Tensor original = t.data();
+      t.set_data(original.to(dtype));
+      saved_.emplace_back(t, original);
+    };
+    for (torch::Tensor& p : model.parameters()) cast(p);
+    for (torch::Tensor& b : model.buffers()) cast(b);
+  }
+  ~FullEvalCast() {
+    for (auto& [tensor, original] : saved_) tensor.set_data(original);
+  }
+  FullEvalCast(const FullEvalCast&) = delete;
+  FullEvalCast& operator=(const FullEvalCast&) = delete;
+
+ private:
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> saved_;
+};
+
+// The batch's floating inputs (not its labels) in the full-eval dtype, as the model's weights.
+data::Batch cast_inputs(const data::Batch& batch, torch::Dtype dtype) {
+  data::Batch out = batch;
+  for (const auto& [name, tensor] : batch.items()) {
+    if (name != "labels" && tensor.defined() && tensor.is_floating_point()) {
+      out[name] = tensor.to(dtype);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Dataset>& dataset,
                                           const std::string& prefix, bool keep_predictions) {
   Accelerator& accelerator = *accelerator_;
@@ -29,13 +86,31 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
     if (!model_eval_) model_eval_ = accelerator.prepare_model(model_, /*evaluation_mode=*/true);
     model = model_eval_;
   }
+  // Full bf16 / fp16 evaluation outside train(), as Transformers casts the model only when it is
+  // not training.
+  std::optional<torch::Dtype> full_eval;
+  if (!in_training_loop_ && args_.bf16_full_eval()) full_eval = torch::kBFloat16;
+  if (!in_training_loop_ && args_.fp16_full_eval()) full_eval = torch::kHalf;
+  std::optional<FullEvalCast> cast;
+  if (full_eval) cast.emplace(*model_, *full_eval);
   model->eval();
   torch::NoGradGuard no_grad;
-  const bool wants_predictions = keep_predictions || compute_metrics_ != nullptr;
+  const bool loss_only = args_.prediction_loss_only();
+  const bool wants_predictions = !loss_only && (keep_predictions || compute_metrics_ != nullptr);
+  const bool batch_metrics = args_.batch_eval_metrics() && compute_metrics_ && !loss_only;
+  // With batch_eval_metrics evaluate keeps nothing; predict keeps the outputs it returns.
+  const bool keep_outputs = wants_predictions && (!batch_metrics || keep_predictions);
+  const auto& include = args_.include_for_metrics();
+  const bool with_inputs =
+      wants_predictions && std::find(include.begin(), include.end(), "inputs") != include.end();
+  const bool with_losses =
+      wants_predictions && std::find(include.begin(), include.end(), "loss") != include.end();
+  const int64_t accumulation = args_.eval_accumulation_steps().value_or(0);
   // Per example, in the single-process order: each batch's loss repeated over its rows (as
   // Transformers does), outputs and labels. gather_for_metrics drops the repeats that even out
   // the processes, so every number below is the same on any number of processes.
-  std::vector<torch::Tensor> losses, predictions, labels;
+  Gathered losses, predictions, labels, inputs;
+  std::optional<Metrics> batch_result;
   bool token_loss = false;  // a language model's loss over its labels (not DPO's pairs')
   for (int64_t i = 0; i < loader->size(); ++i) {
     // While training, a signal waits for the step boundary after this evaluation.
@@ -45,27 +120,80 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
                                          runtime::signal_name(sig), state_.global_step));
     }
     data::Batch batch = loader->batch(i);
+    if (full_eval) batch = cast_inputs(batch, *full_eval);
     token_loss = token_loss || batch.contains("labels");
     PredictionOutput out = prediction_step(*model, batch, !wants_predictions);
+    torch::Tensor batch_losses, batch_predictions, batch_labels, batch_inputs;
     if (out.loss.defined()) {
       torch::Tensor per_example = out.loss.reshape({1}).expand({batch.size()}).contiguous();
-      losses.push_back(accelerator.gather_for_metrics(per_example).to(torch::kCPU));
+      batch_losses = accelerator.gather_for_metrics(per_example);
+      losses.add(batch_losses);
+    }
+    if (with_inputs) {
+      const std::string name = batch.contains("input_ids") ? "input_ids" : "x";
+      if (batch.contains(name)) batch_inputs = accelerator.gather_for_metrics(batch.at(name));
     }
     if (wants_predictions && out.logits.defined()) {
-      predictions.push_back(accelerator.gather_for_metrics(out.logits.detach()).to(torch::kCPU));
+      batch_predictions = accelerator.gather_for_metrics(out.logits.detach());
     }
     if (wants_predictions && out.labels.defined()) {
-      labels.push_back(accelerator.gather_for_metrics(out.labels).to(torch::kCPU));
+      batch_labels = accelerator.gather_for_metrics(out.labels);
+    }
+    if (keep_outputs) {
+      if (batch_predictions.defined()) predictions.add(batch_predictions);
+      if (batch_labels.defined()) labels.add(batch_labels);
+      if (batch_inputs.defined()) inputs.add(batch_inputs);
+    }
+    if (batch_metrics && batch_predictions.defined() && batch_labels.defined()) {
+      // Transformers' batch_eval_metrics: compute_metrics after every batch, the summary on the
+      // last (compute_result true).
+      EvalPrediction prediction{batch_predictions, batch_labels};
+      if (with_inputs) prediction.inputs = batch_inputs;
+      if (with_losses) prediction.losses = batch_losses;
+      prediction.compute_result = i + 1 == loader->size();
+      batch_result = compute_metrics_(prediction);
+    } else if (accumulation > 0 && (i + 1) % accumulation == 0) {
+      // eval_accumulation_steps: what was gathered so far goes to the host.
+      losses.to_cpu();
+      predictions.to_cpu();
+      labels.to_cpu();
+      inputs.to_cpu();
     }
   }
   loader->end_iteration();
+  cast.reset();
   PredictionResult result;
-  if (!predictions.empty()) result.predictions = torch::cat(predictions);
-  if (!labels.empty()) result.label_ids = torch::cat(labels);
+  const bool concat = args_.eval_do_concat_batches();
+  if (concat) {
+    result.predictions = predictions.all();
+    result.label_ids = labels.all();
+  } else {
+    result.prediction_batches = predictions.batches();
+    result.label_id_batches = labels.batches();
+  }
   const int64_t num_samples = dataset->size();
   Metrics& metrics = result.metrics;
-  if (!losses.empty()) {
-    torch::Tensor all = torch::cat(losses).to(torch::kDouble).contiguous();
+  Metrics computed;
+  if (batch_result) {
+    computed = *batch_result;
+  } else if (compute_metrics_ && !batch_metrics && !predictions.batches().empty() &&
+             !labels.batches().empty()) {
+    EvalPrediction prediction;
+    if (concat) {
+      prediction.predictions = result.predictions;
+      prediction.label_ids = result.label_ids;
+      if (with_inputs) prediction.inputs = inputs.all();
+      if (with_losses) prediction.losses = losses.all();
+    } else {
+      prediction.prediction_batches = result.prediction_batches;
+      prediction.label_id_batches = result.label_id_batches;
+      if (with_inputs) prediction.input_batches = inputs.batches();
+      if (with_losses) prediction.loss_batches = losses.batches();
+    }
+    computed = compute_metrics_(prediction);
+  }
+  if (!losses.batches().empty()) {
+    torch::Tensor all = losses.all().to(torch::kDouble).contiguous();
     const double* values = all.data_ptr<double>();
     double sum = 0;
     for (int64_t k = 0; k < all.numel(); ++k) sum += values[k];
@@ -75,10 +203,8 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
       metrics[prefix + "_perplexity"] = std::exp(metrics[prefix + "_loss"]);
     }
   }
-  if (compute_metrics_ && result.predictions.defined() && result.label_ids.defined()) {
-    for (const auto& [key, value] : compute_metrics_({result.predictions, result.label_ids})) {
-      metrics[key.rfind(prefix + "_", 0) == 0 ? key : prefix + "_" + key] = value;
-    }
+  for (const auto& [key, value] : computed) {
+    metrics[key.rfind(prefix + "_", 0) == 0 ? key : prefix + "_" + key] = value;
   }
   const double runtime = stopwatch.seconds();
   const int64_t total_batch = args_.per_device_eval_batch_size() * accelerator.num_processes();
@@ -103,7 +229,8 @@ Metrics Trainer::evaluate(const std::string& prefix) {
   for (const auto& [key, value] : logs.items()) {
     if (value.is_number()) metrics[key] = value.get<double>();
   }
-  if (state_.global_step > 0) {
+  // Inside train() every evaluation is logged, eval_on_start's at step 0 too.
+  if (state_.global_step > 0 || in_training_loop_) {
     metrics["epoch"] = state_.epoch;
     log(logs);
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,10 +14,26 @@
 
 namespace trainer {
 
-// What compute_metrics receives: every eval prediction (model outputs) and label, concatenated.
+// What compute_metrics receives: every eval prediction (model outputs) and label, concatenated;
+// with eval_do_concat_batches false, one tensor per batch in the *_batches lists instead (the
+// concatenated ones then undefined). With batch_eval_metrics, one batch's at a time.
 struct EvalPrediction {
   torch::Tensor predictions;
   torch::Tensor label_ids;
+  // include_for_metrics "inputs": the model's main input ("input_ids", else "x"); "loss": each
+  // example's batch loss (the loss of its batch, repeated over the batch's rows). Undefined
+  // otherwise.
+  torch::Tensor inputs;
+  torch::Tensor losses;
+  std::vector<torch::Tensor> prediction_batches, label_id_batches, input_batches, loss_batches;
+  // batch_eval_metrics: false after each batch but the last, true after the last, when the
+  // summary over every batch is returned (what earlier calls return is not used). nullopt: one
+  // call with the whole set.
+  std::optional<bool> compute_result;
+
+  // predictions (label_ids, ...), or with eval_do_concat_batches false its batches concatenated.
+  torch::Tensor all_predictions() const;
+  torch::Tensor all_label_ids() const;
 };
 
 using ComputeMetrics = std::function<Metrics(const EvalPrediction&)>;
@@ -27,7 +44,9 @@ Metrics compute_accuracy(const EvalPrediction& prediction);
 // labels) against label_ids.
 Metrics compute_regression_metrics(const EvalPrediction& prediction);
 // The compute_metrics of a task: accuracy for classification, rmse and mae for regression, none
-// for causal_lm (whose evaluation reports the loss and perplexity).
+// for causal_lm (whose evaluation reports the loss and perplexity). Each also works batchwise
+// (batch_eval_metrics): running sums over the batches, the result when compute_result is true,
+// equal to the whole set's.
 ComputeMetrics metrics_for_task(data::TaskKind task);
 // The names an evaluation with metrics_for_task(task) reports, without the "eval_" prefix: loss,
 // the task's metrics (perplexity for causal_lm), runtime, samples_per_second, steps_per_second.

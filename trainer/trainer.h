@@ -63,10 +63,13 @@ void check_auto_find_batch_size(const TrainingArguments& args, int64_t num_proce
 // Trainer::predict's result, as Transformers' PredictionOutput: the model's outputs for every
 // example in order, the labels when the data has them, and the metrics ("test_loss",
 // "test_accuracy", ... with the default prefix).
+// With prediction_loss_only, only the metrics. With eval_do_concat_batches false, the outputs and
+// labels one tensor per batch in the *_batches lists (predictions and label_ids undefined).
 struct PredictionResult {
   torch::Tensor predictions;
   torch::Tensor label_ids;  // undefined when the batches have no labels
   Metrics metrics;
+  std::vector<torch::Tensor> prediction_batches, label_id_batches;
 };
 
 struct TrainOutput {
@@ -214,7 +217,8 @@ class Trainer {
 
  private:
   // The loop under evaluate and predict: outputs and labels (kept when asked for or when
-  // compute_metrics needs them) and the metrics.
+  // compute_metrics needs them; none with prediction_loss_only) and the metrics. Outside
+  // train(), bf16_full_eval / fp16_full_eval cast the model for it (restored after).
   PredictionResult evaluation_loop(const std::shared_ptr<const data::Dataset>& dataset,
                                    const std::string& prefix, bool keep_predictions);
 

@@ -194,6 +194,7 @@ class TrainingArguments {
   void validate_steps_and_batches() const;
   void validate_optimizer() const;
   void validate_logging_and_saving() const;
+  void validate_evaluation_keys() const;
   void validate_best_model() const;
   void validate_stopping() const;
   void validate_sft() const;

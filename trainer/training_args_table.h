@@ -83,6 +83,37 @@
     "no, steps or epoch (old name: evaluation_strategy).")                                         \
   X(std::optional<double>, eval_steps, std::nullopt,                                               \
     "Evaluate every N steps (default: logging_steps).")                                            \
+  X(double, eval_delay, 0,                                                                         \
+    "Epochs or steps (as eval_strategy counts) to wait before the first evaluation: evaluations "  \
+    "before it are skipped.")                                                                      \
+  X(bool, eval_on_start, false,                                                                    \
+    "Evaluate once before the first step (a sanity check, logged at step 0).")                     \
+  X(bool, prediction_loss_only, false,                                                             \
+    "Evaluation and prediction return only the loss: no outputs are gathered and "                 \
+    "compute_metrics (accuracy, rmse, mae) is not called.")                                        \
+  X(bool, eval_do_concat_batches, true,                                                            \
+    "false: predict keeps each batch's outputs apart (compute_metrics gets them per batch; "       \
+    "trainer predict writes predictions_<batch>.npy).")                                            \
+  X(bool, eval_use_gather_object, false,                                                           \
+    "Accepted: the outputs are tensors, gathered as tensors either way.")                          \
+  X(std::optional<int64_t>, eval_accumulation_steps, std::nullopt,                                 \
+    "Move the outputs gathered so far to the CPU every N evaluation batches (null: at the end; "   \
+    "on the CPU the same).")                                                                       \
+  X(std::vector<std::string>, include_for_metrics, {},                                             \
+    "What compute_metrics gets beside the outputs and labels: inputs (the batches' model "         \
+    "inputs), loss (each example's batch loss).")                                                  \
+  X(bool, batch_eval_metrics, false,                                                               \
+    "Call compute_metrics after each evaluation batch (compute_result false, then true on the "    \
+    "last), keeping running sums instead of every output.")                                        \
+  X(bool, bf16_full_eval, false,                                                                   \
+    "Evaluate and predict outside training with the model cast to bf16 (not autocast); its "       \
+    "weights are restored afterwards.")                                                            \
+  X(bool, fp16_full_eval, false,                                                                   \
+    "Evaluate and predict outside training with the model cast to fp16 (not autocast); its "       \
+    "weights are restored afterwards.")                                                            \
+  X(bool, do_predict, false,                                                                       \
+    "After training, predict on the eval split as trainer predict does (predict_results.json, "    \
+    "predictions.npy, label_ids.npy).")                                                            \
   X(std::string, save_strategy, "steps",                                                           \
     "When to save a checkpoint-<step> folder: no, steps, epoch, or best (when "                    \
     "metric_for_best_model improves).")                                                            \

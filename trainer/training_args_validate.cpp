@@ -125,6 +125,7 @@ void TrainingArguments::validate_logging_and_saving() const {
           "eval_steps", num(*eval_steps_),
           "an integer in 1..2^53, or a fraction in (0, 1) of the total steps");
   }
+  validate_evaluation_keys();
   check_choice("save_strategy", save_strategy_, {"no", "steps", "epoch", "best"});
   check(std::isfinite(save_steps_) && save_steps_ > 0 && save_steps_ <= kMaxSteps &&
             (save_steps_ < 1 || save_steps_ == std::floor(save_steps_)),
@@ -144,6 +145,27 @@ void TrainingArguments::validate_logging_and_saving() const {
     check(eval_strategy_ != "no", "save_strategy", "\"best\"",
           "it needs evaluations: set eval_strategy to steps or epoch");
   }
+}
+
+// eval_delay, eval_accumulation_steps, include_for_metrics and the full-precision evaluations.
+void TrainingArguments::validate_evaluation_keys() const {
+  check(std::isfinite(eval_delay_) && eval_delay_ >= 0 && eval_delay_ <= kMaxSteps, "eval_delay",
+        num(eval_delay_), "a number of epochs or steps (as eval_strategy) in 0..2^53");
+  if (eval_accumulation_steps_) {
+    check(*eval_accumulation_steps_ >= 1 && *eval_accumulation_steps_ <= kMaxCount,
+          "eval_accumulation_steps", std::to_string(*eval_accumulation_steps_),
+          "an integer in 1..2147483647, or null to move the outputs to the CPU at the end");
+  }
+  for (const std::string& item : include_for_metrics_) {
+    check_choice("include_for_metrics", item, {"inputs", "loss"});
+  }
+  check(!(bf16_full_eval_ && fp16_full_eval_), "fp16_full_eval", "true",
+        "bf16_full_eval is true too; choose one precision for evaluation");
+  const bool sharded = !fsdp_.empty() && fsdp_.find("no_shard") == std::string::npos;
+  check(!((bf16_full_eval_ || fp16_full_eval_) && sharded),
+        bf16_full_eval_ ? "bf16_full_eval" : "fp16_full_eval", "true",
+        "fsdp's units keep their flat float32 buffers (a cast evaluation of them is not built); "
+        "leave out fsdp to evaluate in full bf16 or fp16");
 }
 
 // load_best_model_at_end: saves that land on evaluations.

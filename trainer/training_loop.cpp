@@ -266,6 +266,12 @@ TrainOutput Trainer::inner_training_loop(const std::optional<Resumable>& checkpo
     bool& flag;
     ~LoopGuard() { flag = false; }
   } loop_guard{in_training_loop_};
+  // eval_on_start: one evaluation before the first step, a sanity check of the evaluation (logged
+  // at the step the run starts from), as Transformers' _inner_training_loop runs it.
+  if (args_.eval_on_start()) {
+    evaluate_in_training();
+    model_wrapped_->train();
+  }
 
   // A checkpoint saved inside an epoch continues it (its on_epoch_begin has run); one saved at an
   // epoch's end starts the next.

@@ -19,6 +19,7 @@
 #include "lib/base/warn.h"
 #include "lib/data/clm.h"
 #include "lib/distributed/env.h"
+#include "lib/io/npy.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/gpt.h"
 #include "lib/models/hf_pretrained.h"
@@ -165,6 +166,43 @@ std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
 
 bool wants_eval(const TrainingArguments& args) {
   return args.eval_strategy() != "no" || args.do_eval();
+}
+
+bool needs_eval_split(const TrainingArguments& args) {
+  return wants_eval(args) || args.eval_on_start() || args.do_predict();
+}
+
+namespace {
+
+// One tensor as a .npy file's bytes: float32 for outputs, int64 for labels.
+std::string npy_of(torch::Tensor tensor) {
+  const bool floating = tensor.is_floating_point();
+  tensor = tensor.to(floating ? torch::kFloat : torch::kLong).contiguous().cpu();
+  return io::npy_bytes(floating ? "<f4" : "<i8", tensor.sizes().vec(), tensor.data_ptr(),
+                       static_cast<size_t>(tensor.nbytes()));
+}
+
+}  // namespace
+
+void save_predictions(Trainer& trainer, const PredictionResult& result, int64_t num_samples,
+                      const TrainingArguments& args, base::WriteBatch& batch) {
+  Metrics metrics = result.metrics;
+  metrics["predict_samples"] = static_cast<double>(num_samples);
+  if (trainer.accelerator().is_main_process()) {
+    auto write = [&](const std::string& name, const torch::Tensor& tensor) {
+      base::write_file_atomic(base::join_path(args.output_dir(), name), npy_of(tensor), &batch);
+    };
+    if (result.predictions.defined()) write("predictions.npy", result.predictions);
+    if (result.label_ids.defined()) write("label_ids.npy", result.label_ids);
+    for (size_t k = 0; k < result.prediction_batches.size(); ++k) {
+      write(fmt::format("predictions_{}.npy", k), result.prediction_batches[k]);
+    }
+    for (size_t k = 0; k < result.label_id_batches.size(); ++k) {
+      write(fmt::format("label_ids_{}.npy", k), result.label_id_batches[k]);
+    }
+  }
+  trainer.log_metrics("predict", metrics);
+  trainer.save_metrics("predict", metrics, &batch);
 }
 
 std::unique_ptr<OutputDir> lock_output_dir(const TrainingArguments& args) {

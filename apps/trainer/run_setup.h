@@ -55,6 +55,15 @@ std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
 
 // Whether the run evaluates: an eval_strategy, or do_eval.
 bool wants_eval(const TrainingArguments& args);
+// Whether the run needs the eval split: wants_eval, eval_on_start, or do_predict.
+bool needs_eval_split(const TrainingArguments& args);
+
+// Trainer::predict's outputs as `trainer predict` and do_predict write them into output_dir
+// (main process): predictions.npy and label_ids.npy (float32 outputs, int64 labels; with
+// eval_do_concat_batches false predictions_<k>.npy and label_ids_<k>.npy per batch, none with
+// prediction_loss_only), and predict_results.json with predict_samples, printed too.
+void save_predictions(Trainer& trainer, const PredictionResult& result, int64_t num_samples,
+                      const TrainingArguments& args, base::WriteBatch& batch);
 
 // The main process (RANK 0) locks output_dir, once the data is loaded and checked; the others
 // never write there (null).

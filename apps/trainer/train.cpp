@@ -152,11 +152,14 @@ void remove_earlier_results(base::WriteBatch& batch, const TrainingArguments& ar
   }
 }
 
+void evaluate_trained(base::WriteBatch& batch, Trainer& trainer, const TrainingArguments& args,
+                      const data::Dataset& eval_dataset);
+
 // The run's results, each written into `batch`: the model, the arguments, the step curve, the
 // state, and the train and eval metrics (the last evaluation's, when it scored this model).
 void save_results(base::WriteBatch& batch, Trainer& trainer, const TrainOutput& result,
                   const TrainingArguments& args, int64_t train_samples,
-                  const data::Dataset* eval_dataset) {
+                  const std::shared_ptr<const data::Dataset>& eval_dataset) {
   trainer.save_model("", &batch);
   if (trainer.accelerator().is_main_process()) {
     base::write_file_atomic(base::join_path(args.output_dir(), "training_args.json"),
@@ -171,13 +174,26 @@ void save_results(base::WriteBatch& batch, Trainer& trainer, const TrainOutput& 
   trainer.log_metrics("train", train_metrics);
   trainer.save_metrics("train", train_metrics, &batch);
   if (!eval_dataset) return;
+  if (wants_eval(args)) evaluate_trained(batch, trainer, args, *eval_dataset);
+  // do_predict: the trained model's outputs on the eval split, as `trainer predict` writes them
+  // (after the evaluation, as Transformers' run scripts).
+  if (args.do_predict()) {
+    save_predictions(trainer, trainer.predict(eval_dataset), eval_dataset->size(), args, batch);
+  }
+}
+
+// The final evaluation's metrics into eval_results.json.
+void evaluate_trained(base::WriteBatch& batch, Trainer& trainer, const TrainingArguments& args,
+                      const data::Dataset& eval_dataset) {
   // The evaluation at the last step already scored this model; do not run it twice, unless
-  // the memory metrics ask for an evaluation of its own (one inside train() has none).
-  Metrics eval_metrics =
-      trainer.last_eval_step() == trainer.state().global_step && args.skip_memory_metrics()
-          ? trainer.last_eval_metrics()
-          : trainer.evaluate();
-  eval_metrics["eval_samples"] = static_cast<double>(eval_dataset->size());
+  // the memory metrics ask for an evaluation of its own (one inside train() has none), or a
+  // full bf16 / fp16 evaluation (one inside train() is not cast, as in Transformers).
+  const bool full_eval = args.bf16_full_eval() || args.fp16_full_eval();
+  Metrics eval_metrics = trainer.last_eval_step() == trainer.state().global_step &&
+                                 args.skip_memory_metrics() && !full_eval
+                             ? trainer.last_eval_metrics()
+                             : trainer.evaluate();
+  eval_metrics["eval_samples"] = static_cast<double>(eval_dataset.size());
   add_perplexity(eval_metrics, trainer.model().task().kind);
   trainer.log_metrics("eval", eval_metrics);
   trainer.save_metrics("eval", eval_metrics, &batch);
@@ -228,7 +244,8 @@ int run_training(const TrainingArguments& args, const TrainingRecipe& recipe) {
   auto source = recipe.data ? recipe.data(accelerator, args, model_source)
                             : data_source(accelerator, args, model_source);
   auto train_dataset = source->split("train", args.max_train_samples());
-  auto eval_dataset = wants_eval(args) ? source->split("eval", args.max_eval_samples()) : nullptr;
+  auto eval_dataset =
+      needs_eval_split(args) ? source->split("eval", args.max_eval_samples()) : nullptr;
   if (eval_dataset) check_not_empty(*eval_dataset, "eval", *source);
   const data::DataInfo info = source->info();
   torch::manual_seed(static_cast<uint64_t>(args.seed()));
@@ -256,7 +273,7 @@ int run_training(const TrainingArguments& args, const TrainingRecipe& recipe) {
   // Every file of the run lands together once training and the last evaluation are over, or
   // none does (a full disk): an earlier run's files stay as they were until then.
   base::WriteBatch batch;
-  save_results(batch, trainer, result, args, train_dataset->size(), eval_dataset.get());
+  save_results(batch, trainer, result, args, train_dataset->size(), eval_dataset);
   if (output) remove_earlier_results(batch, args, *output, *model);
   batch.commit();
   // The results are in place: the earlier run's checkpoints may go (first, before anything that

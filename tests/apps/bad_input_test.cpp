@@ -240,6 +240,23 @@ TEST_F(BadInput, ArgumentsAreNeverSilentlyMisread) {
       {"launcher: hexadecimal count",
        {"launch", "--nproc-per-node", "0x2", "true"},
        {"--nproc-per-node 0x2 is not allowed"}},
+      {"negative eval_delay",
+       {"train", "--output_dir", "{out}", "--eval_delay", "-1"},
+       {"argument eval_delay: -1", "is not allowed", "epochs or steps", "0..2^53"}},
+      {"eval_accumulation_steps 0",
+       {"train", "--output_dir", "{out}", "--eval_accumulation_steps", "0"},
+       {"argument eval_accumulation_steps: 0 is not allowed", "1..2147483647"}},
+      {"include_for_metrics names something else",
+       {"train", "{config}", "--output_dir", "{out}"},
+       {"argument include_for_metrics: \"logits\" is not allowed", "inputs, loss"},
+       R"({"include_for_metrics": ["inputs", "logits"]})"},
+      {"both full-precision evaluations",
+       {"evaluate", "--output_dir", "{out}", "--bf16_full_eval", "true", "--fp16_full_eval",
+        "true"},
+       {"argument fp16_full_eval: true is not allowed", "bf16_full_eval is true too"}},
+      {"a full-precision evaluation of a sharded model",
+       {"train", "--output_dir", "{out}", "--fsdp", "full_shard", "--bf16_full_eval", "true"},
+       {"argument bf16_full_eval: true is not allowed", "leave out fsdp"}},
   };
   static int counter = 0;
   for (const ArgumentsRow& row : rows) {
@@ -282,6 +299,10 @@ TEST_F(BadInput, ArgumentsAreOneLineAndExitTwoInTheProgram) {
        "{trainer} train --output_dir={out} --max_steps=0",
        2,
        {"argument max_steps: 0 is not allowed"}},
+      {"an evaluation key's wrong value",
+       "{trainer} train --output_dir {out} --dataset_dir {data} --eval_delay nan",
+       2,
+       {"argument eval_delay: nan is not allowed"}},
       {"same key twice in the JSON",
        "{trainer} train {config} --output_dir {out}",
        2,
@@ -305,7 +326,8 @@ TEST_F(BadInput, ArgumentsAreOneLineAndExitTwoInTheProgram) {
        "{trainer} trian",
        2,
        {"unknown command 'trian'", "did you mean 'train'?",
-        "train, sft, dpo, evaluate, predict, plot, generate, chat, tokenize, chat-template, merge, env, "
+        "train, sft, dpo, evaluate, predict, plot, generate, chat, tokenize, chat-template, merge, "
+        "env, "
         "launch"}},
       {"launcher: nan grace period",
        "{trainer} launch --grace-period nan true",

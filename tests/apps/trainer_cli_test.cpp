@@ -322,6 +322,52 @@ TEST(TrainerCli, Bf16TrainsOnCpu) {
   EXPECT_EQ(json::parse(slurp(dir.file("training_args.json")))["bf16"], true);
 }
 
+// do_predict: after training, the eval split's outputs and metrics as `trainer predict` writes
+// them (and no evaluation: do_eval false, eval_strategy no); eval_do_concat_batches false writes
+// a file per batch; prediction_loss_only only the metrics.
+TEST(TrainerCli, DoPredictWritesWhatPredictWritesAfterTraining) {
+  TempDir dir;
+  testing::write_mnist_dir(dir.file("data"), 64, 20, false);
+  const std::string out = dir.file("run");
+  const std::string common = " --dataset_dir " + dir.file("data") + " --output_dir " + out +
+                             " --per_device_eval_batch_size 8";
+  auto trained = run(kTrainer + " train" + common + " --max_steps 2 --do_predict true");
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  EXPECT_NE(trained.out.find("***** predict metrics *****\n"), std::string::npos) << trained.out;
+  const json metrics = json::parse(slurp(out + "/predict_results.json"));
+  EXPECT_EQ(metrics["predict_samples"], 20);
+  EXPECT_TRUE(metrics.contains("test_loss"));
+  EXPECT_TRUE(metrics.contains("test_accuracy"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/eval_results.json"));
+  const std::string predictions = slurp(out + "/predictions.npy");
+  const std::string labels = slurp(out + "/label_ids.npy");
+  ASSERT_FALSE(predictions.empty());
+  // `trainer predict` of the saved model: the same outputs, labels and loss.
+  auto predicted = run(kTrainer + " predict" + common);
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
+  EXPECT_EQ(slurp(out + "/predictions.npy"), predictions);
+  EXPECT_EQ(slurp(out + "/label_ids.npy"), labels);
+  EXPECT_EQ(json::parse(slurp(out + "/predict_results.json"))["test_loss"], metrics["test_loss"]);
+  // A file per batch of 8: 8, 8 and 4 rows, the same outputs.
+  auto apart = run(kTrainer + " predict" + common + " --eval_do_concat_batches false");
+  ASSERT_EQ(apart.exit_code, 0) << apart.err;
+  const std::string script =
+      "import numpy as np, sys; d = sys.argv[1]; "
+      "p = [np.load(f'{d}/predictions_{k}.npy') for k in range(3)]; "
+      "print([len(x) for x in p], np.array_equal(np.concatenate(p), np.load(d + "
+      "'/predictions.npy')))";
+  auto check = run(std::string(TRAINER_PYTHON) + " -c \"" + script + "\" " + out);
+  EXPECT_EQ(check.out, "[8, 8, 4] True\n") << check.err;
+  // prediction_loss_only: the loss, no outputs.
+  std::filesystem::remove(out + "/predictions.npy");
+  auto loss_only = run(kTrainer + " predict" + common + " --prediction_loss_only true");
+  ASSERT_EQ(loss_only.exit_code, 0) << loss_only.err;
+  const json only = json::parse(slurp(out + "/predict_results.json"));
+  EXPECT_EQ(only["test_loss"], metrics["test_loss"]);
+  EXPECT_FALSE(only.contains("test_accuracy"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/predictions.npy"));
+}
+
 // Runs the trainer expecting exit code 2 and exactly `message` as the one line on stderr.
 void expect_input_error(const std::string& arguments, const std::string& message) {
   auto result = run(kTrainer + " " + arguments);
