@@ -52,7 +52,7 @@ set(TRAINER_TEST_GROUPS
   "^(Plot|StepCurve|Docs|FusedAdamW|Registry|Tasks)\\."     "e2e|sanitize"           300 SUITE
   "^(MemoryMetrics|AutoFindBatchSize)\\."                  "e2e|sanitize"           300 SUITE
   "^(Jinja|Language/JinjaRenders)\\."                         "unit|sanitize"          300 SUITE
-  "^(Tokenizer|LmFiles|Gpt|HfModels|Lora|TorchScript|ChatTemplate|Sft[A-Za-z]*|Dpo[A-Za-z]*)\\."
+  "^(Tokenizer|LmFiles|LengthGroupedAgainstTransformers|Gpt|HfModels|Lora|TorchScript|ChatTemplate|Sft[A-Za-z]*|Dpo[A-Za-z]*)\\."
                                                             "unit|reference|sanitize" 600 SUITE
   "^(Cases/LoraAgainstPeft|Models/HfLogits|Optimizers)\\."  "unit|reference|sanitize" 600 SUITE
   "^(Cuda|DeviceLoader)\\."                                 "unit|sanitize"          300 SUITE

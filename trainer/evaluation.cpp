@@ -78,9 +78,18 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
                                           const std::string& prefix, bool keep_predictions) {
   Accelerator& accelerator = *accelerator_;
   const base::Stopwatch stopwatch;
+  const int64_t batch_size =
+      process_batch_size(args_.per_device_eval_batch_size(), "per_device_eval_batch_size");
+  // Transformers' _get_eval_sampler: in order, or grouped by length (the same order each time).
+  std::shared_ptr<const data::Sampler> sampler =
+      std::make_shared<data::SequentialSampler>(dataset->size());
+  if (args_.train_sampling_strategy() == "group_by_length") {
+    sampler = std::make_shared<data::LengthGroupedSampler>(
+        data::example_lengths(*dataset), batch_size, static_cast<uint64_t>(args_.sampler_seed()),
+        /*per_epoch=*/false);
+  }
   auto loader = accelerator.prepare(
-      data::DataLoader(dataset, std::make_shared<data::SequentialSampler>(dataset->size()),
-                       {args_.per_device_eval_batch_size(), false}, data_collator_));
+      data::DataLoader(dataset, sampler, loader_options(batch_size, false), data_collator_));
   std::shared_ptr<models::Model> model = model_wrapped_;
   if (!model) {
     if (!model_eval_) model_eval_ = accelerator.prepare_model(model_, /*evaluation_mode=*/true);
@@ -207,7 +216,7 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
     metrics[key.rfind(prefix + "_", 0) == 0 ? key : prefix + "_" + key] = value;
   }
   const double runtime = stopwatch.seconds();
-  const int64_t total_batch = args_.per_device_eval_batch_size() * accelerator.num_processes();
+  const int64_t total_batch = batch_size * accelerator.num_processes();
   const int64_t num_steps = (num_samples + total_batch - 1) / total_batch;
   metrics[prefix + "_runtime"] = base::round_to(runtime, 4);
   metrics[prefix + "_samples_per_second"] =

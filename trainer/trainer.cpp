@@ -50,6 +50,8 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
     at::globalContext().setDeterministicCuDNN(true);
     at::globalContext().setBenchmarkCuDNN(false);
   }
+  // accelerator_config's gradient_accumulation_kwargs num_steps, as Transformers takes it.
+  args_.gradient_accumulation_steps(args_.effective_accumulation_steps());
   // An elastic run on fewer nodes than its most: more accumulation, the same total batch.
   const int64_t asked_accumulation = args_.gradient_accumulation_steps();
   args_.gradient_accumulation_steps(Accelerator::elastic_accumulation(asked_accumulation));
@@ -309,8 +311,8 @@ PredictionOutput Trainer::prediction_step(models::Model& model, const data::Batc
 }
 
 std::string Trainer::banner(int64_t num_examples, int64_t num_epochs) const {
-  int64_t total_batch =
-      train_batch_size_ * accelerator_->num_processes() * args_.gradient_accumulation_steps();
+  int64_t total_batch = process_batch_size(train_batch_size_, "per_device_train_batch_size") *
+                        accelerator_->num_processes() * args_.gradient_accumulation_steps();
   return fmt::format(
       "***** Running training *****\n"
       "  Num examples = {}\n"

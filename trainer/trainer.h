@@ -373,6 +373,11 @@ class Trainer {
   // The loader and step counts from the arguments (InputError for an empty data set, no batch,
   // or counts that overflow).
   TrainingPlan set_initial_training_values();
+  // A per-process batch size of `batch` (the argument `key`): batch itself, or with
+  // accelerator_config split_batches batch / num_processes (InputError when it does not divide).
+  int64_t process_batch_size(int64_t batch, const char* key) const;
+  // The DataLoader options of the data-loading arguments (workers, prefetching, pinned memory).
+  data::DataLoaderOptions loader_options(int64_t batch_size, bool drop_last) const;
   // A fresh TrainerState and loop position for `plan`.
   void reset_training_state(const TrainingPlan& plan);
   // create_optimizer (unless `keep_optimizer` and an earlier attempt left an optimizer and its

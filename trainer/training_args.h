@@ -21,6 +21,15 @@
 namespace trainer {
 
 // The optimizer optim and optim_args name (TrainingArguments::optimizer_plan).
+// accelerator_config read as Accelerate's AcceleratorConfig (accelerator_config_plan()).
+struct AcceleratorConfigPlan {
+  bool split_batches = false;  // batch sizes are global, split over the processes
+  bool even_batches = true;    // the last round padded with samples from the start
+  bool use_seedable_sampler = true;
+  bool non_blocking = false;
+  std::optional<int64_t> num_steps;  // gradient_accumulation_kwargs num_steps
+};
+
 struct OptimizerPlan {
   std::string name;                       // one of TrainingArguments::optimizers()
   std::map<std::string, double> options;  // optim_args: numbers, and flags as 1 or 0
@@ -169,6 +178,12 @@ class TrainingArguments {
   // activation_checkpointing_kwargs (else gradient_checkpointing_kwargs). Throws InputError
   // naming an unknown or bad option.
   CheckpointingPlan checkpointing_plan() const;
+  // accelerator_config read as Accelerate's AcceleratorConfig: its keys typed and checked, those
+  // with nothing to do here accepted only as their defaults. Throws InputError naming the key.
+  AcceleratorConfigPlan accelerator_config_plan() const;
+  // gradient_accumulation_steps, or accelerator_config's gradient_accumulation_kwargs num_steps
+  // (which Transformers takes when gradient_accumulation_steps is 1).
+  int64_t effective_accumulation_steps() const;
   // The log level of a process (Python's number: 10 debug .. 50 critical), as Transformers'
   // get_process_log_level: log_level on the node's first process (log_on_each_node) or the
   // run's first (not), log_level_replica on the others; passive keeps warning.
@@ -203,6 +218,7 @@ class TrainingArguments {
   void validate_reporting_model_and_data() const;
   void validate_lora() const;
   void validate_transformers_keys() const;
+  void validate_data_loading() const;
 };
 
 }  // namespace trainer

@@ -196,6 +196,37 @@
     "FULL_STATE_DICT|SHARDED_STATE_DICT (the \"fsdp_\" prefix of Accelerate's keys is accepted).")  \
   X(bool, dataloader_drop_last, false,                                                             \
     "Drop the last incomplete training batch.")                                                    \
+  X(int64_t, dataloader_num_workers, 0,                                                            \
+    "Threads that prepare batches in the background (gathering and collating the examples), "      \
+    "delivering them in order: the same batches as 0, which prepares them on the main thread.")    \
+  X(bool, dataloader_pin_memory, true,                                                             \
+    "On CUDA, batches prepared in page-locked host memory, copied to the device without "          \
+    "blocking; on CPU nothing (there is no device copy).")                                         \
+  X(bool, dataloader_persistent_workers, false,                                                    \
+    "Keep the dataloader_num_workers threads across epochs and evaluations instead of starting "   \
+    "them for each pass.")                                                                         \
+  X(std::optional<int64_t>, dataloader_prefetch_factor, std::nullopt,                              \
+    "Batches each worker prepares ahead (prefetch_factor x num_workers in all; null: 2); needs "   \
+    "dataloader_num_workers > 0.")                                                                 \
+  X(std::optional<std::string>, dataloader_multiprocessing_context, std::nullopt,                  \
+    "fork, spawn or forkserver: accepted with dataloader_num_workers > 0 and without effect, "     \
+    "the workers being threads of the process, not processes.")                                    \
+  X(bool, dataloader_in_order, true,                                                               \
+    "Batches in the sampler's order. false allows them out of order as they are ready; the "       \
+    "workers here deliver them in order either way.")                                              \
+  X(std::string, train_sampling_strategy, "random",                                                \
+    "The training order: random (torch.randperm seeded by data_seed, else seed, plus the "         \
+    "epoch), sequential, or group_by_length (Transformers' LengthGroupedSampler: megabatches "     \
+    "of 50 x train batch x gradient_accumulation_steps sorted by length, the longest first; "      \
+    "evaluation then groups by length too).")                                                      \
+  X(std::string, length_column_name, "length",                                                     \
+    "With train_sampling_strategy group_by_length, the column of the data's rows that holds "      \
+    "their lengths (else a row's length is its number of tokens).")                                \
+  X(nlohmann::ordered_json, accelerator_config, nlohmann::ordered_json::object(),                  \
+    "Accelerate's AcceleratorConfig: split_batches (the batch sizes are the global ones, split "   \
+    "over the processes), dispatch_batches, even_batches (default true: the last round padded "    \
+    "with samples from the start), use_seedable_sampler, non_blocking, "                           \
+    "gradient_accumulation_kwargs {num_steps, ...}, use_configured_state.")                        \
   X(bool, remove_unused_columns, true,                                                             \
     "Accepted for compatibility; batches keep what the collator builds.")                          \
   X(bool, disable_tqdm, false,                                                                     \

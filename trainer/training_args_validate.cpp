@@ -59,6 +59,7 @@ void TrainingArguments::validate() const {
   validate_sft();
   validate_dpo();
   validate_transformers_keys();
+  validate_data_loading();
   const auto fsdp = fsdp_plan();
   const OptimizerPlan optimizer = optimizer_plan();
   // A sharded run's optimizer sees flat slices of the parameters and its checkpoints hold AdamW's
@@ -553,6 +554,147 @@ void TrainingArguments::validate_transformers_keys() const {
           option == "tpu_metrics_debug" ? "tpu_metrics_debug asks for a TPU; underflow_overflow"
                                         : "underflow_overflow, or empty");
   }
+}
+
+}  // namespace trainer
+
+namespace trainer {
+
+// The data-loading keys, as Transformers and PyTorch's DataLoader check them.
+void TrainingArguments::validate_data_loading() const {
+  check(dataloader_num_workers_ >= 0 && dataloader_num_workers_ <= 1024, "dataloader_num_workers",
+        std::to_string(dataloader_num_workers_), "must be in 0..1024; 0 loads on the main thread");
+  if (dataloader_prefetch_factor_) {
+    // Transformers' own check, then PyTorch's.
+    check(dataloader_num_workers_ > 0, "dataloader_prefetch_factor",
+          std::to_string(*dataloader_prefetch_factor_),
+          "only with dataloader_num_workers > 0 (data loaded in other workers), else null");
+    check(*dataloader_prefetch_factor_ >= 1 && *dataloader_prefetch_factor_ <= 1024,
+          "dataloader_prefetch_factor", std::to_string(*dataloader_prefetch_factor_),
+          "must be in 1..1024, or null");
+  }
+  check(!dataloader_persistent_workers_ || dataloader_num_workers_ > 0,
+        "dataloader_persistent_workers", "true", "only with dataloader_num_workers > 0");
+  if (dataloader_multiprocessing_context_) {
+    check_choice("dataloader_multiprocessing_context", *dataloader_multiprocessing_context_,
+                 {"fork", "spawn", "forkserver"});
+    check(dataloader_num_workers_ > 0, "dataloader_multiprocessing_context",
+          shown(json(*dataloader_multiprocessing_context_)),
+          "only with dataloader_num_workers > 0, else null");
+  }
+  if (train_sampling_strategy_ == "batch_rebalance") {
+    throw InputError(
+        "argument train_sampling_strategy: \"batch_rebalance\" is not supported: Transformers' "
+        "BatchRebalanceSampler is not implemented here (allowed: random, sequential, "
+        "group_by_length)");
+  }
+  check_choice("train_sampling_strategy", train_sampling_strategy_,
+               {"random", "sequential", "group_by_length"});
+  check(!length_column_name_.empty(), "length_column_name", "\"\"", "a column name");
+  accelerator_config_plan();
+  const int64_t steps = effective_accumulation_steps();
+  check(steps >= 1 && steps <= kMaxCount, "accelerator_config",
+        fmt::format("gradient_accumulation_kwargs num_steps {}", steps),
+        "must be in 1..2147483647");
+}
+
+AcceleratorConfigPlan TrainingArguments::accelerator_config_plan() const {
+  AcceleratorConfigPlan plan;
+  const json& config = accelerator_config_;
+  if (config.is_null()) return plan;
+  if (!config.is_object()) {
+    throw InputError(fmt::format(
+        "argument accelerator_config: {} is not allowed (a JSON object of AcceleratorConfig's "
+        "keys, e.g. {{\"split_batches\": true}})",
+        shown(config)));
+  }
+  const std::vector<std::string> keys = {"split_batches",       "dispatch_batches",
+                                         "even_batches",        "use_seedable_sampler",
+                                         "non_blocking",        "gradient_accumulation_kwargs",
+                                         "use_configured_state"};
+  auto flag = [&](const std::string& key, bool fallback) {
+    auto it = config.find(key);
+    if (it == config.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) {
+      throw InputError(fmt::format(
+          "argument accelerator_config: {} {} is not allowed (true or false)", key, shown(*it)));
+    }
+    return it->get<bool>();
+  };
+  for (const auto& [key, value] : config.items()) {
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+    throw InputError(fmt::format(
+        "argument accelerator_config: key {} is not allowed (AcceleratorConfig's keys: {})",
+        shown(json(key)), fmt::join(keys, ", ")));
+  }
+  plan.split_batches = flag("split_batches", false);
+  plan.even_batches = flag("even_batches", true);
+  plan.use_seedable_sampler = flag("use_seedable_sampler", true);
+  plan.non_blocking = flag("non_blocking", false);
+  if (flag("dispatch_batches", false)) {
+    throw InputError(
+        "argument accelerator_config: dispatch_batches true is not supported: every process reads "
+        "its own share of the one order all of them draw, which gives the batches process 0 "
+        "would send; accepted only as null or false");
+  }
+  if (flag("use_configured_state", false)) {
+    throw InputError(
+        "argument accelerator_config: use_configured_state true is not supported: the Trainer "
+        "makes the one Accelerator of the process, there is no state configured before it; "
+        "accepted only as false");
+  }
+  check(plan.even_batches, "accelerator_config", "even_batches false",
+        "true: a process with fewer batches would leave the others waiting in DDP's and "
+        "gather_for_metrics' collectives (Accelerate needs join_uneven_inputs for it)");
+  if (auto it = config.find("gradient_accumulation_kwargs"); it != config.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      throw InputError(fmt::format(
+          "argument accelerator_config: gradient_accumulation_kwargs {} is not allowed (a JSON "
+          "object: num_steps, adjust_scheduler, sync_with_dataloader, sync_each_batch)",
+          shown(*it)));
+    }
+    for (const auto& [key, value] : it->items()) {
+      if (key == "num_steps") {
+        check(value.is_number_integer() && value.get<int64_t>() >= 1 &&
+                  value.get<int64_t>() <= kMaxCount,
+              "accelerator_config", "gradient_accumulation_kwargs num_steps " + shown(value),
+              "an integer in 1..2147483647");
+        check(gradient_accumulation_steps_ == 1, "accelerator_config",
+              "gradient_accumulation_kwargs num_steps " + shown(value),
+              fmt::format("only with gradient_accumulation_steps 1 (it is {}), as Transformers "
+                          "does not know which one is meant",
+                          gradient_accumulation_steps_));
+        plan.num_steps = value.get<int64_t>();
+      } else if (key == "adjust_scheduler" || key == "sync_with_dataloader") {
+        // The Trainer steps the schedule once per optimizer step and ends each epoch's last
+        // window at the end of the data, which is what true means; Accelerate's default.
+        check(value == json(true), "accelerator_config",
+              fmt::format("gradient_accumulation_kwargs {} {}", key, shown(value)),
+              "true (the default): the Trainer steps the schedule per optimizer step and ends "
+              "an epoch's last window with its data");
+      } else if (key == "sync_each_batch") {
+        check(value == json(false), "accelerator_config",
+              "gradient_accumulation_kwargs sync_each_batch " + shown(value),
+              "false (the default): gradients are synchronised on each window's last batch");
+      } else {
+        throw InputError(fmt::format(
+            "argument accelerator_config: gradient_accumulation_kwargs key {} is not allowed "
+            "(num_steps, adjust_scheduler, sync_with_dataloader, sync_each_batch)",
+            shown(json(key))));
+      }
+    }
+  }
+  return plan;
+}
+
+int64_t TrainingArguments::effective_accumulation_steps() const {
+  const auto& config = accelerator_config_;
+  if (!config.is_object()) return gradient_accumulation_steps_;
+  auto it = config.find("gradient_accumulation_kwargs");
+  if (it == config.end() || !it->is_object()) return gradient_accumulation_steps_;
+  auto steps = it->find("num_steps");
+  if (steps == it->end() || !steps->is_number_integer()) return gradient_accumulation_steps_;
+  return steps->get<int64_t>();
 }
 
 }  // namespace trainer

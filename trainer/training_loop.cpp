@@ -56,18 +56,54 @@ std::optional<TrainerMemoryTracker::DeviceCounters> Trainer::device_memory_count
       }};
 }
 
+int64_t Trainer::process_batch_size(int64_t batch, const char* key) const {
+  const int processes = accelerator_->num_processes();
+  if (!args_.accelerator_config_plan().split_batches || processes == 1) return batch;
+  if (batch % processes != 0) {
+    throw InputError(fmt::format(
+        "argument {}: {} is not allowed with accelerator_config split_batches (the batch is "
+        "split over {} processes: a multiple of {})",
+        key, batch, processes, processes));
+  }
+  return batch / processes;
+}
+
+data::DataLoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const {
+  data::DataLoaderOptions options;
+  options.batch_size = batch_size;
+  options.drop_last = drop_last;
+  options.num_workers = args_.dataloader_num_workers();
+  options.prefetch_factor = args_.dataloader_prefetch_factor().value_or(2);
+  options.persistent_workers = args_.dataloader_persistent_workers();
+  // Page-locked memory only means something for a copy to a CUDA device.
+  options.pin_memory = args_.dataloader_pin_memory() && accelerator_->device().is_cuda();
+  return options;
+}
+
 Trainer::TrainingPlan Trainer::set_initial_training_values() {
   if (!train_dataset_ || train_dataset_->size() == 0) {
     throw InputError("Trainer: the training dataset is empty");
   }
   Accelerator& accelerator = *accelerator_;
   TrainingPlan plan;
-  const int64_t batch_size = train_batch_size_;
-  // Every process draws the same permutation (same seed) and runs its share of its batches.
-  plan.loader = accelerator.prepare(data::DataLoader(
-      train_dataset_,
-      std::make_shared<data::RandomSampler>(train_dataset_->size(), args_.sampler_seed()),
-      {batch_size, args_.dataloader_drop_last()}, data_collator_));
+  const int64_t batch_size = process_batch_size(train_batch_size_, "per_device_train_batch_size");
+  // Every process draws the same order (same seed) and runs its share of its batches: Transformers'
+  // _get_train_sampler by train_sampling_strategy.
+  std::shared_ptr<const data::Sampler> sampler;
+  const auto seed = static_cast<uint64_t>(args_.sampler_seed());
+  if (args_.train_sampling_strategy() == "sequential") {
+    sampler = std::make_shared<data::SequentialSampler>(train_dataset_->size());
+  } else if (args_.train_sampling_strategy() == "group_by_length") {
+    // Batches of train_batch_size x gradient_accumulation_steps, as Transformers groups them.
+    sampler = std::make_shared<data::LengthGroupedSampler>(
+        data::example_lengths(*train_dataset_), batch_size * args_.gradient_accumulation_steps(),
+        seed);
+  } else {
+    sampler = std::make_shared<data::RandomSampler>(train_dataset_->size(), seed);
+  }
+  plan.loader = accelerator.prepare(
+      data::DataLoader(train_dataset_, sampler,
+                       loader_options(batch_size, args_.dataloader_drop_last()), data_collator_));
   plan.num_batches = plan.loader->size();
   if (plan.num_batches == 0) {
     throw InputError(

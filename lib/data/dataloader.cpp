@@ -1,7 +1,14 @@
-// Samplers, the DataLoader, the Batch helpers and the default collator.
+// Samplers, the DataLoader (with its worker threads), the Batch helpers and the default collator.
 #include "lib/data/dataloader.h"
 
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -117,6 +124,137 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   return mine;
 }
 
+LengthGroupedSampler::LengthGroupedSampler(std::vector<int64_t> lengths, int64_t batch_size,
+                                           uint64_t seed, bool per_epoch)
+    : lengths_(std::move(lengths)), batch_size_(batch_size), seed_(seed), per_epoch_(per_epoch) {
+  if (batch_size_ < 1) {
+    throw InputError(fmt::format(
+        "LengthGroupedSampler: batch size {} is not allowed (must be >= 1)", batch_size_));
+  }
+}
+
+std::vector<int64_t> LengthGroupedSampler::indices(int64_t epoch) const {
+  const auto n = static_cast<int64_t>(lengths_.size());
+  if (n == 0) return {};
+  int64_t mult = std::min<int64_t>(n / (batch_size_ * 4), 50);
+  if (mult == 0) mult = 1;
+  std::vector<int64_t> order = RandomSampler(n, seed_).indices(per_epoch_ ? epoch : 0);
+  const int64_t megabatch = mult * batch_size_;
+  auto longer = [&](int64_t a, int64_t b) { return lengths_[a] > lengths_[b]; };
+  // Python's sorted(reverse=True) keeps equal lengths in their order: a stable sort.
+  for (int64_t begin = 0; begin < n; begin += megabatch)
+    std::stable_sort(order.begin() + begin, order.begin() + std::min(n, begin + megabatch), longer);
+  // torch.argmax over the megabatches' first (longest) lengths: the first of the maxima.
+  int64_t best = 0;
+  for (int64_t begin = megabatch; begin < n; begin += megabatch)
+    if (lengths_[order[begin]] > lengths_[order[best]]) best = begin;
+  std::swap(order[0], order[best]);
+  return order;
+}
+
+std::vector<int64_t> example_lengths(const Dataset& dataset) {
+  std::vector<int64_t> lengths(static_cast<size_t>(dataset.size()));
+  for (int64_t i = 0; i < dataset.size(); ++i) lengths[i] = dataset.get(i).input.numel();
+  return lengths;
+}
+
+// The worker threads of a DataLoader and the batches they are preparing, in the order asked.
+class BatchWorkers {
+ public:
+  explicit BatchWorkers(int64_t threads) {
+    for (int64_t t = 0; t < threads; ++t) threads_.emplace_back([this] { run(); });
+  }
+  ~BatchWorkers() {
+    drain();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    ready_.notify_all();
+    for (auto& thread : threads_) thread.join();
+  }
+  BatchWorkers(const BatchWorkers&) = delete;
+  BatchWorkers& operator=(const BatchWorkers&) = delete;
+
+  std::future<Batch> submit(std::function<Batch()> job) {
+    std::packaged_task<Batch()> task(std::move(job));
+    std::future<Batch> result = task.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.push_back(std::move(task));
+    }
+    ready_.notify_one();
+    return result;
+  }
+  // Waits for the batches still being prepared and forgets them.
+  void drain() {
+    for (auto& [index, batch] : pending)
+      if (batch.valid()) batch.wait();
+    pending.clear();
+  }
+
+  // The batches asked for, in order: (index, its batch to come); the next index to ask for; the
+  // epoch they belong to.
+  std::deque<std::pair<int64_t, std::future<Batch>>> pending;
+  int64_t next = 0;
+  int64_t epoch = -1;
+
+ private:
+  void run() {
+    for (;;) {
+      std::packaged_task<Batch()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ready_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        task = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      task();  // an exception goes to the future, and so to the caller
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::packaged_task<Batch()>> jobs_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+namespace {
+
+// Batch `indices` (held on the dataset's device as `device_indices` when that is not the CPU).
+Batch collate_indices(const Dataset& dataset, const DataCollator& collator,
+                      const std::vector<int64_t>& indices, const torch::Tensor& device_indices,
+                      bool pin_memory) {
+  Batch batch;
+  bool done = false;
+  if (!collator) {
+    torch::Tensor index =
+        device_indices.defined()
+            ? device_indices
+            : torch::from_blob(const_cast<int64_t*>(indices.data()),
+                               {static_cast<int64_t>(indices.size())}, torch::kLong);
+    if (auto b = dataset.get_batch(index)) {
+      batch = std::move(*b);
+      done = true;
+    }
+  }
+  if (!done) {
+    std::vector<Example> examples;
+    examples.reserve(indices.size());
+    for (int64_t k : indices) examples.push_back(dataset.get(k));
+    batch = collator ? collator(examples) : default_collate(examples);
+  }
+  if (pin_memory) {
+    for (const auto& [key, value] : batch.items())
+      if (value.defined() && value.device().is_cpu()) batch[key] = value.pin_memory();
+  }
+  return batch;
+}
+
+}  // namespace
+
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset,
                        std::shared_ptr<const Sampler> sampler, DataLoaderOptions options,
                        DataCollator collator)
@@ -127,6 +265,11 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset,
   if (options_.batch_size < 1) {
     throw InputError(
         fmt::format("batch size {} is not allowed (must be >= 1)", options_.batch_size));
+  }
+  if (options_.num_workers < 0 || options_.prefetch_factor < 1) {
+    throw InputError(fmt::format(
+        "DataLoader: num_workers {} and prefetch_factor {} are not allowed (>= 0 and >= 1)",
+        options_.num_workers, options_.prefetch_factor));
   }
   set_epoch(0);
 }
@@ -149,6 +292,8 @@ DataLoader DataLoader::with_dataset(std::shared_ptr<const Dataset> dataset) cons
                                             dataset ? dataset->size() : 0, dataset_->size()));
   }
   DataLoader copy = *this;
+  copy.workers_.reset();
+  copy.worker_starts_ = 0;
   copy.dataset_ = std::move(dataset);
   copy.set_epoch(epoch_);
   return copy;
@@ -165,23 +310,63 @@ int64_t DataLoader::num_examples() const {
   return options_.drop_last ? size() * options_.batch_size : n;
 }
 
+int64_t DataLoader::worker_starts() const { return worker_starts_; }
+
+Batch DataLoader::make_batch(int64_t begin, int64_t end) const {
+  std::vector<int64_t> indices(order_.begin() + begin, order_.begin() + end);
+  torch::Tensor device_indices =
+      device_order_.defined() ? device_order_.narrow(0, begin, end - begin) : torch::Tensor();
+  return collate_indices(*dataset_, collator_, indices, device_indices, options_.pin_memory);
+}
+
 Batch DataLoader::batch(int64_t i) const {
-  if (i < 0 || i >= size()) {
-    throw std::out_of_range(fmt::format("batch {} out of range [0, {})", i, size()));
+  const int64_t batches = size();
+  if (i < 0 || i >= batches) {
+    throw std::out_of_range(fmt::format("batch {} out of range [0, {})", i, batches));
   }
-  int64_t begin = i * options_.batch_size;
-  int64_t end = std::min<int64_t>(begin + options_.batch_size, order_.size());
-  if (!collator_) {
-    torch::Tensor indices = device_order_.defined()
-                                ? device_order_.narrow(0, begin, end - begin)
-                                : torch::from_blob(const_cast<int64_t*>(order_.data()) + begin,
-                                                   {end - begin}, torch::kLong);
-    if (auto batch = dataset_->get_batch(indices)) return std::move(*batch);
+  auto range = [&](int64_t k) {
+    const int64_t begin = k * options_.batch_size;
+    return std::make_pair(begin, std::min<int64_t>(begin + options_.batch_size, order_.size()));
+  };
+  if (options_.num_workers == 0) {
+    auto [begin, end] = range(i);
+    return make_batch(begin, end);
   }
-  std::vector<Example> examples;
-  examples.reserve(static_cast<size_t>(end - begin));
-  for (int64_t k = begin; k < end; ++k) examples.push_back(dataset_->get(order_[k]));
-  return collator_ ? collator_(examples) : default_collate(examples);
+  if (!workers_) {
+    workers_ = std::make_shared<BatchWorkers>(options_.num_workers);
+    worker_starts_ += options_.num_workers;
+  }
+  BatchWorkers& w = *workers_;
+  // Batches are asked for in order; anything else (another epoch, a jump) starts afresh at i.
+  if (w.epoch != epoch_ || w.pending.empty() || w.pending.front().first != i) {
+    w.drain();
+    w.epoch = epoch_;
+    w.next = i;
+  }
+  const auto ahead = static_cast<size_t>(options_.prefetch_factor * options_.num_workers);
+  auto fill = [&] {
+    while (w.next < batches && w.pending.size() < ahead) {
+      auto [begin, end] = range(w.next);
+      // The job holds its own copies: it never reaches back into this loader.
+      std::vector<int64_t> indices(order_.begin() + begin, order_.begin() + end);
+      torch::Tensor device_indices =
+          device_order_.defined() ? device_order_.narrow(0, begin, end - begin) : torch::Tensor();
+      w.pending.emplace_back(
+          w.next, w.submit([dataset = dataset_, collator = collator_, indices = std::move(indices),
+                            device_indices, pin = options_.pin_memory] {
+            return collate_indices(*dataset, collator, indices, device_indices, pin);
+          }));
+      ++w.next;
+    }
+  };
+  fill();
+  std::future<Batch> next = std::move(w.pending.front().second);
+  w.pending.pop_front();
+  fill();
+  Batch batch = next.get();
+  // The pass is over: without persistent_workers its threads end with it.
+  if (i + 1 == batches && !options_.persistent_workers) workers_.reset();
+  return batch;
 }
 
 }  // namespace trainer::data

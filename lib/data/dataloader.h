@@ -1,5 +1,6 @@
-// Samplers (sequential, seeded random reshuffled each epoch) and the DataLoader that turns a
-// Dataset into batches, with PyTorch's batch_size / drop_last semantics.
+// Samplers (sequential, seeded random reshuffled each epoch, Transformers' length-grouped) and the
+// DataLoader that turns a Dataset into batches, with PyTorch's batch_size / drop_last semantics
+// and its num_workers / prefetch_factor / persistent_workers / pin_memory as threads.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,10 @@
 #include <vector>
 
 #include "lib/data/dataset.h"
+
+namespace trainer::data {
+class BatchWorkers;
+}
 
 namespace trainer::data {
 
@@ -63,9 +68,38 @@ class DistributedSampler : public Sampler {
   int64_t num_samples_;
 };
 
+// Transformers' LengthGroupedSampler (get_length_grouped_indices): torch.randperm(n) from a
+// generator seeded with seed (+ epoch when per_epoch), cut into megabatches of mega_batch_mult x
+// batch_size (mega_batch_mult: min(n / (4 x batch_size), 50), at least 1), each sorted by length,
+// longest first (a stable sort), and the longest example of all swapped to the very front.
+class LengthGroupedSampler : public Sampler {
+ public:
+  LengthGroupedSampler(std::vector<int64_t> lengths, int64_t batch_size, uint64_t seed,
+                       bool per_epoch = true);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+
+ private:
+  std::vector<int64_t> lengths_;
+  int64_t batch_size_;
+  uint64_t seed_;
+  bool per_epoch_;
+};
+
+// The length of each example of `dataset`, as Transformers reads it from the model's first input:
+// the number of elements of Example::input (a tokenized row's number of tokens).
+std::vector<int64_t> example_lengths(const Dataset& dataset);
+
 struct DataLoaderOptions {
   int64_t batch_size = 1;
   bool drop_last = false;
+  // > 0: that many threads prepare the batches (fetch, collate) ahead of the caller, at most
+  // prefetch_factor x num_workers of them, handed over in order: the same batches as 0.
+  int64_t num_workers = 0;
+  int64_t prefetch_factor = 2;
+  // The threads stay from one pass over the data to the next (else they end with each pass).
+  bool persistent_workers = false;
+  // The batches in page-locked memory (for a CUDA device's non-blocking copies).
+  bool pin_memory = false;
 };
 
 // Batches of a dataset in the order its sampler gives for the current epoch. With no collator
@@ -94,8 +128,12 @@ class DataLoader {
   // examples (a device copy, say). Throws std::invalid_argument when its size differs.
   DataLoader with_dataset(std::shared_ptr<const Dataset> dataset) const;
   const DataLoaderOptions& options() const { return options_; }
+  // How many worker threads this loader has started so far (0 with num_workers 0).
+  int64_t worker_starts() const;
 
  private:
+  Batch make_batch(int64_t begin, int64_t end) const;
+
   std::shared_ptr<const Dataset> dataset_;
   std::shared_ptr<const Sampler> sampler_;
   DataLoaderOptions options_;
@@ -103,6 +141,9 @@ class DataLoader {
   int64_t epoch_ = 0;
   std::vector<int64_t> order_;
   torch::Tensor device_order_;  // order_ on the dataset's device, when that is not the CPU
+  // The worker threads (num_workers > 0): made at the first batch, never shared by copies.
+  mutable std::shared_ptr<BatchWorkers> workers_;
+  mutable int64_t worker_starts_ = 0;
 };
 
 }  // namespace trainer::data

@@ -3,12 +3,20 @@
 #include "lib/data/dataloader.h"
 
 #include <algorithm>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "lib/base/errors.h"
 #include "lib/data/mnist.h"
+#include "tests/test_util.h"
 #include "tests/torch_test_util.h"
 
 namespace trainer::data {
@@ -83,6 +91,145 @@ TEST(DataLoader, UsesTheUsersCollator) {
   EXPECT_THROW(b.at("x"), std::out_of_range);
 }
 
+// Transformers' get_length_grouped_indices, step by step: megabatches of the permutation sorted
+// longest first, the longest of all at the very front.
+TEST(Sampler, LengthGroupedSortsMegabatchesLongestFirst) {
+  std::vector<int64_t> lengths;
+  for (int64_t i = 0; i < 100; ++i) lengths.push_back((i * 37) % 23 + 1);
+  LengthGroupedSampler sampler(lengths, 2, 5);
+  const std::vector<int64_t> order = sampler.indices(0);
+  // 100 / (4 x 2) = 12 batches of 2 per megabatch: 24 examples.
+  const std::vector<int64_t> perm = RandomSampler(100, 5).indices(0);
+  std::vector<int64_t> sorted_perm = perm;
+  std::sort(sorted_perm.begin(), sorted_perm.end());
+  std::vector<int64_t> sorted_order = order;
+  std::sort(sorted_order.begin(), sorted_order.end());
+  EXPECT_EQ(sorted_order, sorted_perm);
+  EXPECT_EQ(lengths[order[0]], 23);
+  for (int64_t begin = 0; begin < 100; begin += 24) {
+    const int64_t end = std::min<int64_t>(100, begin + 24);
+    // The same examples as the permutation's megabatch, but for the swapped fronts.
+    std::multiset<int64_t> got, want;
+    for (int64_t k = begin + 1; k < end; ++k) got.insert(order[k]);
+    for (int64_t k = begin; k < end; ++k) want.insert(perm[k]);
+    for (int64_t k : got) EXPECT_EQ(want.count(k), 1u);
+    // Longest first after the front (which the swap may have changed).
+    for (int64_t k = begin + 2; k < end; ++k) EXPECT_GE(lengths[order[k - 1]], lengths[order[k]]);
+  }
+  EXPECT_EQ(sampler.indices(1), LengthGroupedSampler(lengths, 2, 5).indices(1));
+  EXPECT_NE(sampler.indices(0), sampler.indices(1));
+  EXPECT_EQ(LengthGroupedSampler(lengths, 2, 5, false).indices(3), order);
+}
+
+// The same order as Transformers' LengthGroupedSampler with a generator seeded alike
+// (scripts/reference/length_grouped_reference.py).
+TEST(LengthGroupedAgainstTransformers, SameIndices) {
+  if (!testing::python_has("transformers")) {
+    GTEST_SKIP() << "TRAINER_PYTHON (" << TRAINER_PYTHON << ") lacks transformers";
+  }
+  nlohmann::json request;
+  struct Case {
+    std::vector<int64_t> lengths;
+    int64_t batch_size;
+    int64_t seed;
+  };
+  std::vector<Case> cases;
+  for (int64_t n : {1, 7, 64, 333, 2000}) {
+    for (int64_t batch : {1, 4, 8}) {
+      std::vector<int64_t> lengths;
+      // Many ties (lengths mod 9) test the stable sort; a unique longest every other case.
+      for (int64_t i = 0; i < n; ++i) lengths.push_back((i * 7919 + n) % 9 + 1);
+      if (batch == 4) lengths[n / 2] = 50;
+      cases.push_back({lengths, batch, n + batch});
+    }
+  }
+  for (const Case& c : cases)
+    request["cases"].push_back(
+        {{"lengths", c.lengths}, {"batch_size", c.batch_size}, {"seed", c.seed}});
+  testing::TempDir dir;
+  { std::ofstream(dir.file("request.json")) << request.dump(); }
+  const auto result = testing::run(fmt::format(
+      "{} {}/scripts/reference/length_grouped_reference.py {} > {} 2> {}", TRAINER_PYTHON,
+      SOURCE_DIR, dir.file("request.json"), dir.file("result.json"), dir.file("stderr")));
+  ASSERT_EQ(result.exit_code, 0) << testing::slurp(dir.file("stderr"));
+  const auto reference = nlohmann::json::parse(testing::slurp(dir.file("result.json")));
+  ASSERT_EQ(reference.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(
+        fmt::format("case {}: n {} batch {}", i, cases[i].lengths.size(), cases[i].batch_size));
+    LengthGroupedSampler sampler(cases[i].lengths, cases[i].batch_size,
+                                 static_cast<uint64_t>(cases[i].seed), /*per_epoch=*/false);
+    EXPECT_EQ(sampler.indices(0), reference[i].get<std::vector<int64_t>>());
+  }
+}
+
+// A collator that records the thread it ran on.
+struct ThreadLog {
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  DataCollator collator() {
+    return [this](const std::vector<Example>& examples) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        threads.insert(std::this_thread::get_id());
+      }
+      return default_collate(examples);
+    };
+  }
+};
+
+TEST(DataLoader, WorkersDeliverTheSameBatchesInOrderFromOtherThreads) {
+  auto data = small_dataset(103);
+  auto sampler = std::make_shared<RandomSampler>(103, 11);
+  DataLoader plain(data, sampler, {8, false}, default_collate);
+  ThreadLog log;
+  DataLoaderOptions options{8, false};
+  options.num_workers = 2;
+  options.prefetch_factor = 3;
+  DataLoader workers(data, sampler, options, log.collator());
+  for (int64_t epoch : {0, 1}) {
+    plain.set_epoch(epoch);
+    workers.set_epoch(epoch);
+    ASSERT_EQ(workers.size(), plain.size());
+    for (int64_t i = 0; i < plain.size(); ++i) {
+      Batch a = plain.batch(i), b = workers.batch(i);
+      EXPECT_TRUE(torch::equal(a.at("x"), b.at("x"))) << "epoch " << epoch << " batch " << i;
+      EXPECT_TRUE(torch::equal(a.at("labels"), b.at("labels")));
+    }
+  }
+  // Out of order (a jump back) is still the batch asked for.
+  EXPECT_TRUE(torch::equal(plain.batch(3).at("x"), workers.batch(3).at("x")));
+  EXPECT_TRUE(torch::equal(plain.batch(0).at("x"), workers.batch(0).at("x")));
+  EXPECT_EQ(log.threads.count(std::this_thread::get_id()), 0u);
+  EXPECT_GE(log.threads.size(), 1u);
+  EXPECT_LE(log.threads.size(), 2u + 2u * 2u);  // two threads per pass at most, three passes
+}
+
+TEST(DataLoader, PersistentWorkersAreStartedOnce) {
+  auto data = small_dataset(40);
+  auto sampler = std::make_shared<SequentialSampler>(40);
+  DataLoaderOptions options{8, false};
+  options.num_workers = 2;
+  for (bool persistent : {false, true}) {
+    options.persistent_workers = persistent;
+    DataLoader loader(data, sampler, options, default_collate);
+    for (int64_t epoch = 0; epoch < 3; ++epoch) {
+      loader.set_epoch(epoch);
+      for (int64_t i = 0; i < loader.size(); ++i) loader.batch(i);
+    }
+    EXPECT_EQ(loader.worker_starts(), persistent ? 2 : 6) << "persistent " << persistent;
+  }
+}
+
+TEST(DataLoader, WorkersPassOnTheCollatorsError) {
+  auto data = small_dataset(20);
+  DataLoaderOptions options{4, false};
+  options.num_workers = 2;
+  DataLoader loader(data, std::make_shared<SequentialSampler>(20), options,
+                    [](const std::vector<Example>&) -> Batch { throw InputError("bad row"); });
+  EXPECT_THROW(loader.batch(0), InputError);
+}
+
 }  // namespace dataloader_test
 }  // namespace trainer::data
 
@@ -132,6 +279,146 @@ TEST(DistributedSampler, SetEpochReachesTheLoadersSampler) {
   loader.set_epoch(0);
   EXPECT_TRUE(torch::equal(loader.batch(0).at("labels"), first));
   EXPECT_FALSE(torch::equal(loader.batch(0).at("x"), second));
+}
+
+// Transformers' get_length_grouped_indices, step by step: megabatches of the permutation sorted
+// longest first, the longest of all at the very front.
+TEST(Sampler, LengthGroupedSortsMegabatchesLongestFirst) {
+  std::vector<int64_t> lengths;
+  for (int64_t i = 0; i < 100; ++i) lengths.push_back((i * 37) % 23 + 1);
+  LengthGroupedSampler sampler(lengths, 2, 5);
+  const std::vector<int64_t> order = sampler.indices(0);
+  // 100 / (4 x 2) = 12 batches of 2 per megabatch: 24 examples.
+  const std::vector<int64_t> perm = RandomSampler(100, 5).indices(0);
+  std::vector<int64_t> sorted_perm = perm;
+  std::sort(sorted_perm.begin(), sorted_perm.end());
+  std::vector<int64_t> sorted_order = order;
+  std::sort(sorted_order.begin(), sorted_order.end());
+  EXPECT_EQ(sorted_order, sorted_perm);
+  EXPECT_EQ(lengths[order[0]], 23);
+  for (int64_t begin = 0; begin < 100; begin += 24) {
+    const int64_t end = std::min<int64_t>(100, begin + 24);
+    std::set<int64_t> got(order.begin() + begin, order.begin() + end);
+    std::set<int64_t> want(perm.begin() + begin, perm.begin() + end);
+    if (begin == 0) continue;  // the front swap may have brought another megabatch's longest in
+    EXPECT_EQ(got.size(), want.size());
+    for (int64_t k = begin + 1; k < end; ++k) {
+      if (k == begin + 0) continue;
+      EXPECT_GE(lengths[order[k - 1]] + (k - 1 == begin ? 100 : 0), lengths[order[k]]);
+    }
+  }
+  EXPECT_EQ(sampler.indices(1), LengthGroupedSampler(lengths, 2, 5).indices(1));
+  EXPECT_NE(sampler.indices(0), sampler.indices(1));
+  EXPECT_EQ(LengthGroupedSampler(lengths, 2, 5, false).indices(3), order);
+}
+
+// The same order as Transformers' LengthGroupedSampler with a generator seeded alike
+// (scripts/reference/length_grouped_reference.py).
+TEST(LengthGroupedAgainstTransformers, SameIndices) {
+  if (!testing::python_has("transformers")) {
+    GTEST_SKIP() << "TRAINER_PYTHON (" << TRAINER_PYTHON << ") lacks transformers";
+  }
+  nlohmann::json request;
+  struct Case {
+    std::vector<int64_t> lengths;
+    int64_t batch_size;
+    int64_t seed;
+  };
+  std::vector<Case> cases;
+  for (int64_t n : {1, 7, 64, 333, 2000}) {
+    for (int64_t batch : {1, 4, 8}) {
+      std::vector<int64_t> lengths;
+      // Many ties (lengths mod 9) test the stable sort; a unique longest every other case.
+      for (int64_t i = 0; i < n; ++i) lengths.push_back((i * 7919 + n) % 9 + 1);
+      if (batch == 4) lengths[n / 2] = 50;
+      cases.push_back({lengths, batch, n + batch});
+    }
+  }
+  for (const Case& c : cases)
+    request["cases"].push_back(
+        {{"lengths", c.lengths}, {"batch_size", c.batch_size}, {"seed", c.seed}});
+  testing::TempDir dir;
+  { std::ofstream(dir.file("request.json")) << request.dump(); }
+  const auto result = testing::run(fmt::format(
+      "{} {}/scripts/reference/length_grouped_reference.py {} > {} 2> {}", TRAINER_PYTHON,
+      SOURCE_DIR, dir.file("request.json"), dir.file("result.json"), dir.file("stderr")));
+  ASSERT_EQ(result.exit_code, 0) << testing::slurp(dir.file("stderr"));
+  const auto reference = nlohmann::json::parse(testing::slurp(dir.file("result.json")));
+  ASSERT_EQ(reference.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(
+        fmt::format("case {}: n {} batch {}", i, cases[i].lengths.size(), cases[i].batch_size));
+    LengthGroupedSampler sampler(cases[i].lengths, cases[i].batch_size,
+                                 static_cast<uint64_t>(cases[i].seed), /*per_epoch=*/false);
+    EXPECT_EQ(sampler.indices(0), reference[i].get<std::vector<int64_t>>());
+  }
+}
+
+// A collator that records the thread it ran on.
+struct ThreadLog {
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  DataCollator collator() {
+    return [this](const std::vector<Example>& examples) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        threads.insert(std::this_thread::get_id());
+      }
+      return default_collate(examples);
+    };
+  }
+};
+
+TEST(DataLoader, WorkersDeliverTheSameBatchesInOrderFromOtherThreads) {
+  auto data = small_dataset(103);
+  auto sampler = std::make_shared<RandomSampler>(103, 11);
+  DataLoader plain(data, sampler, {8, false}, default_collate);
+  ThreadLog log;
+  DataLoaderOptions options{8, false};
+  options.num_workers = 2;
+  options.prefetch_factor = 3;
+  DataLoader workers(data, sampler, options, log.collator());
+  for (int64_t epoch : {0, 1}) {
+    plain.set_epoch(epoch);
+    workers.set_epoch(epoch);
+    ASSERT_EQ(workers.size(), plain.size());
+    for (int64_t i = 0; i < plain.size(); ++i) {
+      Batch a = plain.batch(i), b = workers.batch(i);
+      EXPECT_TRUE(torch::equal(a.at("x"), b.at("x"))) << "epoch " << epoch << " batch " << i;
+      EXPECT_TRUE(torch::equal(a.at("labels"), b.at("labels")));
+    }
+  }
+  // Out of order (a jump back) is still the batch asked for.
+  EXPECT_TRUE(torch::equal(plain.batch(3).at("x"), workers.batch(3).at("x")));
+  EXPECT_TRUE(torch::equal(plain.batch(0).at("x"), workers.batch(0).at("x")));
+  EXPECT_EQ(log.threads.count(std::this_thread::get_id()), 0u);
+  EXPECT_GE(log.threads.size(), 1u);
+  EXPECT_LE(log.threads.size(), 2u + 2u * 2u);  // two threads per pass at most, three passes
+}
+
+TEST(DataLoader, PersistentWorkersAreStartedOnce) {
+  auto data = small_dataset(40);
+  auto sampler = std::make_shared<SequentialSampler>(40);
+  DataLoaderOptions options{8, false};
+  options.num_workers = 2;
+  for (bool persistent : {false, true}) {
+    options.persistent_workers = persistent;
+    DataLoader loader(data, sampler, options, default_collate);
+    for (int64_t epoch = 0; epoch < 3; ++epoch) {
+      loader.set_epoch(epoch);
+      for (int64_t i = 0; i < loader.size(); ++i) loader.batch(i);
+    }
+    EXPECT_EQ(loader.worker_starts(), persistent ? 2 : 6) << "persistent " << persistent;
+  }
+}
+
+TEST(DataLoader, WorkersPassOnTheCollatorsError) {
+  auto data = small_dataset(20);
+  DataLoaderOptions options{4, false};
+  options.num_workers = 2;
+  DataLoader loader(data, std::make_shared<SequentialSampler>(20), options,
+                    [](const std::vector<Example>&) -> Batch { throw InputError("bad row"); });
+  EXPECT_THROW(loader.batch(0), InputError);
 }
 
 }  // namespace dataloader_test
