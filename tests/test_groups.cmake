@@ -50,7 +50,7 @@ set(TRAINER_TEST_GROUPS
   "^(Accelerate|AccelerateData|AccelerateLaunch|AccelerateTrainer|Checkpoint)\\."
                                                             "e2e|sanitize"           600 SUITE
   "^(Plot|StepCurve|Docs|FusedAdamW|Registry|Tasks)\\."     "e2e|sanitize"           300 SUITE
-  "^(MemoryMetrics|AutoFindBatchSize)\\."                  "e2e|sanitize"           300 SUITE
+  "^(MemoryMetrics|AutoFindBatchSize|DataLoading)\\."      "e2e|sanitize"           300 SUITE
   "^(Jinja|Language/JinjaRenders)\\."                         "unit|sanitize"          300 SUITE
   "^(Tokenizer|LmFiles|LengthGroupedAgainstTransformers|Gpt|HfModels|Lora|TorchScript|ChatTemplate|Sft[A-Za-z]*|Dpo[A-Za-z]*)\\."
                                                             "unit|reference|sanitize" 600 SUITE
