@@ -220,8 +220,8 @@
     "of 50 x train batch x gradient_accumulation_steps sorted by length, the longest first; "      \
     "evaluation then groups by length too).")                                                      \
   X(std::string, length_column_name, "length",                                                     \
-    "With train_sampling_strategy group_by_length, the column of the data's rows that holds "      \
-    "their lengths (else a row's length is its number of tokens).")                                \
+    "Accepted: the data sets here have no length column, so group_by_length takes a row's "        \
+    "number of tokens (input elements), as Transformers does without the column.")                 \
   X(nlohmann::ordered_json, accelerator_config, nlohmann::ordered_json::object(),                  \
     "Accelerate's AcceleratorConfig: split_batches (the batch sizes are the global ones, split "   \
     "over the processes), dispatch_batches, even_batches (default true: the last round padded "    \

@@ -193,10 +193,12 @@ class BatchWorkers {
     pending.clear();
   }
 
-  // The batches asked for, in order: (index, its batch to come); the next index to ask for; the
-  // epoch they belong to.
+  // The batches being prepared, in order: (index, its batch to come); the next index to prepare,
+  // every stride-th; the epoch they belong to.
   std::deque<std::pair<int64_t, std::future<Batch>>> pending;
   int64_t next = 0;
+  int64_t stride = 1;
+  int64_t last = -1;  // the last index asked for
   int64_t epoch = -1;
 
  private:
@@ -337,12 +339,16 @@ Batch DataLoader::batch(int64_t i) const {
     worker_starts_ += options_.num_workers;
   }
   BatchWorkers& w = *workers_;
-  // Batches are asked for in order; anything else (another epoch, a jump) starts afresh at i.
+  // Batches are asked for in order, every stride-th (a prepared loader's process p of N asks
+  // for p, p + N, ...); anything else (another epoch, a jump) starts afresh at i, with the step
+  // from the last batch asked for as the stride when it is a step forward.
   if (w.epoch != epoch_ || w.pending.empty() || w.pending.front().first != i) {
     w.drain();
+    w.stride = w.epoch == epoch_ && w.last >= 0 && i > w.last ? i - w.last : 1;
     w.epoch = epoch_;
     w.next = i;
   }
+  w.last = i;
   const auto ahead = static_cast<size_t>(options_.prefetch_factor * options_.num_workers);
   auto fill = [&] {
     while (w.next < batches && w.pending.size() < ahead) {
@@ -356,7 +362,7 @@ Batch DataLoader::batch(int64_t i) const {
                             device_indices, pin = options_.pin_memory] {
             return collate_indices(*dataset, collator, indices, device_indices, pin);
           }));
-      ++w.next;
+      w.next += w.stride;
     }
   };
   fill();
@@ -364,8 +370,8 @@ Batch DataLoader::batch(int64_t i) const {
   w.pending.pop_front();
   fill();
   Batch batch = next.get();
-  // The pass is over: without persistent_workers its threads end with it.
-  if (i + 1 == batches && !options_.persistent_workers) workers_.reset();
+  // The pass is over (nothing left to prepare): without persistent_workers its threads end.
+  if (w.pending.empty() && w.next >= batches && !options_.persistent_workers) workers_.reset();
   return batch;
 }
 
