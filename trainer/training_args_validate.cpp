@@ -659,8 +659,10 @@ AcceleratorConfigPlan TrainingArguments::accelerator_config_plan() const {
                   value.get<int64_t>() <= kMaxCount,
               "accelerator_config", "gradient_accumulation_kwargs num_steps " + shown(value),
               "an integer in 1..2147483647");
-        check(gradient_accumulation_steps_ == 1, "accelerator_config",
-              "gradient_accumulation_kwargs num_steps " + shown(value),
+        // (Equal is what the Trainer makes of it, Transformers' args.gradient_accumulation_steps
+        // set to num_steps.)
+        check(gradient_accumulation_steps_ == 1 || gradient_accumulation_steps_ == value,
+              "accelerator_config", "gradient_accumulation_kwargs num_steps " + shown(value),
               fmt::format("only with gradient_accumulation_steps 1 (it is {}), as Transformers "
                           "does not know which one is meant",
                           gradient_accumulation_steps_));
