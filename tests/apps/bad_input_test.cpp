@@ -305,7 +305,8 @@ TEST_F(BadInput, ArgumentsAreOneLineAndExitTwoInTheProgram) {
        "{trainer} trian",
        2,
        {"unknown command 'trian'", "did you mean 'train'?",
-        "train, sft, dpo, evaluate, predict, plot, generate, chat, tokenize, chat-template, merge, env, "
+        "train, sft, dpo, evaluate, predict, plot, generate, chat, tokenize, chat-template, merge, "
+        "env, "
         "launch"}},
       {"launcher: nan grace period",
        "{trainer} launch --grace-period nan true",
@@ -324,6 +325,40 @@ TEST_F(BadInput, ArgumentsAreOneLineAndExitTwoInTheProgram) {
        "OMP_NUM_THREADS= {trainer} launch --nproc-per-node 2 {trainer} train --output_dir {out}",
        2,
        {"trainer: error: OMP_NUM_THREADS is ''"}},
+      // Transformers' errors for lr_scheduler_kwargs, before training.
+      {"a schedule option the type does not take",
+       "{trainer} train --output_dir {out} --dataset_dir {data} --lr_scheduler_type cosine "
+       "--lr_scheduler_kwargs '{\"power\": 2}'",
+       2,
+       {"argument lr_scheduler_kwargs: power is not an option of lr_scheduler_type cosine",
+        "its options: num_cycles"}},
+      {"cosine_with_min_lr without its minimum",
+       "{trainer} train {config} --output_dir {out}",
+       2,
+       {"lr_scheduler_type cosine_with_min_lr needs min_lr or min_lr_rate"},
+       R"({"lr_scheduler_type": "cosine_with_min_lr"})"},
+      {"polynomial ending above the learning rate",
+       "{trainer} train {config} --output_dir {out}",
+       2,
+       {"lr_end 0.1 is not allowed with lr_scheduler_type polynomial",
+        "smaller than the initial learning rate 5e-05"},
+       R"({"lr_scheduler_type": "polynomial",
+           "lr_scheduler_kwargs": {"lr_end": 0.1}})"},
+      {"a plateau factor torch refuses",
+       "{trainer} train {config} --output_dir {out}",
+       2,
+       {"factor 1.5 is not allowed with lr_scheduler_type reduce_lr_on_plateau (must be < 1.0)"},
+       R"({"lr_scheduler_type": "reduce_lr_on_plateau",
+           "eval_strategy": "steps", "lr_scheduler_kwargs": {"factor": 1.5}})"},
+      {"reduce_lr_on_plateau without evaluations",
+       "{trainer} train --output_dir {out} --lr_scheduler_type reduce_lr_on_plateau",
+       2,
+       {"argument lr_scheduler_type: \"reduce_lr_on_plateau\" is not allowed",
+        "it needs an eval strategy"}},
+      {"lr_scheduler_kwargs that are not an object",
+       "{trainer} train --output_dir {out} --lr_scheduler_kwargs 3",
+       2,
+       {"lr_scheduler_kwargs"}},
   };
   for (const Row& row : rows) check(row);
 }
