@@ -229,11 +229,15 @@ TEST_F(Resume, ReduceLrOnPlateauCutsAfterPatienceEvaluationsAndItsStateSurvivesA
   // the rate is cut tenfold at the second bad evaluation, then (the count restarting) at every
   // second one after: steps 6, 10, 14, 18.
   const std::string plateau =
-      "--model_name mlp --model_config '{\"hidden_sizes\": [32]}' --logging_steps 1 "
+      "--model_name mlp --model_config '{\"hidden_sizes\": [32]}' "
       "--eval_strategy steps --eval_steps 2 --lr_scheduler_type reduce_lr_on_plateau "
       "--lr_scheduler_kwargs '{\"patience\": 1, \"threshold\": 0.5}'";
   const std::string full = tmp_->file("plateau");
-  auto result = run(train_command(full, " " + plateau));
+  // Logged every step.
+  auto command = [&](const std::string& out) {
+    return testing::command_line(with(train_argv(out), "--logging_steps", "1")) + " " + plateau;
+  };
+  auto result = run(command(full));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   auto learning_rates = [](const std::string& dir) {
     std::map<int64_t, double> lrs;
@@ -259,7 +263,7 @@ TEST_F(Resume, ReduceLrOnPlateauCutsAfterPatienceEvaluationsAndItsStateSurvivesA
   // byte-identical. Counting afresh would cut at 12 instead.
   const std::string part = tmp_->file("plateau_part");
   ASSERT_EQ(run("mkdir " + part + " && cp -R " + full + "/checkpoint-8 " + part).exit_code, 0);
-  result = run(train_command(part, " " + plateau + " --resume_from_checkpoint true"));
+  result = run(command(part) + " --resume_from_checkpoint true");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_TRUE(slurp(part + "/model.safetensors") == slurp(full + "/model.safetensors"));
   const std::map<int64_t, double> resumed = learning_rates(part);
