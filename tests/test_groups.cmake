@@ -55,6 +55,7 @@ set(TRAINER_TEST_GROUPS
   "^(Tokenizer|LmFiles|LengthGroupedAgainstTransformers|Gpt|HfModels|Lora|TorchScript|ChatTemplate|Sft[A-Za-z]*|Dpo[A-Za-z]*)\\."
                                                             "unit|reference|sanitize" 600 SUITE
   "^(Cases/LoraAgainstPeft|Models/HfLogits|Optimizers)\\."  "unit|reference|sanitize" 600 SUITE
+  "^SchedulesReference\\."                                   "unit|reference|sanitize" 300 SUITE
   "^(Cuda|DeviceLoader)\\."                                 "unit|sanitize"          300 SUITE
   "."                                                       "unit|sanitize"          300 SUITE
 )

@@ -170,10 +170,18 @@ void Trainer::write_checkpoint_files(const std::string& staging, const std::stri
       base::write_file_atomic(base::join_path(staging, kOptimizerFile), bytes.str());
       files.push_back(kOptimizerFile);
     }
-    base::write_json(base::join_path(staging, kSchedulerFile),
-                     {{"last_step", lr_scheduler_->last_step()},
+    json scheduler = {{"last_step", lr_scheduler_->last_step()},
                       {"base_lrs", lr_scheduler_->base_lrs()},
-                      {"last_lr", lr_scheduler_->get_last_lr()}});
+                      {"last_lr", lr_scheduler_->get_last_lr()}};
+    if (const auto* plateau = dynamic_cast<const optim::ReduceLROnPlateau*>(lr_scheduler_.get())) {
+      // ReduceLROnPlateau's state; best is null while it is still mode_worse (+-inf).
+      const optim::PlateauState& s = plateau->plateau().state();
+      scheduler["reduce_lr_on_plateau"] = {{"best", std::isinf(s.best) ? json() : json(s.best)},
+                                           {"num_bad_epochs", s.num_bad_epochs},
+                                           {"cooldown_counter", s.cooldown_counter},
+                                           {"last_epoch", s.last_epoch}};
+    }
+    base::write_json(base::join_path(staging, kSchedulerFile), scheduler);
     files.push_back(kSchedulerFile);
     for (int64_t r = 0; r < manifest.world_size; ++r) files.push_back(rank_state_name(r));
   }
@@ -258,10 +266,8 @@ std::string Trainer::save_checkpoint() {
   return target;
 }
 
-bool Trainer::update_best_metric(const Metrics& metrics) {
-  if (args_.best_metric_name().empty()) return false;
-  const std::string name = args_.best_metric_key();
-  auto it = metrics.find(name);
+double Trainer::best_metric_value(const Metrics& metrics) const {
+  auto it = metrics.find(args_.best_metric_key());
   if (it == metrics.end()) {
     std::vector<std::string> known;
     for (const auto& [key, value] : metrics) known.push_back(key);
@@ -269,7 +275,12 @@ bool Trainer::update_best_metric(const Metrics& metrics) {
         fmt::format("argument metric_for_best_model: {} is not among the evaluation's metrics ({})",
                     args_.best_metric_name(), fmt::join(known, ", ")));
   }
-  const double value = it->second;
+  return it->second;
+}
+
+bool Trainer::update_best_metric(const Metrics& metrics) {
+  if (args_.best_metric_name().empty()) return false;
+  const double value = best_metric_value(metrics);
   const bool greater = args_.best_metric_greater_is_better();
   if (state_.best_metric && !(greater ? value > *state_.best_metric : value < *state_.best_metric))
     return false;

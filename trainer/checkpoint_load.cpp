@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include <unistd.h>
 
@@ -257,6 +258,51 @@ void Trainer::check_resumable(const Resumable& checkpoint) const {
   }
 }
 
+namespace {
+
+// reduce_lr_on_plateau's part of scheduler.json (checkpoint.cpp writes it): its state and the
+// rates it had set (best NaN where it is null: still mode_worse). InputError for a checkpoint of
+// another schedule or a part that does not read.
+void read_plateau_state(const std::string& dir, const json& scheduler,
+                        std::optional<optim::PlateauState>& plateau, std::vector<double>& last_lrs,
+                        size_t groups) {
+  if (!scheduler.contains("reduce_lr_on_plateau")) {
+    throw InputError(fmt::format(
+        "checkpoint {}: {} has no reduce_lr_on_plateau state (it was saved by a run with another "
+        "lr_scheduler_type): resume with that lr_scheduler_type, or start a new run",
+        dir, kSchedulerFile));
+  }
+  const json& part = scheduler["reduce_lr_on_plateau"];
+  const json& lrs = scheduler.contains("last_lr") ? scheduler["last_lr"] : json();
+  bool ok = part.is_object() && part.contains("best") &&
+            (part["best"].is_null() || part["best"].is_number()) &&
+            part.contains("num_bad_epochs") && part["num_bad_epochs"].is_number_integer() &&
+            part.contains("cooldown_counter") && part["cooldown_counter"].is_number() &&
+            part.contains("last_epoch") && part["last_epoch"].is_number_integer() &&
+            lrs.is_array() && lrs.size() == groups;
+  std::vector<double> rates;
+  for (size_t i = 0; ok && i < lrs.size(); ++i) {
+    ok = lrs[i].is_number() && std::isfinite(lrs[i].get<double>()) && lrs[i].get<double>() >= 0;
+    if (ok) rates.push_back(lrs[i].get<double>());
+  }
+  if (!ok) {
+    throw InputError(fmt::format(
+        "checkpoint {}: {} has no readable reduce_lr_on_plateau state (best, num_bad_epochs, "
+        "cooldown_counter, last_epoch) and last_lr (one rate >= 0 per parameter group)",
+        dir, kSchedulerFile));
+  }
+  optim::PlateauState state;
+  state.best = part["best"].is_null() ? std::numeric_limits<double>::quiet_NaN()
+                                      : part["best"].get<double>();
+  state.num_bad_epochs = part["num_bad_epochs"].get<int64_t>();
+  state.cooldown_counter = part["cooldown_counter"].get<double>();
+  state.last_epoch = part["last_epoch"].get<int64_t>();
+  plateau = state;
+  last_lrs = std::move(rates);
+}
+
+}  // namespace
+
 Trainer::SavedState Trainer::read_saved_state(const Resumable& checkpoint) const {
   const std::string& dir = checkpoint.dir;
   const Manifest& manifest = checkpoint.manifest;
@@ -293,7 +339,12 @@ Trainer::SavedState Trainer::read_saved_state(const Resumable& checkpoint) const
           kSchedulerFile));
     }
   }
-  return {std::move(saved), scheduler["last_step"].get<int64_t>(), std::move(base_lrs)};
+  SavedState result{std::move(saved), scheduler["last_step"].get<int64_t>(), std::move(base_lrs)};
+  if (lr_scheduler_->steps_with_metric()) {
+    read_plateau_state(dir, scheduler, result.plateau, result.last_lrs,
+                       optimizer_->param_groups().size());
+  }
+  return result;
 }
 
 void Trainer::load_weights_and_optimizer(const Resumable& checkpoint, const SavedState& saved) {
@@ -312,6 +363,10 @@ void Trainer::load_weights_and_optimizer(const Resumable& checkpoint, const Save
   // The schedule continues from the saved base rates, as PyTorch's scheduler state does.
   if (!saved.base_lrs.empty()) lr_scheduler_->set_base_lrs(saved.base_lrs);
   lr_scheduler_->set_last_step(saved.scheduler_last_step);
+  // ReduceLROnPlateau's rates are its own (its counters and best with them), not a step's.
+  if (auto* plateau = dynamic_cast<optim::ReduceLROnPlateau*>(lr_scheduler_.get())) {
+    if (saved.plateau) plateau->restore(*saved.plateau, saved.last_lrs);
+  }
 }
 
 void Trainer::load_model_and_optimizer(const std::string& dir) {

@@ -103,13 +103,28 @@ std::shared_ptr<torch::optim::Optimizer> Trainer::create_optimizer() {
   return optimizer_;
 }
 
-std::shared_ptr<optim::LambdaLR> Trainer::create_scheduler(int64_t num_training_steps,
-                                                           torch::optim::Optimizer& optimizer) {
-  const int64_t warmup = args_.get_warmup_steps(num_training_steps);
+std::shared_ptr<optim::LRScheduler> Trainer::create_scheduler(int64_t num_training_steps,
+                                                              torch::optim::Optimizer& optimizer) {
+  const std::string& type = args_.lr_scheduler_type();
+  if (type == optim::kReduceLrOnPlateau) {
+    // Transformers hands lr_scheduler_kwargs to torch as they are: mode is min unless they say.
+    if (!args_.lr_scheduler_kwargs().contains("mode") && args_.best_metric_greater_is_better()) {
+      base::warn_once(fmt::format(
+          "reduce_lr_on_plateau cuts the rate when {} stops decreasing (torch's mode min, as in "
+          "Transformers), but a greater {} is better: set lr_scheduler_kwargs {{\"mode\": "
+          "\"max\"}}",
+          args_.best_metric_key(), args_.best_metric_name()));
+    }
+    lr_scheduler_ = std::make_shared<optim::ReduceLROnPlateau>(
+        optimizer, optim::parse_plateau_options(args_.lr_scheduler_kwargs()));
+    return lr_scheduler_;
+  }
+  // The optimizer's initial rate, as Transformers reads optimizer.defaults["lr"].
+  const optim::LrSchedule schedule(type, args_.lr_scheduler_kwargs(),
+                                   args_.get_warmup_steps(num_training_steps), num_training_steps,
+                                   args_.learning_rate());
   lr_scheduler_ = std::make_shared<optim::LambdaLR>(
-      optimizer, [type = args_.lr_scheduler_type(), warmup, num_training_steps](int64_t step) {
-        return optim::lr_lambda(type, step, warmup, num_training_steps);
-      });
+      optimizer, [schedule](int64_t step) { return schedule(step); });
   return lr_scheduler_;
 }
 

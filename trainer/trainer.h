@@ -162,9 +162,11 @@ class Trainer {
   // on biases and norms. Warns (main process) that optim_args' weight_decay has no effect, as in
   // Transformers. Sets optimizer() and returns it. Throws InputError for bad optim/optim_args.
   virtual std::shared_ptr<torch::optim::Optimizer> create_optimizer();
-  // lr_scheduler_type with warmup over num_training_steps. Sets lr_scheduler() and returns it.
-  virtual std::shared_ptr<optim::LambdaLR> create_scheduler(int64_t num_training_steps,
-                                                            torch::optim::Optimizer& optimizer);
+  // lr_scheduler_type with lr_scheduler_kwargs and warmup over num_training_steps (a LambdaLR,
+  // or for reduce_lr_on_plateau a ReduceLROnPlateau stepped after each evaluation in training).
+  // Sets lr_scheduler() and returns it. Throws InputError for kwargs that do not fit the run.
+  virtual std::shared_ptr<optim::LRScheduler> create_scheduler(int64_t num_training_steps,
+                                                               torch::optim::Optimizer& optimizer);
 
   // Writes model.safetensors (PyTorch's parameter names) to `dir` (default: output_dir), and for
   // a TorchScript model model.pt too (the module with the trained weights). Only the main
@@ -198,7 +200,7 @@ class Trainer {
   Accelerator& accelerator() { return *accelerator_; }
   // The optimizer and schedule of the current or last train() (null before).
   std::shared_ptr<torch::optim::Optimizer> optimizer() const { return optimizer_; }
-  std::shared_ptr<optim::LambdaLR> lr_scheduler() const { return lr_scheduler_; }
+  std::shared_ptr<optim::LRScheduler> lr_scheduler() const { return lr_scheduler_; }
   // The result of the last evaluation and the step it ran at (-1: none yet).
   const Metrics& last_eval_metrics() const { return last_eval_metrics_; }
   int64_t last_eval_step() const { return last_eval_step_; }
@@ -243,6 +245,9 @@ class Trainer {
     TrainerState state;
     int64_t scheduler_last_step = 0;
     std::vector<double> base_lrs;  // empty: the optimizer's own
+    // reduce_lr_on_plateau's state and the rates it had set (absent for the other schedules).
+    std::optional<optim::PlateauState> plateau;
+    std::vector<double> last_lrs;
   };
   SavedState read_saved_state(const Resumable& checkpoint) const;
   // model.safetensors (checked finite), optimizer.pt and the schedule's position.
@@ -286,6 +291,9 @@ class Trainer {
   // Throws std::runtime_error "training diverged: ..." when nonfinite_weights() names one: weights
   // that are not finite are never saved (a checkpoint, or the model at the end). Collective.
   void refuse_nonfinite_weights() const;
+  // metric_for_best_model's value in an evaluation's `metrics` (InputError naming the metrics
+  // there when it is not among them).
+  double best_metric_value(const Metrics& metrics) const;
   // After an evaluation: whether `metrics` hold a new best metric_for_best_model.
   bool update_best_metric(const Metrics& metrics);
   // overwrite_output_dir, at the start of a fresh run: moves the checkpoint-* folders in output_dir
@@ -429,7 +437,7 @@ class Trainer {
   std::shared_ptr<models::Model> model_wrapped_;  // prepared for training (DDP, autocast)
   std::shared_ptr<models::Model> model_eval_;     // prepared for evaluation only
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
-  std::shared_ptr<optim::LambdaLR> lr_scheduler_;
+  std::shared_ptr<optim::LRScheduler> lr_scheduler_;
   int64_t current_gradient_accumulation_steps_ = 1;
   torch::Tensor last_step_loss_;  // the latest optimization step's loss, on the device
   torch::Tensor grad_norm_;       // the latest step's gradient norm, on the device

@@ -11,6 +11,7 @@
 #include "lib/base/text.h"
 #include "lib/data/mnist_defaults.h"
 #include "lib/models/lora_config.h"
+#include "lib/optim/schedules.h"
 #include "trainer/training_args_specs.h"
 
 namespace trainer {
@@ -122,7 +123,8 @@ int64_t TrainingArguments::get_warmup_steps(int64_t total_steps) const {
 
 std::string TrainingArguments::best_metric_name() const {
   if (metric_for_best_model_) return *metric_for_best_model_;
-  return load_best_model_at_end_ ? "loss" : "";
+  // As Transformers sets metric_for_best_model for these.
+  return load_best_model_at_end_ || lr_scheduler_type_ == optim::kReduceLrOnPlateau ? "loss" : "";
 }
 
 std::string TrainingArguments::best_metric_key() const {

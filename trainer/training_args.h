@@ -152,7 +152,8 @@ class TrainingArguments {
   std::string effective_run_name() const { return run_name_.value_or(output_dir_); }
   // dataset_dir if set, else the dataset's default location.
   std::string effective_dataset_dir() const;
-  // metric_for_best_model, or "loss" with load_best_model_at_end; empty when neither.
+  // metric_for_best_model, or "loss" with load_best_model_at_end or reduce_lr_on_plateau (as
+  // Transformers); empty otherwise.
   std::string best_metric_name() const;
   // The key of best_metric_name() among an evaluation's metrics: with the "eval_" prefix.
   std::string best_metric_key() const;

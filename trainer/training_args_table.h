@@ -68,7 +68,19 @@
     "and the loss computed a chunk of tokens at a time, never the whole [tokens, vocabulary] "     \
     "logits (null: on, as true; false: Transformers' plain logits and loss).")                     \
   X(std::string, lr_scheduler_type, "linear",                                                      \
-    "linear, cosine, constant or constant_with_warmup.")                                           \
+    "Transformers' learning-rate schedule: linear, cosine, cosine_with_restarts, polynomial, "     \
+    "constant, constant_with_warmup, inverse_sqrt, reduce_lr_on_plateau (the rate cut when "       \
+    "metric_for_best_model stops improving, stepped after each evaluation in training: needs "     \
+    "an eval_strategy), cosine_with_min_lr, cosine_warmup_with_min_lr or warmup_stable_decay; "    \
+    "its options in lr_scheduler_kwargs.")                                                         \
+  X(nlohmann::ordered_json, lr_scheduler_kwargs, nlohmann::ordered_json::object(),                 \
+    "Options of lr_scheduler_type, as Transformers' schedule functions take them: num_cycles "     \
+    "(the cosines, warmup_stable_decay); lr_end (absolute) and power (polynomial); timescale "     \
+    "(inverse_sqrt); min_lr or min_lr_rate (cosine_with_min_lr, cosine_warmup_with_min_lr, "       \
+    "with warmup_lr_rate); num_decay_steps (required), num_stable_steps, warmup_type and "         \
+    "decay_type (linear, cosine, 1-sqrt), min_lr_ratio (warmup_stable_decay); mode, factor, "      \
+    "patience, threshold, threshold_mode, cooldown, min_lr, eps (reduce_lr_on_plateau, torch's "   \
+    "ReduceLROnPlateau). constant and constant_with_warmup take none.")                            \
   X(int64_t, warmup_steps, 0,                                                                      \
     "Linear warmup steps (overrides warmup_ratio when > 0).")                                      \
   X(double, warmup_ratio, 0.0,                                                                     \

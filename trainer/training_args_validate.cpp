@@ -106,7 +106,15 @@ void TrainingArguments::validate_optimizer() const {
   check(gradient_accumulation_steps_ >= 1 && gradient_accumulation_steps_ <= kMaxCount,
         "gradient_accumulation_steps", std::to_string(gradient_accumulation_steps_),
         "must be in 1..2147483647");
+  check(lr_scheduler_type_ != "greedy", "lr_scheduler_type", "\"greedy\"",
+        "Transformers' GreedyLR is not supported; reduce_lr_on_plateau is the schedule stepped "
+        "by an evaluation's metric");
   check_choice("lr_scheduler_type", lr_scheduler_type_, optim::lr_scheduler_types());
+  optim::check_lr_scheduler_kwargs(lr_scheduler_type_, lr_scheduler_kwargs_, learning_rate_);
+  // As Transformers' TrainingArguments: the metric comes from evaluations during training.
+  check(lr_scheduler_type_ != optim::kReduceLrOnPlateau || eval_strategy_ != "no",
+        "lr_scheduler_type", "\"reduce_lr_on_plateau\"",
+        "it needs an eval strategy: set eval_strategy to steps or epoch");
   check(warmup_steps_ >= 0, "warmup_steps", std::to_string(warmup_steps_), "must be >= 0");
   check(warmup_ratio_ >= 0 && warmup_ratio_ <= 1, "warmup_ratio", num(warmup_ratio_),
         "must be in [0, 1]");

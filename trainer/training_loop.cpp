@@ -397,8 +397,10 @@ Trainer::StepChecks Trainer::optimization_step(const TrainingPlan& plan, int64_t
       optimizer.zero_grad();
     }
   }
-  // A skipped update still counts as a step for the schedule, as a scheduler sees it.
-  if (checks.nonfinite || !optimizer.step_was_skipped()) lr_scheduler_->step();
+  // A skipped update still counts as a step for the schedule, as a scheduler sees it. A
+  // scheduler stepped by a metric (reduce_lr_on_plateau) waits for the evaluations instead.
+  if ((checks.nonfinite || !optimizer.step_was_skipped()) && !lr_scheduler_->steps_with_metric())
+    lr_scheduler_->step();
   last_step_loss_ = step_loss;
   return checks;
 }
@@ -456,6 +458,10 @@ void Trainer::maybe_log_save_evaluate() {
   if (control_.should_evaluate) {
     Metrics metrics = evaluate_in_training();
     model_wrapped_->train();
+    // As Transformers' _evaluate: reduce_lr_on_plateau steps with metric_for_best_model.
+    if (lr_scheduler_->steps_with_metric()) {
+      lr_scheduler_->step_with_metric(best_metric_value(metrics));
+    }
     bool new_best = update_best_metric(metrics);
     if (args_.save_strategy() == "best") control_.should_save = new_best;
   }

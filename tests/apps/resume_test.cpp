@@ -3,6 +3,7 @@
 // under `trainer launch --max-restarts 1`, and a resume at another world size that sees every
 // example once.
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <fstream>
 #include <map>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "lib/base/files.h"
 #include "tests/test_util.h"
@@ -219,6 +221,54 @@ TEST_F(Resume, WithEachOptimizerResumingEndsByteIdenticalToTheUninterruptedRun) 
                              "/checkpoint-20 was trained with optim adamw_torch_fused; this run "
                              "has adafactor: resume with optim adamw_torch_fused (its optimizer "
                              "state is adamw_torch_fused's), or start a new run\n");
+}
+
+TEST_F(Resume, ReduceLrOnPlateauCutsAfterPatienceEvaluationsAndItsStateSurvivesAResume) {
+  // An evaluation every 2 steps; with threshold 0.5 (rel, mode min) only an eval_loss below half
+  // the best counts as better, so after the first evaluation (step 2) none does: with patience 1
+  // the rate is cut tenfold at the second bad evaluation, then (the count restarting) at every
+  // second one after: steps 6, 10, 14, 18.
+  const std::string plateau =
+      "--model_name mlp --model_config '{\"hidden_sizes\": [32]}' "
+      "--eval_strategy steps --eval_steps 2 --lr_scheduler_type reduce_lr_on_plateau "
+      "--lr_scheduler_kwargs '{\"patience\": 1, \"threshold\": 0.5}'";
+  const std::string full = tmp_->file("plateau");
+  // Logged every step.
+  auto command = [&](const std::string& out) {
+    return testing::command_line(with(train_argv(out), "--logging_steps", "1")) + " " + plateau;
+  };
+  auto result = run(command(full));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto learning_rates = [](const std::string& dir) {
+    std::map<int64_t, double> lrs;
+    const auto state = nlohmann::json::parse(slurp(dir + "/trainer_state.json"));
+    for (const auto& entry : state["log_history"]) {
+      if (entry.contains("learning_rate")) lrs[entry["step"]] = entry["learning_rate"];
+    }
+    return lrs;
+  };
+  const std::map<int64_t, double> lrs = learning_rates(full);
+  ASSERT_EQ(lrs.size(), 20u);
+  for (const auto& [step, lr] : lrs) {
+    // A step's log comes before its evaluation: the cut of step 6 shows from step 7.
+    const int cuts = step > 18 ? 4 : step > 14 ? 3 : step > 10 ? 2 : step > 6 ? 1 : 0;
+    EXPECT_NEAR(lr, 1e-3 * std::pow(0.1, cuts), 1e-3 * std::pow(0.1, cuts) * 1e-9)
+        << "step " << step;
+  }
+  const auto scheduler = nlohmann::json::parse(slurp(full + "/checkpoint-8/scheduler.json"));
+  EXPECT_EQ(scheduler["reduce_lr_on_plateau"]["num_bad_epochs"], 1) << scheduler.dump();
+  EXPECT_EQ(scheduler["reduce_lr_on_plateau"]["last_epoch"], 4) << scheduler.dump();
+
+  // From step 8 (one bad evaluation counted): the cut comes at step 10 again, and the run ends
+  // byte-identical. Counting afresh would cut at 12 instead.
+  const std::string part = tmp_->file("plateau_part");
+  ASSERT_EQ(run("mkdir " + part + " && cp -R " + full + "/checkpoint-8 " + part).exit_code, 0);
+  result = run(command(part) + " --resume_from_checkpoint true");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(slurp(part + "/model.safetensors") == slurp(full + "/model.safetensors"));
+  const std::map<int64_t, double> resumed = learning_rates(part);
+  for (const auto& [step, lr] : resumed) EXPECT_EQ(lr, lrs.at(step)) << "step " << step;
+  EXPECT_EQ(resumed.size(), 20u);
 }
 
 // Damage done to the newest of two checkpoints, and the line it must produce.

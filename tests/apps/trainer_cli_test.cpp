@@ -386,8 +386,9 @@ TEST(TrainerCli, ArgumentErrorsAreOneLineAndExitTwo) {
       "argument learning_rate: -1.0 is not allowed (must be in 0..3.4e38, float32's range)");
   expect_input_error(
       "train --lr_scheduler_type step",
-      "argument lr_scheduler_type: \"step\" is not allowed (allowed: linear, cosine, constant, "
-      "constant_with_warmup)");
+      "argument lr_scheduler_type: \"step\" is not allowed (allowed: linear, cosine, "
+      "cosine_with_restarts, polynomial, constant, constant_with_warmup, inverse_sqrt, "
+      "reduce_lr_on_plateau, cosine_with_min_lr, cosine_warmup_with_min_lr, warmup_stable_decay)");
   expect_input_error("train --deepspeed ds.json",
                      "argument deepspeed: Transformers' TrainingArguments has it, but this trainer "
                      "does not support it");

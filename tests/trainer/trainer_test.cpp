@@ -189,8 +189,8 @@ class StepsTrainer : public Trainer {
     sgd = std::make_shared<torch::optim::SGD>(model().parameters(), torch::optim::SGDOptions(0.1));
     return sgd;
   }
-  std::shared_ptr<optim::LambdaLR> create_scheduler(int64_t steps,
-                                                    torch::optim::Optimizer& optimizer) override {
+  std::shared_ptr<optim::LRScheduler> create_scheduler(
+      int64_t steps, torch::optim::Optimizer& optimizer) override {
     scheduled_steps = steps;
     return Trainer::create_scheduler(steps, optimizer);
   }

@@ -299,10 +299,14 @@ TEST(TrainingArguments, ValuesOutOfRange) {
   EXPECT_EQ(
       error_of(R"({"learning_rate": -0.001})"),
       "argument learning_rate: -0.001 is not allowed (must be in 0..3.4e38, float32's range)");
-  EXPECT_EQ(error_of(R"({"lr_scheduler_type": "polynomial"})"),
-            "argument lr_scheduler_type: \"polynomial\" is not allowed (allowed: linear, cosine, "
-            "constant, "
-            "constant_with_warmup)");
+  EXPECT_EQ(error_of(R"({"lr_scheduler_type": "exponential"})"),
+            "argument lr_scheduler_type: \"exponential\" is not allowed (allowed: linear, cosine, "
+            "cosine_with_restarts, polynomial, constant, constant_with_warmup, inverse_sqrt, "
+            "reduce_lr_on_plateau, cosine_with_min_lr, cosine_warmup_with_min_lr, "
+            "warmup_stable_decay)");
+  EXPECT_EQ(error_of(R"({"lr_scheduler_type": "cosine", "lr_scheduler_kwargs": {"power": 2}})"),
+            "argument lr_scheduler_kwargs: power is not an option of lr_scheduler_type cosine "
+            "(its options: num_cycles)");
   EXPECT_EQ(error_of(R"({"gradient_accumulation_steps": 0})"),
             "argument gradient_accumulation_steps: 0 is not allowed (must be in 1..2147483647)");
   EXPECT_EQ(error_of(R"({"eval_strategy": "sometimes"})"),
