@@ -313,6 +313,29 @@ void read_pad_to_multiple_of(Spec& spec) {
   };
 }
 
+// deepspeed reads a DeepSpeed config's path (a string) or the object itself; null (and "") is
+// none. On the command line, text that opens with "{" is the object.
+void read_deepspeed(Spec& spec) {
+  spec.kind = kPathOrJsonObjectKind;
+  spec.set = [](TrainingArguments& a, const json& v) {
+    if (v.is_null() || (v.is_string() && v.get<std::string>().empty())) {
+      a.deepspeed(json());
+    } else if (v.is_object()) {
+      a.deepspeed(v);
+    } else if (v.is_string()) {
+      a.deepspeed(json(Convert<std::string>::from("deepspeed", v)));
+    } else {
+      wrong_type("deepspeed", v, "a DeepSpeed JSON file's path or its object");
+    }
+  };
+  spec.parse_text = [](const std::string& s) -> json {
+    if (s == "None" || s == "null") return nullptr;
+    const std::string start = base::trimmed(s, " \t\n");
+    if (!start.empty() && start[0] == '{') return text_to_json<json>(s);
+    return s;
+  };
+}
+
 const Spec* find_spec(const std::string& name) {
   for (const auto& s : specs()) {
     if (s.name == name) return &s;
@@ -336,6 +359,7 @@ const std::vector<Spec>& specs() {
     for (Spec& spec : rows) {
       if (spec.name == "resume_from_checkpoint") read_resume_from_checkpoint(spec);
       if (spec.name == "pad_to_multiple_of") read_pad_to_multiple_of(spec);
+      if (spec.name == "deepspeed") read_deepspeed(spec);
     }
     return rows;
   }();
