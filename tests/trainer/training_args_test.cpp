@@ -120,7 +120,7 @@ TEST(TrainingArguments, UnknownKeyNamesTheNearest) {
 }
 
 TEST(TrainingArguments, TransformersKeysWeDoNotImplementAreNotSupported) {
-  for (const char* key : {"deepspeed", "fsdp_min_num_params", "torch_compile", "push_to_hub"}) {
+  for (const char* key : {"debug", "fsdp_min_num_params", "torch_compile", "push_to_hub"}) {
     EXPECT_EQ(error_of(std::string("{\"") + key + "\": true}"),
               std::string("argument ") + key +
                   ": Transformers' TrainingArguments has it, but this trainer does not support it");
