@@ -491,10 +491,10 @@ void read_features(const json& config) {
         throw refused("data_types.grad_accum_dtype", accum,
                       "null or \"fp32\": gradients accumulate in float32");
     } else if (!contains(harmless, key)) {
-      base::warn(
-          "argument deepspeed: {} is not a key DeepSpeed reads; ignored, as DeepSpeed "
-          "ignores it",
-          key);
+      // Once a process: the config is read again wherever the arguments are.
+      base::warn_once(fmt::format(
+          "argument deepspeed: {} is not a key DeepSpeed reads; ignored, as DeepSpeed ignores it",
+          key));
     }
   }
 }
