@@ -30,7 +30,7 @@ set(TRAINER_TEST_GROUPS
   "^Resume\\.KillNine"                                      "e2e"                    600 EACH
   "^LossCurve\\.EveryStepAtTheDefaultLoggingSteps"          "e2e"                    300 EACH
   "^Ddp\\.AccumulationUnderNoSync"                          "e2e"                    300 EACH
-  "^Sharding\\.(ACheckpoint|KillNine)"                      "e2e"                    300 EACH
+  "^Sharding\\.(ACheckpoint|KillNine|ADeepSpeedConfigTrains)" "e2e"                    300 EACH
   "^Multinode\\.(TwoNodes|ALinkTaken|SaveOnEachNode|AnElastic|GlooSocketIfname)"
                                                             "e2e|multinode"          300 EACH
   "^TrainedRun\\."                                          "e2e"                    300 SUITE

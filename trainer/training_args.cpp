@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "lib/base/errors.h"
 #include "lib/base/text.h"
 #include "lib/data/mnist_defaults.h"
 #include "lib/models/lora_config.h"
@@ -157,7 +158,35 @@ models::LoraConfig TrainingArguments::lora_config() const {
 }
 
 std::optional<FsdpPlan> TrainingArguments::fsdp_plan() const {
-  return parse_fsdp_plan(fsdp_, fsdp_config_);
+  std::optional<FsdpPlan> plan = parse_fsdp_plan(fsdp_, fsdp_config_);
+  if (deepspeed_.is_null()) return plan;
+  // As Transformers: DeepSpeed's stage chooses the sharding.
+  if (plan) {
+    throw InputError(
+        fmt::format("argument deepspeed: not with fsdp \"{}\" (zero_optimization.stage chooses the "
+                    "sharding; leave out fsdp)",
+                    fsdp_));
+  }
+  return deepspeed_plan()->fsdp;
+}
+
+std::map<std::string, DeepSpeedArgument> TrainingArguments::deepspeed_arguments() const {
+  std::map<std::string, DeepSpeedArgument> out;
+  for (const char* name :
+       {"per_device_train_batch_size", "gradient_accumulation_steps", "max_grad_norm",
+        "learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "bf16", "fp16",
+        "optim", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "max_steps",
+        "auto_find_batch_size"}) {
+    out[name] = DeepSpeedArgument{args::lookup(name).get(*this), given(name)};
+  }
+  return out;
+}
+
+std::optional<DeepSpeedPlan> TrainingArguments::deepspeed_plan() const {
+  if (deepspeed_.is_null()) return std::nullopt;
+  const json config =
+      deepspeed_config_of_ == deepspeed_ ? deepspeed_config_ : load_deepspeed_config(deepspeed_);
+  return parse_deepspeed_plan(config, deepspeed_arguments(), deepspeed_world_size);
 }
 
 int TrainingArguments::process_log_level(bool local_main, bool world_main) const {

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/accelerate/deepspeed_plugin.h"
 #include "lib/accelerate/fsdp_plugin.h"
 #include "lib/models/lora_config.h"
 #include "trainer/training_args_table.h"
@@ -168,7 +169,14 @@ class TrainingArguments {
   models::LoraConfig lora_config() const;
   // The sharding fsdp and fsdp_config ask for (parse_fsdp_plan, lib/accelerate/fsdp_plugin.h);
   // nothing without fsdp or with no_shard. Throws InputError naming a bad word, key or value.
+  // With deepspeed, the plan of its zero_optimization.stage (nothing for stage 0); deepspeed with
+  // a sharding fsdp is refused.
   std::optional<FsdpPlan> fsdp_plan() const;
+  // What deepspeed's config asks for (parse_deepspeed_plan, lib/accelerate/deepspeed_plugin.h),
+  // read against these arguments; nothing without deepspeed. parse() and from_json_text() have
+  // applied its settings already (the values it sets of arguments not given). Throws InputError
+  // naming a bad key or value.
+  std::optional<DeepSpeedPlan> deepspeed_plan() const;
   // The optimizers optim can name: adamw_torch_fused, adamw_torch, adafactor, sgd, adagrad,
   // rmsprop.
   static const std::vector<std::string>& optimizers();
@@ -206,6 +214,15 @@ class TrainingArguments {
   // sft_defaults' bf16: off when fp16 was given true and bf16 was not given; and local_rank from
   // the environment's LOCAL_RANK, as Transformers' __post_init__.
   void apply_sft_bf16_default();
+  // deepspeed's config read against the arguments: the values it sets of arguments not given
+  // applied (an earlier config's undone first). Throws InputError as deepspeed_plan().
+  void apply_deepspeed();
+  // The arguments a DeepSpeed config fills and checks, with whether each was given.
+  std::map<std::string, DeepSpeedArgument> deepspeed_arguments() const;
+  // The arguments apply_deepspeed set, with the values they had before.
+  std::vector<std::pair<std::string, nlohmann::ordered_json>> deepspeed_restore_;
+  // deepspeed's config as apply_deepspeed read it, and the deepspeed value it was read for.
+  nlohmann::ordered_json deepspeed_config_, deepspeed_config_of_;
   // validate()'s groups of checks (training_args_validate.cpp).
   void validate_steps_and_batches() const;
   void validate_optimizer() const;

@@ -342,6 +342,29 @@ void read_tokens_seen(Spec& spec) {
   };
 }
 
+// deepspeed reads a DeepSpeed config's path (a string) or the object itself; null (and "") is
+// none. On the command line, text that opens with "{" is the object.
+void read_deepspeed(Spec& spec) {
+  spec.kind = kPathOrJsonObjectKind;
+  spec.set = [](TrainingArguments& a, const json& v) {
+    if (v.is_null() || (v.is_string() && v.get<std::string>().empty())) {
+      a.deepspeed(json());
+    } else if (v.is_object()) {
+      a.deepspeed(v);
+    } else if (v.is_string()) {
+      a.deepspeed(json(Convert<std::string>::from("deepspeed", v)));
+    } else {
+      wrong_type("deepspeed", v, "a DeepSpeed JSON file's path or its object");
+    }
+  };
+  spec.parse_text = [](const std::string& s) -> json {
+    if (s == "None" || s == "null") return nullptr;
+    const std::string start = base::trimmed(s, " \t\n");
+    if (!start.empty() && start[0] == '{') return text_to_json<json>(s);
+    return s;
+  };
+}
+
 // debug is a string of options separated by spaces, as Transformers reads it, or a list.
 void read_debug(Spec& spec) {
   auto set = spec.set;
@@ -390,6 +413,7 @@ const std::vector<Spec>& specs() {
       if (spec.name == "output_dir" || spec.name == "disable_tqdm" || spec.name == "fsdp") {
         read_null_as_default(spec);
       }
+      if (spec.name == "deepspeed") read_deepspeed(spec);
     }
     return rows;
   }();

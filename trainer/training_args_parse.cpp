@@ -110,7 +110,8 @@ TrainingArguments TrainingArguments::from_json_text(const std::string& json_text
       }
       seen[key] = "";
     } else if (depth >= 1 && event == json::parse_event_t::object_start &&
-               std::string(lookup(key).kind) != args::kJsonObjectKind) {
+               std::string(lookup(key).kind) != args::kJsonObjectKind &&
+               std::string(lookup(key).kind) != args::kPathOrJsonObjectKind) {
       return fail(
           fmt::format("argument {}: an object is not allowed, expected {}", key, lookup(key).kind));
     } else if (depth == 1 &&
@@ -144,6 +145,7 @@ TrainingArguments TrainingArguments::from_json_text(const std::string& json_text
     spec.set(args, value);
   }
   args.apply_sft_bf16_default();
+  args.apply_deepspeed();
   args.validate();
   return args;
 }
@@ -237,6 +239,24 @@ TrainingArguments TrainingArguments::dpo_defaults(bool bf16) {
   return args;
 }
 
+void TrainingArguments::apply_deepspeed() {
+  // parse() applies the config after the file's keys and again after the overrides: what the
+  // first time set of arguments still not given goes back first.
+  for (auto it = deepspeed_restore_.rbegin(); it != deepspeed_restore_.rend(); ++it) {
+    if (!given(it->first)) lookup(it->first).set(*this, it->second);
+  }
+  deepspeed_restore_.clear();
+  if (deepspeed_.is_null()) return;
+  deepspeed_config_ = load_deepspeed_config(deepspeed_);
+  deepspeed_config_of_ = deepspeed_;
+  const DeepSpeedPlan plan = *deepspeed_plan();
+  for (const auto& [name, value] : plan.settings) {
+    const args::Spec& spec = lookup(name);
+    deepspeed_restore_.emplace_back(name, spec.get(*this));
+    spec.set(*this, value);
+  }
+}
+
 void TrainingArguments::apply_sft_bf16_default() {
   // TRL: bf16 = not fp16 when bf16 is not given.
   if (config_ != Config::kTraining && fp16_ && !given("bf16")) bf16_ = false;
@@ -258,6 +278,7 @@ TrainingArguments TrainingArguments::parse(
   }
   for (const auto& [name, value] : overrides) args.set_from_text(name, value);
   args.apply_sft_bf16_default();
+  args.apply_deepspeed();
   args.validate();
   return args;
 }

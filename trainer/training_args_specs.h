@@ -27,6 +27,8 @@ struct Spec {
 
 // The kind of the arguments whose value is a JSON object of options (model_config, ...).
 inline constexpr const char* kJsonObjectKind = "a JSON object";
+// The kind of deepspeed: a file's path or the JSON object itself.
+inline constexpr const char* kPathOrJsonObjectKind = "a path or a JSON object";
 
 // Every argument, in the table's order.
 const std::vector<Spec>& specs();

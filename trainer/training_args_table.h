@@ -206,6 +206,12 @@
     "Block), backward_prefetch backward_pre|no_prefetch, forward_prefetch, "                       \
     "limit_all_gathers, sync_module_states, use_orig_params, state_dict_type "                     \
     "FULL_STATE_DICT|SHARDED_STATE_DICT (the \"fsdp_\" prefix of Accelerate's keys is accepted).")  \
+  X(nlohmann::ordered_json, deepspeed, nlohmann::ordered_json(),                                  \
+    "A DeepSpeed JSON config (its file's path, or the object) run on this sharding: "              \
+    "zero_optimization.stage 0 (DDP), 1, 2, 3 (shard_optimizer, shard_grad_op, full_shard "         \
+    "auto_wrap), offload device cpu; \"auto\" values filled from these arguments, and a value "    \
+    "that differs from a given argument refused (one not given takes the config's); not with "     \
+    "fsdp (docs/distributed.md).")                                                                 \
   X(bool, dataloader_drop_last, false,                                                             \
     "Drop the last incomplete training batch.")                                                    \
   X(int64_t, dataloader_num_workers, 0,                                                            \

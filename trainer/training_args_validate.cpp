@@ -235,7 +235,8 @@ void TrainingArguments::validate_stopping() const {
 void TrainingArguments::validate_devices() const {
   check(seed_ >= 0, "seed", std::to_string(seed_), "must be >= 0");
   check(!(bf16_ && fp16_), "fp16", "true", "bf16 is true too; choose one mixed precision");
-  const bool sharded = !fsdp_.empty() && fsdp_.find("no_shard") == std::string::npos;
+  const bool sharded = (!fsdp_.empty() && fsdp_.find("no_shard") == std::string::npos) ||
+                       (!deepspeed_.is_null() && deepspeed_plan()->stage >= 1);
   check(!(fp16_ && sharded), "fp16", "true",
         "fsdp shards the gradients, and fp16's loss scaling would need every process's overflow "
         "check (not built): use bf16");

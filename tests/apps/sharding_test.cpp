@@ -364,6 +364,104 @@ TEST_F(Sharding, ARankKilledMidRunEndsTheOtherWithinTheTimeoutWithOneLine) {
   std::printf("rank 0 ended %.1f s after rank 1 was killed: %s", took, err.c_str());
 }
 
+// The losses and gradient norms a run logged (trainer_state.json's log_history), in order.
+std::vector<std::string> logged_losses(const std::string& out) {
+  const std::string state = slurp(out + "/trainer_state.json");
+  std::vector<std::string> values;
+  const std::regex entry("\"(loss|grad_norm|train_loss)\": ([-0-9.e+]+)");
+  for (std::sregex_iterator it(state.begin(), state.end(), entry), end; it != end; ++it)
+    values.push_back((*it)[1].str() + " " + (*it)[2].str());
+  return values;
+}
+
+// A DeepSpeed config runs on this sharding: stage 2 with its values spelled out trains as fsdp
+// shard_grad_op, stage 3 with "auto" everywhere as full_shard auto_wrap, on 2 processes: the
+// same weights byte for byte and the same logged losses.
+TEST_F(Sharding, ADeepSpeedConfigTrainsAsItsStrategy) {
+  const std::string arguments = model_arguments("basic_net");
+  const std::string stage2 = tmp_->file("ds2.json"), stage3 = tmp_->file("ds3.json");
+  // model_arguments' values: micro batch 4, accumulation 2, clipping 0.5, lr 1e-3; 2 processes.
+  base::write_file_atomic(stage2, R"({
+    "train_batch_size": 16, "train_micro_batch_size_per_gpu": 4,
+    "gradient_accumulation_steps": 2, "gradient_clipping": 0.5,
+    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8,
+                                              "weight_decay": 0.0}},
+    "zero_optimization": {"stage": 2, "overlap_comm": true, "contiguous_gradients": true,
+                          "reduce_bucket_size": 5e8, "allgather_bucket_size": 5e8},
+    "steps_per_print": 2000, "wall_clock_breakdown": false})");
+  base::write_file_atomic(stage3, R"({
+    "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+    "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+    "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
+                                              "weight_decay": "auto"}},
+    "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": "auto",
+      "warmup_max_lr": "auto", "warmup_num_steps": "auto", "total_num_steps": "auto",
+      "warmup_type": "linear"}},
+    "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"},
+      "offload_param": {"device": "cpu"}, "overlap_comm": true, "reduce_bucket_size": "auto",
+      "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
+      "stage3_gather_16bit_weights_on_model_save": true}})");
+  for (const auto& [config, strategy] :
+       {std::pair{stage2, std::string("shard_grad_op")},
+        std::pair{stage3, std::string("full_shard auto_wrap offload")}}) {
+    const std::string name = strategy.substr(0, strategy.find(' '));
+    const std::string fsdp = tmp_->file("ds-fsdp-" + name), ds = tmp_->file("ds-" + name);
+    auto base = train(2, arguments + " --fsdp '" + strategy + "'", fsdp);
+    ASSERT_EQ(base.exit_code, 0) << base.out;
+    auto r = train(2, arguments + " --deepspeed " + config, ds);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(slurp(ds + "/model.safetensors"), slurp(fsdp + "/model.safetensors")) << strategy;
+    EXPECT_FALSE(logged_losses(ds).empty());
+    EXPECT_EQ(logged_losses(ds), logged_losses(fsdp)) << strategy;
+    std::printf("deepspeed %s as fsdp %s: weights byte for byte, %zu logged values equal\n",
+                config.c_str(), strategy.c_str(), logged_losses(ds).size());
+  }
+  // Stage 2's config sets the batch, accumulation and clipping arguments not given.
+  const std::string bare =
+      "--dataset_dir " + tmp_->file("data") + " --max_steps 6 --logging_steps 3 --save_strategy no";
+  const std::string set = tmp_->file("ds-set");
+  auto r = train(2, bare + " --deepspeed " + stage2, set);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(slurp(set + "/model.safetensors"),
+            slurp(tmp_->file("ds-fsdp-shard_grad_op") + "/model.safetensors"));
+  EXPECT_EQ(logged_losses(set), logged_losses(tmp_->file("ds-fsdp-shard_grad_op")));
+}
+
+TEST_F(Sharding, ABadDeepSpeedConfigIsOneLineAndTouchesNothing) {
+  const std::string data = "--dataset_dir " + tmp_->file("data") + " --max_steps 1";
+  const std::string corrupt = tmp_->file("ds-corrupt.json"), stage4 = tmp_->file("ds4.json"),
+                    nvme = tmp_->file("ds-nvme.json"), missing = tmp_->file("ds-missing.json");
+  base::write_file_atomic(corrupt, R"({"zero_optimization": {"stage": 2})");
+  base::write_file_atomic(stage4, R"({"zero_optimization": {"stage": 4}})");
+  base::write_file_atomic(
+      nvme, R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}})");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--deepspeed " + corrupt, "argument deepspeed: " + corrupt + " is not valid JSON: "},
+      {"--deepspeed " + missing,
+       "argument deepspeed: cannot open DeepSpeed config " + missing + ": "},
+      {"--deepspeed " + stage4,
+       "argument deepspeed: zero_optimization.stage 4 is not allowed (0, 1, 2 or 3)"},
+      {"--deepspeed " + nvme,
+       "argument deepspeed: zero_optimization.offload_param.device \"nvme\" is not allowed (cpu "
+       "or none: offloading to NVMe is not built)"},
+      {"--max_grad_norm 1 --deepspeed '{\"gradient_clipping\": 0.5}'",
+       "argument deepspeed: gradient_clipping 0.5 differs from max_grad_norm 1.0 (give \"auto\" "
+       "or the same value)"},
+      {"--fsdp shard_grad_op --deepspeed '{\"gradient_clipping\": \"auto\"}'",
+       "argument deepspeed: not with fsdp \"shard_grad_op\""},
+  };
+  for (const auto& [arguments, message] : cases) {
+    const std::string out = tmp_->file("bad");
+    auto r = run(testing::kTrainerBin + " train " + data + " --output_dir " + out + " " +
+                 arguments + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << arguments << ": " << r.out;
+    EXPECT_NE(r.out.find("trainer: error: " + message), std::string::npos) << r.out;
+    EXPECT_EQ(testing::lines_of(r.out).size(), 1u) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(out)) << arguments;
+  }
+}
+
 TEST_F(Sharding, BadArgumentsAreOneLineAndTouchNothing) {
   const std::string data = "--dataset_dir " + tmp_->file("data") + " --max_steps 1";
   const std::vector<std::pair<std::string, std::string>> cases = {

@@ -389,19 +389,19 @@ TEST(TrainerCli, ArgumentErrorsAreOneLineAndExitTwo) {
       "argument lr_scheduler_type: \"step\" is not allowed (allowed: linear, cosine, "
       "cosine_with_restarts, polynomial, constant, constant_with_warmup, inverse_sqrt, "
       "reduce_lr_on_plateau, cosine_with_min_lr, cosine_warmup_with_min_lr, warmup_stable_decay)");
-  expect_input_error("train --deepspeed ds.json",
-                     "argument deepspeed: Transformers' TrainingArguments has it, but this trainer "
-                     "does not support it");
+  expect_input_error("train --deepspeed /nonexistent/ds.json",
+                     "argument deepspeed: cannot open DeepSpeed config /nonexistent/ds.json: No "
+                     "such file or directory");
   expect_input_error("train /nonexistent/config.json",
                      "cannot open /nonexistent/config.json: No such file or directory");
 }
 
 TEST(TrainerCli, UnsupportedTransformersKeyInConfig) {
   TempDir dir;
-  std::ofstream(dir.file("c.json")) << R"({"deepspeed": "ds_config.json"})";
+  std::ofstream(dir.file("c.json")) << R"({"torch_compile": true})";
   expect_input_error("train " + dir.file("c.json"),
-                     "argument deepspeed: Transformers' TrainingArguments has it, but this trainer "
-                     "does not support it");
+                     "argument torch_compile: Transformers' TrainingArguments has it, but this "
+                     "trainer does not support it");
 }
 
 TEST(TrainerCli, BadDataIsOneLineAndKeepsWhatWasSaved) {
