@@ -313,6 +313,26 @@ void read_pad_to_multiple_of(Spec& spec) {
   };
 }
 
+// dataset_config also reads text: TRL's name of a data set's configuration (`trainer sft` and
+// `trainer dpo`; validate() refuses it elsewhere).
+void read_dataset_config(Spec& spec) {
+  auto set = spec.set;
+  spec.set = [set](TrainingArguments& a, const json& v) {
+    if (!v.is_string()) return set(a, v);
+    Convert<std::string>::from("dataset_config", v);  // UTF-8
+    a.dataset_config(v);
+  };
+}
+
+// TRL's ModelConfig and PEFT take null for these (None): torch_dtype's null is auto (as
+// Transformers 5's from_pretrained), a list's null is empty.
+void read_null_as(Spec& spec, json instead) {
+  auto set = spec.set;
+  spec.set = [set, instead](TrainingArguments& a, const json& v) {
+    set(a, v.is_null() ? instead : v);
+  };
+}
+
 const Spec* find_spec(const std::string& name) {
   for (const auto& s : specs()) {
     if (s.name == name) return &s;
@@ -336,6 +356,12 @@ const std::vector<Spec>& specs() {
     for (Spec& spec : rows) {
       if (spec.name == "resume_from_checkpoint") read_resume_from_checkpoint(spec);
       if (spec.name == "pad_to_multiple_of") read_pad_to_multiple_of(spec);
+      if (spec.name == "dataset_config") read_dataset_config(spec);
+      if (spec.name == "torch_dtype") read_null_as(spec, "auto");
+      if (spec.name == "target_modules" || spec.name == "modules_to_save" ||
+          spec.name == "lora_target_parameters") {
+        read_null_as(spec, json::array());
+      }
     }
     return rows;
   }();
@@ -343,7 +369,9 @@ const std::vector<Spec>& specs() {
 }
 
 const Spec& lookup(const std::string& key) {
-  if (key == "evaluation_strategy") return *find_spec("eval_strategy");
+  for (const auto& [old_name, name] : TrainingArguments::other_names()) {
+    if (key == old_name) return *find_spec(name);
+  }
   if (key.empty()) throw InputError("an empty name \"\" is not an argument");
   if (const Spec* s = find_spec(key)) return *s;
   TrainingArguments::reject_unsupported_key(key);
