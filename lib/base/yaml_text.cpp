@@ -284,7 +284,7 @@ class Reader {
   [[noreturn]] void unsupported_tag(const YAML::Node& node) const {
     fail(node, fmt::format("the tag {} is not one PyYAML's safe_load constructs (str, int, float, "
                            "bool, null, seq, map)",
-                           shown_text(node.Tag())));
+                           shown_text(node.Tag(), 80)));
   }
 
   json scalar(const YAML::Node& node) const {

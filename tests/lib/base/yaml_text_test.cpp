@@ -93,12 +93,12 @@ TEST(YamlText, ErrorsAreOneLineWithLineAndColumn) {
             "t.yaml:3:1: a is given twice (first at line 1); give it once");
   EXPECT_EQ(error_of("a: 1\n---\nb: 2\n"), "t.yaml:3:1: 2 YAML documents; a config file holds one");
   EXPECT_EQ(error_of("a: !!python/object:os.system x\n"),
-            "t.yaml:1:4: the tag \"tag:yaml.org,2002:python/object:os.system\" is not one PyYAML's "
+            "t.yaml:1:4: the tag tag:yaml.org,2002:python/object:os.system is not one PyYAML's "
             "safe_load constructs (str, int, float, bool, null, seq, map)");
   EXPECT_EQ(error_of("a: 99999999999999999999\n"),
             "t.yaml:1:4: the integer 99999999999999999999 is out of range (up to 2^63-1)");
   EXPECT_EQ(error_of("a: [[[[[[[[[[1]]]]]]]]]]\n"),
-            "t.yaml:1:13: values nested deeper than 8 levels");
+            "t.yaml:1:12: values nested deeper than 8 levels");
   EXPECT_EQ(error_of("? [a]\n: 1\n"),
             "t.yaml:1:3: a mapping's key must be text, not a list, a mapping or null");
   // Aliases expanded past 100,000 values (a "billion laughs"), and an alias of itself.
