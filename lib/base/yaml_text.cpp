@@ -2,11 +2,13 @@
 // YAML 1.1 resolver and constructors (what TRL's TrlParser reads a recipe with: yaml.safe_load).
 #include "lib/base/yaml_text.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <limits>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 // yaml-cpp 0.7's node headers trip GCC 12's -Wdangling-pointer (its own code, inlined here).
@@ -14,6 +16,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdangling-pointer"
 #endif
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -239,6 +242,24 @@ std::optional<bool> bool_text(const std::string& text) {
   return std::nullopt;
 }
 
+// A document's events ignored but where it starts (for the second document's line).
+class DocumentStart : public YAML::EventHandler {
+ public:
+  YAML::Mark mark = YAML::Mark::null_mark();
+  void OnDocumentStart(const YAML::Mark& at) override { mark = at; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 class Reader {
  public:
   Reader(const std::string& what, int max_depth) : what_(what), max_depth_(max_depth) {}
@@ -390,23 +411,41 @@ json yaml_plain_scalar(const std::string& text) {
 }
 
 json parse_yaml(std::string_view text, const std::string& what, int max_depth) {
-  std::vector<YAML::Node> documents;
+  // PyYAML reads UTF-8 only (its reader refuses other bytes), and JSON holds text only.
+  if (const size_t bad = first_invalid_utf8(text); bad != std::string_view::npos) {
+    const std::string_view before = text.substr(0, bad);
+    const size_t line_start = before.rfind('\n');
+    const size_t line = static_cast<size_t>(std::count(before.begin(), before.end(), '\n')) + 1;
+    const size_t column = line_start == std::string_view::npos ? bad + 1 : bad - line_start;
+    throw InputError(fmt::format("{}:{}:{}: not valid YAML: the byte 0x{:02X} is not UTF-8", what,
+                                 line, column, static_cast<unsigned char>(text[bad])));
+  }
+  const std::string input(text);
+  YAML::Node document;
+  std::optional<YAML::Mark> second;
   try {
-    documents = YAML::LoadAll(std::string(text));
+    // yaml-cpp 0.7's LoadAll can loop forever on stray flow indicators (", a": a null document
+    // at each turn, its memory growing until the process is killed): the first document is
+    // read alone, then the parser is asked once whether another follows.
+    document = YAML::Load(input);
+    std::istringstream in(input);
+    YAML::Parser parser(in);
+    DocumentStart first, next;
+    parser.HandleNextDocument(first);
+    if (parser.HandleNextDocument(next)) second = next.mark;
   } catch (const YAML::Exception& e) {
     const std::string why = e.msg.empty() ? "not valid YAML" : e.msg;
     if (e.mark.is_null()) throw InputError(fmt::format("{}: not valid YAML: {}", what, why));
     throw InputError(
         fmt::format("{}:{}:{}: not valid YAML: {}", what, e.mark.line + 1, e.mark.column + 1, why));
   }
-  if (documents.empty()) return nullptr;
-  Reader reader(what, max_depth);
-  if (documents.size() > 1) {
-    reader.fail(documents[1],
-                fmt::format("{} YAML documents; a config file holds one", documents.size()));
+  if (second) {
+    throw InputError(fmt::format("{}:{}:{}: a second YAML document; a config file holds one", what,
+                                 second->line + 1, second->column + 1));
   }
+  Reader reader(what, max_depth);
   try {
-    return reader.value(documents[0], 0);
+    return reader.value(document, 0);
   } catch (const YAML::Exception& e) {
     throw InputError(fmt::format("{}: not valid YAML: {}", what, e.msg));
   }

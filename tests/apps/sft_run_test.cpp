@@ -383,7 +383,7 @@ TEST(SftRun, BadYamlIsOneLineAndExitTwo) {
   auto two = sft("two.yaml", "seed: 1\n---\nseed: 2\n");
   EXPECT_EQ(two.exit_code, 2);
   EXPECT_EQ(two.out, "trainer: error: " + tmp.file("two.yaml") +
-                         ":3:1: 2 YAML documents; a config file holds one\n");
+                         ":2:1: a second YAML document; a config file holds one\n");
   auto list = sft("list.yaml", "- seed\n");
   EXPECT_EQ(list.exit_code, 2);
   EXPECT_EQ(list.out, "trainer: error: " + tmp.file("list.yaml") +

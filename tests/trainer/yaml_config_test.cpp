@@ -213,7 +213,7 @@ TEST(YamlConfig, BadInputIsOneLine) {
             "recipe.yaml must hold one YAML mapping of arguments, not a string");
   EXPECT_EQ(yaml_error(""), "recipe.yaml must hold one YAML mapping of arguments, not nothing");
   EXPECT_EQ(yaml_error("seed: 1\n---\nseed: 2\n"),
-            "recipe.yaml:3:1: 2 YAML documents; a config file holds one");
+            "recipe.yaml:2:1: a second YAML document; a config file holds one");
   EXPECT_EQ(yaml_error("learning_rat: 1.0e-3"),
             "unknown argument learning_rat (did you mean learning_rate?)");
   EXPECT_EQ(yaml_error("learning_rate: fast"),
