@@ -78,6 +78,19 @@ std::string TrainingArguments::arguments_markdown() {
       "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
   rows(dpo_defaults(false), dpo);
   out +=
+      "\n## `trainer sft` and `trainer dpo`: TRL's script arguments\n\n"
+      "What `trl sft` and `trl dpo` read beside their configs (ScriptArguments, ModelConfig), "
+      "as keys of a JSON or YAML config (`trainer sft recipe.yaml`, `--config recipe.yaml`) or "
+      "`--name value`; `trainer train` refuses them by name. TRL's dataset_name, "
+      "dataset_config and use_peft, lora_r, lora_alpha, lora_dropout, use_rslora are the rows "
+      "above.\n\n"
+      "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
+  rows(sft_defaults(false), script_keys());
+  out += "\nOther names, read as the argument they name (both given must agree):\n\n";
+  for (const auto& [old_name, name] : other_names()) {
+    out += fmt::format("- `{}`: `{}`\n", old_name, name);
+  }
+  out +=
       "\n## Removed from Transformers\n\n"
       "Transformers' `TrainingArguments` had these keys before 5.x; a config or option naming one "
       "is an error (exit 2) naming what replaced it. Every key of Transformers 5.24 is in the "

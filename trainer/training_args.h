@@ -72,7 +72,9 @@ class TrainingArguments {
     bool is_flag() const { return kind == "true or false"; }
   };
 
-  // Arguments from a flat JSON object (empty path: defaults), then `--name value` overrides
+  // Arguments from a flat JSON object, or a YAML mapping when the path ends in .yaml or .yml
+  // (TRL's `--config recipe.yaml`: from_yaml_text) (empty path: defaults), then `--name value`
+  // overrides
   // (name without dashes, value as typed), then validate(). Throws InputError naming the key,
   // the value and what is allowed: unknown keys (with the nearest known key), keys Transformers
   // has that this trainer does not support, wrong types, values out of range.
@@ -90,6 +92,21 @@ class TrainingArguments {
                                           const std::string& source = "arguments");
   static TrainingArguments from_json_text(const std::string& json_text, const std::string& source,
                                           const TrainingArguments& defaults);
+  // The same from a YAML mapping, read as TRL's TrlParser reads `--config`: yaml.safe_load's
+  // values (base::parse_yaml), text given for a number or a boolean converted as its
+  // `--name text` would be (argparse converts a text default), `env`'s variables set in this
+  // process, TRL's dataset mixture keys (datasets, streaming, test_split_size) accepted at their
+  // defaults; then checked as a JSON config is.
+  // (`set_env` false: env is checked, not set.)
+  static TrainingArguments from_yaml_text(const std::string& yaml_text, const std::string& source,
+                                          const TrainingArguments& defaults, bool set_env = true);
+  // Whether `path` names a YAML config (.yaml or .yml).
+  static bool is_yaml_path(const std::string& path);
+  // Old or TRL-script names of arguments, with the argument each names (evaluation_strategy:
+  // eval_strategy, max_seq_length: max_length, dtype: torch_dtype, lora_target_modules:
+  // target_modules, lora_modules_to_save: modules_to_save). Both given with different values is
+  // an error.
+  static const std::vector<std::pair<std::string, std::string>>& other_names();
 
   // TRL's SFTConfig: these arguments with SFTConfig's defaults where they differ from
   // TrainingArguments' (learning_rate 2e-5, logging_steps 10, gradient_checkpointing true, bf16
@@ -110,6 +127,9 @@ class TrainingArguments {
   static const std::vector<std::string>& sft_keys();
   static const std::vector<std::string>& dpo_keys();
   static const std::vector<std::string>& dpo_shared_keys();
+  // TRL's script arguments (ScriptArguments and ModelConfig: dataset_train_split,
+  // model_revision, attn_implementation, load_in_4bit, ...): sft and dpo take them.
+  static const std::vector<std::string>& script_keys();
   // Whether a configuration of this kind takes argument `name`.
   bool takes(const std::string& name) const;
   // Whether `name` was given (in the config or on the command line).
@@ -211,6 +231,11 @@ class TrainingArguments {
   // Throws InputError for an SFT or DPO argument where it does not belong; records `name` as
   // given.
   void note_given(const std::string& name);
+  // The shared end of from_json_text and from_yaml_text: an object whose keys are known, each
+  // set over `defaults`, then validate().
+  static TrainingArguments from_json_object(const nlohmann::ordered_json& object,
+                                            const std::string& source,
+                                            const TrainingArguments& defaults);
   // sft_defaults' bf16: off when fp16 was given true and bf16 was not given; and local_rank from
   // the environment's LOCAL_RANK, as Transformers' __post_init__.
   void apply_sft_bf16_default();
@@ -232,6 +257,7 @@ class TrainingArguments {
   void validate_stopping() const;
   void validate_sft() const;
   void validate_dpo() const;
+  void validate_script() const;
   void validate_devices() const;
   void validate_reporting_model_and_data() const;
   void validate_lora() const;

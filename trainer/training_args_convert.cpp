@@ -314,16 +314,6 @@ void read_pad_to_multiple_of(Spec& spec) {
   };
 }
 
-// null as the default, for the keys whose Transformers type is optional but whose default here
-// is a value (output_dir's "trainer_output", disable_tqdm's false, fsdp's "").
-void read_null_as_default(Spec& spec) {
-  auto set = spec.set;
-  const json fallback = spec.get(TrainingArguments());
-  spec.set = [set, fallback](TrainingArguments& a, const json& v) {
-    set(a, v.is_null() ? fallback : v);
-  };
-}
-
 // include_num_input_tokens_seen reads Transformers' older true and false as all and no.
 void read_tokens_seen(Spec& spec) {
   spec.kind = "no, all, non_padding, true or false";
@@ -385,6 +375,26 @@ void read_debug(Spec& spec) {
   spec.parse_text = [](const std::string& s) -> json { return s; };
 }
 
+// dataset_config also reads text: TRL's name of a data set's configuration (`trainer sft` and
+// `trainer dpo`; validate() refuses it elsewhere).
+void read_dataset_config(Spec& spec) {
+  auto set = spec.set;
+  spec.set = [set](TrainingArguments& a, const json& v) {
+    if (!v.is_string()) return set(a, v);
+    Convert<std::string>::from("dataset_config", v);  // UTF-8
+    a.dataset_config(v);
+  };
+}
+
+// TRL's ModelConfig and PEFT take null for these (None): torch_dtype's null is auto (as
+// Transformers 5's from_pretrained), a list's null is empty.
+void read_null_as(Spec& spec, json instead) {
+  auto set = spec.set;
+  spec.set = [set, instead](TrainingArguments& a, const json& v) {
+    set(a, v.is_null() ? instead : v);
+  };
+}
+
 const Spec* find_spec(const std::string& name) {
   for (const auto& s : specs()) {
     if (s.name == name) return &s;
@@ -411,9 +421,17 @@ const std::vector<Spec>& specs() {
       if (spec.name == "include_num_input_tokens_seen") read_tokens_seen(spec);
       if (spec.name == "debug") read_debug(spec);
       if (spec.name == "output_dir" || spec.name == "disable_tqdm" || spec.name == "fsdp") {
-        read_null_as_default(spec);
+        // Transformers' type is optional, the default here a value (output_dir's
+        // "trainer_output", disable_tqdm's false, fsdp's ""): null is that default.
+        read_null_as(spec, spec.get(TrainingArguments()));
       }
       if (spec.name == "deepspeed") read_deepspeed(spec);
+      if (spec.name == "dataset_config") read_dataset_config(spec);
+      if (spec.name == "torch_dtype") read_null_as(spec, "auto");
+      if (spec.name == "target_modules" || spec.name == "modules_to_save" ||
+          spec.name == "lora_target_parameters") {
+        read_null_as(spec, json::array());
+      }
     }
     return rows;
   }();
@@ -421,7 +439,9 @@ const std::vector<Spec>& specs() {
 }
 
 const Spec& lookup(const std::string& key) {
-  if (key == "evaluation_strategy") return *find_spec("eval_strategy");
+  for (const auto& [old_name, name] : TrainingArguments::other_names()) {
+    if (key == old_name) return *find_spec(name);
+  }
   if (key.empty()) throw InputError("an empty name \"\" is not an argument");
   if (const Spec* s = find_spec(key)) return *s;
   TrainingArguments::reject_unsupported_key(key);

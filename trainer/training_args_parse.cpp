@@ -1,6 +1,8 @@
-// Reading TrainingArguments: a JSON config (one flat object, checked key by key as it is read) and
-// `--name value` overrides, and the keys of Transformers' TrainingArguments that are refused.
+// Reading TrainingArguments: a JSON config (one flat object, checked key by key as it is read) or a
+// YAML one (TRL's `--config recipe.yaml`), `--name value` overrides, and the keys of Transformers'
+// TrainingArguments that are refused.
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <map>
 
@@ -10,6 +12,8 @@
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/base/json_text.h"
+#include "lib/base/text.h"
+#include "lib/base/yaml_text.h"
 #include "trainer/training_args_specs.h"
 
 namespace trainer {
@@ -132,11 +136,28 @@ TrainingArguments TrainingArguments::from_json_text(const std::string& json_text
     throw InputError(fmt::format("{} must hold one flat JSON object of arguments, not {}", source,
                                  a_type(object)));
   }
-  if (object.contains("eval_strategy") && object.contains("evaluation_strategy") &&
-      object["eval_strategy"] != object["evaluation_strategy"]) {
-    throw InputError(fmt::format(
-        "{}: eval_strategy {} and its old name evaluation_strategy {} disagree (give one)", source,
-        shown(object["eval_strategy"]), shown(object["evaluation_strategy"])));
+  return from_json_object(object, source, defaults);
+}
+
+const std::vector<std::pair<std::string, std::string>>& TrainingArguments::other_names() {
+  static const std::vector<std::pair<std::string, std::string>> names = {
+      {"evaluation_strategy", "eval_strategy"},      // Transformers' old name
+      {"max_seq_length", "max_length"},              // TRL's old name (SFTConfig)
+      {"dtype", "torch_dtype"},                      // TRL's ModelConfig
+      {"lora_target_modules", "target_modules"},     // TRL's ModelConfig
+      {"lora_modules_to_save", "modules_to_save"}};  // TRL's ModelConfig
+  return names;
+}
+
+TrainingArguments TrainingArguments::from_json_object(const json& object, const std::string& source,
+                                                      const TrainingArguments& defaults) {
+  for (const auto& [old_name, name] : other_names()) {
+    if (object.contains(name) && object.contains(old_name) && object[name] != object[old_name]) {
+      const bool old = old_name == "evaluation_strategy" || old_name == "max_seq_length";
+      throw InputError(fmt::format("{}: {} {} and {} {} {} disagree (give one)", source, name,
+                                   shown(object[name]), old ? "its old name" : "TRL's name",
+                                   old_name, shown(object[old_name])));
+    }
   }
   TrainingArguments args = defaults;
   for (const auto& [name, value] : object.items()) {
@@ -148,6 +169,126 @@ TrainingArguments TrainingArguments::from_json_text(const std::string& json_text
   args.apply_deepspeed();
   args.validate();
   return args;
+}
+
+namespace {
+
+// A YAML value's type in a YAML user's words (a list, a mapping).
+std::string yaml_type(const json& value) {
+  if (value.is_array()) return "a list";
+  if (value.is_object()) return "a mapping";
+  return a_type(value);
+}
+
+// Python's str() of a YAML scalar, as TRL sets `env`'s variables (os.environ[key] = str(value)).
+std::string python_str(const std::string& key, const json& value, const std::string& source) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_boolean()) return value.get<bool>() ? "True" : "False";
+  if (value.is_null()) return "None";
+  if (value.is_number()) return shown(value);
+  throw InputError(
+      fmt::format("{}: env {} is {}; env's variables take a text, a number or a "
+                  "boolean",
+                  source, key, a_type(value)));
+}
+
+// argparse's string_to_bool, as HfArgumentParser converts a boolean given as text.
+std::optional<bool> bool_word(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* word : {"yes", "true", "t", "y", "1"}) {
+    if (text == word) return true;
+  }
+  for (const char* word : {"no", "false", "f", "n", "0"}) {
+    if (text == word) return false;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool TrainingArguments::is_yaml_path(const std::string& path) {
+  auto ends = [&](const std::string& suffix) {
+    if (path.size() < suffix.size()) return false;
+    std::string tail = path.substr(path.size() - suffix.size());
+    for (char& c : tail) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return tail == suffix;
+  };
+  return ends(".yaml") || ends(".yml");
+}
+
+TrainingArguments TrainingArguments::from_yaml_text(const std::string& yaml_text,
+                                                    const std::string& source,
+                                                    const TrainingArguments& defaults,
+                                                    bool set_env) {
+  // No argument nests deeper than a JSON config may (8 levels).
+  json object = base::parse_yaml(yaml_text, source, 8);
+  if (!object.is_object()) {
+    throw InputError(fmt::format("{} must hold one YAML mapping of arguments, not {}", source,
+                                 object.is_null() ? "nothing" : yaml_type(object)));
+  }
+  // TrlParser: `env` sets environment variables, before anything reads them.
+  if (object.contains("env")) {
+    const json env = object["env"];
+    object.erase("env");
+    if (!env.is_object() && !env.is_null()) {
+      throw InputError(fmt::format("{}: env is {}; it takes a mapping of variables to values",
+                                   source, yaml_type(env)));
+    }
+    if (env.is_object()) {
+      for (const auto& [key, value] : env.items()) {
+        if (key.empty() || key.find('=') != std::string::npos) {
+          throw InputError(
+              fmt::format("{}: env {} is not a variable name", source, base::shown_text(key)));
+        }
+        const std::string text = python_str(key, value, source);
+        if (set_env) ::setenv(key.c_str(), text.c_str(), 1);
+      }
+    }
+  }
+  // TRL's dataset mixture (DatasetMixtureConfig), at its defaults only.
+  for (const auto& [key, at_default] :
+       {std::pair{"datasets", json::array()}, std::pair{"streaming", json(false)},
+        std::pair{"test_split_size", json(nullptr)}}) {
+    if (!object.contains(key)) continue;
+    const json& value = object[key];
+    if (value != at_default && !value.is_null()) {
+      throw InputError(fmt::format(
+          "{}: {} {}: TRL's dataset mixture (datasets, streaming, test_split_size) is not "
+          "supported; give dataset_name (a .json/.jsonl file or a folder of them)",
+          source, key, shown(value)));
+    }
+    object.erase(key);
+  }
+  for (auto& [key, value] : object.items()) {
+    const args::Spec& spec = lookup(key);  // an unknown key is refused here
+    const std::string kind = spec.kind;
+    if (value.is_object() && kind != args::kJsonObjectKind) {
+      throw InputError(
+          fmt::format("argument {}: a mapping is not allowed, expected {}", key, spec.kind));
+    }
+    // argparse converts a text default with the argument's type: `learning_rate: 1e-5` (text
+    // to YAML 1.1) is the number 1e-5 to TRL, `bf16: "true"` true.
+    if (!value.is_string() || kind.rfind("a string", 0) == 0 || kind.rfind("a path", 0) == 0) {
+      continue;
+    }
+    const std::string text = value.get<std::string>();
+    if (kind == "true or false") {
+      if (auto b = bool_word(text)) {
+        value = *b;
+      } else {
+        throw InputError(
+            fmt::format("argument {}: {} is not true or false (yes/no, true/false, t/f, y/n, 1/0)",
+                        key, base::shown_text(text)));
+      }
+      continue;
+    }
+    try {
+      value = spec.parse_text(text);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("argument {}: {}", key, e.what()));
+    }
+  }
+  return from_json_object(object, source, defaults);
 }
 
 void TrainingArguments::set_from_text(const std::string& name, const std::string& value) {
@@ -169,6 +310,13 @@ void TrainingArguments::note_given(const std::string& name) {
     const auto& shared = dpo_shared_keys();
     const bool in_sft = std::find(sft.begin(), sft.end(), name) != sft.end();
     const bool in_shared = std::find(shared.begin(), shared.end(), name) != shared.end();
+    const auto& script = script_keys();
+    if (std::find(script.begin(), script.end(), name) != script.end()) {
+      throw InputError(fmt::format(
+          "argument {}: one of TRL's script arguments (ScriptArguments, ModelConfig); only "
+          "`trainer sft` and `trainer dpo` take it",
+          name));
+    }
     if (in_shared) {
       throw InputError(fmt::format(
           "argument {}: an SFTConfig and DPOConfig argument (TRL's); only `trainer sft` and "
@@ -189,6 +337,7 @@ bool TrainingArguments::takes(const std::string& name) const {
   auto has = [&name](const std::vector<std::string>& keys) {
     return std::find(keys.begin(), keys.end(), name) != keys.end();
   };
+  if (has(script_keys())) return is_sft() || is_dpo();
   if (has(sft_keys())) return is_sft() || (is_dpo() && has(dpo_shared_keys()));
   if (has(dpo_keys())) return is_dpo();
   return true;
@@ -212,12 +361,24 @@ const std::vector<std::string>& TrainingArguments::dpo_keys() {
   return keys;
 }
 
+const std::vector<std::string>& TrainingArguments::script_keys() {
+  // TRL's ScriptArguments and ModelConfig fields that `trl sft` and `trl dpo` read beside
+  // their configs (and that TrainingArguments has no other use for).
+  static const std::vector<std::string> keys = {
+      "dataset_train_split",  "dataset_test_split",     "dataset_streaming",
+      "ignore_bias_buffers",  "model_revision",         "attn_implementation",
+      "lora_task_type",       "lora_target_parameters", "use_dora",
+      "load_in_8bit",         "load_in_4bit",           "bnb_4bit_quant_type",
+      "use_bnb_nested_quant", "bnb_4bit_quant_storage"};
+  return keys;
+}
+
 const std::vector<std::string>& TrainingArguments::dpo_shared_keys() {
   // TRL 1.16's DPOConfig fields that SFTConfig has too.
   static const std::vector<std::string> keys = {
       "max_length", "truncation_mode",  "padding_free",      "pad_to_multiple_of",
       "loss_type",  "dataset_num_proc", "model_init_kwargs", "activation_offloading",
-      "pad_token"};
+      "pad_token",  "trust_remote_code"};
   return keys;
 }
 
@@ -274,7 +435,9 @@ TrainingArguments TrainingArguments::parse(
   TrainingArguments args = defaults;
   if (!json_path.empty()) {
     // A configuration is a few kilobytes; 1 GiB bounds what a wrong path can make us read.
-    args = from_json_text(base::read_file(json_path, size_t{1} << 30), json_path, defaults);
+    const std::string text = base::read_file(json_path, size_t{1} << 30);
+    args = is_yaml_path(json_path) ? from_yaml_text(text, json_path, defaults)
+                                   : from_json_text(text, json_path, defaults);
   }
   for (const auto& [name, value] : overrides) args.set_from_text(name, value);
   args.apply_sft_bf16_default();

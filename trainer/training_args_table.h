@@ -272,16 +272,51 @@
     "model_name; output_dir gets it back in the same form with the trained weights.")              \
   X(std::string, dataset_name, "fashion_mnist",                                                    \
     "fashion_mnist or mnist (MNIST-format files), csv (a table with a header), or text "           \
-    "(byte-level language modeling on a UTF-8 file or folder).")                                   \
+    "(byte-level language modeling on a UTF-8 file or folder); for sft and dpo (TRL's "            \
+    "dataset_name), a .json/.jsonl file or a folder of them, split by name.")                      \
   X(nlohmann::ordered_json, dataset_config, nlohmann::ordered_json::object(),                      \
     "The data set's options: csv {path (required), label \"label\", features (default: all "       \
     "other columns), task classification|regression, validation_fraction 0.2, seed 42}; text "     \
     "{path /usr/share/games/fortunes, context_length 128, stride (context_length), "               \
-    "validation_fraction 0.1, seed 42}; none for fashion_mnist and mnist.")                        \
+    "validation_fraction 0.1, seed 42}; none for fashion_mnist and mnist. For sft and dpo, TRL's " \
+    "name of a configuration: dataset_name's subfolder of that name (default: the folder itself).")\
   X(std::string, dataset_dir, "",                                                                  \
     "Directory with the four IDX files (default for fashion_mnist: "                               \
     "/usr/share/datasets/fashion-mnist); for csv, where a relative path is found; for text, "      \
     "the corpus, instead of dataset_config's path.")                                               \
+  X(std::string, dataset_train_split, "train",                                                     \
+    "sft, dpo (TRL's ScriptArguments): the split of dataset_name trained on: a folder's "          \
+    "files split by name as datasets splits them (train*.jsonl, train/, "                          \
+    "data/train-00000-of-00001.jsonl).")                                                           \
+  X(std::string, dataset_test_split, "test",                                                       \
+    "sft, dpo: the split of dataset_name evaluated on when eval_strategy is not no (\"test\": "    \
+    "else a validation split, as before this argument).")                                          \
+  X(bool, dataset_streaming, false,                                                                \
+    "sft, dpo: false only (the data is read whole, prepared once per node and cached).")           \
+  X(bool, ignore_bias_buffers, false,                                                              \
+    "sft, dpo: accepted (TRL's DDP fix for boolean buffers; no model here has any).")              \
+  X(std::string, model_revision, "main",                                                           \
+    "sft, dpo (TRL's ModelConfig): accepted; a local model folder has one revision (another "      \
+    "name than main is warned about and ignored).")                                                \
+  X(std::optional<std::string>, attn_implementation, std::nullopt,                                 \
+    "sft, dpo: eager or sdpa (the same attention here, masked softmax in full; null: that); "      \
+    "flash_attention_2 and the other kernels are refused.")                                        \
+  X(std::string, lora_task_type, "CAUSAL_LM",                                                      \
+    "sft, dpo: LoRA's task type: CAUSAL_LM only.")                                                 \
+  X(std::vector<std::string>, lora_target_parameters, {},                                          \
+    "sft, dpo: [] or null only (PEFT's adapters on parameters of Mixture-of-Experts layers).")     \
+  X(bool, use_dora, false,                                                                         \
+    "sft, dpo: false only (DoRA's magnitude vectors are not implemented).")                        \
+  X(bool, load_in_8bit, false,                                                                     \
+    "sft, dpo: false only (bitsandbytes' 8-bit weights need its CUDA kernels).")                   \
+  X(bool, load_in_4bit, false,                                                                     \
+    "sft, dpo: false only (bitsandbytes' 4-bit weights need its CUDA kernels).")                   \
+  X(std::string, bnb_4bit_quant_type, "nf4",                                                       \
+    "sft, dpo: nf4 or fp4, accepted (used only by load_in_4bit).")                                 \
+  X(bool, use_bnb_nested_quant, false,                                                             \
+    "sft, dpo: false only (used only by load_in_4bit).")                                           \
+  X(std::optional<std::string>, bnb_4bit_quant_storage, std::nullopt,                              \
+    "sft, dpo: accepted (used only by load_in_4bit).")                                             \
   X(std::optional<int64_t>, max_train_samples, std::nullopt,                                       \
     "Use only the first N training examples.")                                                     \
   X(std::optional<int64_t>, max_eval_samples, std::nullopt,                                        \
@@ -310,7 +345,7 @@
     "config.json keys (for pretraining from scratch).")                                            \
   X(std::string, torch_dtype, "auto",                                                              \
     "The weights' type of a Hugging Face model: auto (config.json's dtype), float32, "             \
-    "bfloat16 or float16.")                                                                        \
+    "bfloat16 or float16 (TRL's ModelConfig name: dtype, null meaning auto).")                     \
   X(std::optional<int64_t>, preprocessing_num_workers, std::nullopt,                               \
     "Accepted for compatibility with run_clm.py; tokenization runs in one process per node.")      \
   X(bool, overwrite_cache, false,                                                                  \
@@ -330,11 +365,12 @@
   X(std::vector<std::string>, target_modules, {},                                                  \
     "LoRA: the linear layers that get adapters, by name or last name (q_proj,v_proj), or "         \
     "all-linear (default: PEFT's for the model type: llama, qwen2, qwen3, mistral, gemma3_text "  \
-    "q_proj,v_proj; gpt2 c_attn).")                                                                \
+    "q_proj,v_proj; gpt2 c_attn; TRL's ModelConfig name: lora_target_modules).")                   \
   X(std::string, bias, "none",                                                                     \
     "LoRA: which biases train: none, all, or lora_only (those of the adapted layers).")            \
   X(std::vector<std::string>, modules_to_save, {},                                                 \
-    "LoRA: modules trained in full and saved with the adapter (e.g. lm_head).")                    \
+    "LoRA: modules trained in full and saved with the adapter (e.g. lm_head; TRL's ModelConfig "   \
+    "name: lora_modules_to_save).")                                                                \
   X(bool, use_rslora, false,                                                                       \
     "LoRA: rank-stabilised scaling, lora_alpha / sqrt(lora_r).")                                   \
   X(std::string, init_lora_weights, "true",                                                        \
@@ -438,7 +474,7 @@
 #define TRAINER_SFT_ARGUMENTS(X) \
   X(std::optional<int64_t>, max_length, int64_t{1024},                                             \
     "SFT: longest tokenized sequence; longer ones are cut (truncation_mode), or packed rows' "     \
-    "length (null: no truncation, no packing).")                                                   \
+    "length (null: no truncation, no packing; TRL's old name: max_seq_length).")                   \
   X(std::string, truncation_mode, "keep_start",                                                    \
     "SFT: keep_start (cut the end) or keep_end (cut the start; TRL deprecates it).")               \
   X(bool, packing, false,                                                                          \
@@ -485,6 +521,8 @@
     "CUDA).")                                                                                      \
   X(std::optional<std::string>, pad_token, std::nullopt,                                           \
     "SFT: the padding token (null: the tokenizer's pad_token, else its eos_token).")               \
+  X(bool, trust_remote_code, false,                                                                \
+    "SFT, DPO: false only (no model here runs Python code).")                                      \
 
 // DPOConfig's own arguments (TRL 1.16's names and defaults): `trainer dpo` takes them with the
 // SFT arguments DPOConfig shares (TrainingArguments::dpo_shared_keys), the others refuse them.
@@ -521,6 +559,4 @@
     "DPO: accepted (used only by sync_ref_model).")                                                \
   X(std::optional<double>, router_aux_loss_coef, std::nullopt,                                     \
     "DPO: null or 0 (no Mixture-of-Experts model here has a router loss).")                        \
-  X(bool, trust_remote_code, false,                                                                \
-    "DPO: false only (no model here runs Python code).")                                           \
 // clang-format on

@@ -60,6 +60,7 @@ void TrainingArguments::validate() const {
   validate_dpo();
   validate_transformers_keys();
   validate_data_loading();
+  validate_script();
   const auto fsdp = fsdp_plan();
   const OptimizerPlan optimizer = optimizer_plan();
   // A sharded run's optimizer sees flat slices of the parameters and its checkpoints hold AdamW's
@@ -335,6 +336,58 @@ void TrainingArguments::validate_lora() const {
   }
 }
 
+// TRL's script arguments (ScriptArguments, ModelConfig) of `trainer sft` and `trainer dpo`: what
+// this trainer does is accepted, what it cannot do refused with why. dataset_config is TRL's name
+// there, a JSON object of options for `trainer train`'s data sets.
+void TrainingArguments::validate_script() const {
+  if (!is_sft() && !is_dpo()) {
+    check(dataset_config_.is_object(), "dataset_config", shown(dataset_config_),
+          "a JSON object of the data set's options; a configuration's name is TRL's, for trainer "
+          "sft and trainer dpo");
+    return;
+  }
+  check(dataset_config_.is_string() || dataset_config_.empty(), "dataset_config",
+        shown(dataset_config_),
+        "TRL's name of a configuration: a subfolder of dataset_name, or null");
+  if (dataset_config_.is_string()) {
+    check(!dataset_config_.get<std::string>().empty(), "dataset_config", "\"\"",
+          "a subfolder of dataset_name, or null");
+  }
+  check(!dataset_train_split_.empty(), "dataset_train_split", "\"\"", "a split's name, e.g. train");
+  check(!dataset_test_split_.empty(), "dataset_test_split", "\"\"", "a split's name, e.g. test");
+  check(!dataset_streaming_, "dataset_streaming", "true",
+        "false only: the data is read whole, prepared once per node and cached");
+  if (attn_implementation_) {
+    const std::string& attn = *attn_implementation_;
+    if (attn != "eager" && attn != "sdpa") {
+      const bool kernel = attn.find("flash") != std::string::npos ||
+                          attn.find("flex") != std::string::npos ||
+                          attn.find('/') != std::string::npos || attn.find("paged") == 0;
+      check(false, "attn_implementation", shown(json(attn)),
+            kernel ? "eager or sdpa: that kernel is not built into this trainer (LibTorch's own "
+                     "attention computes the same softmax; eager and sdpa are it)"
+                   : "eager or sdpa (the same attention here), or null");
+    }
+  }
+  check(lora_task_type_ == "CAUSAL_LM", "lora_task_type", shown(json(lora_task_type_)),
+        "CAUSAL_LM only: the models here are causal language models");
+  check(lora_target_parameters_.empty(), "lora_target_parameters",
+        shown(json(lora_target_parameters_)),
+        "[] or null only: PEFT's adapters on parameters are not implemented (use "
+        "lora_target_modules)");
+  check(!use_dora_, "use_dora", "true", "false only: DoRA is not implemented");
+  for (const auto& [name, on] :
+       {std::pair{"load_in_8bit", load_in_8bit_}, std::pair{"load_in_4bit", load_in_4bit_},
+        std::pair{"use_bnb_nested_quant", use_bnb_nested_quant_}}) {
+    check(!on, name, "true",
+          "false only: quantized weights need bitsandbytes' CUDA kernels, which this trainer does "
+          "not have (train LoRA over bf16 weights: use_peft with dtype bfloat16)");
+  }
+  check_choice("bnb_4bit_quant_type", bnb_4bit_quant_type_, {"nf4", "fp4"});
+  check(!trust_remote_code_, "trust_remote_code", "true",
+        "false (no model here runs code from its folder)");
+}
+
 // SFTConfig's own values, as TRL 1.16's SFTConfig and SFTTrainer check them.
 void TrainingArguments::validate_sft() const {
   if (!is_sft()) return;
@@ -471,8 +524,6 @@ void TrainingArguments::validate_dpo() const {
     check(*router_aux_loss_coef_ == 0, "router_aux_loss_coef", num(*router_aux_loss_coef_),
           "null or 0 (no model here is a Mixture-of-Experts with a router loss)");
   }
-  check(!trust_remote_code_, "trust_remote_code", "true",
-        "false (no model here runs code from its folder)");
   for (const auto& [key, value] : model_init_kwargs_.items()) {
     if ((key == "dtype" || key == "torch_dtype") && value.is_string()) continue;
     throw InputError(fmt::format(

@@ -62,11 +62,20 @@ std::vector<nlohmann::ordered_json> read_sft_records(const std::string& path);
 // training; validation, valid, dev, val; test, testing, eval, evaluation; each followed or
 // preceded by one of "-._ 0-9"), all of them train when no name says otherwise. `eval` is the
 // test split (TRL's dataset_test_split), else the validation split, else "". InputError when
-// there is no train file, or a split holds several files.
+// there is no train file, or a split holds several files. `train_split` and `test_split` name
+// the splits (TRL's dataset_train_split and dataset_test_split: a split named otherwise than
+// test has no validation split in its place).
 struct SftFiles {
   std::string train, eval;
 };
-SftFiles resolve_sft_files(const std::string& dataset_name);
+SftFiles resolve_sft_files(const std::string& dataset_name,
+                           const std::string& train_split = "train",
+                           const std::string& test_split = "test");
+// The folder or file TRL's dataset_name and dataset_config name: dataset_name, or with a
+// configuration's name its subfolder of that name ("default": the folder itself when it has no
+// such subfolder). InputError otherwise.
+std::string dataset_location(const std::string& dataset_name,
+                             const std::optional<std::string>& dataset_config);
 
 // TRL's _prepare_dataset of `records` (as read_sft_records gives them), with SFTTrainer's checks
 // before it:

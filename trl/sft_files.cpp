@@ -119,7 +119,23 @@ std::vector<nlohmann::ordered_json> read_sft_records(const std::string& path) {
   return records;
 }
 
-SftFiles resolve_sft_files(const std::string& dataset_name) {
+std::string dataset_location(const std::string& dataset_name,
+                             const std::optional<std::string>& dataset_config) {
+  if (!dataset_config) return dataset_name;
+  const std::string sub = dataset_name + "/" + *dataset_config;
+  if (base::is_directory(dataset_name) && dataset_config->find("..") == std::string::npos &&
+      base::is_directory(sub)) {
+    return sub;
+  }
+  if (*dataset_config == "default") return dataset_name;
+  throw InputError(fmt::format(
+      "argument dataset_config: {}: dataset_name {} has no subfolder {} (a configuration of a "
+      "local data set is its subfolder; null or default: the data set itself)",
+      base::shown_text(*dataset_config), dataset_name, base::shown_text(*dataset_config)));
+}
+
+SftFiles resolve_sft_files(const std::string& dataset_name, const std::string& train_split,
+                           const std::string& test_split) {
   if (base::is_regular_file(dataset_name)) return {dataset_name, ""};
   if (!base::is_directory(dataset_name)) {
     const std::string problem = base::path_problem(dataset_name);
@@ -161,15 +177,16 @@ SftFiles resolve_sft_files(const std::string& dataset_name) {
     }
     return "";
   };
-  SftFiles out{one("train"), one("test")};
-  if (out.eval.empty()) out.eval = one("validation");
+  SftFiles out{one(train_split), one(test_split)};
+  if (out.eval.empty() && test_split == "test") out.eval = one("validation");
   if (out.train.empty()) {
     std::vector<std::string> names;
     for (const auto& split : split_files) names.push_back(split.first);
     throw InputError(fmt::format(
-        "dataset_name {} has no train file: `datasets` splits its files by name into {} (a train "
-        "file is named train*.jsonl or training*.jsonl, or lies in a train/ folder)",
-        dataset_name, fmt::join(names, ", ")));
+        "dataset_name {} has no {} split: `datasets` splits its files by name into {} (a train "
+        "file is named train*.jsonl or training*.jsonl, or lies in a train/ folder; any split "
+        "is data/{{split}}-00000-of-00001.jsonl)",
+        dataset_name, train_split, fmt::join(names, ", ")));
   }
   return out;
 }

@@ -260,7 +260,10 @@ SftSourceOptions sft_source_options(const TrainingArguments& args,
         "trainer sft: no data (give train_file, or dataset_name a .json/.jsonl file or a folder "
         "of them)");
   } else {
-    SftFiles files = resolve_sft_files(args.dataset_name());
+    std::optional<std::string> config;
+    if (args.dataset_config().is_string()) config = args.dataset_config().get<std::string>();
+    SftFiles files = resolve_sft_files(dataset_location(args.dataset_name(), config),
+                                       args.dataset_train_split(), args.dataset_test_split());
     o.train_file = files.train;
     o.eval_file = files.eval;
   }

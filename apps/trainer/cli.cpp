@@ -27,13 +27,13 @@ struct CommandHelp {
   std::string name, usage, summary;
 };
 const std::vector<CommandHelp> kCommands = {
-    {"train", "trainer train [CONFIG.json] [--name value ...]",
+    {"train", "trainer train [CONFIG.json|CONFIG.yaml] [--name value ...]",
      "Train a model and save it, its state and its metrics to output_dir."},
-    {"sft", "trainer sft [CONFIG.json] [--name value ...]",
+    {"sft", "trainer sft [CONFIG.json|CONFIG.yaml] [--name value ...]",
      "Supervised fine-tuning as TRL's SFTTrainer: a Hugging Face model on conversations, "
      "prompt-completion pairs or text (JSON Lines), through its chat template, packed or not, "
      "with TRL's SFTConfig arguments and defaults."},
-    {"dpo", "trainer dpo [CONFIG.json] [--name value ...]",
+    {"dpo", "trainer dpo [CONFIG.json|CONFIG.yaml] [--name value ...]",
      "Preference tuning as TRL's DPOTrainer: a Hugging Face model on prompt/chosen/rejected pairs "
      "(plain or conversations, the prompt explicit or implicit), against a frozen reference (a "
      "copy, LoRA's base, or log-probabilities computed once), with TRL's DPOConfig arguments and "
@@ -128,7 +128,9 @@ void add_training_commands(CLI::App& app, Command& command) {
     if (!takes_training_arguments(c.name)) continue;
     CLI::App* sub = app.add_subcommand(c.name, help_of(c.name));
     sub->allow_extras();
-    sub->add_option("config", command.config, "JSON file with one flat object of arguments");
+    sub->add_option("config", command.config,
+                    "JSON file with one flat object of arguments, or a YAML file (.yaml, .yml) "
+                    "with one mapping of them (TRL's recipe; also --config PATH)");
     sub->footer("\n" + arguments_table(c.name));
   }
 }

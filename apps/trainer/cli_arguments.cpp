@@ -84,18 +84,36 @@ void read_training_arguments(const std::vector<std::string>& tokens, Command& co
     known[d.name] = d;
     names.push_back(d.name);
   }
-  known["evaluation_strategy"] = known["eval_strategy"];
+  for (const auto& [old_name, name] : TrainingArguments::other_names()) {
+    known[old_name] = known[name];
+  }
   std::map<std::string, std::string> given;  // name as typed -> value
+  auto take_config = [&command](const std::string& path) {
+    if (!command.config.empty()) {
+      throw InputError(
+          fmt::format("unexpected argument '{}' (only one CONFIG (.json, .yaml) is taken; it was "
+                      "'{}')",
+                      path, command.config));
+    }
+    if (path.empty()) throw InputError("CONFIG is \"\" (give a file, or leave it out)");
+    command.config = path;
+  };
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string& token = tokens[i];
     if (!looks_like_option(token)) {
-      if (!command.config.empty()) {
-        throw InputError(
-            fmt::format("unexpected argument '{}' (only one CONFIG.json is taken; it was '{}')",
-                        token, command.config));
+      take_config(token);
+      continue;
+    }
+    // TRL's parser takes the config file as `--config PATH`.
+    if (token == "--config") {
+      if (i + 1 >= tokens.size() || looks_like_option(tokens[i + 1])) {
+        throw InputError("argument --config: no file given (expected a .yaml or .json file)");
       }
-      if (token.empty()) throw InputError("CONFIG.json is \"\" (give a file, or leave it out)");
-      command.config = token;
+      take_config(tokens[++i]);
+      continue;
+    }
+    if (token.rfind("--config=", 0) == 0) {
+      take_config(token.substr(9));
       continue;
     }
     if (token.rfind("--", 0) != 0) {
@@ -124,12 +142,15 @@ void read_training_arguments(const std::vector<std::string>& tokens, Command& co
     given[name] = value;
     command.overrides.emplace_back(d.name, value);
   }
-  auto eval = given.find("eval_strategy");
-  auto old = given.find("evaluation_strategy");
-  if (eval != given.end() && old != given.end() && eval->second != old->second) {
-    throw InputError(fmt::format(
-        "argument --eval_strategy {} and its old name --evaluation_strategy {} disagree (give one)",
-        eval->second, old->second));
+  for (const auto& [old_name, name] : TrainingArguments::other_names()) {
+    auto now = given.find(name);
+    auto old = given.find(old_name);
+    if (now != given.end() && old != given.end() && now->second != old->second) {
+      const bool old_one = old_name == "evaluation_strategy" || old_name == "max_seq_length";
+      throw InputError(fmt::format("argument --{} {} and {} --{} {} disagree (give one)", name,
+                                   now->second, old_one ? "its old name" : "TRL's name", old_name,
+                                   old->second));
+    }
   }
 }
 

@@ -27,6 +27,10 @@ int sft_command(const std::string& config,
 // Where bf16 is native (TRL's bf16 default): a CUDA device, or a CPU with AVX512_BF16 or AMX.
 bool machine_has_bf16();
 
+// TRL's script arguments that are accepted without effect here, warned about (model_revision
+// other than main: a local folder has one revision).
+void warn_script_arguments(const TrainingArguments& args);
+
 // The folder a tokenizer path names (a folder, or a tokenizer.json in one).
 std::string tokenizer_dir(const std::string& path);
 

@@ -66,6 +66,7 @@ int dpo_command(const std::string& config,
       args.torch_dtype(args.model_init_kwargs()[key].get<std::string>());
     }
   }
+  warn_script_arguments(args);
   if (!args.model_name_or_path() && !args.model_type()) {
     throw InputError(
         "trainer dpo: no model (give model_name_or_path, a Hugging Face model or adapter folder, "

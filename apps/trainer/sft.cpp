@@ -11,6 +11,7 @@
 #include "apps/trainer/run_setup.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/text.h"
 #include "lib/base/warn.h"
 #include "lib/models/lora.h"
 #include "lib/models/lora_config.h"
@@ -55,6 +56,14 @@ bool machine_has_bf16() {
   }
   return false;
 }
+void warn_script_arguments(const TrainingArguments& args) {
+  if (args.model_revision() != "main") {
+    base::warn("model_revision {} is ignored: {} is a local folder, which has one revision",
+               base::shown_text(args.model_revision()),
+               args.model_name_or_path().value_or(args.model_type().value_or("the model")));
+  }
+}
+
 // The folder a tokenizer path names (a folder, or a tokenizer.json in one).
 std::string tokenizer_dir(const std::string& path) {
   return base::is_directory(path) ? path : base::parent_dir(path);
@@ -101,6 +110,7 @@ int sft_command(const std::string& config,
       args.torch_dtype(args.model_init_kwargs()[key].get<std::string>());
     }
   }
+  warn_script_arguments(args);
   if (!args.model_name_or_path() && !args.model_type()) {
     throw InputError(
         "trainer sft: no model (give model_name_or_path, a Hugging Face model or adapter folder, "

@@ -293,5 +293,127 @@ TEST(SftRun, BadInputIsOneLineAndExitTwo) {
   EXPECT_FALSE(std::filesystem::exists(tmp.file("out")));
 }
 
+// A TRL recipe in YAML (`trainer sft --config recipe.yaml`, as `trl sft --config recipe.yaml`):
+// dataset_name a local folder split by name, max_seq_length, dtype, attn_implementation,
+// model_revision, and PyYAML's text "1e-3" a learning rate: each step's loss and the evaluation
+// the same as the run given as JSON with train_file, validation_file, max_length and torch_dtype.
+TEST(SftRun, ATrlRecipeInYamlTrainsAsItsJson) {
+  const std::string fixtures = testing::sft_fixtures_dir();
+  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  testing::TempDir tmp;
+  std::filesystem::create_directories(tmp.file("chat"));
+  std::filesystem::copy_file(fixtures + "/data/conversations.jsonl", tmp.file("chat/train.jsonl"));
+  std::filesystem::copy_file(fixtures + "/data/conversations_eval.jsonl",
+                             tmp.file("chat/test.jsonl"));
+  const std::string common =
+      "bf16: false\nuse_cpu: true\ngradient_checkpointing: false\nlogging_steps: 1\nmax_steps: 4\n"
+      "per_device_train_batch_size: 4\nper_device_eval_batch_size: 4\neval_strategy: steps\n"
+      "eval_steps: 2\nsave_strategy: \"no\"\nreport_to: none\ndisable_tqdm: true\nseed: 42\n"
+      "assistant_only_loss: true\n";
+  std::ofstream(tmp.file("recipe.yaml"))
+      << "# Model arguments\nmodel_name_or_path: " << fixtures
+      << "/qwen3\nmodel_revision: main\ndtype: float32\nattn_implementation: sdpa\n"
+      << "# Data\ndataset_name: " << tmp.file("chat")
+      << "\ndataset_train_split: train\ndataset_test_split: test\nmax_seq_length: 128\n"
+      << "learning_rate: 1e-3\noutput_dir: " << tmp.file("yaml") << "\n"
+      << common;
+  json config = {{"model_name_or_path", fixtures + "/qwen3"},
+                 {"torch_dtype", "float32"},
+                 {"train_file", tmp.file("chat/train.jsonl")},
+                 {"validation_file", tmp.file("chat/test.jsonl")},
+                 {"max_length", 128},
+                 {"learning_rate", 1e-3},
+                 {"output_dir", tmp.file("json")},
+                 {"bf16", false},
+                 {"use_cpu", true},
+                 {"gradient_checkpointing", false},
+                 {"logging_steps", 1},
+                 {"max_steps", 4},
+                 {"per_device_train_batch_size", 4},
+                 {"per_device_eval_batch_size", 4},
+                 {"eval_strategy", "steps"},
+                 {"eval_steps", 2},
+                 {"save_strategy", "no"},
+                 {"report_to", "none"},
+                 {"disable_tqdm", true},
+                 {"seed", 42},
+                 {"assistant_only_loss", true}};
+  std::ofstream(tmp.file("run.json")) << config.dump(2);
+  const std::string env = "TRAINER_CACHE=" + tmp.file("cache") + " OMP_NUM_THREADS=1 ";
+  auto yaml =
+      run(env + testing::kTrainerBin + " sft --config " + tmp.file("recipe.yaml") + " 2>&1");
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.out;
+  auto plain = run(env + testing::kTrainerBin + " sft " + tmp.file("run.json") + " 2>&1");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  auto logs = [&](const std::string& out) {
+    json kept = json::array();
+    const json state = json::parse(testing::slurp(tmp.file(out) + "/trainer_state.json"));
+    for (json e : state["log_history"]) {
+      if (!e.contains("loss") && !e.contains("eval_loss")) continue;
+      for (const char* timing :
+           {"eval_runtime", "eval_samples_per_second", "eval_steps_per_second"})
+        e.erase(timing);
+      kept.push_back(e);
+    }
+    return kept;
+  };
+  const json from_yaml = logs("yaml"), from_json = logs("json");
+  ASSERT_EQ(from_yaml.size(), 6u) << from_yaml.dump();  // 4 steps, 2 evaluations
+  EXPECT_EQ(from_yaml.dump(), from_json.dump());
+  const json args = json::parse(testing::slurp(tmp.file("yaml") + "/training_args.json"));
+  EXPECT_EQ(args["learning_rate"], 1e-3);
+  EXPECT_EQ(args["max_length"], 128);
+  EXPECT_EQ(args["torch_dtype"], "float32");
+  EXPECT_EQ(args["attn_implementation"], "sdpa");
+  // The positional form reads the same file.
+  auto positional = run(env + testing::kTrainerBin + " sft " + tmp.file("recipe.yaml") +
+                        " --output_dir " + tmp.file("positional") + " --max_steps 2 2>&1");
+  ASSERT_EQ(positional.exit_code, 0) << positional.out;
+  // (2 steps: the schedule's learning rate differs, the first step's loss does not.)
+  EXPECT_EQ(logs("positional")[0]["loss"], from_yaml[0]["loss"]);
+}
+
+// A YAML config's bad input is one line with file:line:column, exit 2, through the program.
+TEST(SftRun, BadYamlIsOneLineAndExitTwo) {
+  testing::TempDir tmp;
+  auto sft = [&](const std::string& name, const std::string& text,
+                 const std::string& how = " sft ") {
+    std::ofstream(tmp.file(name)) << text;
+    return run(testing::kTrainerBin + how + tmp.file(name) + " --output_dir " + tmp.file("out") +
+               " 2>&1");
+  };
+  auto syntax = sft("bad.yaml", "learning_rate: 1e-3\nreport_to: [none\n");
+  EXPECT_EQ(syntax.exit_code, 2);
+  EXPECT_EQ(syntax.out, "trainer: error: " + tmp.file("bad.yaml") +
+                            ":3:1: not valid YAML: end of sequence flow not found\n");
+  auto twice = sft("twice.yml", "seed: 1\nmax_steps: 2\nseed: 3\n", " sft --config ");
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_EQ(twice.out, "trainer: error: " + tmp.file("twice.yml") +
+                           ":3:1: seed is given twice (first at line 1); give it once\n");
+  auto two = sft("two.yaml", "seed: 1\n---\nseed: 2\n");
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_EQ(two.out, "trainer: error: " + tmp.file("two.yaml") +
+                         ":2:1: a second YAML document; a config file holds one\n");
+  auto list = sft("list.yaml", "- seed\n");
+  EXPECT_EQ(list.exit_code, 2);
+  EXPECT_EQ(list.out, "trainer: error: " + tmp.file("list.yaml") +
+                          " must hold one YAML mapping of arguments, not a list\n");
+  auto flash = sft("flash.yaml", "attn_implementation: flash_attention_2\n");
+  EXPECT_EQ(flash.exit_code, 2);
+  EXPECT_EQ(testing::lines_of(flash.out).size(), 1u) << flash.out;
+  EXPECT_NE(flash.out.find("argument attn_implementation: \"flash_attention_2\""),
+            std::string::npos)
+      << flash.out;
+  auto config_twice = run(testing::kTrainerBin + " sft " + tmp.file("flash.yaml") + " --config " +
+                          tmp.file("two.yaml") + " 2>&1");
+  EXPECT_EQ(config_twice.exit_code, 2);
+  EXPECT_EQ(testing::lines_of(config_twice.out).size(), 1u) << config_twice.out;
+  auto no_file = run(testing::kTrainerBin + " sft --config 2>&1");
+  EXPECT_EQ(no_file.exit_code, 2);
+  EXPECT_EQ(no_file.out,
+            "trainer: error: argument --config: no file given (expected a .yaml or .json file)\n");
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("out")));
+}
+
 }  // namespace
 }  // namespace trainer::sft_run_test

@@ -377,8 +377,28 @@ TEST(SftFiles, AFoldersTrainAndEvalFiles) {
   std::ofstream(only_test.file("test.jsonl")) << "{}\n";
   EXPECT_EQ(input_error_of([&] { trl::resolve_sft_files(only_test.path()); }),
             "dataset_name " + only_test.path() +
-                " has no train file: `datasets` splits its files by name into test (a train file "
-                "is named train*.jsonl or training*.jsonl, or lies in a train/ folder)");
+                " has no train split: `datasets` splits its files by name into test (a train file "
+                "is named train*.jsonl or training*.jsonl, or lies in a train/ folder; any split "
+                "is data/{split}-00000-of-00001.jsonl)");
+  // TRL's dataset_train_split / dataset_test_split name the splits (the alignment handbook's
+  // train_sft, test_sft: data/{split}-00000-of-00001.jsonl), and dataset_config a subfolder.
+  testing::TempDir named;
+  std::filesystem::create_directories(named.file("chat/data"));
+  std::ofstream(named.file("chat/data/train_sft-00000-of-00001.jsonl")) << "{}\n";
+  std::ofstream(named.file("chat/data/test_sft-00000-of-00001.jsonl")) << "{}\n";
+  const std::string chat = trl::dataset_location(named.path(), std::string("chat"));
+  EXPECT_EQ(chat, named.file("chat"));
+  EXPECT_EQ(trl::dataset_location(named.path(), std::string("default")), named.path());
+  EXPECT_EQ(trl::dataset_location(named.path(), std::nullopt), named.path());
+  EXPECT_EQ(trl::resolve_sft_files(chat, "train_sft", "test_sft").train,
+            named.file("chat/data/train_sft-00000-of-00001.jsonl"));
+  EXPECT_EQ(trl::resolve_sft_files(chat, "train_sft", "test_sft").eval,
+            named.file("chat/data/test_sft-00000-of-00001.jsonl"));
+  EXPECT_EQ(trl::resolve_sft_files(chat, "train_sft", "test").eval, "");
+  EXPECT_EQ(input_error_of([&] { trl::dataset_location(named.path(), std::string("en")); }),
+            "argument dataset_config: en: dataset_name " + named.path() +
+                " has no subfolder en (a configuration of a local data set is its subfolder; "
+                "null or default: the data set itself)");
   testing::TempDir empty;
   EXPECT_EQ(input_error_of([&] { trl::resolve_sft_files(empty.path()); }),
             "dataset_name " + empty.path() +
