@@ -34,7 +34,7 @@ set(TRAINER_TEST_GROUPS
   "^Multinode\\.(TwoNodes|ALinkTaken|SaveOnEachNode|AnElastic|GlooSocketIfname)"
                                                             "e2e|multinode"          300 EACH
   "^TrainedRun\\."                                          "e2e"                    300 SUITE
-  "^Models/HfFineTune(OneProcess)?\\."                      "e2e|reference"          600 EACH
+  "^(Models/HfFineTune(OneProcess)?|Keys/HfFineTuneKeys)\\." "e2e|reference"          600 EACH
   "^(Processes/SftAgainstTrl|SftRun)\\."                    "e2e|reference"          900 EACH
   "^(Processes/DpoAgainstTrl|DpoRun)\\."                    "e2e|reference"          900 EACH
   "^Adapters/LoraRun\\."                                    "e2e|reference"          600 EACH

@@ -421,6 +421,8 @@ void TrainingArguments::apply_deepspeed() {
 void TrainingArguments::apply_sft_bf16_default() {
   // TRL: bf16 = not fp16 when bf16 is not given.
   if (config_ != Config::kTraining && fp16_ && !given("bf16")) bf16_ = false;
+  // Transformers' group_by_length, now a train_sampling_strategy.
+  if (group_by_length_) train_sampling_strategy_ = "group_by_length";
   // Transformers' __post_init__: the environment's LOCAL_RANK (a launcher's) replaces local_rank.
   if (const char* env = std::getenv("LOCAL_RANK")) {
     char* end = nullptr;

@@ -237,6 +237,9 @@
     "epoch), sequential, or group_by_length (Transformers' LengthGroupedSampler: megabatches "     \
     "of 50 x train batch x gradient_accumulation_steps sorted by length, the longest first; "      \
     "evaluation then groups by length too).")                                                      \
+  X(bool, group_by_length, false,                                                                 \
+    "Transformers' older spelling of train_sampling_strategy group_by_length (true sets it), as "  \
+    "recipes still carry it.")                                                                     \
   X(std::string, length_column_name, "length",                                                     \
     "Accepted: the data sets here have no length column, so group_by_length takes a row's "        \
     "number of tokens (input elements), as Transformers does without the column.")                 \

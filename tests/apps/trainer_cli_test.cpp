@@ -400,8 +400,12 @@ TEST(TrainerCli, UnsupportedTransformersKeyInConfig) {
   TempDir dir;
   std::ofstream(dir.file("c.json")) << R"({"torch_compile": true})";
   expect_input_error("train " + dir.file("c.json"),
-                     "argument torch_compile: Transformers' TrainingArguments has it, but this "
-                     "trainer does not support it");
+                     "argument torch_compile: true is not supported: torch.compile is Python's "
+                     "(TorchDynamo); the C++ kernels here run as they are; accepted only as false");
+  std::ofstream(dir.file("d.json")) << R"({"no_cuda": true})";
+  expect_input_error("train " + dir.file("d.json"),
+                     "argument no_cuda: Transformers' TrainingArguments no longer has it (removed "
+                     "before 5.x); use use_cpu");
 }
 
 TEST(TrainerCli, BadDataIsOneLineAndKeepsWhatWasSaved) {

@@ -219,6 +219,9 @@ TEST(TrainingArguments, NewerKeysReadAsTransformersReadsThem) {
       R"({"include_num_input_tokens_seen": true, "debug": "underflow_overflow"})");
   EXPECT_EQ(args.include_num_input_tokens_seen(), "all");
   EXPECT_EQ(args.debug(), std::vector<std::string>{"underflow_overflow"});
+  EXPECT_EQ(
+      TrainingArguments::from_json_text(R"({"group_by_length": true})").train_sampling_strategy(),
+      "group_by_length");
   args.set_from_text("include_num_input_tokens_seen", "false");
   EXPECT_EQ(args.include_num_input_tokens_seen(), "no");
   EXPECT_EQ(error_of(R"({"include_num_input_tokens_seen": "some"})"),
