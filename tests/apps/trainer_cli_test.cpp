@@ -213,6 +213,28 @@ TEST_F(TrainedRun, EvaluationOnThreeProcessesGivesExactlyTheNumbersOfOne) {
   EXPECT_EQ(three.out.find("[rank2]"), std::string::npos) << three.out;
 }
 
+// ddp_static_graph: the Reducer told the graph is static (its first iteration all-reduces every
+// gradient once backward ends) trains the same weights as without; local_rank is the launcher's
+// LOCAL_RANK (0 for the process that writes training_args.json).
+TEST(TrainerCli, DdpStaticGraphTrainsTheSameWeightsAndLocalRankIsTheLaunchers) {
+  TempDir dir;
+  auto train = [&](const std::string& out, const std::string& extra) {
+    return run(testing::launch("--nproc-per-node 2 " + kTrainer + " train " + kConfigs +
+                               "/fashion_mnist_lr1e-3.json --output_dir " + dir.file(out) +
+                               " --max_train_samples 512 --max_steps 4 --do_eval false"
+                               " --eval_strategy no --save_strategy no " +
+                               extra));
+  };
+  const auto plain = train("plain", ""), fixed = train("static", "--ddp_static_graph true");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.err;
+  EXPECT_EQ(testing::slurp(dir.file("plain/model.safetensors")),
+            testing::slurp(dir.file("static/model.safetensors")));
+  const auto args = nlohmann::json::parse(testing::slurp(dir.file("static/training_args.json")));
+  EXPECT_EQ(args["ddp_static_graph"], true);
+  EXPECT_EQ(args["local_rank"], 0);
+}
+
 TEST(TrainerCli, OnTwoProcessesOnlyTheMainOnePrintsAndWrites) {
   TempDir dir;
   auto result = run(testing::launch("--nproc-per-node 2 " + kTrainer + " train " + kConfigs +
