@@ -84,7 +84,9 @@ void check_keys(const std::string& type, const json& kwargs) {
     }
     return;
   }
-  for (const auto& [key, value] : kwargs.items()) {
+  for (const auto& item : kwargs.items()) {
+    // (Named, not a structured binding: C++17 lambdas cannot capture one.)
+    const std::string& key = item.key();
     if (std::find_if(row.keys.begin(), row.keys.end(), [&](const char* k) { return key == k; }) !=
         row.keys.end())
       continue;
