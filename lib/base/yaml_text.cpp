@@ -374,9 +374,12 @@ class Reader {
     std::map<std::string, YAML::Mark> where;
     std::vector<YAML::Node> merges;
     for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node& key = it->first;
+      // Copies: it-> hands out a proxy whose pair dies with the expression (ASan's
+      // stack-use-after-scope on a reference to its first).
+      const YAML::Node key = it->first;
+      const YAML::Node item = it->second;
       if (key.IsScalar() && key.Tag() == "?" && key.Scalar() == "<<") {
-        merges.push_back(it->second);
+        merges.push_back(item);
         continue;
       }
       const std::string name = key_text(key);
@@ -385,7 +388,7 @@ class Reader {
                               seen->second.line + 1));
       }
       where[name] = key.Mark();
-      explicit_keys[name] = value(it->second, depth + 1);
+      explicit_keys[name] = value(item, depth + 1);
     }
     if (merges.empty()) return explicit_keys;
     // PyYAML: the merged keys first, those given explicitly replacing them.
