@@ -98,14 +98,12 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
   models::set_activation_checkpointing(*model_,
                                        checkpointing.enabled ? checkpointing.every_n_layers : 0);
   models::set_chunked_loss(*model_, args_.chunked_loss());
-  if (auto* hf = models::find_wrapped<models::HfCausalLM>(*model_)) {
-    hf->set_use_cache(args_.use_cache());
-  }
   const auto& debug = args_.debug();
   detect_overflow_ = std::find(debug.begin(), debug.end(), "underflow_overflow") != debug.end();
   models::set_detect_overflow(*model_, detect_overflow_);
+  auto* hf = models::find_wrapped<models::HfCausalLM>(*model_);
+  if (hf) hf->set_use_cache(args_.use_cache());
   if (args_.neftune_noise_alpha()) {
-    auto* hf = models::find_wrapped<models::HfCausalLM>(*model_);
     if (!hf) {
       throw InputError(fmt::format(
           "argument neftune_noise_alpha: {} needs a model with input embeddings (a Hugging Face "

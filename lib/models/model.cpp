@@ -74,20 +74,26 @@ void set_activation_checkpointing(Model& model, int64_t every_n_layers) {
   inner->checkpoint_every_ = static_cast<size_t>(std::max<int64_t>(every_n_layers, 0));
 }
 
-void set_chunked_loss(Model& model, bool on) {
+namespace {
+
+// `model` and every model it wraps, going down (a setting that each level may read).
+template <typename F>
+void for_each_level(Model& model, F&& f) {
   for (Model* m = &model; m;) {
-    m->chunked_loss_ = on;
+    f(*m);
     auto* wrapper = dynamic_cast<ModelWrapper*>(m);
     m = wrapper ? &wrapper->unwrap() : nullptr;
   }
 }
 
+}  // namespace
+
+void set_chunked_loss(Model& model, bool on) {
+  for_each_level(model, [on](Model& m) { m.chunked_loss_ = on; });
+}
+
 void set_detect_overflow(Model& model, bool on) {
-  for (Model* m = &model; m;) {
-    m->detect_overflow_ = on;
-    auto* wrapper = dynamic_cast<ModelWrapper*>(m);
-    m = wrapper ? &wrapper->unwrap() : nullptr;
-  }
+  for_each_level(model, [on](Model& m) { m.detect_overflow_ = on; });
 }
 
 void Model::check_block_output(size_t index, const torch::Tensor& y) const {
