@@ -33,8 +33,8 @@ std::string weights(const std::string& dir) { return testing::slurp(dir + "/mode
 // The losses and accuracies of the log history (its runtimes differ from run to run).
 json history(const std::string& dir) {
   json out = json::array();
-  for (const auto& entry :
-       json::parse(testing::slurp(dir + "/trainer_state.json"))["log_history"]) {
+  const json state = json::parse(testing::slurp(dir + "/trainer_state.json"));
+  for (const auto& entry : state["log_history"]) {
     json kept;
     for (const char* key : {"loss", "eval_loss", "eval_accuracy", "train_loss", "step"})
       if (entry.contains(key)) kept[key] = entry[key];
