@@ -103,7 +103,12 @@ void DefaultFlowCallback::on_step_end(const TrainingArguments& args, TrainerStat
   }
   if (state.global_step >= state.max_steps) {
     control.should_training_stop = true;
-    // Transformers saves at the end under save_strategy steps.
+    // Transformers (5.x) evaluates at the last step under eval_strategy steps when eval_steps
+    // did not just do it (past eval_delay), and saves there under save_strategy steps.
+    if (args.eval_strategy() == "steps" && state.global_step % state.eval_steps != 0 &&
+        args.eval_delay() <= static_cast<double>(state.global_step)) {
+      control.should_evaluate = true;
+    }
     if (args.save_strategy() == "steps") control.should_save = true;
   }
 }

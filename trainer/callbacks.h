@@ -16,7 +16,8 @@ namespace trainer {
 
 // Transformers' DefaultFlowCallback: sets should_log / should_evaluate / should_save every
 // logging_steps / eval_steps / save_steps (or at epoch end), and should_training_stop (with a
-// save under save_strategy steps) at max_steps.
+// save under save_strategy steps, and an evaluation under eval_strategy steps when the last step
+// is not a multiple of eval_steps) at max_steps.
 class DefaultFlowCallback : public TrainerCallback {
  public:
   void on_step_end(const TrainingArguments& args, TrainerState& state,

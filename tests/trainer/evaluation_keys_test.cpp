@@ -81,6 +81,25 @@ TEST(EvalKeys, EvalDelaySkipsTheEvaluationsBeforeItInStepsAndEpochs) {
   EXPECT_EQ(eval_steps_of(epochs.state()), (std::vector<int64_t>{8, 12, 16}));
 }
 
+// Transformers 5.x's DefaultFlowCallback: the last step is evaluated too when eval_steps does not
+// divide it (once when it does), and not before eval_delay.
+TEST(EvalKeys, TheLastStepIsEvaluatedWhenEvalStepsDoesNotDivideIt) {
+  testing::TempDir dir;
+  Trainer uneven(fresh_model(), quiet_args(dir).eval_strategy("steps").eval_steps(3).max_steps(7),
+                 random_dataset(64), random_dataset(16, 4));
+  uneven.train();
+  EXPECT_EQ(eval_steps_of(uneven.state()), (std::vector<int64_t>{3, 6, 7}));
+  Trainer even(fresh_model(), quiet_args(dir).eval_strategy("steps").eval_steps(3).max_steps(6),
+               random_dataset(64), random_dataset(16, 4));
+  even.train();
+  EXPECT_EQ(eval_steps_of(even.state()), (std::vector<int64_t>{3, 6}));
+  Trainer delayed(fresh_model(),
+                  quiet_args(dir).eval_strategy("steps").eval_steps(3).eval_delay(8).max_steps(7),
+                  random_dataset(64), random_dataset(16, 4));
+  delayed.train();
+  EXPECT_EQ(eval_steps_of(delayed.state()), std::vector<int64_t>{});
+}
+
 TEST(EvalKeys, PredictionLossOnlyReportsTheLossAndGathersNoOutputs) {
   testing::TempDir dir;
   auto eval = random_dataset(40, 4);
