@@ -94,7 +94,8 @@
   X(std::string, eval_strategy, "no",                                                              \
     "no, steps or epoch (old name: evaluation_strategy).")                                         \
   X(std::optional<double>, eval_steps, std::nullopt,                                               \
-    "Evaluate every N steps (default: logging_steps).")                                            \
+    "Evaluate every N steps (default: logging_steps), and at the last step when N does not "       \
+    "divide it.")                                                                                  \
   X(double, eval_delay, 0,                                                                         \
     "Epochs or steps (as eval_strategy counts) to wait before the first evaluation: evaluations "  \
     "before it are skipped.")                                                                      \
