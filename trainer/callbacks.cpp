@@ -93,9 +93,11 @@ void DefaultFlowCallback::on_step_end(const TrainingArguments& args, TrainerStat
   if (args.logging_strategy() == "steps" && state.global_step % state.logging_steps == 0) {
     control.should_log = true;
   }
-  // eval_delay: no evaluation before that many steps.
-  if (args.eval_strategy() == "steps" && state.global_step % state.eval_steps == 0 &&
-      args.eval_delay() <= static_cast<double>(state.global_step)) {
+  // Every eval_steps, and at the last step (Transformers 5.x); eval_delay: none before that many
+  // steps.
+  if (args.eval_strategy() == "steps" &&
+      args.eval_delay() <= static_cast<double>(state.global_step) &&
+      (state.global_step % state.eval_steps == 0 || state.global_step >= state.max_steps)) {
     control.should_evaluate = true;
   }
   if (args.save_strategy() == "steps" && state.global_step % state.save_steps == 0) {
@@ -103,12 +105,7 @@ void DefaultFlowCallback::on_step_end(const TrainingArguments& args, TrainerStat
   }
   if (state.global_step >= state.max_steps) {
     control.should_training_stop = true;
-    // Transformers (5.x) evaluates at the last step under eval_strategy steps when eval_steps
-    // did not just do it (past eval_delay), and saves there under save_strategy steps.
-    if (args.eval_strategy() == "steps" && state.global_step % state.eval_steps != 0 &&
-        args.eval_delay() <= static_cast<double>(state.global_step)) {
-      control.should_evaluate = true;
-    }
+    // Transformers saves at the end under save_strategy steps.
     if (args.save_strategy() == "steps") control.should_save = true;
   }
 }
