@@ -23,13 +23,16 @@ struct EvalPrediction {
   // include_for_metrics "inputs": the model's main input ("input_ids", else "x"); "loss": each
   // example's batch loss (the loss of its batch, repeated over the batch's rows). Undefined
   // otherwise.
-  torch::Tensor inputs;
-  torch::Tensor losses;
-  std::vector<torch::Tensor> prediction_batches, label_id_batches, input_batches, loss_batches;
+  // (Members past label_ids are initialised here so that EvalPrediction{predictions, label_ids}
+  // leaves them to their defaults without GCC's -Wmissing-field-initializers.)
+  torch::Tensor inputs{};
+  torch::Tensor losses{};
+  std::vector<torch::Tensor> prediction_batches{}, label_id_batches{}, input_batches{},
+      loss_batches{};
   // batch_eval_metrics: false after each batch but the last, true after the last, when the
   // summary over every batch is returned (what earlier calls return is not used). nullopt: one
   // call with the whole set.
-  std::optional<bool> compute_result;
+  std::optional<bool> compute_result{};
 
   // predictions (label_ids, ...), or with eval_do_concat_batches false its batches concatenated.
   torch::Tensor all_predictions() const;

@@ -246,8 +246,8 @@ class Trainer {
     int64_t scheduler_last_step = 0;
     std::vector<double> base_lrs;  // empty: the optimizer's own
     // reduce_lr_on_plateau's state and the rates it had set (absent for the other schedules).
-    std::optional<optim::PlateauState> plateau;
-    std::vector<double> last_lrs;
+    std::optional<optim::PlateauState> plateau{};
+    std::vector<double> last_lrs{};
   };
   SavedState read_saved_state(const Resumable& checkpoint) const;
   // model.safetensors (checked finite), optimizer.pt and the schedule's position.
