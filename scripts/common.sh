@@ -3,19 +3,27 @@
 TORCH_VERSION="${TORCH_VERSION:-2.11.0}"
 # TensorBoard's own reader (EventAccumulator) checks the event files of report_to tensorboard.
 TENSORBOARD_VERSION="2.21.0"
-# What the Hugging Face checks compare with (scripts/reference/hf_fixtures.py builds their fixtures).
+# torchvision's FashionMNIST and transforms: the tutorial's PyTorch loop, which the speed checks
+# and scripts/bench/cpu_vs_pytorch time ours against (the release paired with torch 2.11).
+TORCHVISION_VERSION="0.26.0"
+# What the Hugging Face checks compare with (tests/reference/scripts/hf_fixtures.py builds their fixtures).
 TRANSFORMERS_VERSION="5.24.0"
 TOKENIZERS_VERSION="0.23.3"
-# Hugging Face datasets reads run_clm's data files in scripts/reference/lm_files_reference.py.
+# Hugging Face datasets reads run_clm's data files in tests/reference/scripts/lm_files_reference.py.
 DATASETS_VERSION="5.2.0"
 # Transformers' Trainer needs accelerate (the reference runs of the fine-tuning checks).
 ACCELERATE_VERSION="1.15.0"
 # PEFT writes and reads the LoRA adapter folders the LoRA checks exchange with ours.
 PEFT_VERSION="0.21.2"
-# TRL's chat templates are the Jinja engine's reference data (scripts/reference/chat_templates.py).
+# TRL's chat templates are the Jinja engine's reference data (tests/reference/scripts/chat_templates.py).
 TRL_VERSION="1.16.0"
+# Meta's Llama 3 BPE ranks ship in llama-models' wheel, downloaded without its dependencies (never
+# installed): tests/reference/scripts/llama3_tokenizer.py makes Llama 3.1's tokenizer.json from it
+# for the speed checks and benchmarks (scripts/bench/speed_check).
+LLAMA_MODELS_VERSION="0.3.0"
 TRAINER_CACHE="${TRAINER_CACHE:-$HOME/.cache/trainer}"
 TORCH_VENV="${TORCH_VENV:-$TRAINER_CACHE/venv-torch-$TORCH_VERSION}"
+LLAMA_MODELS_WHEEL="$TRAINER_CACHE/wheels/llama_models-$LLAMA_MODELS_VERSION-py3-none-any.whl"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$REPO_ROOT/build}"
 
@@ -35,11 +43,22 @@ cmake_build() {
   fi
 }
 
+# TRAINER_WERROR=ON in the environment (.ci/run sets it) makes every warning in our code an error
+# in both builds (CMakeLists.txt's option of that name); a folder configured otherwise is
+# configured again with it: werror_option gives the -D argument, werror_differs DIR whether DIR
+# was configured with another value.
+werror_option() { echo "-DTRAINER_WERROR=${TRAINER_WERROR:-OFF}"; }
+werror_differs() {
+  [ -n "${TRAINER_WERROR:-}" ] && [ -f "$1/CMakeCache.txt" ] &&
+    ! grep -qx "TRAINER_WERROR:BOOL=$TRAINER_WERROR" "$1/CMakeCache.txt"
+}
+
 # Configures the build folder once, then builds the targets named (all of them when none is).
 build_project() {
-  if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  if [ ! -f "$BUILD_DIR/build.ninja" ] || werror_differs "$BUILD_DIR"; then
     cmake -S "$REPO_ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$(torch_prefix)" -DTRAINER_PYTHON="$TORCH_VENV/bin/python"
+      -DCMAKE_PREFIX_PATH="$(torch_prefix)" -DTRAINER_PYTHON="$TORCH_VENV/bin/python" \
+      "$(werror_option)"
   fi
   cmake_build "$BUILD_DIR" "$@"
 }
@@ -55,10 +74,11 @@ build_sanitized() {
     ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang' "$SANITIZE_BUILD_DIR/CMakeCache.txt"; then
     rm -rf "$SANITIZE_BUILD_DIR"
   fi
-  if [ ! -f "$SANITIZE_BUILD_DIR/build.ninja" ]; then
+  if [ ! -f "$SANITIZE_BUILD_DIR/build.ninja" ] || werror_differs "$SANITIZE_BUILD_DIR"; then
     cmake -S "$REPO_ROOT" -B "$SANITIZE_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_CXX_COMPILER=clang++ -DTRAINER_SANITIZE=ON \
-      -DCMAKE_PREFIX_PATH="$(torch_prefix)" -DTRAINER_PYTHON="$TORCH_VENV/bin/python" >/dev/null
+      -DCMAKE_PREFIX_PATH="$(torch_prefix)" -DTRAINER_PYTHON="$TORCH_VENV/bin/python" \
+      "$(werror_option)" >/dev/null
   fi
   cmake_build "$SANITIZE_BUILD_DIR" "$@"
 }

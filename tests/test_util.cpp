@@ -1,6 +1,7 @@
 // Helpers shared by the tests.
 #include "tests/test_util.h"
 
+#include "lib/base/sha256.h"
 #include "lib/distributed/launcher.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <random>
 #include <regex>
@@ -25,6 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include <nlohmann/json.hpp>
 
 namespace trainer::testing {
 
@@ -236,15 +240,17 @@ size_t count(const std::string& text, const std::string& part) {
 }
 
 bool python_has(const std::string& module) {
-  return !std::string(TRAINER_PYTHON).empty() &&
-         run(std::string(TRAINER_PYTHON) + " -c 'import " + module + "' 2>/dev/null").exit_code ==
-             0;
+  static std::mutex mutex;
+  static std::map<std::string, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(module); it != known.end()) return it->second;
+  return known[module] =
+             !std::string(TRAINER_PYTHON).empty() &&
+             run(std::string(TRAINER_PYTHON) + " -c 'import " + module + "' 2>/dev/null")
+                     .exit_code == 0;
 }
 
-bool python_has_torch() {
-  static const bool has = python_has("torch");
-  return has;
-}
+bool python_has_torch() { return python_has("torch"); }
 
 std::string torchrun_path() {
   const std::string python = TRAINER_PYTHON;
@@ -252,77 +258,59 @@ std::string torchrun_path() {
   return python.substr(0, python.rfind('/')) + "/torchrun";
 }
 
-namespace {
-
-std::string replaced(std::string text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
-}
-
-}  // namespace
-
-std::string cached_reference(const std::string& name, const std::string& command) {
-  const char* cache = std::getenv("TRAINER_CACHE");
-  const char* home = std::getenv("HOME");
-  const std::string dir =
-      (cache && *cache ? std::string(cache)
-                       : std::string(home ? home : "/tmp") + "/.cache/trainer") +
-      "/reference";
-  std::filesystem::create_directories(dir);
-  TempDir scratch;
-  std::ofstream(scratch.file("command"))
-      << replaced(replaced(command, SOURCE_DIR, "{source}"), BINARY_DIR, "{build}");
-  const auto key = run("cat " + scratch.file("command") + " " + SOURCE_DIR +
-                       "/scripts/reference/*.py " + SOURCE_DIR + "/scripts/common.sh | sha256sum");
-  if (key.exit_code != 0 || key.out.size() < 16) {
-    ADD_FAILURE() << "cached_reference: no key for " << command << ": " << key.err;
+std::string reference_dir(const std::string& name) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> found;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = found.find(name); it != found.end()) return it->second;
+  const auto made = run("TRAINER_PYTHON=" + std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
+                        "/scripts/reference path " + name);
+  std::string dir = made.out;
+  while (!dir.empty() && dir.back() == '\n') dir.pop_back();
+  if (made.exit_code != 0 || dir.empty() || !std::filesystem::is_directory(dir)) {
+    ADD_FAILURE() << "scripts/reference path " << name << " failed (exit " << made.exit_code
+                  << "):\n"
+                  << made.out << made.err;
     return "";
   }
-  const std::string out = dir + "/" + name + "-" + key.out.substr(0, 16);
-  if (std::filesystem::exists(out)) return out;
-  // Under the lock: made by nobody else meanwhile, then made beside and renamed into place.
-  const std::string partial = out + ".partial";
-  std::ofstream(scratch.file("make.sh"))
-      << "[ -e " << out << " ] && exit 0\nrm -rf " << partial << "\n"
-      << replaced(replaced(command, "{out}", partial), "{tmp}", scratch.path()) << " || exit 1\nmv "
-      << partial << " " << out << "\n";
-  const auto made = run("flock " + out + ".lock sh " + scratch.file("make.sh"));
-  if (made.exit_code != 0 || !std::filesystem::exists(out)) {
-    ADD_FAILURE() << "the reference run failed: " << command << "\n" << made.out << made.err;
-    return "";
+  return found[name] = dir;
+}
+
+std::vector<std::pair<size_t, size_t>> differing_id_blocks(
+    const std::string& name, const std::vector<std::string>& id_lines) {
+  const std::string dir = reference_dir("tokenize_corpus");
+  if (dir.empty()) return {{0, id_lines.size()}};
+  const auto reference = nlohmann::json::parse(slurp(dir + "/" + name + ".json"));
+  const size_t lines = reference["lines"], block = reference["block"];
+  if (lines != id_lines.size()) {
+    ADD_FAILURE() << name << ": " << id_lines.size() << " lines of ids, where tokenizers gave "
+                  << lines;
+    return {{0, id_lines.size()}};
   }
-  return out;
+  std::vector<std::pair<size_t, size_t>> differing;
+  for (size_t begin = 0, i = 0; begin < lines; begin += block, ++i) {
+    const size_t end = std::min(lines, begin + block);
+    std::string text;
+    for (size_t line = begin; line < end; ++line) text += id_lines[line] + "\n";
+    if (base::sha256_hex(text).substr(0, 16) != reference["blocks"][i].get<std::string>()) {
+      differing.push_back({begin, end});
+    }
+  }
+  return differing;
 }
 
-std::string hf_fixtures_dir() {
-  static const std::string dir =
-      python_has("transformers")
-          ? cached_reference("hf_fixtures", std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
-                                                "/scripts/reference/hf_fixtures.py {out}")
-          : std::string();
-  return dir;
+std::string torchscript_file(const std::string& model, int classes, int features) {
+  if (model == "basic_net") return reference_dir("torchscript_basic_net") + "/basic_net.pt";
+  return reference_dir("torchscript") + "/" + model +
+         (classes == 3 ? "" : std::to_string(classes)) +
+         (features == 4 ? "" : "f" + std::to_string(features)) + ".pt";
 }
 
-std::string peft_fixtures_dir() {
-  static const std::string dir = [] {
-    const std::string hf = hf_fixtures_dir();
-    if (hf.empty() || !python_has("peft")) return std::string();
-    return cached_reference("peft_fixtures", std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
-                                                 "/scripts/reference/peft_reference.py make " + hf +
-                                                 " {out}");
-  }();
-  return dir;
-}
+std::string hf_fixtures_dir() { return reference_dir("hf_fixtures"); }
 
-std::string sft_fixtures_dir() {
-  static const std::string dir =
-      python_has("trl")
-          ? cached_reference("sft_fixtures", std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
-                                                 "/scripts/reference/sft_fixtures.py {out}")
-          : std::string();
-  return dir;
-}
+std::string peft_fixtures_dir() { return reference_dir("peft_fixtures"); }
+
+std::string sft_fixtures_dir() { return reference_dir("sft_fixtures"); }
 
 TouchedMemory::TouchedMemory(int64_t bytes) : size(static_cast<size_t>(bytes)) {
   data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -145,7 +146,7 @@ void expect_input_error(F&& f, const std::vector<std::string>& parts) {
 // How many times `part` occurs in `text` (overlapping occurrences counted).
 size_t count(const std::string& text, const std::string& part);
 
-// Whether TRAINER_PYTHON is set and imports `module`.
+// Whether TRAINER_PYTHON is set and imports `module` (asked once per process and module).
 bool python_has(const std::string& module);
 
 // python_has("torch"), asked once (the PyTorch cross-checks skip without it).
@@ -154,33 +155,35 @@ bool python_has_torch();
 // torchrun beside TRAINER_PYTHON ("" without it).
 std::string torchrun_path();
 
-// The output of a Python reference run, made once and kept between test processes, builds, clones
-// and CI runs in the reference cache ($TRAINER_CACHE/reference, by default
-// ~/.cache/trainer/reference, beside the reference environment scripts/setup makes).
-// `command` is a shell command line in which "{out}" names the output (a file or a folder the
-// command creates) and "{tmp}" a scratch folder of its own; its inputs must be fixed files or
-// earlier cached outputs (whose paths name their keys). The key: the command (SOURCE_DIR and
-// BINARY_DIR written as placeholders), the text of scripts/reference/*.py and of
-// scripts/common.sh (the pinned versions). Processes asking at once wait on a lock; the output
-// appears by rename once whole. Returns its path, or "" after a test failure with the command's
-// output when the command fails.
-std::string cached_reference(const std::string& name, const std::string& command);
+// The folder of the Python side's result NAME (a line of tests/reference/references): the
+// committed tests/reference/results/NAME while its key holds, else (a script edited, a pinned
+// version moved) the one `scripts/reference path NAME` makes with TRAINER_PYTHON in the reference
+// cache ($TRAINER_CACHE/reference), once for every process and clone. "" after a test failure
+// with scripts/reference's output when it cannot be made. Asked once per process and name.
+std::string reference_dir(const std::string& name);
 
-// The Hugging Face fixtures that scripts/reference/hf_fixtures.py builds with Transformers and
-// `tokenizers` (tiny GPT-2 and Llama folders, the fortunes BPE in GPT-2's and Llama-3's layouts,
-// reference logits), a cached_reference. "" when TRAINER_PYTHON lacks transformers (the caller
-// skips, saying why).
+// reference_dir of the fixtures: "hf_fixtures" (hf_fixtures.py: tiny GPT-2, Llama, Qwen2/3,
+// Mistral and Gemma 3 folders, the fortunes BPE in GPT-2's and Llama-3's layouts, reference
+// logits), "peft_fixtures" (peft_reference.py: PEFT's LoRA adapters on those, their merged
+// models, the reference logits, print_trainable_parameters' lines) and "sft_fixtures"
+// (sft_fixtures.py: tiny Qwen3 and Llama folders with TRL's chat templates, the data sets under
+// data/).
 std::string hf_fixtures_dir();
-
-// The LoRA adapters that scripts/reference/peft_reference.py makes with PEFT on those fixtures
-// (one folder per case, each with its merged model; the reference logits; PEFT's
-// print_trainable_parameters lines), a cached_reference. "" when TRAINER_PYTHON lacks
-// transformers or peft.
 std::string peft_fixtures_dir();
-
-// The SFT fixtures of scripts/reference/sft_fixtures.py (tiny Qwen3 and Llama folders with TRL's
-// chat templates, the data sets under data/), a cached_reference; "" without TRL.
 std::string sft_fixtures_dir();
+
+// The TorchScript file tests/reference/scripts/script_basicnet.py writes for `model` ("basic_net",
+// "mlp", "mlp_bn", "own_loss") with `classes` and `features` (an MLP's; those of the results
+// "torchscript" and "torchscript_basic_net" of tests/reference/references).
+std::string torchscript_file(const std::string& model, int classes = 3, int features = 4);
+
+// The blocks of `id_lines` (a tokenizer's ids for a corpus, a line of space-separated numbers per
+// line of text, as `trainer tokenize` prints them) whose hash differs from the committed one of
+// tokenize_corpus.py's case `name` (the `tokenizers` library's ids, kept as a hash a block of
+// lines): each its first and past-the-end line. A line count that differs is one difference over
+// every line.
+std::vector<std::pair<size_t, size_t>> differing_id_blocks(
+    const std::string& name, const std::vector<std::string>& id_lines);
 
 // `bytes` of fresh anonymous memory, every page written (mmap: no allocator keeps it after unmap(),
 // with or without a sanitizer's), then 20 ms for a sampling thread to see it; unmapped when it goes

@@ -2,7 +2,7 @@
 
   lm_transformers.py build OUT_DIR [FORTUNES_DIR]
       OUT_DIR/fortunes.txt (the fortunes text files, concatenated), a byte-level BPE of 512 ids
-      trained on them (scripts/reference/hf_fixtures.py train_tokenizer, GPT-2's layout), and
+      trained on them (tests/reference/scripts/hf_fixtures.py train_tokenizer, GPT-2's layout), and
       three Hugging Face folders with that tokenizer, randomly initialised, dropout 0:
         gpt2   GPT-2, 4 layers x width 128, 4 heads, 128 positions
         llama  Llama, 4 layers x width 256, 4 heads, 2 KV heads, MLP 688, 256 positions

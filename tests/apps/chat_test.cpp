@@ -1,8 +1,8 @@
 // `trainer chat` and `trainer generate --chat` through the real binary on a tiny Qwen3 folder with
 // a chat template: each greedy answer of a three-turn conversation (from a pipe, a message a
 // line) equals Transformers' generate on apply_chat_template of the conversation so far, token for
-// token (scripts/reference/chat_reference.py); /clear starts over; `trainer chat-template` prints
-// each line as a JSON string; a folder without a template and a template that refuses the
+// token (tests/reference/scripts/chat_reference.py); /clear starts over; `trainer chat-template`
+// prints each line as a JSON string; a folder without a template and a template that refuses the
 // conversation are one line and exit code 2.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -19,23 +19,12 @@ using testing::TempDir;
 
 const std::string& kTrainer = testing::kTrainerBin;
 
-std::string reference_dir() {
-  static const std::string dir = [] {
-    const std::string hf = testing::hf_fixtures_dir();
-    if (hf.empty()) return std::string();
-    return testing::cached_reference("chat_reference",
-                                     std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
-                                         "/scripts/reference/chat_reference.py " + hf + " {out}");
-  }();
-  return dir;
-}
-
-#define REFERENCE_OR_SKIP(dir)             \
-  const std::string dir = reference_dir(); \
-  if (dir.empty()) GTEST_SKIP() << "TRAINER_PYTHON lacks transformers"
+#define NEED_REFERENCE(dir)                                         \
+  const std::string dir = testing::reference_dir("chat_reference"); \
+  ASSERT_FALSE(dir.empty())
 
 TEST(ChatCli, GreedyAnswersEqualTransformersGenerateTurnByTurn) {
-  REFERENCE_OR_SKIP(ref);
+  NEED_REFERENCE(ref);
   const auto expected = nlohmann::json::parse(slurp(ref + "/reference.json"));
   TempDir tmp;
   std::string input, answers;
@@ -65,7 +54,7 @@ TEST(ChatCli, GreedyAnswersEqualTransformersGenerateTurnByTurn) {
 }
 
 TEST(ChatCli, ChatTemplatePrintsEachConversationAsAJsonString) {
-  REFERENCE_OR_SKIP(ref);
+  NEED_REFERENCE(ref);
   TempDir tmp;
   base::write_file_atomic(tmp.file("c.jsonl"),
                           "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi \\u00e9\"}]}\n\n"
@@ -80,7 +69,7 @@ TEST(ChatCli, ChatTemplatePrintsEachConversationAsAJsonString) {
 }
 
 TEST(ChatCli, BadInputIsOneLine) {
-  REFERENCE_OR_SKIP(ref);
+  NEED_REFERENCE(ref);
   TempDir tmp;
   const std::string fixtures = testing::hf_fixtures_dir();
   base::write_file_atomic(tmp.file("refuse.jinja"),

@@ -1,4 +1,4 @@
-// `trainer dpo` against TRL 1.16's DPOTrainer (scripts/reference/dpo_trl_reference.py) on the
+// `trainer dpo` against TRL 1.16's DPOTrainer (tests/reference/scripts/dpo_trl_reference.py) on the
 // same tiny models, preference pairs and order, fp32: each step's loss, gradient norm and every
 // metric TRL logs (rewards/*, logps/*, logits/*, entropy, mean_token_accuracy) within relative
 // 1e-4, num_tokens exactly, for each loss, plain, conversational and implicit-prompt data, LoRA,
@@ -26,20 +26,20 @@ struct Case {
   bool two_processes = false;  // also compared on two processes
 };
 
+// A case per path: ipo, hinge and robust alone (cases once) run what mixed (sigmoid + ipo),
+// js_divergence (ipo + hinge) and forward_kl (robust + exo_pair) run; accumulation and keep_end
+// truncation, which do not meet, run together.
 const Case kCases[] = {
     {"sigmoid_conv", "qwen3", "pref_conv", "", true},
     {"sigmoid_plain", "llama", "pref_plain", ""},
     {"implicit", "qwen3", "pref_implicit", ""},
-    {"ipo", "qwen3", "pref_conv", "--loss_type ipo"},
-    {"hinge", "qwen3", "pref_conv", "--loss_type hinge"},
-    {"robust", "qwen3", "pref_conv", "--loss_type robust --label_smoothing 0.1"},
     {"mixed", "qwen3", "pref_conv", "--loss_type sigmoid,ipo --loss_weights 1.0,0.5"},
     {"lora", "qwen3", "pref_conv",
      "--use_peft true --lora_r 8 --lora_alpha 16 --lora_dropout 0 --learning_rate 5e-3", true},
     {"precompute", "qwen3", "pref_conv", "--precompute_ref_log_probs true", true},
-    {"accum", "qwen3", "pref_conv",
-     "--per_device_train_batch_size 1 --gradient_accumulation_steps 2"},
-    {"keep_end", "qwen3", "pref_conv", "--max_length 48 --truncation_mode keep_end"},
+    {"accum_keep_end", "qwen3", "pref_conv",
+     "--per_device_train_batch_size 1 --gradient_accumulation_steps 2 --max_length 48"
+     " --truncation_mode keep_end"},
     {"eval", "qwen3", "pref_conv",
      "--validation_file {fixtures}/data/pref_eval.jsonl --eval_strategy steps --eval_steps 3",
      true},
@@ -61,17 +61,11 @@ std::string replaced(std::string text, const std::string& from, const std::strin
   return text;
 }
 
-// TRL's run of `c` on `processes` processes, cached.
-json reference(const Case& c, const std::string& fixtures, int processes) {
-  const std::string script = std::string(SOURCE_DIR) + "/scripts/reference/dpo_trl_reference.py";
-  const std::string launcher = processes == 1
-                                   ? std::string(TRAINER_PYTHON) + " "
-                                   : testing::torchrun_path() + " --standalone --nproc_per_node " +
-                                         std::to_string(processes) + " ";
-  const std::string dir = testing::cached_reference(
-      "dpo_trl_" + c.name + "_np" + std::to_string(processes),
-      "mkdir -p {out} && OMP_NUM_THREADS=1 " + launcher + script + " --case " + c.name +
-          " --fixtures " + fixtures + " --out {out}/reference.json > {out}/log.txt 2>&1");
+// TRL's run of `c` on `processes` processes (dpo_trl_<case>_np<processes> of
+// tests/reference/references).
+json reference(const Case& c, int processes) {
+  const std::string dir =
+      testing::reference_dir("dpo_trl_" + c.name + "_np" + std::to_string(processes));
   if (dir.empty()) return json();
   std::ifstream in(dir + "/reference.json");
   return json::parse(in);
@@ -164,11 +158,11 @@ class DpoAgainstTrl : public ::testing::TestWithParam<int> {};
 
 TEST_P(DpoAgainstTrl, EachStepsLossAndMetricsEqualTrls) {
   const std::string fixtures = testing::sft_fixtures_dir();
-  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  ASSERT_FALSE(fixtures.empty());
   const int processes = GetParam();
   for (const Case& c : kCases) {
     if (processes == 2 && !c.two_processes) continue;
-    const json ref = reference(c, fixtures, processes);
+    const json ref = reference(c, processes);
     ASSERT_FALSE(ref.is_null()) << c.name;
     testing::TempDir tmp;
     const json state = ours(c, fixtures, processes, tmp.file("out"));
@@ -213,7 +207,7 @@ std::vector<json> logged_steps(testing::TempDir& tmp, const std::string& out) {
 // both; the rewards and log-probabilities reach the table and TensorBoard.
 TEST(DpoRun, TheFoldersLoadInTransformersAndPeftAndChatAnswers) {
   const std::string fixtures = testing::sft_fixtures_dir();
-  if (fixtures.empty() || !testing::python_has("peft")) GTEST_SKIP() << "no trl or peft";
+  ASSERT_FALSE(fixtures.empty());
   testing::TempDir tmp;
   auto full = dpo(
       fixtures, tmp, "full",
@@ -265,7 +259,7 @@ TEST(DpoRun, TheFoldersLoadInTransformersAndPeftAndChatAnswers) {
 // resumed, with them, ends exactly as the run that was never stopped.
 TEST(DpoRun, PrecomputedReferenceEqualsTheModelAndResumesExactly) {
   const std::string fixtures = testing::sft_fixtures_dir();
-  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  ASSERT_FALSE(fixtures.empty());
   testing::TempDir tmp;
   const std::string common = "--lr_scheduler_type constant --save_strategy steps --save_steps 2";
   auto plain = dpo(fixtures, tmp, "plain", common + " --max_steps 4");
@@ -302,7 +296,7 @@ TEST(DpoRun, PrecomputedReferenceEqualsTheModelAndResumesExactly) {
 // frozen reference copy, with precomputed log-probabilities, and under LoRA.
 TEST(DpoRun, ShardedModesTrainAsDdpOnTwoProcesses) {
   const std::string fixtures = testing::sft_fixtures_dir();
-  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  ASSERT_FALSE(fixtures.empty());
   testing::TempDir tmp;
   const std::string common = "--max_steps 3 --save_strategy no --gradient_accumulation_steps 2";
   auto ddp = dpo(fixtures, tmp, "ddp", common, 2);
@@ -337,13 +331,13 @@ TEST(DpoRun, ShardedModesTrainAsDdpOnTwoProcesses) {
 // Bad input: one line, exit 2, naming the row or the argument.
 TEST(DpoRun, BadInputIsOneLineAndExitTwo) {
   const std::string fixtures = testing::sft_fixtures_dir();
-  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  ASSERT_FALSE(fixtures.empty());
   testing::TempDir tmp;
   std::ofstream(tmp.file("no_rejected.jsonl"))
       << "{\"prompt\": \"Q?\", \"chosen\": \"yes\", \"rejected\": \"no\"}\n"
          "{\"prompt\": \"Q?\", \"chosen\": \"yes\"}\n";
   struct Bad {
-    std::string extra, line, train;
+    std::string extra, line, train{};
   };
   const Bad cases[] = {
       {"", "row 2", tmp.file("no_rejected.jsonl")},

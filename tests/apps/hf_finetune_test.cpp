@@ -1,5 +1,5 @@
 // Fine-tuning Hugging Face folders as run_clm.py does, against Transformers itself
-// (scripts/reference/hf_finetune.py: `datasets`, group_texts, Transformers' Trainer in our
+// (tests/reference/scripts/hf_finetune.py: `datasets`, group_texts, Transformers' Trainer in our
 // sampler's order): the same blocks, per-step losses equal (relative 1e-4) on 1 and 2 processes,
 // the saved folder loaded by Transformers gives our eval loss, a folder trained with learning
 // rate 0 is saved with the same tensors, and bad folders and files are one line, exit 2.
@@ -7,10 +7,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "lib/io/safetensors_header.h"
 #include "tests/test_util.h"
 
 namespace trainer::hf_finetune_test {
@@ -33,15 +37,12 @@ const std::string kOneThread = "OMP_NUM_THREADS=1 ";
 
 std::string python() { return std::string(TRAINER_PYTHON); }
 
-// The reference run's JSON for `model` (a fixture name), a cached_reference (its datasets cache
-// of its own: runs side by side must not share one).
-json reference(const std::string& fixtures, const std::string& model) {
-  const std::string out = testing::cached_reference(
-      "hf_finetune_" + model, "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE={tmp} " + python() + " " +
-                                  SOURCE_DIR + "/scripts/reference/hf_finetune.py " + fixtures +
-                                  "/" + model + " " + kCorpus + " {out} --steps " +
-                                  std::to_string(kSteps) + " 2>&1");
-  std::ifstream in(out);
+// Transformers' run for `name` (hf_finetune_<name> of tests/reference/references: the fixture
+// `name`, kSteps steps on kCorpus).
+json reference(const std::string& name) {
+  const std::string dir = testing::reference_dir("hf_finetune_" + name);
+  if (dir.empty()) return json();
+  std::ifstream in(dir + "/reference.json");
   return json::parse(in);
 }
 
@@ -86,7 +87,7 @@ class HfFineTune : public ::testing::TestWithParam<std::string> {};
 TEST_P(HfFineTune, LossesEqualTransformersTrainerOnOneAndTwoProcesses) {
   NEED_FIXTURES();
   const std::string model = GetParam();
-  json ref = reference(fixtures, model);
+  json ref = reference(model);
   testing::TempDir tmp;
   json state = ours(fixtures, model, tmp.file("one"));
   expect_same_losses(state, ref);
@@ -105,8 +106,8 @@ TEST_P(HfFineTune, LossesEqualTransformersTrainerOnOneAndTwoProcesses) {
   // unexpected keys, and scores our eval loss on the validation blocks.
   const std::string check =
       "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + tmp.file("datasets-cache") + " " + python() +
-      " " + SOURCE_DIR + "/scripts/reference/hf_finetune.py " + tmp.file("one") + " " + kCorpus +
-      " " + tmp.file("check.json") + " --steps 0 2>&1";
+      " " + SOURCE_DIR + "/tests/reference/scripts/hf_finetune.py " + tmp.file("one") + " " +
+      kCorpus + " " + tmp.file("check.json") + " --steps 0 2>&1";
   auto r = run(check);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::ifstream in(tmp.file("check.json"));
@@ -131,7 +132,7 @@ class HfFineTuneOneProcess : public ::testing::TestWithParam<std::string> {};
 TEST_P(HfFineTuneOneProcess, LossesEqualTransformersTrainer) {
   NEED_FIXTURES();
   const std::string model = GetParam();
-  json ref = reference(fixtures, model);
+  json ref = reference(model);
   testing::TempDir tmp;
   expect_same_losses(ours(fixtures, model, tmp.file("one")), ref);
   std::ifstream results(tmp.file("one") + "/all_results.json");
@@ -152,20 +153,12 @@ TEST_P(HfFineTuneKeys, EqualTransformersTrainer) {
   NEED_FIXTURES();
   const std::string which = GetParam();
   const bool neftune = which == "neftune";
-  const std::string extra_json = neftune ? R"({"neftune_noise_alpha": 5.0})"
-                                         : R"({"label_smoothing_factor": 0.1,)"
-                                           R"( "include_num_input_tokens_seen": "all"})";
+  // hf_finetune_keys_<which> runs Transformers' Trainer with the same keys.
   const std::string extra_args =
       neftune ? "--neftune_noise_alpha 5"
               : "--label_smoothing_factor 0.1 --include_num_input_tokens_seen all";
-  const std::string out = testing::cached_reference(
-      "hf_finetune_keys_" + which,
-      "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE={tmp} " + python() + " " + SOURCE_DIR +
-          "/scripts/reference/hf_finetune.py " + fixtures + "/llama " + kCorpus +
-          " {out} --steps " + std::to_string(kSteps) + " --extra '" + extra_json + "' 2>&1");
-  ASSERT_FALSE(out.empty());
-  std::ifstream in(out);
-  const json ref = json::parse(in);
+  const json ref = reference("keys_" + which);
+  ASSERT_FALSE(ref.is_null());
   testing::TempDir tmp;
   const json state = ours(fixtures, "llama", tmp.file("one"), 1, extra_args);
   expect_same_losses(state, ref);
@@ -189,6 +182,19 @@ TEST_P(HfFineTuneKeys, EqualTransformersTrainer) {
 // only are TrainingKeys.NeftuneNoise*'s.
 INSTANTIATE_TEST_SUITE_P(Keys, HfFineTuneKeys, ::testing::Values("smoothing"));
 
+// A safetensors file's tensors: name -> dtype, shape and bytes.
+std::map<std::string, std::string> tensors_of(const std::string& path) {
+  const std::string bytes = testing::slurp(path);
+  const io::SafetensorsHeader header =
+      io::parse_safetensors_header(bytes.data(), bytes.size(), path);
+  std::map<std::string, std::string> tensors;
+  for (const auto& e : header.entries) {
+    tensors[e.name] = e.dtype + fmt::format(" {} ", fmt::join(e.shape, ",")) +
+                      bytes.substr(header.data_start + e.begin, e.end - e.begin);
+  }
+  return tensors;
+}
+
 // A folder Transformers wrote, trained here with learning rate 0 and saved: the same tensors
 // (and a checkpoint folder is a model folder too).
 TEST(HfFineTuneFolders, LearningRateZeroSavesTheSameTensors) {
@@ -200,16 +206,10 @@ TEST(HfFineTuneFolders, LearningRateZeroSavesTheSameTensors) {
                  " --train_file " + kCorpus + " --block_size 32 --max_steps 2 --save_steps 2 " +
                  "--learning_rate 0 --output_dir " + out + " --disable_tqdm true 2>&1");
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    const std::string compare =
-        python() +
-        " -c \"import sys, torch; from safetensors.torch import load_file as l; "
-        "a, b, c = (l(p) for p in sys.argv[1:]); "
-        "assert a.keys() == b.keys() == c.keys(), (a.keys() ^ b.keys(), a.keys() ^ c.keys()); "
-        "assert all(torch.equal(a[k], b[k]) and torch.equal(a[k], c[k]) for k in a)\" " +
-        fixtures + "/" + model + "/model.safetensors " + out + "/model.safetensors " + out +
-        "/checkpoint-2/model.safetensors 2>&1";
-    auto c = run(compare);
-    EXPECT_EQ(c.exit_code, 0) << model << ": " << c.out;
+    const auto theirs = tensors_of(fixtures + "/" + model + "/model.safetensors");
+    EXPECT_FALSE(theirs.empty());
+    EXPECT_TRUE(tensors_of(out + "/model.safetensors") == theirs) << model;
+    EXPECT_TRUE(tensors_of(out + "/checkpoint-2/model.safetensors") == theirs) << model;
   }
 }
 
@@ -296,17 +296,16 @@ TEST(HfFineTuneFolders, BadFoldersAndFilesAreOneLineAndWriteNothing) {
 namespace trainer::hf_finetune_test {
 namespace {
 
-// The ids (prompt and 24 new tokens) of Transformers' model.generate(do_sample=False) on the
-// folder `dir` (its generation_config.json applies), as `trainer generate --output_ids` prints
-// them.
-testing::ProcessResult transformers_greedy(const std::string& dir, const std::string& prompt) {
-  return run(kOneThread + python() +
-             " -c \"import sys; from transformers import AutoModelForCausalLM as M, "
-             "AutoTokenizer as T; m = M.from_pretrained(sys.argv[1]); t = "
-             "T.from_pretrained(sys.argv[1]); ids = t(sys.argv[2], return_tensors='pt')"
-             ".input_ids; print(' '.join(map(str, m.generate(ids, do_sample=False, "
-             "max_new_tokens=24)[0].tolist())))\" " +
-             dir + " '" + prompt + "' 2>/dev/null");
+// The ids (prompt and 24 new tokens) of Transformers' model.generate(do_sample=False) on a fixture
+// (its generation_config.json applies; "<fixture>_processors" with the logits processors of
+// hf_generate.py set there), as `trainer generate --output_ids` prints them.
+std::string transformers_greedy(const std::string& name) {
+  static const json greedy = [] {
+    const std::string dir = testing::reference_dir("hf_generate");
+    return dir.empty() ? json() : json::parse(testing::slurp(dir + "/greedy.json"));
+  }();
+  EXPECT_TRUE(greedy.contains(name)) << name;
+  return greedy.contains(name) ? greedy[name].get<std::string>() + "\n" : "";
 }
 
 // Greedy generation equals Transformers' model.generate(do_sample=False) token for token, with
@@ -316,17 +315,17 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
   for (const std::string model : {"gpt2", "llama"}) {
     const std::string dir = fixtures + "/" + model;
     const std::string prompt = "The meaning of life";
-    auto theirs = transformers_greedy(dir, prompt);
-    ASSERT_EQ(theirs.exit_code, 0);
+    const std::string theirs = transformers_greedy(model);
     for (const std::string cache : {"true", "false"}) {
       auto ours = run(kOneThread + testing::kTrainerBin + " generate " + dir + " --prompt '" +
                       prompt + "' --max_new_tokens 24 --output_ids true --use_cache " + cache);
       ASSERT_EQ(ours.exit_code, 0) << ours.err;
-      EXPECT_EQ(ours.out, theirs.out) << model << " use_cache " << cache;
+      EXPECT_EQ(ours.out, theirs) << model << " use_cache " << cache;
     }
   }
   // generation_config.json's logits processors, as model.generate applies them (the prompt's
-  // ids count): a repetition penalty, no repeated bigram, and bad words (one token, and two).
+  // ids count): a repetition penalty, no repeated bigram, and bad words (one token, and two), as
+  // hf_generate.py sets them.
   testing::TempDir tmp;
   for (const std::string model : {"gpt2", "llama"}) {
     const std::string dir = tmp.file(model);
@@ -338,12 +337,11 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
     std::filesystem::remove(dir + "/generation_config.json");
     std::ofstream(dir + "/generation_config.json") << generation.dump(2);
     const std::string prompt = "the the the the";
-    auto theirs = transformers_greedy(dir, prompt);
-    ASSERT_EQ(theirs.exit_code, 0);
+    const std::string theirs = transformers_greedy(model + "_processors");
     auto ours = run(kOneThread + testing::kTrainerBin + " generate " + dir + " --prompt '" +
                     prompt + "' --max_new_tokens 24 --output_ids true");
     ASSERT_EQ(ours.exit_code, 0) << ours.err;
-    EXPECT_EQ(ours.out, theirs.out) << model << " with logits processors";
+    EXPECT_EQ(ours.out, theirs) << model << " with logits processors";
     auto plain = run(kOneThread + testing::kTrainerBin + " generate " + fixtures + "/" + model +
                      " --prompt '" + prompt + "' --max_new_tokens 24 --output_ids true");
     EXPECT_NE(plain.out, ours.out) << "the processors changed nothing: a weak test";
@@ -356,7 +354,7 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
     auto top1 = run(kOneThread + testing::kTrainerBin + " generate " + dir + " --prompt '" +
                     prompt + "' --max_new_tokens 24 --output_ids true --seed 5");
     ASSERT_EQ(top1.exit_code, 0) << top1.err;
-    EXPECT_EQ(top1.out, theirs.out) << model << " do_sample with generation_config's top_k 1";
+    EXPECT_EQ(top1.out, theirs) << model << " do_sample with generation_config's top_k 1";
   }
   auto a =
       run(kOneThread + testing::kTrainerBin + " generate " + fixtures +
@@ -369,10 +367,11 @@ TEST(HfGenerate, GreedyEqualsTransformersGenerateTokenForToken) {
 }
 
 // The Llama family's newer members (Qwen2 tied with a sliding layer and untied, Qwen3, Mistral,
-// Gemma 3) generate Transformers' greedy tokens, with and without the KV cache: 30 tokens, past
-// their sliding windows of 8. So do a fresh Qwen3 and Gemma 3 (model_type, Transformers' defaults
-// under model_config's keys) trained 2 steps and saved: Transformers loads them as its classes
-// without a missing or unexpected key. One Python process answers for all of them.
+// Gemma 3) generate Transformers' greedy tokens (hf_generate.py's), with and without the KV cache:
+// 30 tokens, past their sliding windows of 8. So do a fresh Qwen3 and Gemma 3 (model_type,
+// Transformers' defaults under model_config's keys) trained 2 steps and saved: Transformers loads
+// them as its classes without a missing or unexpected key. One Python process answers for the
+// fresh ones (folders of ours, made here).
 TEST(HfGenerate, TheLlamaFamilyAndFreshModelsGenerateTransformersGreedyTokens) {
   NEED_FIXTURES();
   testing::TempDir tmp;
@@ -383,16 +382,19 @@ TEST(HfGenerate, TheLlamaFamilyAndFreshModelsGenerateTransformersGreedyTokens) {
   const std::vector<std::pair<std::string, std::string>> fresh = {
       {"qwen3", "{" + sizes + "}"},
       {"gemma3_text", "{" + sizes + ", \"sliding_window\": 8, \"final_logit_softcapping\": 2.0}"}};
-  std::vector<std::pair<std::string, std::string>> models = {{"qwen2", "Qwen2"},
-                                                             {"qwen2_tied", "Qwen2"},
-                                                             {"qwen3", "Qwen3"},
-                                                             {"mistral", "Mistral"},
-                                                             {"gemma3_text", "Gemma3"}};
-  std::string dirs;
-  for (auto& [name, prefix] : models) {
-    name = fixtures + "/" + name;
-    dirs += " " + name;
+  const std::string prompt = "The meaning of life";
+  for (const std::string name : {"qwen2", "qwen2_tied", "qwen3", "mistral", "gemma3_text"}) {
+    const std::string theirs = transformers_greedy(name);
+    for (const std::string cache : {"true", "false"}) {
+      auto ours = run(kOneThread + testing::kTrainerBin + " generate " + fixtures + "/" + name +
+                      " --prompt '" + prompt +
+                      "' --max_new_tokens 24 --output_ids true --use_cache " + cache);
+      ASSERT_EQ(ours.exit_code, 0) << ours.err;
+      EXPECT_EQ(ours.out, theirs) << name << " use_cache " << cache;
+    }
   }
+  std::vector<std::pair<std::string, std::string>> models;  // (folder, Transformers' class prefix)
+  std::string dirs;
   for (const auto& [type, config] : fresh) {
     const std::string out = tmp.file(type);
     auto r = run(kOneThread + testing::kTrainerBin + " train --model_type " + type +
@@ -407,7 +409,6 @@ TEST(HfGenerate, TheLlamaFamilyAndFreshModelsGenerateTransformersGreedyTokens) {
     models.push_back({out, type == "qwen3" ? "Qwen3" : "Gemma3"});
     dirs += " " + out;
   }
-  const std::string prompt = "The meaning of life";
   auto theirs = run(kOneThread + python() +
                     " -c \"import sys; from transformers import AutoModelForCausalLM as M, "
                     "AutoTokenizer as T\nfor d in sys.argv[2:]:\n m, i = M.from_pretrained(d, "

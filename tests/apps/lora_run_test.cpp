@@ -1,7 +1,7 @@
 // LoRA fine-tuning through the trainer program, against PEFT + Transformers' Trainer
-// (scripts/reference/hf_finetune.py --adapter): from the same adapter (PEFT wrote it), 30 steps
-// give the same losses on 1 and 2 processes (Llama and GPT-2); the adapter folder we save PEFT
-// loads to our eval loss; `trainer merge` equals PEFT's merge_and_unload; adapter folders
+// (tests/reference/scripts/hf_finetune.py --adapter): from the same adapter (PEFT wrote it), 30
+// steps give the same losses on 1 and 2 processes (Llama and GPT-2); the adapter folder we save
+// PEFT loads to our eval loss; `trainer merge` equals PEFT's merge_and_unload; adapter folders
 // evaluate and generate; resuming is exact and checkpoints hold the adapter only; bad settings are
 // one line, exit 2.
 #include <filesystem>
@@ -45,15 +45,16 @@ std::string with_commas(int64_t n) {
 std::string hf_finetune(const std::string& base, const std::string& adapter, int steps,
                         const std::string& out, const std::string& datasets_cache) {
   return "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + datasets_cache + " " + python() + " " +
-         SOURCE_DIR + "/scripts/reference/hf_finetune.py " + base + " " + kCorpus + " " + out +
-         " --steps " + std::to_string(steps) + " --adapter " + adapter + " 2>&1";
+         SOURCE_DIR + "/tests/reference/scripts/hf_finetune.py " + base + " " + kCorpus + " " +
+         out + " --steps " + std::to_string(steps) + " --adapter " + adapter + " 2>&1";
 }
 
-// Its JSON for a fixture's adapter: a cached_reference (a datasets cache of its own: runs side
-// by side must not share one).
-json reference(const std::string& base, const std::string& adapter, int steps) {
-  std::ifstream in(testing::cached_reference("hf_finetune_lora",
-                                             hf_finetune(base, adapter, steps, "{out}", "{tmp}")));
+// Its JSON for the adapter `name` of the PEFT fixtures, kSteps steps (hf_finetune_lora_<name> of
+// tests/reference/references).
+json reference(const std::string& name) {
+  const std::string dir = testing::reference_dir("hf_finetune_lora_" + name);
+  if (dir.empty()) return json();
+  std::ifstream in(dir + "/reference.json");
   return json::parse(in);
 }
 
@@ -113,7 +114,8 @@ TEST_P(LoraRun, LossesEqualPeftAndTheFolderGoesBackToPeft) {
   const std::string adapter = peft + "/" + name;
   const std::string base = fixtures + "/" + (name.rfind("gpt2", 0) == 0 ? "gpt2" : "llama");
   testing::TempDir tmp;
-  const json ref = reference(base, adapter, kSteps);
+  const json ref = reference(name);
+  ASSERT_FALSE(ref.is_null());
   auto one = train(adapter, tmp.file("one"), 1);
   ASSERT_EQ(one.exit_code, 0) << one.out;
   expect_same_losses(losses_of(tmp.file("one")), ref);
@@ -148,7 +150,7 @@ TEST_P(LoraRun, LossesEqualPeftAndTheFolderGoesBackToPeft) {
   auto m = run(testing::kTrainerBin + " merge " + tmp.file("one") + " --output_dir " +
                tmp.file("merged") + " 2>&1");
   ASSERT_EQ(m.exit_code, 0) << m.out;
-  auto p = run(python() + " " + SOURCE_DIR + "/scripts/reference/peft_reference.py merge " +
+  auto p = run(python() + " " + SOURCE_DIR + "/tests/reference/scripts/peft_reference.py merge " +
                tmp.file("one") + " " + tmp.file("peft_merged") + " 2>&1");
   ASSERT_EQ(p.exit_code, 0) << p.out;
   auto c = run(python() +

@@ -72,10 +72,10 @@ std::vector<std::string> run_dirs(const std::string& out) {
   return dirs;
 }
 
-// What TensorBoard's reader finds in `logdir` (scripts/reference/read_tensorboard.py).
+// What TensorBoard's reader finds in `logdir` (tests/reference/scripts/read_tensorboard.py).
 json read_tensorboard(const std::string& logdir) {
   auto result = run(std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
-                    "/scripts/reference/read_tensorboard.py " + logdir);
+                    "/tests/reference/scripts/read_tensorboard.py " + logdir);
   EXPECT_EQ(result.exit_code, 0) << result.err;
   return result.exit_code == 0 ? json::parse(result.out) : json::object();
 }

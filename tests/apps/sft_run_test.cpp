@@ -1,4 +1,4 @@
-// `trainer sft` against TRL 1.16's SFTTrainer (scripts/reference/sft_trl_reference.py) on the
+// `trainer sft` against TRL 1.16's SFTTrainer (tests/reference/scripts/sft_trl_reference.py) on the
 // same tiny models, data and order, fp32: each step's loss, mean_token_accuracy, entropy,
 // num_tokens and gradient norm within relative 1e-4, for conversations with the assistant-only
 // loss (Qwen3, a template with generation blocks), prompt-completion data (Llama), and the
@@ -36,18 +36,11 @@ const Case kCases[] = {
      " --include_num_input_tokens_seen non_padding"},
 };
 
-// TRL's run of `c` on `processes` processes (torchrun --standalone picks its own free port, so
-// the command, the cache's key, stays the same), cached.
-json reference(const Case& c, const std::string& fixtures, int processes) {
-  const std::string script = std::string(SOURCE_DIR) + "/scripts/reference/sft_trl_reference.py";
-  const std::string launcher = processes == 1
-                                   ? std::string(TRAINER_PYTHON) + " "
-                                   : testing::torchrun_path() + " --standalone --nproc_per_node " +
-                                         std::to_string(processes) + " ";
-  const std::string dir = testing::cached_reference(
-      "sft_trl_" + c.name + "_np" + std::to_string(processes),
-      "mkdir -p {out} && OMP_NUM_THREADS=1 " + launcher + script + " " + c.name + " " + fixtures +
-          " {out}/reference.json" + (c.eval ? " --eval" : "") + " > {out}/log.txt 2>&1");
+// TRL's run of `c` on `processes` processes (sft_trl_<case>_np<processes> of
+// tests/reference/references; with --eval where c.eval).
+json reference(const Case& c, int processes) {
+  const std::string dir =
+      testing::reference_dir("sft_trl_" + c.name + "_np" + std::to_string(processes));
   if (dir.empty()) return json();
   std::ifstream in(dir + "/reference.json");
   return json::parse(in);
@@ -123,10 +116,10 @@ class SftAgainstTrl : public ::testing::TestWithParam<int> {};
 
 TEST_P(SftAgainstTrl, EachStepsLossAndMetricsEqualTrls) {
   const std::string fixtures = testing::sft_fixtures_dir();
-  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  ASSERT_FALSE(fixtures.empty());
   const int processes = GetParam();
   for (const Case& c : kCases) {
-    const json ref = reference(c, fixtures, processes);
+    const json ref = reference(c, processes);
     ASSERT_FALSE(ref.is_null()) << c.name;
     testing::TempDir tmp;
     const json state = ours(c, fixtures, processes, tmp.file("out"));
@@ -145,7 +138,7 @@ INSTANTIATE_TEST_SUITE_P(Processes, SftAgainstTrl, ::testing::Values(1, 2));
 // two layers, A and B), and `trainer chat` answers from it.
 TEST(SftRun, LoraAdaptersLoadInPeftAndChatAnswers) {
   const std::string fixtures = testing::sft_fixtures_dir();
-  if (fixtures.empty() || !testing::python_has("peft")) GTEST_SKIP() << "no trl or peft";
+  ASSERT_FALSE(fixtures.empty());
   testing::TempDir tmp;
   const std::string out = tmp.file("lora");
   auto r = run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " sft --model_name_or_path " +
@@ -188,7 +181,7 @@ TEST(SftRun, LoraAdaptersLoadInPeftAndChatAnswers) {
 // same; overwrite_cache prepares it again.
 TEST(SftRun, TheSecondRunReadsTheNodesCache) {
   const std::string fixtures = testing::sft_fixtures_dir();
-  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  ASSERT_FALSE(fixtures.empty());
   testing::TempDir tmp;
   auto sft = [&](const std::string& out, const std::string& extra) {
     return run("TRAINER_CACHE=" + tmp.file("cache") + " OMP_NUM_THREADS=1 " + testing::kTrainerBin +
@@ -250,7 +243,7 @@ TEST(SftRun, TheShippedChatConfigRuns) {
 // 0 / 0, and the data line counts no label.
 TEST(SftRun, RowsWithNothingToPredictAreALossOfZero) {
   const std::string fixtures = testing::sft_fixtures_dir();
-  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  ASSERT_FALSE(fixtures.empty());
   testing::TempDir tmp;
   std::ofstream(tmp.file("empty.jsonl")) << "{\"text\": \"\"}\n{\"text\": \"\"}\n";
   auto r = run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " sft --model_name_or_path " +
@@ -267,7 +260,7 @@ TEST(SftRun, RowsWithNothingToPredictAreALossOfZero) {
 // Bad input said in one line, exit 2, before output_dir is touched.
 TEST(SftRun, BadInputIsOneLineAndExitTwo) {
   const std::string fixtures = testing::sft_fixtures_dir();
-  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  ASSERT_FALSE(fixtures.empty());
   testing::TempDir tmp;
   const std::string base = testing::kTrainerBin + " sft --train_file " + fixtures +
                            "/data/conversations.jsonl --output_dir " + tmp.file("out") +
@@ -299,7 +292,7 @@ TEST(SftRun, BadInputIsOneLineAndExitTwo) {
 // the same as the run given as JSON with train_file, validation_file, max_length and torch_dtype.
 TEST(SftRun, ATrlRecipeInYamlTrainsAsItsJson) {
   const std::string fixtures = testing::sft_fixtures_dir();
-  if (fixtures.empty()) GTEST_SKIP() << "TRAINER_PYTHON has no trl";
+  ASSERT_FALSE(fixtures.empty());
   testing::TempDir tmp;
   std::filesystem::create_directories(tmp.file("chat"));
   std::filesystem::copy_file(fixtures + "/data/conversations.jsonl", tmp.file("chat/train.jsonl"));

@@ -74,8 +74,8 @@ class ShardingModels : public Sharding, public ::testing::WithParamInterface<std
 
 TEST_P(ShardingModels, EveryStrategyTrainsToDdpsParametersOnTwoAndThreeProcesses) {
   const std::string model = GetParam();
-  if (model == "llama" && testing::hf_fixtures_dir().empty()) {
-    GTEST_SKIP() << "no Hugging Face fixtures (scripts/setup makes them)";
+  if (model == "llama") {
+    ASSERT_FALSE(testing::hf_fixtures_dir().empty());
   }
   const std::string arguments = model_arguments(model);
   const std::string wrap = model == "basic_net" ? "full_shard" : "full_shard auto_wrap";
@@ -107,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Models, ShardingModels, ::testing::Values("basic_net", 
 // is refused naming this one's.
 TEST_F(Sharding, Gemma3DecoderLayersAreTheUnitsByTheirClassName) {
   const std::string fixtures = testing::hf_fixtures_dir();
-  if (fixtures.empty()) GTEST_SKIP() << "no Hugging Face fixtures (scripts/setup makes them)";
+  ASSERT_FALSE(fixtures.empty());
   const std::string arguments =
       "--model_name_or_path " + fixtures + "/gemma3_text --train_file " + kCorpus +
       " --block_size 32 --max_steps 4 --per_device_train_batch_size 2 --max_grad_norm 0.5 "

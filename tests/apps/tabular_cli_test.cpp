@@ -35,7 +35,7 @@ void expect_input_error(const std::string& args, const std::string& message) {
   EXPECT_EQ(result.err, "trainer: error: " + message + "\n") << args;
 }
 
-// scripts/reference/script_basicnet.py OUT ARGS, run once per file for the suite.
+// tests/reference/scripts/script_basicnet.py OUT ARGS, run once per file for the suite.
 // `config` without model_name and model_config: a TorchScript run's arguments (the file gives
 // the model; a config's model_name beside it would be a warning).
 std::string scripted(const std::string& config) {
@@ -51,16 +51,7 @@ std::string scripted(const std::string& config) {
 }
 
 std::string script(const std::string& model, int classes = 3, int features = 4) {
-  static TempDir dir;
-  std::string out = dir.file(model + (classes == 3 ? "" : std::to_string(classes)) +
-                             (features == 4 ? "" : "f" + std::to_string(features)) + ".pt");
-  if (!std::ifstream(out).good()) {
-    auto result = run("cd " + kSource + "/scripts/reference && " + TRAINER_PYTHON +
-                      " script_basicnet.py " + out + " --model " + model + " --classes " +
-                      std::to_string(classes) + " --features " + std::to_string(features));
-    EXPECT_EQ(result.exit_code, 0) << result.err;
-  }
-  return out;
+  return testing::torchscript_file(model, classes, features);
 }
 
 TEST(IrisCli, ClassifiesTheHeldOutSpecies) {

@@ -151,7 +151,7 @@ TEST_F(TrainedRun, SafetensorsHoldTheModelThatEvaluatesTheSame) {
 TEST_F(TrainedRun, PyTorchLoadsTheSafetensorsIntoTheTutorialsBasicNet) {
   std::string python = TRAINER_PYTHON;
   if (python.empty()) GTEST_SKIP() << "no Python with torch and safetensors configured";
-  auto checked = run(python + " " + SOURCE_DIR + "/scripts/reference/check_safetensors.py " +
+  auto checked = run(python + " " + SOURCE_DIR + "/tests/reference/scripts/check_safetensors.py " +
                      dir_->file("model.safetensors") + " " + data::kFashionMnistDir + " 1000");
   ASSERT_EQ(checked.exit_code, 0) << checked.err;
   json got = json::parse(checked.out);

@@ -262,7 +262,7 @@ TEST(Registry, ResNetHasTorchvisionNamesAndTakesBothImageSizes) {
 }
 
 // model.safetensors of mlp and resnet loads, strictly, into the equivalent PyTorch modules of
-// scripts/reference/models.py, which then compute the same outputs.
+// tests/reference/scripts/models.py, which then compute the same outputs.
 TEST(Registry, PyTorchLoadsMlpAndResNetIntoTheEquivalentModules) {
   std::string python = TRAINER_PYTHON;
   if (python.empty()) GTEST_SKIP() << "no Python with torch and safetensors configured";
@@ -289,7 +289,7 @@ TEST(Registry, PyTorchLoadsMlpAndResNetIntoTheEquivalentModules) {
     torch::Tensor y = model->forward(x).detach();
     io::save_safetensors(dir.file("model.safetensors"), io::state_dict(*model));
     io::save_safetensors(dir.file("inputs.safetensors"), {{"x", x}, {"y", y}});
-    auto checked = testing::run(python + " " + SOURCE_DIR + "/scripts/reference/models.py " +
+    auto checked = testing::run(python + " " + SOURCE_DIR + "/tests/reference/scripts/models.py " +
                                 c.name + " " + dir.file("model.safetensors") + " " +
                                 dir.file("inputs.safetensors") + " '" + c.config + "'");
     ASSERT_EQ(checked.exit_code, 0) << checked.err;

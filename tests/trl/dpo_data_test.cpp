@@ -1,7 +1,7 @@
 // TRL's DPO data preparation (trl/dpo_data.h): the rows equal to those TRL 1.16's DPOTrainer
-// prepares on the fixtures of sft_fixtures.py (scripts/reference/dpo_rows_reference.py: plain,
-// conversational, implicit prompts, extract_prompt's edges, max_length); on a tokenizer of single
-// characters made here, the counts and the line of each bad input; and the node cache.
+// prepares on the fixtures of sft_fixtures.py (tests/reference/scripts/dpo_rows_reference.py:
+// plain, conversational, implicit prompts, extract_prompt's edges, max_length); on a tokenizer of
+// single characters made here, the counts and the line of each bad input; and the node cache.
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -26,22 +26,13 @@ using testing::input_error_of;
 using trl::DpoRow;
 
 // TRL's prepared rows on those fixtures (cases.json), and the data made for them (inputs/).
-std::string dpo_rows_dir() {
-  static const std::string dir = [] {
-    const std::string fixtures = testing::sft_fixtures_dir();
-    if (fixtures.empty()) return std::string();
-    return testing::cached_reference("dpo_rows", std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
-                                                     "/scripts/reference/dpo_rows_reference.py " +
-                                                     fixtures + " {out}");
-  }();
-  return dir;
-}
+std::string dpo_rows_dir() { return testing::reference_dir("dpo_rows"); }
 
 std::vector<int32_t> ints(const Json& value) { return value.get<std::vector<int32_t>>(); }
 
 TEST(DpoParity, RowsEqualTrlsDpoTrainer) {
   const std::string dir = dpo_rows_dir();
-  if (dir.empty()) GTEST_SKIP() << "TRAINER_PYTHON lacks trl (scripts/setup installs it)";
+  ASSERT_FALSE(dir.empty());
   const std::string fixtures = testing::sft_fixtures_dir();
   const Json cases = Json::parse(testing::slurp(dir + "/cases.json"));
   ASSERT_EQ(cases.size(), 10u);

@@ -1,7 +1,7 @@
 // TRL's SFT data preparation (trl/sft_data.h): the rows of every shape, mask, truncation and
 // packing equal to those TRL 1.16's SFTTrainer prepares on the fixtures of sft_fixtures.py
-// (scripts/reference/sft_rows_reference.py), pack_rows on TRL's own examples and across map()'s
-// batches of 1000, and the files of a data set as `datasets` picks and types them.
+// (tests/reference/scripts/sft_rows_reference.py), pack_rows on TRL's own examples and across
+// map()'s batches of 1000, and the files of a data set as `datasets` picks and types them.
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -23,16 +23,7 @@ using Json = nlohmann::ordered_json;
 using trl::SftRow;
 
 // TRL's prepared rows on those fixtures (cases.json) and its pack_dataset (pack.json).
-std::string sft_rows_dir() {
-  static const std::string dir = [] {
-    const std::string fixtures = testing::sft_fixtures_dir();
-    if (fixtures.empty()) return std::string();
-    return testing::cached_reference("sft_rows", std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
-                                                     "/scripts/reference/sft_rows_reference.py " +
-                                                     fixtures + " {out}");
-  }();
-  return dir;
-}
+std::string sft_rows_dir() { return testing::reference_dir("sft_rows"); }
 
 std::vector<int32_t> ints(const Json& value) { return value.get<std::vector<int32_t>>(); }
 
@@ -96,7 +87,7 @@ TEST(SftPacking, EachBatchOf1000Alone) {
 // TRL's pack_dataset over 2500 rows (lengths 0 to 150, three batches), every strategy.
 TEST(SftPacking, EqualsTrlsPackDatasetOver2500Rows) {
   const std::string dir = sft_rows_dir();
-  if (dir.empty()) GTEST_SKIP() << "TRAINER_PYTHON lacks trl (scripts/setup installs it)";
+  ASSERT_FALSE(dir.empty());
   const Json pack = Json::parse(testing::slurp(dir + "/pack.json"));
   std::vector<SftRow> rows;
   for (size_t i = 0; i < pack["rows"]["input_ids"].size(); ++i) {
@@ -148,7 +139,7 @@ trl::SftDataOptions options_of(const Json& fields) {
 
 TEST(SftParity, RowsEqualTrlsSftTrainer) {
   const std::string dir = sft_rows_dir();
-  if (dir.empty()) GTEST_SKIP() << "TRAINER_PYTHON lacks trl (scripts/setup installs it)";
+  ASSERT_FALSE(dir.empty());
   const std::string fixtures = testing::sft_fixtures_dir();
   const Json cases = Json::parse(testing::slurp(dir + "/cases.json"));
   ASSERT_EQ(cases.size(), 16u);

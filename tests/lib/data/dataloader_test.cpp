@@ -173,45 +173,19 @@ TEST(Sampler, LengthGroupedSortsMegabatchesLongestFirst) {
   EXPECT_EQ(LengthGroupedSampler(lengths, 2, 5, false).indices(3), order);
 }
 
-// The same order as Transformers' LengthGroupedSampler with a generator seeded alike
-// (scripts/reference/length_grouped_reference.py).
+// The same order as Transformers' LengthGroupedSampler with a generator seeded alike, on the
+// cases of tests/reference/scripts/length_grouped_reference.py (its committed result).
 TEST(LengthGroupedAgainstTransformers, SameIndices) {
-  if (!testing::python_has("transformers")) {
-    GTEST_SKIP() << "TRAINER_PYTHON (" << TRAINER_PYTHON << ") lacks transformers";
-  }
-  nlohmann::json request;
-  struct Case {
-    std::vector<int64_t> lengths;
-    int64_t batch_size;
-    int64_t seed;
-  };
-  std::vector<Case> cases;
-  for (int64_t n : {1, 7, 64, 333, 2000}) {
-    for (int64_t batch : {1, 4, 8}) {
-      std::vector<int64_t> lengths;
-      // Many ties (lengths mod 9) test the stable sort; a unique longest every other case.
-      for (int64_t i = 0; i < n; ++i) lengths.push_back((i * 7919 + n) % 9 + 1);
-      if (batch == 4) lengths[n / 2] = 50;
-      cases.push_back({lengths, batch, n + batch});
-    }
-  }
-  for (const Case& c : cases)
-    request["cases"].push_back(
-        {{"lengths", c.lengths}, {"batch_size", c.batch_size}, {"seed", c.seed}});
-  testing::TempDir dir;
-  { std::ofstream(dir.file("request.json")) << request.dump(); }
-  const auto result = testing::run(fmt::format(
-      "{} {}/scripts/reference/length_grouped_reference.py {} > {} 2> {}", TRAINER_PYTHON,
-      SOURCE_DIR, dir.file("request.json"), dir.file("result.json"), dir.file("stderr")));
-  ASSERT_EQ(result.exit_code, 0) << testing::slurp(dir.file("stderr"));
-  const auto reference = nlohmann::json::parse(testing::slurp(dir.file("result.json")));
-  ASSERT_EQ(reference.size(), cases.size());
-  for (size_t i = 0; i < cases.size(); ++i) {
-    SCOPED_TRACE(
-        fmt::format("case {}: n {} batch {}", i, cases[i].lengths.size(), cases[i].batch_size));
-    LengthGroupedSampler sampler(cases[i].lengths, cases[i].batch_size,
-                                 static_cast<uint64_t>(cases[i].seed), /*per_epoch=*/false);
-    EXPECT_EQ(sampler.indices(0), reference[i].get<std::vector<int64_t>>());
+  const std::string dir = testing::reference_dir("length_grouped");
+  ASSERT_FALSE(dir.empty());
+  const auto cases = nlohmann::json::parse(testing::slurp(dir + "/cases.json"));
+  ASSERT_EQ(cases.size(), 15u);
+  for (const auto& c : cases) {
+    const auto lengths = c["lengths"].get<std::vector<int64_t>>();
+    SCOPED_TRACE(fmt::format("n {} batch {}", lengths.size(), c["batch_size"].get<int64_t>()));
+    LengthGroupedSampler sampler(lengths, c["batch_size"].get<int64_t>(), c["seed"].get<uint64_t>(),
+                                 /*per_epoch=*/false);
+    EXPECT_EQ(sampler.indices(0), c["indices"].get<std::vector<int64_t>>());
   }
 }
 

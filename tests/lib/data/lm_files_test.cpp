@@ -1,7 +1,7 @@
 // run_clm's data files, torch-free: the text loader's lines (universal newlines, breaks kept or
 // dropped, Unicode line separators inside lines, a BOM kept), the JSON loader's records (blank
 // lines, objects over lines, arrays), every bad-file error line, the percent split; and all of it
-// compared with Hugging Face `datasets` itself (scripts/reference/lm_files_reference.py).
+// compared with Hugging Face `datasets` itself (tests/reference/scripts/lm_files_reference.py).
 #include "lib/data/lm_files.h"
 
 #include <sys/stat.h>
@@ -226,100 +226,27 @@ TEST(LmFiles, SplitBoundaryRoundsHalvesToEven) {
   EXPECT_THROW(validation_split_boundary(-1, 5), std::invalid_argument);
 }
 
-// Each file below read by this reader and by `datasets` (through lm_files_reference.py): the same
-// examples, or both refuse it.
+// Each file of tests/reference/inputs/lm_files/ read by this reader and by `datasets` (the
+// committed result of lm_files_reference.py on its request.json): the same examples, or both
+// refuse it; and run_clm's percent split at each count and percentage the request names.
 TEST(LmFiles, ReadsWhatDatasetsReads) {
-  if (!testing::python_has("datasets")) {
-    GTEST_SKIP() << "TRAINER_PYTHON (" << TRAINER_PYTHON
-                 << ") lacks Hugging Face datasets (scripts/setup installs it)";
-  }
-  testing::TempDir dir;
-  const std::vector<std::pair<std::string, std::string>> files = {
-      {"hostile.txt", kHostileText},
-      {"crlf.txt", "a\r\nb\r\n"},
-      {"cr.txt", "a\rb\r\rc"},
-      {"blank.txt", "\n\n\r\n \n"},
-      {"bom.txt", "\xEF\xBB\xBF"},
-      {"bom2.txt", "\xEF\xBB\xBFx\n\xEF\xBB\xBFy"},
-      {"separators.txt", "\xC2\x85\xE2\x80\xA8\xE2\x80\xA9\x0b\x0c\x1c\x1d\x1e"},
-      {"empty.txt", ""},
-      {"latin1.txt", "caf\xE9\n"},
-      {"surrogate.txt", "a\xED\xA0\x80\n"},
-      {"lines.jsonl", "{\"text\": \"a\"}\n\n{\"text\": \"b\\r\\n\"}\n   \n{\"text\":\"c\"}"},
-      {"bom.jsonl", "\xEF\xBB\xBF{\"text\": \"a\"}\r\n{\"text\": \"b\\u2028x\\n\"}\r\n"},
-      {"cr.jsonl", "{\"text\": \"a\"}\r{\"text\": \"b\"}\r"},
-      {"pretty.jsonl", "{\n \"text\": \"a\"\n}\n{\n \"text\": \"b\"\n}\n"},
-      {"same_line.jsonl",
-       "{\"text\": \"a\"} {\"text\": \"b\"}\t{\"text\": \"c\"}{\"text\": \"d\"}"},
-      {"columns.jsonl", "{\"a\": 1, \"text\": \"x\"}\n{\"b\": 2, \"text\": \"y\"}\n"},
-      {"nested_twice.jsonl", "{\"m\": {\"x\": 1, \"x\": 2}, \"text\": \"t\"}\n"},
-      {"nul.jsonl", "{\"text\": \"\\u0000\"}\n"},
-      {"objects.json", "[{\"text\": \"a\"}, {\"text\": \"b\"}]"},
-      {"texts.json", "[\"a\", \"b\"]"},
-      {"spaced.json", "  [{\"text\": \"a\"}]\n\n"},
-      {"brace_text.json", "[\"{a\", \"b\"]"},
-      {"far_brace.json", "   [" + std::string(120, ' ') + "{\"text\": \"a\"}]"},
-      {"empty.jsonl", ""},
-      {"blank.jsonl", "\n\n  \n"},
-      {"bom_only.jsonl", "\xEF\xBB\xBF"},
-      {"empty_array.json", "[]"},
-      {"empty_object.jsonl", "{}\n"},
-      {"missing.jsonl", "{\"text\": \"a\"}\n{\"other\": \"b\"}\n"},
-      {"number.jsonl", "{\"text\": 1}\n"},
-      {"null.jsonl", "{\"text\": null}\n"},
-      {"list.jsonl", "{\"text\": [\"a\"]}\n"},
-      {"mixed.jsonl", "{\"text\": \"a\"}\n{\"text\": 2}\n"},
-      {"scalar.jsonl", "{\"text\": \"a\"}\n3\n"},
-      {"twice.jsonl", "{\"text\": \"a\", \"text\": \"b\"}\n"},
-      {"unclosed.jsonl", "{\"text\": \"a\"}\n{\"text\": \"b\""},
-      {"comment.jsonl", "{\"text\": \"a\"}\n// c\n"},
-      {"control.jsonl", "{\"text\": \"a\x01\"}\n"},
-      {"lone_surrogate.jsonl", "{\"text\": \"\\ud800\"}\n"},
-      {"mid_bom.jsonl", "{\"text\": \"a\"}\n\xEF\xBB\xBF{\"text\": \"b\"}\n"},
-      {"form_feed.jsonl", "{\"text\": \"a\"}\x0c{\"text\": \"b\"}\n"},
-      {"bad_utf8.jsonl", "{\"text\": \"\xFF\"}\n"},
-      {"trailing.json", "[{\"text\": \"a\"}]\n{\"text\": \"b\"}\n"},
-      {"mixed_array.json", "[{\"text\": \"a\"}, \"b\"]"},
-      {"mixed_texts.json", "[\"a\", {\"text\": \"b\"}]"},
-      {"numbers.json", "[1, 2]"},
-      {"field.json", "{\"data\": [{\"text\": \"a\"}]}"},
-  };
-  nlohmann::json request = {{"read", nlohmann::json::array()}, {"split", nlohmann::json::array()}};
-  struct Case {
-    std::string path;
-    bool keep_linebreaks;
-  };
-  std::vector<Case> cases;
-  for (const auto& [name, bytes] : files) {
-    write(dir.file(name), bytes);
-    for (bool keep : {true, false}) {
-      if (!keep && name.find(".txt") == std::string::npos) continue;
-      cases.push_back({dir.file(name), keep});
-      request["read"].push_back(
-          {{"path", dir.file(name)}, {"text_column", "text"}, {"keep_linebreaks", keep}});
-    }
-  }
-  std::vector<std::pair<int64_t, double>> splits;
-  for (int64_t count : {0,  1,  2,   3,   5,   7,   10,  19,  20,   21,    30,
-                        50, 99, 100, 101, 150, 199, 250, 999, 1001, 12345, 1000003}) {
-    for (int percent = 0; percent <= 100; ++percent) splits.emplace_back(count, percent);
-  }
-  for (double percent : {0.5, 2.5, 12.5, 33.3, 99.5}) splits.emplace_back(1000, percent);
-  for (const auto& [count, percent] : splits) request["split"].push_back({count, percent});
-  write(dir.file("request.json"), request.dump());
-  const auto result = testing::run(fmt::format(
-      "{} {}/scripts/reference/lm_files_reference.py {} > {} 2> {}", TRAINER_PYTHON, SOURCE_DIR,
-      dir.file("request.json"), dir.file("result.json"), dir.file("stderr")));
-  ASSERT_EQ(result.exit_code, 0) << testing::slurp(dir.file("stderr"));
-  const auto reference = nlohmann::json::parse(testing::slurp(dir.file("result.json")));
-  ASSERT_EQ(reference["read"].size(), cases.size());
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const Case& c = cases[i];
+  const std::string inputs = std::string(SOURCE_DIR) + "/tests/reference/inputs/lm_files";
+  const std::string dir = testing::reference_dir("lm_files");
+  ASSERT_FALSE(dir.empty());
+  const auto request = nlohmann::json::parse(testing::slurp(inputs + "/request.json"));
+  const auto reference = nlohmann::json::parse(testing::slurp(dir + "/result.json"));
+  ASSERT_GE(request["read"].size(), 50u);
+  EXPECT_EQ(testing::slurp(inputs + "/hostile.txt"), kHostileText);
+  ASSERT_EQ(reference["read"].size(), request["read"].size());
+  for (size_t i = 0; i < request["read"].size(); ++i) {
+    const auto& read = request["read"][i];
+    const std::string path = inputs + "/" + read["path"].get<std::string>();
+    const bool keep = read["keep_linebreaks"];
     const nlohmann::json& expected = reference["read"][i];
-    SCOPED_TRACE(c.path + (c.keep_linebreaks ? "" : " (keep_linebreaks false)"));
+    SCOPED_TRACE(path + (keep ? "" : " (keep_linebreaks false)"));
     Lines lines;
-    const std::string error =
-        testing::input_error_of([&] { lines = read_lm_file(c.path, "text", c.keep_linebreaks); });
+    const std::string error = testing::input_error_of(
+        [&] { lines = read_lm_file(path, read["text_column"].get<std::string>(), keep); });
     if (expected.contains("error")) {
       EXPECT_NE(error, "") << "datasets refuses it: " << expected["error"].get<std::string>();
     } else {
@@ -327,11 +254,14 @@ TEST(LmFiles, ReadsWhatDatasetsReads) {
       EXPECT_EQ(lines, expected["examples"].get<Lines>());
     }
   }
+  const auto& splits = request["split"];
+  ASSERT_GE(splits.size(), 2000u);
   ASSERT_EQ(reference["split"].size(), splits.size());
   for (size_t i = 0; i < splits.size(); ++i) {
-    EXPECT_EQ(validation_split_boundary(splits[i].first, splits[i].second),
-              reference["split"][i].get<int64_t>())
-        << splits[i].first << " examples, " << splits[i].second << "%";
+    const int64_t count = splits[i][0];
+    const double percent = splits[i][1];
+    EXPECT_EQ(validation_split_boundary(count, percent), reference["split"][i].get<int64_t>())
+        << count << " examples, " << percent << "%";
   }
 }
 

@@ -248,7 +248,7 @@ TEST(Gpt, PyTorchLoadsOurSafetensorsAndComputesTheSameLogits) {
   std::string python = TRAINER_PYTHON;
   if (python.empty()) GTEST_SKIP() << "no Python with torch and safetensors configured";
   TempDir dir;
-  std::string command = python + " " + SOURCE_DIR + "/scripts/reference/gpt.py";
+  std::string command = python + " " + SOURCE_DIR + "/tests/reference/scripts/gpt.py";
   std::vector<int64_t> counts;
   for (bool bias : {true, false}) {
     GptConfig c = tiny(3);

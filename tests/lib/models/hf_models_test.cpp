@@ -1,6 +1,6 @@
 // GPT-2 and the Llama family (Llama, Qwen2, Qwen3, Mistral, Gemma 3) from Hugging Face folders
-// that Transformers wrote (scripts/reference/hf_fixtures.py): our logits equal Transformers' on
-// the same ids, with and without an attention mask; bf16 and sharded folders load; bad folders
+// that Transformers wrote (tests/reference/scripts/hf_fixtures.py): our logits equal Transformers'
+// on the same ids, with and without an attention mask; bf16 and sharded folders load; bad folders
 // and configs are one line; the KV cache gives the uncached logits; the config alone gives the
 // folder's tensors and Transformers' defaults.
 #include <filesystem>
@@ -34,8 +34,7 @@ double max_diff(const torch::Tensor& a, const torch::Tensor& b, const torch::Ten
 
 #define NEED_FIXTURES()                           \
   const std::string fixtures = hf_fixtures_dir(); \
-  if (fixtures.empty())                           \
-  GTEST_SKIP() << "TRAINER_PYTHON lacks transformers (scripts/setup installs it)"
+  ASSERT_FALSE(fixtures.empty())
 
 class HfLogits : public ::testing::TestWithParam<std::string> {};
 

@@ -1,6 +1,6 @@
-// LoRA against PEFT itself (scripts/reference/peft_reference.py): adapter folders PEFT wrote load
-// here and give PEFT's logits (r 4 and 8, rslora, all-linear, modules_to_save, trained biases, on
-// GPT-2's Conv1D and Llama's Linear), the merged model equals PEFT's merge_and_unload, what we
+// LoRA against PEFT itself (tests/reference/scripts/peft_reference.py): adapter folders PEFT wrote
+// load here and give PEFT's logits (r 4 and 8, rslora, all-linear, modules_to_save, trained biases,
+// on GPT-2's Conv1D and Llama's Linear), the merged model equals PEFT's merge_and_unload, what we
 // save PEFT loads to our logits, the trainable counts are print_trainable_parameters', and bad
 // configs and foreign adapters are one line.
 #include <algorithm>
@@ -43,8 +43,7 @@ torch::Tensor logits_of(models::Model& model, const torch::Tensor& ids) {
 
 #define NEED_PEFT()                                      \
   const std::string peft = testing::peft_fixtures_dir(); \
-  if (peft.empty())                                      \
-  GTEST_SKIP() << "TRAINER_PYTHON lacks transformers or peft (scripts/setup installs them)"
+  ASSERT_FALSE(peft.empty())
 
 class LoraAgainstPeft : public ::testing::TestWithParam<std::string> {};
 
@@ -151,7 +150,7 @@ TEST(Lora, SavedAdapterLoadsInPeftToOurLogits) {
                             models::adapter_config_json(model->config()));
     const auto r =
         testing::run(std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
-                     "/scripts/reference/peft_reference.py logits " + dir + " " + peft +
+                     "/tests/reference/scripts/peft_reference.py logits " + dir + " " + peft +
                      "/reference.safetensors " + tmp.file(name + ".safetensors") + " 2>&1");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     auto theirs = tensors_of(tmp.file(name + ".safetensors"));

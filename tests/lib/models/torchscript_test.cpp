@@ -29,20 +29,9 @@ const Task kLogProbs{data::TaskKind::kClassification, /*log_probs=*/true};
   GTEST_SKIP() << "TRAINER_PYTHON (" << TRAINER_PYTHON \
                << ") cannot import torch: the TorchScript files are written by PyTorch"
 
-// The TorchScript file scripts/reference/script_basicnet.py writes for `model` ("basic_net" or
-// "mlp_bn", 4 features, 3 classes), written once for the whole suite (Python takes seconds).
-std::string script(const std::string& model) {
-  static TempDir dir;
-  static std::map<std::string, std::string> made;
-  if (!made.count(model)) {
-    std::string out = dir.file(model + ".pt");
-    auto result = run(std::string("cd ") + SOURCE_DIR + "/scripts/reference && " + TRAINER_PYTHON +
-                      " script_basicnet.py " + out + " --model " + model);
-    EXPECT_EQ(result.exit_code, 0) << result.err;
-    made[model] = out;
-  }
-  return made[model];
-}
+// The TorchScript file tests/reference/scripts/script_basicnet.py writes for `model` (4 features,
+// 3 classes).
+std::string script(const std::string& model) { return testing::torchscript_file(model); }
 
 TEST(TorchScript, ScriptedBasicNetHasPyTorchNamesOnTheModulesOwnTensors) {
   SKIP_WITHOUT_TORCH();

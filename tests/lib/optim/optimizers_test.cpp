@@ -1,7 +1,7 @@
 // The optimizers optim names against PyTorch's and Transformers' own: each case of
-// scripts/reference/optimizers.py built here as TrainingArguments' optim and optim_args choose it
-// (optim::make_optimizer over two groups, weight decay on one), stepped 20 times with the same
-// gradients, the parameters within 1e-6 of Python's after every step.
+// tests/reference/scripts/optimizers.py built here as TrainingArguments' optim and optim_args
+// choose it (optim::make_optimizer over two groups, weight decay on one), stepped 20 times with the
+// same gradients, the parameters within 1e-6 of Python's after every step.
 #include "lib/optim/optimizers.h"
 
 #include <algorithm>
@@ -34,16 +34,6 @@ const std::vector<std::string> kCases = {"adamw_torch_fused",
                                          "adafactor_bf16"};
 constexpr int kSteps = 20;
 constexpr double kTolerance = 1e-6;
-
-std::string reference_dir() {
-  static const std::string dir =
-      testing::python_has("transformers")
-          ? testing::cached_reference("optimizers", testing::paths::python() + " " +
-                                                        testing::paths::source_dir() +
-                                                        "/scripts/reference/optimizers.py {out}")
-          : std::string();
-  return dir;
-}
 
 // The script's gradient of parameter i before step k: float32, cast to the parameter's dtype.
 torch::Tensor gradient(const torch::Tensor& p, int k, int i) {
@@ -79,8 +69,8 @@ std::shared_ptr<torch::optim::Optimizer> make(const io::Metadata& meta,
 }
 
 TEST(Optimizers, EveryCaseStepsAsPyTorchAndTransformersWithinAMillionth) {
-  const std::string ref = reference_dir();
-  if (ref.empty()) GTEST_SKIP() << "TRAINER_PYTHON lacks transformers (scripts/setup installs it)";
+  const std::string ref = testing::reference_dir("optimizers");
+  ASSERT_FALSE(ref.empty());
   for (const std::string& name : kCases) {
     SCOPED_TRACE(name);
     io::MappedSafetensors file = io::map_safetensors(ref + "/" + name + ".safetensors");

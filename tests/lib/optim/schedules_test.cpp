@@ -1,5 +1,5 @@
 // Transformers' learning-rate schedules and torch's ReduceLROnPlateau: turning points by hand,
-// and every step of scripts/reference/schedules_reference.py's runs of Transformers' own
+// and every step of tests/reference/scripts/schedules_reference.py's runs of Transformers' own
 // schedulers (each lr_scheduler_type with several lr_scheduler_kwargs), and its refusals.
 #include "lib/optim/schedules.h"
 
@@ -85,12 +85,9 @@ TEST(LrSchedule, KwargsRefusedByName) {
 
 const json& reference() {
   static const json ref = [] {
-    if (!testing::python_has("transformers")) return json();
-    const std::string out = testing::cached_reference(
-        "schedules.json", testing::paths::python() + " " + testing::paths::source_dir() +
-                              "/scripts/reference/schedules_reference.py {out}");
-    if (out.empty()) return json();
-    std::ifstream in(out);
+    const std::string dir = testing::reference_dir("schedules");
+    if (dir.empty()) return json();
+    std::ifstream in(dir + "/schedules.json");
     return json::parse(in);
   }();
   return ref;
@@ -103,8 +100,7 @@ bool close(double ours, double theirs) {
 
 TEST(SchedulesReference, EveryStepEqualsTransformers) {
   const json& ref = reference();
-  if (ref.is_null())
-    GTEST_SKIP() << "TRAINER_PYTHON lacks transformers (scripts/setup installs it)";
+  ASSERT_FALSE(ref.is_null());
   ASSERT_GE(ref["schedules"].size(), 50u);
   std::set<std::string> types;
   for (const json& c : ref["schedules"]) {
@@ -127,8 +123,7 @@ TEST(SchedulesReference, EveryStepEqualsTransformers) {
 
 TEST(SchedulesReference, PlateauEqualsTorch) {
   const json& ref = reference();
-  if (ref.is_null())
-    GTEST_SKIP() << "TRAINER_PYTHON lacks transformers (scripts/setup installs it)";
+  ASSERT_FALSE(ref.is_null());
   ASSERT_GE(ref["plateaus"].size(), 5u);
   for (const json& c : ref["plateaus"]) {
     const size_t groups = c["groups"];
@@ -158,8 +153,7 @@ TEST(SchedulesReference, PlateauEqualsTorch) {
 
 TEST(SchedulesReference, RefusedWhereTransformersFails) {
   const json& ref = reference();
-  if (ref.is_null())
-    GTEST_SKIP() << "TRAINER_PYTHON lacks transformers (scripts/setup installs it)";
+  ASSERT_FALSE(ref.is_null());
   ASSERT_GE(ref["errors"].size(), 15u);
   for (const json& c : ref["errors"]) {
     ASSERT_TRUE(c["error"].is_string()) << c.dump();  // Transformers did fail on it

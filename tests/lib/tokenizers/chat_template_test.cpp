@@ -3,7 +3,7 @@
 // Jinja, content as a list of parts), with and without the generation prompt: our rendering
 // equals Transformers' apply_chat_template(tokenize=False) byte for byte, the {% generation %}
 // spans equal return_assistant_tokens_mask's, and a conversation Transformers refuses is refused
-// (scripts/reference/chat_templates.py renders the reference).
+// (tests/reference/scripts/chat_templates.py renders the reference).
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -13,26 +13,15 @@
 
 #include "lib/base/files.h"
 #include "lib/tokenizers/chat_template.h"
+#include "lib/tokenizers/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace trainer::tokenizers {
 namespace {
 
-std::string reference_dir() {
-  static const std::string dir = [] {
-    const std::string hf = testing::hf_fixtures_dir();
-    if (hf.empty() || !testing::python_has("trl")) return std::string();
-    return testing::cached_reference("chat_templates",
-                                     std::string(testing::paths::python()) + " " +
-                                         testing::paths::source_dir() +
-                                         "/scripts/reference/chat_templates.py {out} " + hf);
-  }();
-  return dir;
-}
-
 TEST(ChatTemplate, TrlTemplatesRenderAsTransformers) {
-  const std::string ref = reference_dir();
-  if (ref.empty()) GTEST_SKIP() << "TRAINER_PYTHON lacks trl (scripts/setup installs it)";
+  const std::string ref = testing::reference_dir("chat_templates");
+  ASSERT_FALSE(ref.empty());
   const auto conversations =
       nlohmann::ordered_json::parse(base::read_file(ref + "/conversations.json"));
   std::ifstream cases(ref + "/cases.jsonl");

@@ -1,7 +1,9 @@
-// The tokenizer.json reader against the `tokenizers` library itself
-// (scripts/reference/tokenize_reference.py): the same ids on every line of the fortunes corpus and
-// of a file of hostile Unicode, for the GPT-2 and Llama-3 layouts, by the scanners and by ICU's
-// regex; the decoder's round trip; and one line for each tokenizer.json it refuses.
+// The tokenizer.json reader against the `tokenizers` library itself: the same ids on every line of
+// the fortunes corpus and of a file of hostile Unicode
+// (tests/reference/scripts/tokenize_corpus.py's committed hashes), for the GPT-2 and Llama-3
+// layouts, by the scanners and by ICU's regex, and on a few lines under other layouts
+// (tokenize_reference.py, run here on layouts made here); the decoder's round trip; and one line
+// for each tokenizer.json it refuses.
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -53,49 +55,8 @@ std::vector<std::string> fortune_files() {
 
 // Lines to break a tokenizer on: combining marks, emoji, CRLF, Unicode's other spaces and line
 // breaks, digits of other scripts, contractions in odd cases, special tokens in the text, and
-// bytes that are not UTF-8.
-std::string hostile_text() {
-  const std::vector<std::string> lines = {
-      "e\u0301 cafe\u0301 Z\u0351\u0300\u0317a\u0300l\u0327g\u035co\u0489 n\u0303o\u0308",
-      "\U0001F44D\U0001F3FD thumbs \U0001F468\u200D\U0001F469\u200D\U0001F467 family "
-      "\U0001F1EB\U0001F1F7 flag \U0001F600\U0001F600!",
-      "crlf line\r",
-      "\r",
-      "two\r\r\nbreaks \r\n\r\n  ",
-      "nel\u0085here \u0085 x\u0085\u0085y",
-      "nbsp\u00A0word \u00A0\u00A0 a\u00A0 b",
-      "line\u2028sep\u2029para \u2028 x",
-      "vt\x0B"
-      "ff\x0C"
-      " tab\there  \t x",
-      "zwsp\u200Bmongol\u180Eideo\u3000ogham\u1680thin\u2009narrow\u202Fmath\u205F.",
-      "arabic \u0663\u0664\u0665\u0666 devanagari \u0966\u0967\u0968\u0969 fullwidth "
-      "\uFF11\uFF12\uFF13\uFF14\uFF15 roman \u216B\u2167 super x\u00B2\u00B3 frac \u00BD",
-      "digits 12345678901234567890 1,234.56 3rd 2nd",
-      "it's IT'S It'S he'll HE'LL we'VE they'Re i'M you'D 'ſ x'ſt o'Kelvin \u212A",
-      "''s ’s don’t rock'n'roll '",
-      "<|endoftext|> <|begin_of_text|>hi<|end_of_text|> <|endof <|begin_of_text|<|endoftext|>x",
-      "\u4E2D\u6587\u5B57 \uD55C\uAD6D\uC5B4 \u0E20\u0E32\u0E29\u0E32\u0E44\u0E17\u0E22 "
-      "\u05E2\u05D1\u05E8\u05D9\u05EA \u0639\u0631\u0628\u064A",
-      "invalid \xFF byte \xC0\xAF overlong \xED\xA0\x80 surrogate \x80 lone \xF4\x90\x80\x80 big",
-      "cut \xE2\x82 here and \xF0\x9F\x98",
-      std::string("nul\0byte", 8),
-      std::string(300, ' ') + "x" + std::string(40, ' '),
-      "   leading spaces and trailing   ",
-      "\t\t  \t",
-      "",
-      "sym !!?? ... --> ==> $$$ @#%^&*()_+ {}[]|\\ ~`",
-      "mixed a1b2 \u00C9cole na\u00EFve \u00DF \u1E9E \u0130stanbul \u0131",
-      "\U00010400\U00010428 deseret \U0001D400\U0001D41A math bold \U0001D7CE\U0001D7CF",
-      "variation \u2764\uFE0F \u263A\uFE0E keycap 1\uFE0F\u20E3",
-      "a\u0300\u0301\u0302\u0303\u0304\u0305\u0306\u0307\u0308\u0309\u030A b",
-      " \n",
-  };
-  std::string text;
-  for (const auto& line : lines) text += line + "\n";
-  text += "no final newline \xE2\x82";
-  return text;
-}
+// bytes that are not UTF-8 (tokenize_corpus.py reads the same file).
+const std::string kHostile = std::string(SOURCE_DIR) + "/tests/reference/inputs/hostile.txt";
 
 struct Corpus {
   std::vector<std::string> files;
@@ -103,16 +64,12 @@ struct Corpus {
   size_t bytes = 0;
 };
 
-// The fortunes corpus and the hostile file (written once into a folder that lives as long as the
-// test binary).
+// The fortunes corpus and the hostile file.
 const Corpus& corpus() {
   static const Corpus c = [] {
-    static TempDir dir;
     Corpus c;
     c.files = fortune_files();
-    const std::string hostile = dir.file("hostile.txt");
-    std::ofstream(hostile, std::ios::binary) << hostile_text();
-    c.files.push_back(hostile);
+    c.files.push_back(kHostile);
     for (const auto& file : c.files) {
       for (auto& line : file_lines(file)) {
         c.bytes += line.size();
@@ -132,80 +89,63 @@ std::vector<int32_t> parse_ids(const std::string& line) {
   return ids;
 }
 
-// The ids `tokenizers` gives for every line of corpus(), by tokenize_reference.py (asked once
-// per tokenizer and flag).
-const std::vector<std::vector<int32_t>>& reference_ids(const std::string& folder, bool special) {
-  static std::map<std::pair<std::string, bool>, std::vector<std::vector<int32_t>>> done;
-  auto key = std::pair{folder, special};
-  if (auto it = done.find(key); it != done.end()) return it->second;
-  TempDir dir;
-  std::string command = std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
-                        "/scripts/reference/tokenize_reference.py " + folder + " " +
-                        dir.file("ids") + (special ? "" : " --no-special");
-  for (const auto& file : corpus().files) command += " '" + file + "'";
-  const auto result = trainer::testing::run(command);
-  EXPECT_EQ(result.exit_code, 0) << result.err;
-  std::vector<std::vector<int32_t>> ids;
-  for (const auto& line : trainer::testing::lines_of(trainer::testing::slurp(dir.file("ids")))) {
-    ids.push_back(parse_ids(line));
-  }
-  return done[key] = std::move(ids);
-}
-
 std::string fixture(const std::string& name) {
   const std::string dir = trainer::testing::hf_fixtures_dir();
   return dir.empty() ? "" : dir + "/" + name;
 }
 
-#define SKIP_WITHOUT_FIXTURES(folder)                                                        \
-  if ((folder).empty()) {                                                                    \
-    GTEST_SKIP() << "TRAINER_PYTHON lacks transformers/tokenizers: no reference to compare"; \
-  }
+#define NEED_FIXTURES(folder) ASSERT_FALSE((folder).empty())
 
-// Encodes every line of corpus() and compares with `tokenizers`, reporting the first lines that
-// differ (at most 5) and the speed.
-void expect_same_ids(const std::string& name, bool special, bool fast_split) {
+// Encodes every line of corpus() and compares with `tokenizers` (the committed hashes of
+// tokenize_corpus.py's case `reference`, a block of lines each), reporting the first blocks that
+// differ (at most 3, each line with our ids) and the speed.
+void expect_same_ids(const std::string& name, const std::string& reference, bool special,
+                     bool fast_split) {
   const std::string folder = fixture(name);
-  SKIP_WITHOUT_FIXTURES(folder);
+  NEED_FIXTURES(folder);
   const Corpus& c = corpus();
-  const auto& expected = reference_ids(folder, special);
-  ASSERT_EQ(expected.size(), c.lines.size());
   const Tokenizer tokenizer = Tokenizer::load(folder, Tokenizer::Options{fast_split});
-  int differences = 0;
+  std::vector<std::string> ids(c.lines.size());
   const auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < c.lines.size(); ++i) {
-    const std::vector<int32_t> ids = tokenizer.encode(c.lines[i], special);
-    if (ids != expected[i] && ++differences <= 5) {
-      ADD_FAILURE() << name << " line " << i << " " << trainer::base::shown_text(c.lines[i], 200)
-                    << "\n  ours:       " << fmt::format("{}", fmt::join(ids, " "))
-                    << "\n  tokenizers: " << fmt::format("{}", fmt::join(expected[i], " "));
-    }
+    ids[i] = fmt::format("{}", fmt::join(tokenizer.encode(c.lines[i], special), " "));
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(differences, 0) << "lines that differ, of " << c.lines.size();
+  const auto differing = trainer::testing::differing_id_blocks(reference, ids);
+  for (size_t b = 0; b < std::min<size_t>(differing.size(), 3); ++b) {
+    std::string lines;
+    for (size_t i = differing[b].first; i < differing[b].second; ++i) {
+      lines += fmt::format("\n  line {} {}\n    ours: {}", i,
+                           trainer::base::shown_text(c.lines[i], 200), ids[i]);
+    }
+    ADD_FAILURE() << name << ": the ids of lines " << differing[b].first << "-"
+                  << differing[b].second - 1
+                  << " differ from tokenizers' (tokenize_reference.py gives theirs):" << lines;
+  }
+  EXPECT_EQ(differing.size(), 0u) << "blocks that differ, of lines " << c.lines.size();
   std::printf("%s (%s, %s): %zu lines, %zu bytes, the same ids; %.2f MB/s\n", name.c_str(),
               fast_split ? "scanner" : "ICU regex", special ? "special tokens" : "no special",
               c.lines.size(), c.bytes, c.bytes / seconds / 1e6);
 }
 
 TEST(Tokenizer, Gpt2MatchesTokenizersOnFortunesAndHostileText) {
-  expect_same_ids("tokenizer_gpt2", true, true);
+  expect_same_ids("tokenizer_gpt2", "gpt2", true, true);
 }
 
 TEST(Tokenizer, Llama3MatchesTokenizersOnFortunesAndHostileText) {
-  expect_same_ids("tokenizer_llama3", true, true);
-  expect_same_ids("tokenizer_llama3", false, true);
+  expect_same_ids("tokenizer_llama3", "llama3", true, true);
+  expect_same_ids("tokenizer_llama3", "llama3_plain", false, true);
 }
 
 TEST(Tokenizer, IcuRegexMatchesTokenizersToo) {
-  expect_same_ids("tokenizer_gpt2", true, false);
-  expect_same_ids("tokenizer_llama3", true, false);
+  expect_same_ids("tokenizer_gpt2", "gpt2", true, false);
+  expect_same_ids("tokenizer_llama3", "llama3", true, false);
 }
 
 TEST(Tokenizer, DecodeRoundTrips) {
   const std::string folder = fixture("tokenizer_llama3");
-  SKIP_WITHOUT_FIXTURES(folder);
+  NEED_FIXTURES(folder);
   for (const std::string name : {"tokenizer_gpt2", "tokenizer_llama3"}) {
     const Tokenizer tokenizer = Tokenizer::load(fixture(name));
     int failures = 0;
@@ -231,7 +171,7 @@ TEST(Tokenizer, DecodeRoundTrips) {
 
 TEST(Tokenizer, VocabularyAndSpecialTokens) {
   const std::string folder = fixture("tokenizer_llama3");
-  SKIP_WITHOUT_FIXTURES(folder);
+  NEED_FIXTURES(folder);
   const Tokenizer llama = Tokenizer::load(folder);
   EXPECT_EQ(llama.vocab_size(), 512);
   EXPECT_EQ(llama.bos_token_id(), 0);
@@ -252,7 +192,7 @@ TEST(Tokenizer, VocabularyAndSpecialTokens) {
 
 TEST(Tokenizer, SaveWritesTheFilesAsRead) {
   const std::string folder = fixture("tokenizer_llama3");
-  SKIP_WITHOUT_FIXTURES(folder);
+  NEED_FIXTURES(folder);
   TempDir dir;
   Tokenizer::load(folder).save(dir.file("out/tok"));
   for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
@@ -275,7 +215,7 @@ std::string changed_tokenizer(const TempDir& dir,
 
 TEST(Tokenizer, RefusesWhatItDoesNotSupportInOneLine) {
   const std::string folder = fixture("tokenizer_gpt2");
-  SKIP_WITHOUT_FIXTURES(folder);
+  NEED_FIXTURES(folder);
   auto refused = [&](const std::function<void(nlohmann::json&)>& change,
                      const std::vector<std::string>& parts) {
     TempDir dir;
@@ -387,9 +327,10 @@ std::vector<std::vector<int32_t>> reference_of(const std::string& folder,
   std::string text;
   for (const auto& line : lines) text += line + "\n";
   std::ofstream(dir.file("lines.txt"), std::ios::binary) << text;
-  const auto result = trainer::testing::run(std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
-                                            "/scripts/reference/tokenize_reference.py " + folder +
-                                            " " + dir.file("ids") + " " + dir.file("lines.txt"));
+  const auto result =
+      trainer::testing::run(std::string(TRAINER_PYTHON) + " " + SOURCE_DIR +
+                            "/tests/reference/scripts/tokenize_reference.py " + folder + " " +
+                            dir.file("ids") + " " + dir.file("lines.txt"));
   EXPECT_EQ(result.exit_code, 0) << result.err;
   std::vector<std::vector<int32_t>> ids;
   for (const auto& line : trainer::testing::lines_of(trainer::testing::slurp(dir.file("ids")))) {
@@ -401,7 +342,7 @@ std::vector<std::vector<int32_t>> reference_of(const std::string& folder,
 // Other layouts of the same vocabulary, each against `tokenizers` on a few hostile lines.
 TEST(Tokenizer, OtherLayoutsMatchTokenizers) {
   const std::string folder = fixture("tokenizer_gpt2");
-  SKIP_WITHOUT_FIXTURES(folder);
+  NEED_FIXTURES(folder);
   const std::vector<std::string> lines = {"the cat  sat",
                                           "x",
                                           "  two  spaces <|endoftext|>after<|endoftext|> b",

@@ -44,16 +44,15 @@ CASES = {
     "sigmoid_conv": ("qwen3", "pref_conv", None, {}),
     "sigmoid_plain": ("llama", "pref_plain", None, {}),
     "implicit": ("qwen3", "pref_implicit", None, {}),
-    "ipo": ("qwen3", "pref_conv", None, {"loss_type": ["ipo"]}),
-    "hinge": ("qwen3", "pref_conv", None, {"loss_type": ["hinge"]}),
-    "robust": ("qwen3", "pref_conv", None, {"loss_type": ["robust"], "label_smoothing": 0.1}),
     "mixed": ("qwen3", "pref_conv", None, {"loss_type": ["sigmoid", "ipo"], "loss_weights": [1.0, 0.5]}),
     # LoRA's B starts at zero: a larger step makes its rewards move as visibly.
     "lora": ("qwen3", "pref_conv", None, {"use_peft": True, "learning_rate": 5e-3}),
     "precompute": ("qwen3", "pref_conv", None, {"precompute_ref_log_probs": True}),
-    "accum": ("qwen3", "pref_conv", None, {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 2}),
-    # Most pref_conv rows run over 48 tokens (prompt + completion): their starts are cut off.
-    "keep_end": ("qwen3", "pref_conv", None, {"max_length": 48, "truncation_mode": "keep_end"}),
+    # Accumulation over micro-batches of one, with keep_end truncation: most pref_conv rows run
+    # over 48 tokens (prompt + completion), and their starts are cut off.
+    "accum_keep_end": ("qwen3", "pref_conv", None, {"per_device_train_batch_size": 1,
+                                                    "gradient_accumulation_steps": 2, "max_length": 48,
+                                                    "truncation_mode": "keep_end"}),
     "eval": ("qwen3", "pref_conv", "pref_eval", {"eval_strategy": "steps", "eval_steps": 3}),
     # Every other loss at once (their sum), and the f-divergences, LD-DPO and WPO's weights.
     "all_losses": ("qwen3", "pref_conv", None, {
@@ -220,12 +219,16 @@ def main():
                 f.write(text)
         print(text)
     if world > 1:
-        # Every rank leaves the process group before exiting: gloo's teardown at interpreter exit
-        # otherwise aborts now and then ("terminate called without an active exception").
+        # Every rank leaves the process group, then the process without the interpreter's
+        # teardown: gloo's threads abort it now and then ("terminate called without an active
+        # exception", exit -6) even after destroy_process_group, once the result is written.
         dist.barrier()
         if rank == 0:
             shutil.rmtree(shared, ignore_errors=True)
         dist.destroy_process_group()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def checksums(model, peft):

@@ -5,7 +5,8 @@ the results as JSON for tests/lib/data/lm_files_test.cpp to compare with lib/dat
 
 usage: lm_files_reference.py REQUEST.json
 REQUEST: {"read": [{"path": P, "text_column": "text", "keep_linebreaks": true}, ...],
-          "split": [[COUNT, PERCENT], ...]}
+          "split": [[COUNT, PERCENT], ...]}, P relative to REQUEST's folder
+(tests/reference/inputs/lm_files/ holds the files and the request the test reads)
 Prints {"read": [{"examples": [TEXT, ...]} or {"error": "..."}, ...], "split": [BOUNDARY, ...]}:
 an error where datasets raises, or where run_clm could not tokenize the column (missing, or a
 value that is not a string). Offline, with a temporary cache that is removed at the end.
@@ -22,8 +23,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import datasets  # noqa: E402
 
 
-def read(request, cache_dir):
-    path = request["path"]
+def read(request, cache_dir, folder):
+    path = os.path.join(folder, request["path"])  # relative paths from the request's folder
     column = request.get("text_column", "text")
     # run_clm: extension = train_file.split(".")[-1]; "txt" -> the "text" builder, which alone
     # takes keep_linebreaks.
@@ -69,7 +70,8 @@ def main():
     datasets.logging.set_verbosity(datasets.logging.CRITICAL)
     cache_dir = tempfile.mkdtemp(prefix="lm_files_reference.")
     try:
-        result = {"read": [read(r, cache_dir) for r in request.get("read", [])],
+        folder = os.path.dirname(os.path.abspath(sys.argv[1]))
+        result = {"read": [read(r, cache_dir, folder) for r in request.get("read", [])],
                   "split": [split(c, p) for c, p in request.get("split", [])]}
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)

@@ -1,5 +1,5 @@
 """The PEFT side of the LoRA checks: adapters made, loaded and merged by PEFT itself on the tiny
-GPT-2 and Llama folders of scripts/reference/hf_fixtures.py, and PEFT's default targets on the
+GPT-2 and Llama folders of tests/reference/scripts/hf_fixtures.py, and PEFT's default targets on the
 Qwen2, Qwen3, Mistral and Gemma 3 ones.
 
 usage:

@@ -15,6 +15,7 @@ left out).
 import argparse
 import json
 import os
+import sys
 import tempfile
 
 import torch
@@ -108,10 +109,14 @@ def main():
     if int(os.environ.get("RANK", "0")) == 0:
         write(a, trainer, ds, batches, train, world)
     if world > 1:
-        # Every rank leaves the process group before exiting: gloo's teardown at interpreter exit
-        # otherwise aborts now and then ("terminate called without an active exception").
+        # Every rank leaves the process group, then the process without the interpreter's
+        # teardown: gloo's threads abort it now and then ("terminate called without an active
+        # exception", exit -6) even after destroy_process_group, once the result is written.
         dist.barrier()
         dist.destroy_process_group()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def write(a, trainer, ds, batches, train, world):
