@@ -15,6 +15,11 @@
 
 namespace trainer::cli {
 
+// The program without its process set-up (main.cpp's): argv parsed (parse_command_line) and its
+// command run. Returns the exit code; an error is reported as one line on stderr (report_error:
+// 2 for bad input) rather than thrown. The tests run it in-process (testing::run_trainer).
+int run_program(int argc, char** argv);
+
 // `trainer train`: loads and checks the data and the model, trains, and writes every result into
 // output_dir together (model, state, arguments, metrics), then loss.svg and, for a language
 // model, a sample.
