@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -43,11 +44,12 @@ void check_json_depth(std::string_view text, const std::string& what) {
 
 namespace {
 
-// nlohmann's DOM builder (json_sax_dom_parser) with one change: a member joins an object in
-// constant time. ordered_json's object is a vector whose operator[] searches every key before it
+// nlohmann's DOM builder (json_sax_dom_parser) with two changes. A member joins an object in
+// constant time: ordered_json's object is a vector whose operator[] searches every key before it
 // appends one, so an object of n members took n^2/2 comparisons (a 128,256-token vocabulary: 8e9,
-// tens of seconds). Here an object past kIndexedFrom members keeps a hash index of its keys while
-// it is built. A key given twice keeps its first place and its last value, as operator[] does.
+// tens of seconds); here an object past kIndexedFrom members keeps a hash index of its keys while
+// it is built (a key given twice keeps its first place and its last value, as operator[] does).
+// And the containers a JsonStream names are kept empty, their members handed over as read.
 class JsonBuilder {
  public:
   using number_integer_t = json::number_integer_t;
@@ -55,6 +57,8 @@ class JsonBuilder {
   using number_float_t = json::number_float_t;
   using string_t = json::string_t;
   using binary_t = json::binary_t;
+
+  explicit JsonBuilder(const std::vector<JsonStream>& streams) : streams_(streams) {}
 
   bool null() { return add(nullptr); }
   bool boolean(bool value) { return add(value); }
@@ -70,6 +74,8 @@ class JsonBuilder {
 
   bool key(string_t& key) {
     Level& level = stack_.back();
+    level.key = key;
+    if (level.stream) return true;  // its members go to the stream, not into it
     // (ordered_map's operator[] takes a key: members are reached by iterator.)
     auto& members = level.value->get_ref<json::object_t&>();
     if (level.index.empty() && members.size() < kIndexedFrom) {
@@ -100,13 +106,30 @@ class JsonBuilder {
  private:
   static constexpr size_t kIndexedFrom = 16;
   struct Level {
-    json* value;
+    json* value;  // the container being built (a streamed one stays empty)
     std::unordered_map<std::string, size_t> index;  // key -> member, past kIndexedFrom members
+    std::string key;                                // an object's member being read
+    const JsonStream* stream = nullptr;             // where this container's members go
+    std::unique_ptr<json> owned;                    // a streamed container's member, built here
   };
 
   bool slot(json* member) {
     member_ = member;
     return true;
+  }
+
+  // The stream whose container is the one at path_, if any.
+  const JsonStream* stream_here() const {
+    for (const JsonStream& stream : streams_) {
+      if (stream.path == path_) return &stream;
+    }
+    return nullptr;
+  }
+
+  // Hands `value` to the stream of the container on top: its key ("" in an array).
+  void hand_over(json&& value) {
+    const Level& top = stack_.back();
+    top.stream->take(top.value->is_object() ? top.key : std::string(), std::move(value));
   }
 
   // Places `value` where the parser stands (the root, an array's end, the member a key named)
@@ -129,22 +152,44 @@ class JsonBuilder {
 
   template <typename Value>
   bool add(Value&& value) {
-    place(std::forward<Value>(value));
+    if (!stack_.empty() && stack_.back().stream) {
+      hand_over(json(std::forward<Value>(value)));
+    } else {
+      place(std::forward<Value>(value));
+    }
     return true;
   }
 
   bool open(json::value_t type) {
-    stack_.push_back(Level{place(type), {}});
+    Level level;
+    if (!stack_.empty()) {
+      const Level& parent = stack_.back();
+      path_.push_back(parent.value->is_object() ? parent.key : std::string("[]"));
+    }
+    if (!stack_.empty() && stack_.back().stream) {
+      level.owned = std::make_unique<json>(type);
+      level.value = level.owned.get();
+    } else {
+      level.value = place(type);
+      level.stream = stream_here();
+      if (level.stream && level.stream->start) level.stream->start();
+    }
+    stack_.push_back(std::move(level));
     return true;
   }
 
   bool close() {
+    std::unique_ptr<json> owned = std::move(stack_.back().owned);
     stack_.pop_back();
+    if (!stack_.empty()) path_.pop_back();
+    if (owned) hand_over(std::move(*owned));
     return true;
   }
 
+  const std::vector<JsonStream>& streams_;
   json root_;
   std::vector<Level> stack_;
+  std::vector<std::string> path_;  // the keys from the root to the container on top
   json* member_ = nullptr;
   std::string error_;
 };
@@ -152,8 +197,13 @@ class JsonBuilder {
 }  // namespace
 
 json parse_json(std::string_view text, const std::string& what) {
+  return parse_json(text, what, {});
+}
+
+json parse_json(std::string_view text, const std::string& what,
+                const std::vector<JsonStream>& streams) {
   check_json_depth(text, what);
-  JsonBuilder builder;
+  JsonBuilder builder(streams);
   bool parsed = false;
   try {
     parsed = json::sax_parse(text.begin(), text.end(), &builder);

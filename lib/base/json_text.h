@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -53,9 +55,25 @@ size_t json_too_deep_at(std::string_view text);
 void check_json_depth(std::string_view text, const std::string& what);
 
 // Every JSON file and value the program reads goes through here: check_json_depth, then
-// nlohmann's parser. Throws InputError "<what> is not valid JSON: <why>" ("parse error at line
-// 1, column 2: syntax error ..."; bytes that are not UTF-8 shown as \xNN).
+// nlohmann's parser, objects built in time linear in their size. Throws InputError "<what> is not
+// valid JSON: <why>" ("parse error at line 1, column 2: syntax error ..."; bytes that are not
+// UTF-8 shown as \xNN).
 nlohmann::ordered_json parse_json(std::string_view text, const std::string& what);
+
+// A container the reader hands over member by member rather than keep (a tokenizer.json's
+// vocabulary and merges: hundreds of thousands of values, read straight into their tables): the
+// object or array reached by `path` from the root (an array's element written "[]") is left empty
+// in the parsed value, `start` is called when it opens, and `take` with each member as it is
+// read, its key ("" in an array) and its whole value. What `take` throws leaves parse_json.
+struct JsonStream {
+  std::vector<std::string> path;
+  std::function<void()> start;
+  std::function<void(const std::string& key, nlohmann::ordered_json&& value)> take;
+};
+
+// parse_json, the containers of `streams` handed over as read.
+nlohmann::ordered_json parse_json(std::string_view text, const std::string& what,
+                                  const std::vector<JsonStream>& streams);
 
 // A value's whole JSON text, invalid UTF-8 replaced (U+FFFD) rather than thrown on.
 std::string json_text(const nlohmann::ordered_json& value);

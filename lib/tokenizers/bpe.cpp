@@ -2,6 +2,7 @@
 // over a linked list of symbols), as `tokenizers`' BPE merges them, and the cache of words.
 #include "lib/tokenizers/bpe.h"
 
+#include <algorithm>
 #include <functional>
 #include <queue>
 
@@ -9,6 +10,105 @@
 #include "lib/tokenizers/pre_tokenizers.h"
 
 namespace trainer::tokenizers {
+
+namespace {
+
+// The smallest power of two that holds n entries at most half full (16 at least).
+size_t slots_for(size_t n) {
+  size_t slots = 16;
+  while (slots < 2 * n) slots *= 2;
+  return slots;
+}
+
+}  // namespace
+
+void Vocab::reserve(size_t n) {
+  entries_.reserve(n);
+  hashes_.reserve(n);
+  if (slots_for(n) > slots_.size()) grow(slots_for(n));
+}
+
+void Vocab::clear() {
+  entries_.clear();
+  hashes_.clear();
+  std::fill(slots_.begin(), slots_.end(), 0);
+}
+
+size_t Vocab::slot_of(std::string_view token, uint64_t hash) const {
+  const size_t mask = slots_.size() - 1;
+  const uint64_t high = hash >> 32;
+  for (size_t slot = hash & mask;; slot = (slot + 1) & mask) {
+    const uint64_t held = slots_[slot];
+    if (held == 0) return slot;
+    if ((held >> 32) == high && entries_[(held & 0xFFFFFFFF) - 1].token == token) return slot;
+  }
+}
+
+void Vocab::grow(size_t slots) {
+  slots_.assign(slots, 0);
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    slots_[slot_of(entries_[i].token, hashes_[i])] = (hashes_[i] >> 32 << 32) | (i + 1);
+  }
+}
+
+void Vocab::insert_or_assign(std::string token, int32_t id) {
+  if (2 * (entries_.size() + 1) > slots_.size()) grow(std::max<size_t>(16, 2 * slots_.size()));
+  const uint64_t hash = std::hash<std::string_view>()(token);
+  const size_t slot = slot_of(token, hash);
+  if (slots_[slot] != 0) {
+    entries_[(slots_[slot] & 0xFFFFFFFF) - 1].id = id;
+    return;
+  }
+  entries_.push_back({std::move(token), id});
+  hashes_.push_back(hash);
+  slots_[slot] = (hash >> 32 << 32) | entries_.size();
+}
+
+const int32_t* Vocab::find(std::string_view token) const {
+  if (slots_.empty()) return nullptr;
+  const uint64_t held = slots_[slot_of(token, std::hash<std::string_view>()(token))];
+  return held == 0 ? nullptr : &entries_[(held & 0xFFFFFFFF) - 1].id;
+}
+
+// (Three quarters full at most: the 280,147 merges of a Llama 3 tokenizer fit 2^19 slots, 8 MB.)
+void MergeTable::reserve(size_t n) {
+  size_t slots = 16;
+  while (4 * n > 3 * slots) slots *= 2;
+  if (slots > slots_.size()) grow(slots);
+}
+
+size_t MergeTable::slot_of(uint64_t key) const {
+  const size_t mask = slots_.size() - 1;
+  // The key's bits mixed (splitmix64's finaliser): pair keys differ mostly in their high half.
+  uint64_t h = key;
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  for (size_t slot = h & mask;; slot = (slot + 1) & mask) {
+    if (slots_[slot].key == kEmpty || slots_[slot].key == key) return slot;
+  }
+}
+
+void MergeTable::grow(size_t slots) {
+  std::vector<Slot> held = std::move(slots_);
+  slots_.assign(slots, Slot{});
+  for (const Slot& s : held) {
+    if (s.key != kEmpty) slots_[slot_of(s.key)] = s;
+  }
+}
+
+void MergeTable::insert_or_assign(uint64_t key, Merge merge) {
+  if (4 * (size_ + 1) > 3 * slots_.size()) grow(std::max<size_t>(16, 2 * slots_.size()));
+  Slot& slot = slots_[slot_of(key)];
+  if (slot.key == kEmpty) ++size_;
+  slot = {key, merge};
+}
+
+const MergeTable::Merge* MergeTable::find(uint64_t key) const {
+  if (slots_.empty()) return nullptr;
+  const Slot& slot = slots_[slot_of(key)];
+  return slot.key == kEmpty ? nullptr : &slot.merge;
+}
 
 void Bpe::merge_word(std::string_view word, std::vector<int32_t>& out) const {
   struct Symbol {
@@ -32,8 +132,7 @@ void Bpe::merge_word(std::string_view word, std::vector<int32_t>& out) const {
       id = byte_ids[static_cast<uint8_t>(word[i])];
     } else {
       base::decode_utf8(word, i, length);
-      auto it = vocab.find(std::string(word.substr(i, length)));
-      if (it != vocab.end()) id = it->second;
+      if (const int32_t* found = vocab.find(word.substr(i, length))) id = *found;
     }
     i += length;
     if (id >= 0) {
@@ -56,8 +155,9 @@ void Bpe::merge_word(std::string_view word, std::vector<int32_t>& out) const {
   auto push = [&](int32_t pos) {
     const int32_t next = symbols[pos].next;
     if (next < 0) return;
-    auto it = merges.find(pair_key(symbols[pos].id, symbols[next].id));
-    if (it != merges.end()) queue.push({it->second.first, pos, it->second.second});
+    if (const MergeTable::Merge* merge = merges.find(pair_key(symbols[pos].id, symbols[next].id))) {
+      queue.push({merge->first, pos, merge->second});
+    }
   };
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) push(i);
   while (!queue.empty()) {
@@ -65,8 +165,8 @@ void Bpe::merge_word(std::string_view word, std::vector<int32_t>& out) const {
     queue.pop();
     Symbol& s = symbols[top.pos];
     if (s.gone || s.next < 0) continue;
-    auto it = merges.find(pair_key(s.id, symbols[s.next].id));
-    if (it == merges.end() || it->second.second != top.id || it->second.first != top.rank) {
+    const MergeTable::Merge* merge = merges.find(pair_key(s.id, symbols[s.next].id));
+    if (!merge || merge->second != top.id || merge->first != top.rank) {
       continue;  // this pair changed since
     }
     Symbol& right = symbols[s.next];
@@ -111,9 +211,9 @@ void Bpe::tokenize(std::string_view word, std::vector<int32_t>& out) const {
       token = std::string(word);
     }
   }
-  auto whole = ignore_merges ? vocab.find(token) : vocab.end();
-  if (whole != vocab.end()) {
-    out.push_back(whole->second);
+  const int32_t* whole = ignore_merges ? vocab.find(token) : nullptr;
+  if (whole) {
+    out.push_back(*whole);
   } else {
     merge_word(word, out);
   }

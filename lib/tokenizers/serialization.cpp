@@ -3,6 +3,10 @@
 // component.
 #include <algorithm>
 #include <array>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,7 +21,7 @@ namespace trainer::tokenizers {
 
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 using Impl = Tokenizer::Impl;
 
 // A component's "type" as messages name it (cut short), or the component's JSON, cut short.
@@ -29,9 +33,66 @@ std::string json_type_name(const json& j) {
 }
 
 // Loads tokenizer.json's components into `t`, refusing what is not supported in one line.
+// model.vocab and model.merges as parse_json hands them over (JsonStream): the vocabulary's
+// table, the merges' pairs, and the first entry of each that cannot be read (the message the
+// Loader gives where it checks the container).
+struct StreamedModel {
+  Vocab vocab;
+  std::string vocab_problem;
+  std::vector<std::pair<std::string, std::string>> merges;
+  std::string merges_problem;
+
+  std::vector<base::JsonStream> streams() {
+    base::JsonStream vocab_stream{
+        {"model", "vocab"},
+        [this] {
+          vocab.clear(), vocab_problem.clear();
+          vocab.reserve(1 << 17);  // a Llama 3 vocabulary without rehashing
+        },
+        [this](const std::string& token, json&& id) { add_token(token, id); }};
+    base::JsonStream merges_stream{{"model", "merges"},
+                                   [this] { merges.clear(), merges_problem.clear(); },
+                                   [this](const std::string&, json&& merge) { add_merge(merge); }};
+    return {vocab_stream, merges_stream};
+  }
+
+  void add_token(const std::string& token, const json& id) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+      if (vocab_problem.empty()) {
+        vocab_problem = fmt::format("model's vocab gives {} the id {} (ids are integers >= 0)",
+                                    base::shown_text(token), base::shown(id));
+      }
+      return;
+    }
+    vocab.insert_or_assign(token, id.get<int32_t>());  // a token given twice: its last id
+  }
+
+  void add_merge(const json& merge) {
+    if (!merges_problem.empty()) return;
+    if (merge.is_string()) {
+      const std::string& text = merge.get_ref<const std::string&>();
+      const size_t space = text.find(' ');
+      if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
+        merges_problem =
+            fmt::format("merge {} of model's merges is not two tokens with a space between",
+                        base::shown_text(text));
+        return;
+      }
+      merges.emplace_back(text.substr(0, space), text.substr(space + 1));
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
+      merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
+    } else {
+      merges_problem = fmt::format("merge {} of model's merges is not \"a b\" or [\"a\", \"b\"]",
+                                   base::shown(merge));
+    }
+  }
+};
+
 class Loader {
  public:
-  Loader(Impl& t, const std::string& where) : t_(t), where_(where) {}
+  Loader(Impl& t, const std::string& where, StreamedModel& streamed)
+      : t_(t), where_(where), streamed_(streamed) {}
 
   [[noreturn]] void refuse(const std::string& what) const {
     throw InputError(fmt::format("{}: {}", where_, what));
@@ -110,59 +171,38 @@ class Loader {
     if (flag(m, "byte_fallback", false)) refuse("BPE byte_fallback is not supported");
     t_.model.ignore_merges = flag(m, "ignore_merges", false);
     t_.model.fuse_unk = flag(m, "fuse_unk", false);
+    // The vocabulary and the merges were read straight into streamed_ (StreamedModel): here
+    // they are checked where their containers are.
     const json& vocab = field(m, "vocab", "model");
     if (!vocab.is_object()) refuse("model's vocab is not a JSON object");
-    t_.model.vocab.reserve(vocab.size());
-    for (const auto& [token, id] : vocab.items()) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-        refuse(fmt::format("model's vocab gives {} the id {} (ids are integers >= 0)",
-                           base::shown_text(token), base::shown(id)));
-      }
-      t_.model.vocab.emplace(token, id.get<int32_t>());
-    }
+    if (!streamed_.vocab_problem.empty()) refuse(streamed_.vocab_problem);
+    t_.model.vocab = std::move(streamed_.vocab);
     const json& merges = field(m, "merges", "model");
     if (!merges.is_array()) refuse("model's merges is not a JSON array");
-    t_.model.merges.reserve(merges.size());
+    if (!streamed_.merges_problem.empty()) refuse(streamed_.merges_problem);
+    t_.model.merges.reserve(streamed_.merges.size());
     int32_t rank = 0;
-    for (const json& merge : merges) {
-      std::string a, b;
-      if (merge.is_string()) {
-        const std::string text = merge.get<std::string>();
-        const size_t space = text.find(' ');
-        if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
-          refuse(fmt::format("merge {} of model's merges is not two tokens with a space between",
-                             base::shown_text(text)));
-        }
-        a = text.substr(0, space), b = text.substr(space + 1);
-      } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
-                 merge[1].is_string()) {
-        a = merge[0].get<std::string>(), b = merge[1].get<std::string>();
-      } else {
-        refuse(fmt::format("merge {} of model's merges is not \"a b\" or [\"a\", \"b\"]",
-                           base::shown(merge)));
-      }
-      auto ia = t_.model.vocab.find(a), ib = t_.model.vocab.find(b),
-           iab = t_.model.vocab.find(a + b);
-      const std::string missing = ia == t_.model.vocab.end()    ? a
-                                  : ib == t_.model.vocab.end()  ? b
-                                  : iab == t_.model.vocab.end() ? a + b
-                                                                : "";
-      if (ia == t_.model.vocab.end() || ib == t_.model.vocab.end() || iab == t_.model.vocab.end()) {
+    std::string joined;
+    for (const auto& [a, b] : streamed_.merges) {
+      joined.assign(a).append(b);
+      const int32_t *ia = t_.model.vocab.find(a), *ib = t_.model.vocab.find(b),
+                    *iab = t_.model.vocab.find(joined);
+      if (!ia || !ib || !iab) {
+        const std::string& missing = !ia ? a : !ib ? b : joined;
         refuse(fmt::format("merge {} of model's merges: {} is not in the vocab",
                            base::shown_text(a + " " + b), base::shown_text(missing)));
       }
-      const uint64_t key = (uint64_t(uint32_t(ia->second)) << 32) | uint32_t(ib->second);
       // A pair given twice: the last one counts, as in tokenizers' map of merges.
-      t_.model.merges.insert_or_assign(key, std::pair{rank++, iab->second});
+      t_.model.merges.insert_or_assign(Bpe::pair_key(*ia, *ib), std::pair{rank++, *iab});
     }
     if (m.contains("unk_token") && !m["unk_token"].is_null()) {
       if (!m["unk_token"].is_string()) refuse("model's unk_token is not a string");
-      auto it = t_.model.vocab.find(m["unk_token"].get<std::string>());
-      if (it == t_.model.vocab.end()) {
+      const int32_t* unk = t_.model.vocab.find(m["unk_token"].get<std::string>());
+      if (!unk) {
         refuse(
             fmt::format("model's unk_token {} is not in the vocab", base::shown(m["unk_token"])));
       }
-      t_.model.unk_id = it->second;
+      t_.model.unk_id = *unk;
     }
   }
 
@@ -309,8 +349,8 @@ class Loader {
     for (int b = 0; b < 256; ++b) {
       std::string text;
       base::append_utf8(text, chars[b]);
-      auto it = t_.model.vocab.find(text);
-      t_.model.byte_ids[b] = it == t_.model.vocab.end() ? -1 : it->second;
+      const int32_t* id = t_.model.vocab.find(text);
+      t_.model.byte_ids[b] = id ? *id : -1;
     }
   }
 
@@ -322,6 +362,7 @@ class Loader {
 
   Impl& t_;
   std::string where_;
+  StreamedModel& streamed_;
   std::vector<AddedToken> added_;
   std::vector<std::pair<std::string, int32_t>> template_tokens_;  // the template's ids, by name
 
@@ -343,15 +384,18 @@ std::optional<int32_t> config_token(const json& config, const char* key, const I
     throw InputError(fmt::format("{}: {} is not a string or {{\"content\": ...}}", where, key));
   }
   if (auto it = t.added.ids().find(token); it != t.added.ids().end()) return it->second;
-  if (auto it = t.model.vocab.find(token); it != t.model.vocab.end()) return it->second;
+  if (const int32_t* id = t.model.vocab.find(token)) return *id;
   throw InputError(fmt::format("{}: {} {} is not a token of the tokenizer", where, key,
                                base::shown_text(token)));
 }
 
 }  // namespace
 
-void read_tokenizer_json(const json& root, const std::string& where, bool fast_split, Impl& t) {
-  Loader loader(t, where);
+void read_tokenizer_json(std::string_view bytes, const std::string& where, bool fast_split,
+                         Impl& t) {
+  StreamedModel streamed;
+  const json root = base::parse_json(bytes, where, streamed.streams());
+  Loader loader(t, where, streamed);
   loader.options_fast = fast_split;
   loader.load(root);
 }

@@ -3,8 +3,10 @@
 // vocabulary by id, and the special tokens tokenizer_config.json names. Internal to the room.
 #pragma once
 
+#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -22,7 +24,8 @@ struct Tokenizer::Impl {
   std::string path, config_path;
   std::string json_bytes, config_bytes;
   bool has_config = false;
-  std::string fingerprint;
+  mutable std::string fingerprint;  // the SHA-256 of json_bytes + config_bytes, made on first use
+  mutable std::once_flag fingerprint_once;
 
   AddedVocabulary added;
   PreTokenizer pre_tokenizer;
@@ -43,12 +46,13 @@ struct Tokenizer::Impl {
                    std::vector<std::pair<size_t, size_t>>& offsets) const;
 };
 
-// Fills `t`'s components from tokenizer.json's parsed `root`, refusing what is not supported in
-// one line that starts with `where` (serialization.cpp).
-void read_tokenizer_json(const nlohmann::json& root, const std::string& where, bool fast_split,
+// Fills `t`'s components from tokenizer.json's `bytes` (its vocabulary and merges read straight
+// into their tables), refusing what is not supported, and what is not JSON, in one line that
+// starts with `where` (serialization.cpp).
+void read_tokenizer_json(std::string_view bytes, const std::string& where, bool fast_split,
                          Tokenizer::Impl& t);
 // Reads the special tokens of tokenizer_config.json's parsed `config` into `t`.
-void read_tokenizer_config(const nlohmann::json& config, const std::string& where,
+void read_tokenizer_config(const nlohmann::ordered_json& config, const std::string& where,
                            Tokenizer::Impl& t);
 
 }  // namespace trainer::tokenizers

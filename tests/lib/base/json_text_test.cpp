@@ -95,6 +95,37 @@ TEST(JsonText, ParsedValuesAreNlohmannsOwnWithKeysInOrderAndTheLastOfARepeatedKe
                      {"t.json is not valid JSON: parse error at line 1, column 10"});
 }
 
+// A streamed container is kept empty, of its type, and its members reach `take` in order with
+// their keys ("" in an array), containers whole; `start` says when it opens (again for a key
+// given twice); other containers are as parsed; what take throws leaves parse_json.
+TEST(JsonText, StreamedContainersHandTheirMembersOverAsRead) {
+  const std::string text =
+      R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": [1, {"c": 2}]}, "merges": ["a b", )"
+      R"(["a", "b"]], "vocab": {"z": 9}}, "vocab": {"not": "streamed"}, "list": [{"vocab": 1}]})";
+  std::vector<std::string> seen;
+  auto record = [&](const std::string& what) {
+    return [&seen, what](const std::string& key, nlohmann::ordered_json&& value) {
+      seen.push_back(what + " " + key + "=" + value.dump());
+    };
+  };
+  const std::vector<JsonStream> streams = {
+      {{"model", "vocab"}, [&] { seen.push_back("vocab opens"); }, record("vocab")},
+      {{"model", "merges"}, nullptr, record("merges")},
+      {{"list", "[]", "vocab"}, nullptr, record("never")}};
+  const auto parsed = parse_json(text, "t.json", streams);
+  EXPECT_EQ(parsed.dump(),
+            R"({"model":{"type":"BPE","vocab":{},"merges":[]},"vocab":{"not":"streamed"},)"
+            R"("list":[{"vocab":1}]})");
+  EXPECT_EQ(seen, (std::vector<std::string>{"vocab opens", "vocab a=0", R"(vocab b=[1,{"c":2}])",
+                                            R"(merges ="a b")", R"(merges =["a","b"])",
+                                            "vocab opens", "vocab z=9"}));
+  const std::vector<JsonStream> refusing = {
+      {{"model", "merges"}, nullptr, [](const std::string&, nlohmann::ordered_json&&) {
+         throw InputError("t.json: a merge refused");
+       }}};
+  expect_input_error([&] { parse_json(text, "t.json", refusing); }, {"t.json: a merge refused"});
+}
+
 TEST(JsonText, PathsThatCannotBeLookedAtSayWhy) {
   TempDir dir;
   std::filesystem::create_symlink("loop", dir.file("loop"));
