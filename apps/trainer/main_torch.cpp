@@ -1,9 +1,9 @@
-// The `trainer` program: `trainer train`, `evaluate` and `predict` on any registered data set, with
-// Transformers' arguments, outputs and printed metrics, on one process or on every process a
+// `trainer-torch`, the `trainer` program's commands that need LibTorch, which `trainer` (main.cpp)
+// hands its arguments to: `trainer train`, `evaluate` and `predict` on any registered data set,
+// with Transformers' arguments, outputs and printed metrics, on one process or on every process a
 // launcher started (only the main one prints and writes); `trainer launch` starts them; `trainer
-// plot` draws runs' curves; `trainer generate` samples from a trained gpt; `trainer tokenize` shows
-// a tokenizer.json's ids; `trainer env` prints the versions a bug report needs. Bad input exits 2
-// with one line. The process is set up here; run_program (program.cpp) runs the command.
+// generate` samples from a model; `trainer env` prints the versions a bug report needs. Bad input
+// exits 2 with one line. The process is set up here; run_program (program.cpp) runs the command.
 #include <csignal>
 #include <cstdlib>
 #include <cstring>

@@ -1,6 +1,6 @@
 // The `trainer` program's dispatch (run_program: the command line parsed, the command run, an
-// error turned into its one line and exit code), what main.cpp runs and the tests run in-process;
-// and `trainer plot`. Each other command is a file of its own.
+// error turned into its one line and exit code), what main_torch.cpp runs and the tests run
+// in-process. Each command is a file of its own.
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -12,17 +12,9 @@
 #include "lib/base/errors.h"
 #include "lib/distributed/launcher.h"
 #include "lib/distributed/rendezvous.h"
-#include "lib/report/plot.h"
 #include "lib/runtime/signals.h"
 
 namespace trainer::cli {
-
-int plot_command(const std::vector<std::string>& output_dirs, const std::string& output,
-                 double smoothing) {
-  auto [svg, html] = report::write_plot(output_dirs, output, smoothing);
-  fmt::print("Wrote {} and {}\n", svg, html);
-  return 0;
-}
 
 int run_program(int argc, char** argv) {
   try {

@@ -16,48 +16,40 @@
 namespace trainer {
 
 int report_error(const std::string& prefix) {
-  std::string message = "unknown error";
-  int status = 1;
+  std::string message;
+  int status = dist::kPeerFailureExitCode;
   try {
     throw;
-  } catch (const Interrupted& e) {
-    std::fprintf(stderr, "%s%s\n", prefix.c_str(), e.what());
-    std::fflush(stderr);
-    return 128 + e.signal();
-  } catch (const InputError& e) {
-    message = e.what();
-    status = 2;
   } catch (const dist::DistError& e) {
     message = e.what();
-    status = dist::kPeerFailureExitCode;
   } catch (const PeerFailure& e) {
     message = e.what();
-    status = dist::kPeerFailureExitCode;
   } catch (const dist::LaunchError& e) {
     message = e.what();
     status = e.status();
   } catch (const c10::DistError& e) {  // gloo's and NCCL's own, raised inside DDP's backward
     message = e.what_without_backtrace();
-    status = dist::kPeerFailureExitCode;
   } catch (const c10::Error& e) {
     message = e.what_without_backtrace();
+    status = 1;
   } catch (const std::exception& e) {
-    message = e.what();
     // gloo's own IoException ("[.../gloo/transport/tcp/pair.cc:538] Read error [host]:port:
     // Connection reset by peer"), raised through DDP's Reducer: a peer died or timed out.
-    const size_t end = message.find("] ");
-    if (message.rfind('[', 0) == 0 && end != std::string::npos && message.find("/gloo/") < end) {
-      // The process group may be gone by now (unwound): the place from the environment.
-      dist::DistEnv env;
-      try {
-        env = dist::read_dist_env();
-      } catch (const std::exception&) {
-      }
-      message = fmt::format("a collective failed on rank {} of {}: {}", env.rank, env.world_size,
-                            message.substr(end + 2));
-      status = dist::kPeerFailureExitCode;
+    const std::string what = e.what();
+    const size_t end = what.find("] ");
+    if (what.rfind('[', 0) != 0 || end == std::string::npos || what.find("/gloo/") >= end) {
+      return report_error_line(prefix);  // InputError, Interrupted, the rest
     }
+    // The process group may be gone by now (unwound): the place from the environment.
+    dist::DistEnv env;
+    try {
+      env = dist::read_dist_env();
+    } catch (const std::exception&) {
+    }
+    message = fmt::format("a collective failed on rank {} of {}: {}", env.rank, env.world_size,
+                          what.substr(end + 2));
   } catch (...) {
+    return report_error_line(prefix);
   }
   std::fprintf(stderr, "%serror: %s\n", prefix.c_str(), base::first_line(message).c_str());
   std::fflush(stderr);

@@ -32,4 +32,10 @@ class Interrupted : public std::runtime_error {
   int signal_;
 };
 
+// Inside a catch block: the exception being handled said as one line on stderr and its exit code,
+// as main reports an error: an Interrupted as "<prefix><what>" and 128 + its signal; an InputError
+// as "<prefix>error: <its first line>" and 2; any other exception likewise and 1. (The LibTorch
+// side's report_error, lib/accelerate/launch.h, names the distributed failures first.)
+int report_error_line(const std::string& prefix);
+
 }  // namespace trainer
