@@ -404,7 +404,9 @@ void read_zero(const json& config, DeepSpeedPlan& plan) {
   const json& mics = field(zero, "mics_shard_size");
   if (!mics.is_null() && !(mics.is_number() && mics.get<double>() <= 0))
     throw refused("zero_optimization.mics_shard_size", mics, "-1: MiCS is not built");
-  bool offload = read_offload(zero, "offload_param") | read_offload(zero, "offload_optimizer");
+  // Both read (and checked), whatever the first says.
+  const bool offload_param = read_offload(zero, "offload_param");
+  bool offload = read_offload(zero, "offload_optimizer") || offload_param;
   for (const char* key : {"cpu_offload", "cpu_offload_params"}) {
     const json& value = field(zero, key);
     if (value.is_null()) continue;
