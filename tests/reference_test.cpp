@@ -47,13 +47,16 @@ class ReferenceCheck : public ::testing::Test {
     write("tests/reference/scripts/other.py",
           "import helper 2>/dev/null || true\necho other > \"$1/other.txt\"\n");
     write("tests/reference/scripts/copy.py", "cp \"$2\" \"$1/copy.txt\"\n");
+    write("tests/reference/scripts/where.py",
+          "echo \"$2/result.txt $1/where.txt\" > \"$1/where.txt\"\n");
     fs::create_directories(root("data"));
     write("data/input.txt", "input\n");
     write("tests/reference/references",
           "# a comment\nsmall {python} {scripts}/make.py {out}\n"
           "reads {python} {scripts}/other.py {out} {ref:small}\n"
           "copies {python} {scripts}/copy.py {out} {file:data/input.txt}\n"
-          "cache:big {python} {scripts}/make.py {out}\n");
+          "cache:big {python} {scripts}/make.py {out}\n"
+          "where {python} {scripts}/where.py {out} {ref:small}\n");
     const auto made = reference("--refresh");
     ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
   }
@@ -144,7 +147,33 @@ TEST_F(ReferenceCheck, ResultsNoLineMakesAndNamesNoLineHasAreRefused) {
   EXPECT_EQ(path.exit_code, 2);
   EXPECT_EQ(path.err, "reference: no result named 'nosuch' in " +
                           root("tests/reference/references") +
-                          " (names: small reads copies big)\n");
+                          " (names: small reads copies big where)\n");
+}
+
+// The paths of the checkout that made a result are committed as @RESULTS@; a test reads a copy in
+// the cache with its own checkout's, wherever that is.
+TEST_F(ReferenceCheck, APathOfTheCheckoutIsWrittenBackAsTheReadersOwn) {
+  EXPECT_EQ(testing::slurp(root("tests/reference/results/where/where.txt")),
+            "@RESULTS@/small/result.txt @RESULTS@/where/where.txt\n");
+  const auto here = reference("path where");
+  ASSERT_EQ(here.exit_code, 0) << here.err;
+  EXPECT_EQ(here.out.rfind(root("cache/reference/where-"), 0), 0u) << here.out;
+  const std::string results = root("tests/reference/results");
+  EXPECT_EQ(testing::slurp(testing::lines_of(here.out)[0] + "/where.txt"),
+            results + "/small/result.txt " + results + "/where/where.txt\n");
+  // A checkout elsewhere: its own paths, in a copy of its own.
+  fs::create_directories(root("elsewhere"));
+  fs::copy(root("scripts"), root("elsewhere/scripts"), fs::copy_options::recursive);
+  fs::copy(root("tests"), root("elsewhere/tests"), fs::copy_options::recursive);
+  fs::copy(root("data"), root("elsewhere/data"), fs::copy_options::recursive);
+  const auto there = run("TRAINER_PYTHON=/bin/sh TRAINER_CACHE=" + root("cache") + " " +
+                         root("elsewhere/scripts/reference") + " path where");
+  ASSERT_EQ(there.exit_code, 0) << there.err;
+  EXPECT_NE(there.out, here.out);
+  const std::string moved = root("elsewhere/tests/reference/results");
+  EXPECT_EQ(testing::slurp(testing::lines_of(there.out)[0] + "/where.txt"),
+            moved + "/small/result.txt " + moved + "/where/where.txt\n");
+  EXPECT_EQ(problems(), "");
 }
 
 // A cache: line is made in the cache on first use, never committed: --refresh leaves it out,
