@@ -13,6 +13,28 @@
 
 namespace trainer::models {
 
+// One rotary embedding's parameters, as Transformers 5.24 standardizes rope_parameters (or the
+// Hub's rope_scaling beside rope_theta) for one layer type: the type (a key of its
+// ROPE_INIT_FUNCTIONS, or "default") and what that type reads.
+struct RopeParameters {
+  std::string type = "default";  // default, linear, dynamic, yarn, longrope, llama3, proportional
+  double theta = 10000.0;
+  double partial_rotary_factor = 1.0;
+  // linear, dynamic, yarn, llama3, proportional; yarn and longrope: 0 when null or absent (then
+  // max_position_embeddings / original_max_position_embeddings).
+  double factor = 0.0;
+  int64_t original_max_position_embeddings = 0;  // yarn, longrope, llama3
+  double attention_factor = 0.0;                 // yarn, longrope: 0 when not given
+  double beta_fast = 32.0, beta_slow = 1.0;      // yarn
+  double mscale = 0.0, mscale_all_dim = 0.0;     // yarn: 0 when not given
+  bool truncate = true;                          // yarn
+  std::vector<double> short_factor, long_factor;  // longrope: head_dim / 2 each
+  double low_freq_factor = 0.0, high_freq_factor = 0.0;  // llama3
+};
+
+// The rope types built (Transformers' ROPE_INIT_FUNCTIONS and "default"), in messages' order.
+const std::vector<std::string>& rope_types();
+
 struct HfConfig {
   std::string model_type;  // gpt2, llama, qwen2, qwen3, mistral or gemma3_text
   int64_t vocab_size = 0;
@@ -32,8 +54,8 @@ struct HfConfig {
   bool scale_attn_by_inverse_layer_idx = false;
   double resid_pdrop = 0.0, embd_pdrop = 0.0, attn_pdrop = 0.0;
   // The Llama family (every model_type but gpt2).
-  double rope_theta = 10000.0;        // full-attention layers' rotary base
-  double rope_local_theta = 10000.0;  // sliding layers' (gemma3_text: its own; others: rope_theta)
+  RopeParameters rope;        // full-attention layers' rotary embedding
+  RopeParameters local_rope;  // sliding layers' (gemma3_text: its own; others: rope)
   bool attention_bias = false;        // q_proj, k_proj and v_proj have biases
   bool o_proj_bias = false;           // o_proj has one (qwen2: never, unlike q, k and v)
   bool mlp_bias = false;
@@ -66,10 +88,14 @@ struct HfConfig {
   nlohmann::ordered_json json;
 };
 
-// Parses a config.json object. `source` names it in messages. Throws InputError, one line naming
+// Parses a config.json object. Its rotary embedding is read in both spellings (the Hub's
+// rope_scaling beside rope_theta and partial_rotary_factor, and Transformers 5's rope_parameters,
+// per layer type for gemma3_text) and kept in `json` as Transformers 5 writes it: rope_parameters
+// alone, standardized. `source` names it in messages. Throws InputError, one line naming
 // the field and what is supported, for: a model_type not listed above, a missing or
-// non-positive size, a hidden size that the heads do not divide, rope_type other than "default",
-// rope_scaling, cross-attention, an activation other than gelu_new / gelu / relu / silu, a dtype
+// non-positive size, a hidden size that the heads do not divide, a rope_type not in rope_types()
+// or without the keys its type needs (factors of the wrong length, a non-positive factor),
+// cross-attention, an activation other than gelu_new / gelu / relu / silu, a dtype
 // other than float32 / bfloat16 / float16, num_attention_heads not a multiple of
 // num_key_value_heads, a bos or eos token id outside the vocabulary (a pad_token_id too, but for
 // gpt2, whose embedding has no padding row), layer_types other than

@@ -196,6 +196,7 @@ void apply_overrides(json& j, const json& overrides, const std::string& model_ty
   const std::vector<std::string> optional = {"head_dim",
                                              "rope_theta",
                                              "rope_scaling",
+                                             "partial_rotary_factor",
                                              "pad_token_id",
                                              "dtype",
                                              "torch_dtype",

@@ -1,7 +1,7 @@
 // The Llama family as Transformers 5.x computes it (modeling_llama.py, modeling_qwen2.py,
 // modeling_qwen3.py, modeling_mistral.py, modeling_gemma3.py), one decoder that the config
 // shapes: RMSNorm in float32 (Gemma's scaling by 1 + weight), SwiGLU or GeGLU, grouped-query
-// attention with rotary embeddings (rotate_half; a base per layer type), q/k norms, sliding
+// attention with rotary embeddings (hf_rotary.cpp; one per layer type), q/k norms, sliding
 // windows, Gemma's scaled embedding, extra norms and logit softcapping; with a KV cache.
 #include <cmath>
 
@@ -157,26 +157,24 @@ class Decoder : public HfCausalLM {
   explicit Decoder(const HfConfig& config) : HfCausalLM(config) {
     model = register_module("model", std::make_shared<DecoderBody>(config_));
     register_lm_head();
-    // inv_freq as the rotary embedding computes it (float32), one per base (Gemma 3's sliding
-    // layers have their own), not a parameter or buffer of the state dict (Transformers does not
-    // save it).
-    auto inv_freq = [&](double theta) {
-      return 1.0 /
-             torch::pow(theta,
-                        torch::arange(0, config_.head_dim, 2, torch::kLong).to(torch::kFloat) /
-                            static_cast<double>(config_.head_dim));
-    };
-    inv_freq_ = inv_freq(config_.rope_theta);
-    local_inv_freq_ = config_.rope_local_theta == config_.rope_theta
-                          ? inv_freq_
-                          : inv_freq(config_.rope_local_theta);
+    // Not a parameter or buffer of the state dict (Transformers does not save inv_freq); Gemma 3's
+    // sliding layers have their own.
+    rotary_ = std::make_shared<RotaryEmbedding>(config_.rope, config_.head_dim,
+                                                config_.max_position_embeddings);
+    if (is_gemma(config_)) {
+      local_rotary_ = std::make_shared<RotaryEmbedding>(config_.local_rope, config_.head_dim,
+                                                        config_.max_position_embeddings);
+    }
     init_weights();
   }
 
   Tensor hidden_states(const Tensor& input_ids, const Tensor& attention_mask, KVCache* cache,
                        const Tensor& position_ids) override {
     const int64_t past = cache ? cache->length : 0;
-    check_ids(input_ids, past, config_.max_position_embeddings, prefix_.c_str(), position_ids);
+    // Dynamic scaling is what makes positions past max_position_embeddings work.
+    check_ids(input_ids, past,
+              rotary_->extends_positions() ? INT64_MAX : config_.max_position_embeddings,
+              prefix_.c_str(), position_ids);
     const int64_t T = input_ids.size(1);
     const Tensor& embedding = model->embed_tokens->weight;
     // nn.Embedding(padding_idx=pad_token_id): that row gets no gradient.
@@ -195,15 +193,8 @@ class Decoder : public HfCausalLM {
             ? position_ids.to(torch::TensorOptions(torch::kFloat).device(x.device()))
             : torch::arange(past, past + T, torch::TensorOptions(torch::kFloat).device(x.device()))
                   .unsqueeze(0);
-    auto rotary = [&](const Tensor& inv_freq) {
-      Tensor freqs = positions.unsqueeze(2) * inv_freq.to(x.device()).view({1, 1, -1});
-      Tensor emb = torch::cat({freqs, freqs}, -1);
-      const int64_t rows = emb.size(0);
-      return std::make_pair(emb.cos().to(x.scalar_type()).view({rows, 1, T, -1}),
-                            emb.sin().to(x.scalar_type()).view({rows, 1, T, -1}));
-    };
-    const auto full = rotary(inv_freq_);
-    const auto local = local_inv_freq_.is_same(inv_freq_) ? full : rotary(local_inv_freq_);
+    const auto full = (*rotary_)(positions, x.scalar_type());
+    const auto local = local_rotary_ ? (*local_rotary_)(positions, x.scalar_type()) : full;
     const bool packed = position_ids.defined() && !attention_mask.defined() && !cache;
     auto mask_for = [&](int64_t window) {
       Tensor mask =
@@ -241,7 +232,7 @@ class Decoder : public HfCausalLM {
   std::shared_ptr<DecoderBody> model;
 
  private:
-  Tensor inv_freq_, local_inv_freq_;
+  std::shared_ptr<RotaryEmbedding> rotary_, local_rotary_;
   std::string prefix_ = hf_class_prefix(config_.model_type);
   int64_t padding_idx_ = hf_padding_idx(config_);
 };

@@ -142,6 +142,33 @@ inline void check_ids(const Tensor& input_ids, int64_t past, int64_t max_positio
               " positions");
 }
 
+// The Llama family's rotary embedding, as Transformers 5.24's <Model>RotaryEmbedding computes it:
+// inv_freq by rope type (ROPE_INIT_FUNCTIONS, float32 as there) and cos and sin times its
+// attention scaling; `dynamic` recomputes inv_freq when the positions grow past what it last saw
+// (and goes back to the original below max_position_embeddings), `longrope` switches from the
+// short factors to the long ones past original_max_position_embeddings, both as Transformers'
+// dynamic_rope_update does on each forward.
+class RotaryEmbedding {
+ public:
+  RotaryEmbedding(const RopeParameters& rope, int64_t head_dim, int64_t max_position_embeddings);
+  // cos and sin for `positions` ([rows, T], float32 on the activations' device), in `dtype`:
+  // [rows, 1, T, head_dim].
+  std::pair<Tensor, Tensor> operator()(const Tensor& positions, torch::Dtype dtype);
+  // Whether positions past max_position_embeddings are this embedding's to scale (dynamic).
+  bool extends_positions() const { return rope_.type == "dynamic"; }
+
+ private:
+  // inv_freq and the attention scaling of the rope type for `seq_len` (0: the config's own
+  // length, as Transformers' init without seq_len).
+  std::pair<Tensor, double> compute(int64_t seq_len) const;
+
+  RopeParameters rope_;
+  int64_t dim_, max_positions_;
+  Tensor inv_freq_, original_inv_freq_, long_inv_freq_;
+  double attention_scaling_ = 1.0;
+  int64_t max_seq_len_cached_;
+};
+
 // The Llama family's model of the config (llama, qwen2, qwen3, mistral, gemma3_text), freshly
 // initialised (hf_decoder.cpp).
 std::shared_ptr<HfCausalLM> make_hf_decoder(const HfConfig& config);

@@ -198,6 +198,88 @@ TEST(HfModels, KvCacheGivesTheUncachedLogits) {
   }
 }
 
+// Every rope type of Transformers (tests/reference/scripts/hf_rope.py), each on a fixture's weights
+// with its config.json edited as the Hub spells it or as Transformers 5 does: the logits of 40
+// tokens with and without a padding mask (dynamic: past max_position_embeddings), 30 greedy steps
+// with the KV cache (their ids and each step's logits: past original_max_position_embeddings,
+// where longrope switches factors and dynamic grows its base step by step), and the
+// rope_parameters written back as Transformers 5 writes them.
+TEST(HfModels, EveryRopeTypeGivesTransformersLogitsGenerationAndConfig) {
+  NEED_FIXTURES();
+  const std::string dir = testing::reference_dir("hf_rope");
+  ASSERT_FALSE(dir.empty());
+  const auto expected = nlohmann::json::parse(std::ifstream(dir + "/cases.json"));
+  std::map<std::string, torch::Tensor> ref;
+  for (auto& [name, t] : io::load_safetensors(dir + "/logits.safetensors")) ref[name] = t;
+  const torch::Tensor ids = ref.at("input_ids"), mask = ref.at("attention_mask");
+  const auto prompt =
+      torch::tensor(expected["prompt"].get<std::vector<int64_t>>(), torch::kLong).unsqueeze(0);
+  testing::TempDir tmp;
+  torch::NoGradGuard no_grad;
+  ASSERT_EQ(expected["cases"].size(), 10u);
+  for (const auto& [name, c] : expected["cases"].items()) {
+    const std::string folder = tmp.file(name);
+    std::filesystem::copy(fixtures + "/" + c["fixture"].get<std::string>(), folder);
+    auto j = nlohmann::ordered_json::parse(std::ifstream(folder + "/config.json"));
+    for (const auto& [key, value] : c["edits"].items()) {
+      if (value.is_null()) {
+        j.erase(key);
+      } else {
+        j[key] = value;
+      }
+    }
+    std::ofstream(folder + "/config.json") << j.dump(2);
+    auto model = models::load_hf_model(folder);
+    model->eval();
+    EXPECT_LE(max_diff(model->logits(ids).slice(2, 0, 64), ref.at(name + ".logits")), 1e-5)
+        << name;
+    EXPECT_LE(max_diff(model->logits(ids, mask).slice(2, 0, 64), ref.at(name + ".logits_masked"),
+                       mask),
+              1e-5)
+        << name;
+    // A fresh model for generation, as the reference's (dynamic follows what it has seen).
+    model = models::load_hf_model(folder);
+    model->eval();
+    models::KVCache cache;
+    torch::Tensor step = prompt;
+    std::vector<int64_t> generated;
+    std::vector<torch::Tensor> step_logits;
+    for (int t = 0; t < 30; ++t) {
+      torch::Tensor last = model->logits(step, {}, &cache).select(1, -1);
+      step_logits.push_back(last.slice(1, 0, 64));
+      generated.push_back(last.argmax(-1).item<int64_t>());
+      step = torch::tensor({generated.back()}, torch::kLong).unsqueeze(0);
+    }
+    EXPECT_EQ(generated, c["generated"].get<std::vector<int64_t>>()) << name;
+    EXPECT_LE(max_diff(torch::cat(step_logits), ref.at(name + ".generate_logits")), 1e-4) << name;
+    // What save_pretrained writes: rope_parameters alone, as Transformers 5 writes it.
+    const nlohmann::json written = model->config().json;
+    EXPECT_EQ(written["rope_parameters"], c["rope_parameters"]) << name;
+    for (const char* old : {"rope_scaling", "rope_theta", "rope_local_base_freq"}) {
+      EXPECT_FALSE(written.contains(old)) << name << " " << old;
+    }
+  }
+}
+
+// The rotary embedding matters: the same weights with the default one give other logits, so the
+// test above checks each type's frequencies.
+TEST(HfModels, RopeTypesChangeTheLogits) {
+  NEED_FIXTURES();
+  const std::string dir = testing::reference_dir("hf_rope");
+  std::map<std::string, torch::Tensor> ref;
+  for (auto& [name, t] : io::load_safetensors(dir + "/logits.safetensors")) ref[name] = t;
+  auto model = models::load_hf_model(fixtures + "/llama");
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor plain = model->logits(ref.at("input_ids")).slice(2, 0, 64);
+  for (const char* name : {"llama3", "linear", "dynamic", "yarn", "yarn_mscale",
+                           "yarn_attention_factor", "longrope", "proportional"}) {
+    // 1e-4: ten times the tolerance above (proportional, whose rotated half is the default's
+    // lowest frequencies, is 3.7e-4 away over 40 positions; the others more than 1e-3).
+    EXPECT_GT(max_diff(plain, ref.at(std::string(name) + ".logits")), 1e-4) << name;
+  }
+}
+
 // A copy of a fixture folder whose config.json has `edit` applied.
 std::string edited_copy(const std::string& from, const testing::TempDir& tmp,
                         const std::function<void(nlohmann::ordered_json&)>& edit) {
@@ -223,14 +305,30 @@ TEST(HfModels, UnsupportedConfigsAndFoldersAreOneLineNamingTheField) {
   bad(llama, [](auto& j) { j["model_type"] = "qwen2_moe"; },
       {"model_type", "qwen2_moe", "gpt2, llama, qwen2, qwen3, mistral, gemma3_text"});
   bad(qwen3, [](auto& j) { j["model_type"] = "qwen3_moe"; }, {"model_type", "qwen3_moe"});
-  bad(qwen2, [](auto& j) { j["rope_parameters"]["rope_type"] = "yarn"; }, {"rope_type", "yarn"});
+  // Rotary embeddings: a type not built, a key its type needs, factors of the wrong length.
+  bad(qwen2, [](auto& j) { j["rope_parameters"]["rope_type"] = "yarn"; },
+      {"config.json: rope_parameters: factor is missing (rope_type \"yarn\" needs factor, "
+       "original_max_position_embeddings)"});
   bad(qwen3,
       [](auto& j) {
-        j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+        j["rope_scaling"] = {{"type", "ntk_magic"}, {"factor", 2.0}};
       },
-      {"rope_scaling"});
-  bad(mistral, [](auto& j) { j["rope_parameters"]["factor"] = 2.0; },
-      {"rope_parameters", "factor"});
+      {"config.json: rope_scaling: rope_type \"ntk_magic\" is not supported (default, linear, "
+       "dynamic, yarn, longrope, llama3, proportional)"});
+  bad(mistral,
+      [](auto& j) {
+        j["rope_parameters"] = {{"rope_type", "longrope"},
+                                {"short_factor", {1.0, 2.0}},
+                                {"long_factor", std::vector<double>(8, 1.0)}};
+      },
+      {"rope_parameters: short_factor lists 2 factors where the rotary embedding has 8 "
+       "frequencies (head_dim / 2)"});
+  bad(llama,
+      [](auto& j) {
+        j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+        j["partial_rotary_factor"] = 0.5;
+      },
+      {"rope_scaling: partial_rotary_factor 0.5 is not supported by llama"});
   bad(qwen2,
       [](auto& j) {
         j["layer_types"] = {"full_attention", "sliding_attention"};
@@ -242,13 +340,13 @@ TEST(HfModels, UnsupportedConfigsAndFoldersAreOneLineNamingTheField) {
       {"layer_types", "chunked_attention"});
   bad(gemma3, [](auto& j) { j["use_bidirectional_attention"] = true; },
       {"use_bidirectional_attention"});
-  bad(gemma3, [](auto& j) { j["rope_parameters"]["full_attention"]["rope_type"] = "linear"; },
-      {"rope_parameters.full_attention", "linear"});
   bad(gemma3,
       [](auto& j) {
-        j["rope_parameters"] = {{"rope_type", "default"}};
+        j["rope_parameters"]["full_attention"] = {{"rope_type", "linear"}, {"factor", 0}};
       },
-      {"rope_parameters", "rope_type", "full_attention and sliding_attention"});
+      {"rope_parameters.full_attention: factor 0 is not > 0"});
+  bad(gemma3, [](auto& j) { j["rope_parameters"]["chunked_attention"] = nlohmann::json::object(); },
+      {"rope_parameters", "chunked_attention", "full_attention and sliding_attention"});
   bad(gemma3, [](auto& j) { j["sliding_window"] = nullptr; },
       {"layer_types", "sliding_window is null"});
   bad(gemma3, [](auto& j) { j["pad_token_id"] = 512; },
@@ -259,12 +357,14 @@ TEST(HfModels, UnsupportedConfigsAndFoldersAreOneLineNamingTheField) {
   bad(qwen3, [](auto& j) { j.erase("head_dim"); },
       {"tensor 'model.layers.0.self_attn.q_proj.weight' is [128, 64], where config.json's qwen3 "
        "of 2 layers has [512, 64]"});
-  bad(llama, [](auto& j) { j["rope_parameters"]["rope_type"] = "yarn"; }, {"rope_type", "yarn"});
   bad(llama,
       [](auto& j) {
-        j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+        j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"high_freq_factor", 4.0}};
       },
-      {"rope_scaling"});
+      {"rope_scaling: low_freq_factor is missing (rope_type \"llama3\" needs factor, "
+       "original_max_position_embeddings, low_freq_factor, high_freq_factor)"});
+  bad(llama, [](auto& j) { j["rope_scaling"] = "linear"; },
+      {"config.json: rope_scaling \"linear\" is not an object"});
   bad(gpt2, [](auto& j) { j["add_cross_attention"] = true; }, {"add_cross_attention"});
   bad(llama, [](auto& j) { j["hidden_act"] = "swish2"; }, {"hidden_act", "swish2"});
   bad(llama, [](auto& j) { j["num_key_value_heads"] = 3; }, {"num_key_value_heads", "3"});
