@@ -37,7 +37,7 @@ set(TRAINER_TEST_GROUPS
   "^Sharding\\.(ACheckpoint|KillNine|ADeepSpeedConfigTrains)" "e2e"                    300 EACH
   "^Multinode\\."                                           "e2e|multinode"          300 EACH
   "^TrainedRun\\."                                          "e2e"                    300 SUITE
-  "^(Models/HfFineTune(OneProcess)?|Keys/HfFineTuneKeys)\\." "e2e|reference"          600 EACH
+  "^(Models/HfFineTune(OneProcess)?|Keys/HfFineTuneKeys|Families/FamilyFineTune)\\." "e2e|reference"          600 EACH
   "^(Processes/SftAgainstTrl|SftRun)\\."                    "e2e|reference"          900 EACH
   "^(Processes/DpoAgainstTrl|DpoRun)\\."                    "e2e|reference"          900 EACH
   "^Adapters/LoraRun\\."                                    "e2e|reference"          600 EACH
@@ -59,9 +59,9 @@ set(TRAINER_TEST_GROUPS
   "^(Plot|StepCurve|Docs|FusedAdamW|Registry|Tasks)\\."     "e2e|sanitize"           300 SUITE
   "^(MemoryMetrics|AutoFindBatchSize|DataLoading)\\."      "e2e|sanitize"           300 SUITE
   "^(Jinja|Language/JinjaRenders)\\."                         "unit|sanitize"          300 SUITE
-  "^(Tokenizer|LmFiles|LengthGroupedAgainstTransformers|Gpt|HfModels|Lora|TorchScript|ChatTemplate|Sft[A-Za-z]*|Dpo[A-Za-z]*)\\."
+  "^(Tokenizer|LmFiles|LengthGroupedAgainstTransformers|Gpt|HfModels|HfFamilies|Lora|TorchScript|ChatTemplate|Sft[A-Za-z]*|Dpo[A-Za-z]*)\\."
                                                             "unit|reference|sanitize" 600 SUITE
-  "^(Cases/LoraAgainstPeft|Models/HfLogits|Optimizers)\\."  "unit|reference|sanitize" 600 SUITE
+  "^(Cases/LoraAgainstPeft|Models/HfLogits|Families/HfFamily|Optimizers)\\."  "unit|reference|sanitize" 600 SUITE
   "^SchedulesReference\\."                                   "unit|reference|sanitize" 300 SUITE
   "^(Cuda|DeviceLoader)\\."                                 "unit|sanitize"          300 SUITE
   "."                                                       "unit|sanitize"          300 SUITE

@@ -203,7 +203,9 @@
     "transformer block; offload (CPU offload: where the state already is on CPU).")                \
   X(nlohmann::ordered_json, fsdp_config, nlohmann::ordered_json::object(),                         \
     "FSDP's options: min_num_params, transformer_layer_cls_to_wrap (LlamaDecoderLayer, "           \
-    "Qwen2DecoderLayer, Qwen3DecoderLayer, MistralDecoderLayer, Gemma3DecoderLayer, GPT2Block, "   \
+    "Qwen2DecoderLayer, Qwen3DecoderLayer, MistralDecoderLayer, Gemma3DecoderLayer, "              \
+    "Phi3DecoderLayer, Gemma2DecoderLayer, Olmo2DecoderLayer, SmolLM3DecoderLayer, "               \
+    "GraniteDecoderLayer, GPT2Block, "                                                              \
     "Block), backward_prefetch backward_pre|no_prefetch, forward_prefetch, "                       \
     "limit_all_gathers, sync_module_states, use_orig_params, state_dict_type "                     \
     "FULL_STATE_DICT|SHARDED_STATE_DICT (the \"fsdp_\" prefix of Accelerate's keys is accepted).")  \
@@ -368,8 +370,9 @@
     "LoRA: dropout on the adapters' input while training.")                                        \
   X(std::vector<std::string>, target_modules, {},                                                  \
     "LoRA: the linear layers that get adapters, by name or last name (q_proj,v_proj), or "         \
-    "all-linear (default: PEFT's for the model type: llama, qwen2, qwen3, mistral, gemma3_text "  \
-    "q_proj,v_proj; gpt2 c_attn; TRL's ModelConfig name: lora_target_modules).")                   \
+    "all-linear (default: PEFT's for the model type: llama, qwen2, qwen3, mistral, gemma2, "      \
+    "gemma3_text q_proj,v_proj; gpt2 c_attn; none for phi3, olmo2, smollm3, granite; TRL's "      \
+    "ModelConfig name: lora_target_modules).")                                                     \
   X(std::string, bias, "none",                                                                     \
     "LoRA: which biases train: none, all, or lora_only (those of the adapted layers).")            \
   X(std::vector<std::string>, modules_to_save, {},                                                 \

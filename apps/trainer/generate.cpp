@@ -173,7 +173,7 @@ HfSession::HfSession(const models::PretrainedSource& source, const cli::Generate
 
 std::vector<int64_t> HfSession::generate(std::vector<int64_t> ids,
                                          const std::function<void(int64_t)>& on_token) {
-  const int64_t limit = model->config().max_position_embeddings;
+  const int64_t limit = model->max_positions();
   torch::NoGradGuard no_grad;
   models::KVCache cache;
   torch::Tensor input = torch::tensor(ids, torch::kLong).unsqueeze(0);
@@ -182,6 +182,10 @@ std::vector<int64_t> HfSession::generate(std::vector<int64_t> ids,
       base::warn("generation stopped after {} new tokens: the model reads at most {} positions",
                  step, limit);
       break;
+    }
+    if (options.use_cache && model->cache_goes_stale(cache.length, static_cast<int64_t>(ids.size()))) {
+      cache = models::KVCache();
+      input = torch::tensor(ids, torch::kLong).unsqueeze(0);
     }
     // Only the last position's logits are read: the output layer projects that one alone (a
     // prompt's [tokens, vocabulary] logits would be the sample's peak of memory).

@@ -362,6 +362,14 @@ std::shared_ptr<models::Model> with_lora(const TrainingArguments& args,
   if (config.target_modules.empty() && hf) {
     // PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.
     config.target_modules = models::peft_default_target_modules(hf->config().model_type);
+    if (config.target_modules.empty()) {
+      // PEFT's own refusal ("Please specify `target_modules`").
+      throw InputError(fmt::format(
+          "use_peft: PEFT has no default target_modules for model_type {}: give target_modules "
+          "(the names of linear layers, e.g. {}, or all-linear)",
+          hf->config().model_type,
+          hf->config().fused_projections ? "qkv_proj,o_proj" : "q_proj,v_proj"));
+    }
   }
   if (hf) config.base_model_name_or_path = *args.model_name_or_path();
   config.task_type = hf ? "CAUSAL_LM" : "";

@@ -246,9 +246,8 @@ void HfCausalLM::init_weights() {
     const bool is_norm =
         name.find("ln_") != std::string::npos || name.find("norm") != std::string::npos;
     if (is_norm) {
-      // Gemma3RMSNorm scales by 1 + weight: its weights start at 0.
-      base::ends_with(name, ".bias") || config_.model_type == "gemma3_text" ? p.zero_()
-                                                                            : p.fill_(1.0);
+      // Gemma's RMSNorm scales by 1 + weight: its weights start at 0.
+      base::ends_with(name, ".bias") || config_.norm_style == "gemma" ? p.zero_() : p.fill_(1.0);
     } else if (base::ends_with(name, ".bias")) {
       p.zero_();
     } else if (config_.model_type == "gpt2" && base::ends_with(name, "c_proj.weight")) {

@@ -69,6 +69,17 @@ class HfCausalLM : public Model {
   torch::Tensor lm_logits(const torch::Tensor& hidden) const;
 
   const HfConfig& config() const { return config_; }
+  // The longest sequence the model reads (generation stops there): max_position_embeddings, or
+  // no limit where a dynamic rotary embedding scales past it.
+  virtual int64_t max_positions() const { return config_.max_position_embeddings; }
+  // Whether a generation whose cache holds `past` tokens must instead compute the whole sequence
+  // of `length` tokens again: Phi3's prepare_inputs_for_generation drops the cache the first time
+  // the sequence passes original_max_position_embeddings (where its longrope switches to the
+  // long factors, which the cached keys were not rotated with).
+  bool cache_goes_stale(int64_t past, int64_t length) const {
+    const int64_t original = config_.original_max_position_embeddings;
+    return config_.model_type == "phi3" && past > 0 && length >= original + 1 && past <= original;
+  }
   // Every dropout probability 0 (TRL's disable_dropout_in_model); config.json as it was.
   void disable_dropout();
   // The floating-point type of the parameters.

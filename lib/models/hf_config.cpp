@@ -137,20 +137,31 @@ RopeParameters read_rope_parameters(const base::JsonFields& f, const std::string
                                     const std::string& where, const HfConfig& c, double theta,
                                     const json* partial) {
   if (!r.is_object()) f.fail(where, fmt::format("{} is not an object", base::shown(r)));
+  const bool phi3 = c.model_type == "phi3";
   if (!r.contains("rope_type")) r["rope_type"] = r.contains("type") ? r["type"] : json("default");
   if (!r.contains("rope_theta")) r["rope_theta"] = theta;
   if (partial && !r.contains("partial_rotary_factor")) r["partial_rotary_factor"] = *partial;
+  // Phi3Config: partial_rotary_factor always (1.0 when not given), and "su" and "yarn" are its
+  // longrope.
+  if (phi3 && !r.contains("partial_rotary_factor")) r["partial_rotary_factor"] = 1.0;
   base::JsonFields rf(r, source + ": " + where);
   RopeParameters p;
   p.type = rf.string("rope_type");
   rf.string("type", "");
-  const auto& types = rope_types();
-  if (std::find(types.begin(), types.end(), p.type) == types.end()) {
-    rf.fail("rope_type", fmt::format("\"{}\" is not supported ({})", p.type, fmt::join(types, ", ")));
-  }
-  const bool original = p.type == "yarn" || p.type == "longrope" || p.type == "llama3";
-  if (original && !r.contains("original_max_position_embeddings")) {
+  const bool original = p.type == "yarn" || p.type == "longrope" || p.type == "llama3" ||
+                        (phi3 && p.type == "su");
+  // Phi3Config's original_max_position_embeddings (a field of its own) wins over the dict's.
+  if (phi3 && original) {
+    r["original_max_position_embeddings"] = c.json.value("original_max_position_embeddings", 4096);
+  } else if (original && !r.contains("original_max_position_embeddings")) {
     r["original_max_position_embeddings"] = c.max_position_embeddings;
+  }
+  if (phi3 && (p.type == "su" || p.type == "yarn")) r["rope_type"] = p.type = "longrope";
+  const std::vector<std::string> phi3_types = {"default", "longrope"};
+  const auto& types = phi3 ? phi3_types : rope_types();
+  if (std::find(types.begin(), types.end(), p.type) == types.end()) {
+    rf.fail("rope_type", fmt::format("\"{}\" is not supported ({}{})", p.type,
+                                     fmt::join(types, ", "), phi3 ? " for phi3" : ""));
   }
   p.theta = rf.number("rope_theta");
   rf.fail_if(!(p.theta > 0), "rope_theta", fmt::format("{} is not > 0", p.theta));
@@ -159,7 +170,8 @@ RopeParameters read_rope_parameters(const base::JsonFields& f, const std::string
              "partial_rotary_factor", fmt::format("{} is not in (0, 1]", p.partial_rotary_factor));
   // Llama's default rotary embedding ignores it; the scaled ones would rotate part of a head that
   // these models' attention rotates whole (Transformers fails there on the shapes).
-  rf.fail_if(p.partial_rotary_factor != 1 && p.type != "default" && p.type != "proportional",
+  rf.fail_if(p.partial_rotary_factor != 1 && !phi3 && p.type != "default" &&
+                 p.type != "proportional",
              "partial_rotary_factor",
              fmt::format("{} is not supported by {} (its attention rotates the whole head)",
                          p.partial_rotary_factor, c.model_type));
@@ -204,7 +216,9 @@ RopeParameters read_rope_parameters(const base::JsonFields& f, const std::string
     p.truncate = rf.boolean("truncate", true);
   }
   if (p.type == "longrope") {
-    const auto frequencies = static_cast<size_t>(c.head_dim / 2);
+    const int64_t dim = static_cast<int64_t>(static_cast<double>(c.head_dim) *
+                                             (phi3 ? p.partial_rotary_factor : 1.0));
+    const auto frequencies = static_cast<size_t>(dim / 2);
     p.short_factor = read_factors(rf, r, "short_factor", frequencies);
     p.long_factor = read_factors(rf, r, "long_factor", frequencies);
     rf.required("short_factor");
@@ -271,29 +285,49 @@ void read_rope(base::JsonFields& f, const std::string& source, HfConfig& c, doub
   }
   for (const char* old : {"rope_scaling", "rope_theta", "partial_rotary_factor",
                           "rope_local_base_freq"}) {
-    c.json.erase(old);
+    // Phi3Config reads the top-level partial_rotary_factor without taking it away.
+    if (c.model_type != "phi3" || std::string(old) != "partial_rotary_factor") c.json.erase(old);
   }
   c.json["rope_parameters"] = rope;
+  // The dimensions of a head that rotate: phi3 rotates the first partial_rotary_factor of each
+  // (its rotary embedding has that many, for every rope type); the others the whole head.
+  c.rotary_dim = c.model_type == "phi3"
+                     ? static_cast<int64_t>(static_cast<double>(c.head_dim) *
+                                            c.rope.partial_rotary_factor)
+                     : c.head_dim;
+  f.fail_if(c.rotary_dim < 2, "partial_rotary_factor",
+            fmt::format("{} leaves fewer than 2 of head_dim {} to rotate",
+                        c.rope.partial_rotary_factor, c.head_dim));
 }
 
 // Transformers' defaults of the fields the Llama family shares, by model type (LlamaConfig,
-// Qwen2Config, Qwen3Config, MistralConfig, Gemma3TextConfig).
+// Qwen2Config, Qwen3Config, MistralConfig, Gemma3TextConfig, Phi3Config, Gemma2Config,
+// Olmo2Config, SmolLM3Config, GraniteConfig): kv_heads 0 is num_attention_heads, head_dim 0
+// hidden_size / num_attention_heads.
 struct FamilyDefaults {
   int64_t hidden, layers, heads, kv_heads, head_dim, intermediate, positions;
   const char* activation;
   bool tied;
-  double theta, local_theta;
+  double theta, local_theta, eps;
 };
 
 FamilyDefaults family_defaults(const std::string& type) {
-  if (type == "qwen2") return {4096, 32, 32, 32, 0, 22016, 32768, "silu", false, 1e4, 1e4};
-  if (type == "qwen3") return {4096, 32, 32, 32, 128, 22016, 32768, "silu", false, 1e4, 1e4};
-  if (type == "mistral") return {4096, 32, 32, 8, 0, 14336, 131072, "silu", false, 1e4, 1e4};
+  if (type == "qwen2") return {4096, 32, 32, 32, 0, 22016, 32768, "silu", false, 1e4, 1e4, 1e-6};
+  if (type == "qwen3") return {4096, 32, 32, 32, 128, 22016, 32768, "silu", false, 1e4, 1e4, 1e-6};
+  if (type == "mistral") return {4096, 32, 32, 8, 0, 14336, 131072, "silu", false, 1e4, 1e4, 1e-6};
   if (type == "gemma3_text") {
-    return {2304, 26, 8, 4, 256, 9216, 131072, "gelu_pytorch_tanh", true, 1e6, 1e4};
+    return {2304, 26, 8, 4, 256, 9216, 131072, "gelu_pytorch_tanh", true, 1e6, 1e4, 1e-6};
   }
-  return {4096, 32, 32, 0, 0, 11008, 2048, "silu", false, 1e4, 1e4};  // llama
+  if (type == "gemma2") {
+    return {2304, 26, 8, 4, 256, 9216, 8192, "gelu_pytorch_tanh", true, 1e4, 1e4, 1e-6};
+  }
+  if (type == "phi3") return {3072, 32, 32, 0, 0, 8192, 4096, "silu", false, 1e4, 1e4, 1e-5};
+  if (type == "olmo2") return {4096, 32, 32, 0, 0, 11008, 2048, "silu", false, 1e4, 1e4, 1e-5};
+  if (type == "smollm3") return {2048, 36, 16, 4, 0, 11008, 32768, "silu", true, 2e6, 2e6, 1e-6};
+  return {4096, 32, 32, 0, 0, 11008, 2048, "silu", false, 1e4, 1e4, 1e-6};  // llama, granite
 }
+
+bool is_gemma_type(const std::string& type) { return type == "gemma3_text" || type == "gemma2"; }
 
 // layer_types (qwen2, qwen3, gemma3_text): sliding_attention or full_attention, one per layer.
 void read_layer_types(base::JsonFields& f, HfConfig& c) {
@@ -319,8 +353,10 @@ int64_t read_sliding_window(base::JsonFields& f, const HfConfig& c, int64_t fall
   return f.positive("sliding_window", fallback);
 }
 
-// Which layers slide: qwen2/qwen3's use_sliding_window and max_window_layers, mistral's
-// sliding_window on every layer, gemma3_text's sliding_window_pattern; layer_types over the rule.
+// Which layers slide: qwen2/qwen3's use_sliding_window and max_window_layers, mistral's and
+// phi3's sliding_window on every layer, gemma3_text's sliding_window_pattern and gemma2's
+// alternation (even layers slide), smollm3's use_sliding_window on its layers without rotary;
+// layer_types over the rule.
 void read_sliding(base::JsonFields& f, HfConfig& c) {
   const std::string& type = c.model_type;
   if (type == "qwen2" || type == "qwen3") {
@@ -331,31 +367,117 @@ void read_sliding(base::JsonFields& f, HfConfig& c) {
     read_layer_types(f, c);
   } else if (type == "mistral") {
     c.sliding_window = read_sliding_window(f, c, 4096);
-  } else if (type == "gemma3_text") {
+  } else if (type == "phi3") {
+    c.sliding_window = f.has("sliding_window") ? f.positive("sliding_window", 1) : 0;
+  } else if (type == "gemma3_text" || type == "gemma2") {
     c.sliding_window = read_sliding_window(f, c, 4096);
-    c.sliding_pattern = f.positive("sliding_window_pattern", 6);
+    c.sliding_pattern = type == "gemma2" ? 2 : f.positive("sliding_window_pattern", 6);
     f.fail_if(f.boolean("use_bidirectional_attention", false), "use_bidirectional_attention",
               "true is not supported (causal attention only)");
     read_layer_types(f, c);
+  } else if (type == "smollm3") {
+    const bool use = f.boolean("use_sliding_window", false);
+    c.sliding_window = f.has("sliding_window") ? f.positive("sliding_window", 1) : 0;
+    read_layer_types(f, c);
+    if (c.layer_sliding.empty()) {
+      for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+        const bool rope = c.layer_rope.empty() || c.layer_rope[static_cast<size_t>(i)];
+        c.layer_sliding.push_back(use && c.sliding_window > 0 && !rope);
+      }
+    }
   }
   bool any_sliding = false;
   if (!c.layer_sliding.empty()) {
     any_sliding =
         std::find(c.layer_sliding.begin(), c.layer_sliding.end(), true) != c.layer_sliding.end();
-  } else if (type == "gemma3_text") {
+  } else if (is_gemma_type(type)) {
     any_sliding = c.sliding_pattern != 1 && c.num_hidden_layers > 0;
   }
   if (any_sliding && c.sliding_window == 0) {
     f.fail(c.layer_sliding.empty() ? "sliding_window" : "layer_types",
-           type == "gemma3_text"
+           is_gemma_type(type)
                ? "has sliding_attention layers but sliding_window is null"
                : "has sliding_attention layers but no sliding window (use_sliding_window false "
                  "or sliding_window null)");
   }
 }
 
+// smollm3's no_rope_layers (1: the layer rotates, 0: it does not), derived from
+// no_rope_layer_interval when absent (every interval-th layer without).
+void read_rope_layers(base::JsonFields& f, HfConfig& c) {
+  if (c.model_type != "smollm3") return;
+  const int64_t interval = f.positive("no_rope_layer_interval", 4);
+  if (f.has("no_rope_layers")) {
+    const std::vector<int64_t> flags = f.integers("no_rope_layers", {}, 0);
+    if (static_cast<int64_t>(flags.size()) != c.num_hidden_layers) {
+      f.fail("no_rope_layers", fmt::format("lists {} layers where num_hidden_layers is {}",
+                                           flags.size(), c.num_hidden_layers));
+    }
+    for (int64_t flag : flags) {
+      f.fail_if(flag > 1, "no_rope_layers", fmt::format("holds {} (1: rotary, 0: none)", flag));
+      c.layer_rope.push_back(flag == 1);
+    }
+  } else {
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_rope.push_back((i + 1) % interval != 0);
+  }
+}
+
+// The shape of each family's layers beyond Llama's (HfConfig's norm_style, norm_places, ...).
+void read_family_shape(base::JsonFields& f, HfConfig& c) {
+  const std::string& type = c.model_type;
+  if (is_gemma_type(type)) {
+    c.norm_style = "gemma";
+    c.norm_places = "sandwich";
+    c.scaled_embedding = true;
+    c.query_pre_attn_scalar = f.number("query_pre_attn_scalar", 256.0);
+    f.fail_if(!(c.query_pre_attn_scalar > 0), "query_pre_attn_scalar",
+              fmt::format("{} is not > 0", c.query_pre_attn_scalar));
+    const double final_default = type == "gemma2" ? 30.0 : 0.0;
+    const double attn_default = type == "gemma2" ? 50.0 : 0.0;
+    c.final_logit_softcapping =
+        c.json.contains("final_logit_softcapping") && c.json["final_logit_softcapping"].is_null()
+            ? 0.0
+            : f.number("final_logit_softcapping", final_default);
+    f.fail_if(f.has("final_logit_softcapping") && !(c.final_logit_softcapping > 0),
+              "final_logit_softcapping",
+              fmt::format("{} is not > 0 (or null)", c.final_logit_softcapping));
+    c.attn_logit_softcapping =
+        c.json.contains("attn_logit_softcapping") && c.json["attn_logit_softcapping"].is_null()
+            ? 0.0
+            : f.number("attn_logit_softcapping", attn_default);
+    f.fail_if(f.has("attn_logit_softcapping") && !(c.attn_logit_softcapping > 0),
+              "attn_logit_softcapping",
+              fmt::format("{} is not > 0 (or null)", c.attn_logit_softcapping));
+    // Gemma 2 caps its attention logits (eager attention); Transformers 5.24's Gemma 3 keeps the
+    // key but does not apply it.
+    c.attn_softcapping = type == "gemma2" && c.attn_logit_softcapping > 0;
+  } else if (type == "olmo2") {
+    c.norm_style = "olmo2";
+    c.norm_places = "post";
+    c.qk_norm = c.qk_norm_whole = true;
+    c.rotary_in_float = true;
+  } else if (type == "phi3") {
+    c.fused_projections = true;
+    // Phi3Config's own field (what its longrope's factor and attention factor start from),
+    // written back as Transformers writes it.
+    c.original_max_position_embeddings = f.positive("original_max_position_embeddings", 4096);
+    c.json["original_max_position_embeddings"] = c.original_max_position_embeddings;
+    c.resid_pdrop = f.number("resid_pdrop", 0.0);
+    f.fail_if(!(c.resid_pdrop >= 0 && c.resid_pdrop < 1), "resid_pdrop",
+              fmt::format("{} is not in [0, 1)", c.resid_pdrop));
+    f.number("embd_pdrop", 0.0);  // Phi3Model never applies it
+  } else if (type == "granite") {
+    c.embedding_multiplier = f.number("embedding_multiplier", 1.0);
+    c.attention_multiplier = f.number("attention_multiplier", 1.0);
+    c.residual_multiplier = f.number("residual_multiplier", 1.0);
+    c.logits_scaling = f.number("logits_scaling", 1.0);
+    f.fail_if(!(c.logits_scaling != 0 && std::isfinite(c.logits_scaling)), "logits_scaling",
+              fmt::format("{} is not a finite non-zero number", c.logits_scaling));
+  }
+}
+
 // The Llama family's fields: LlamaConfig's names, each model type's defaults and its own
-// fields (biases, q/k norms, sliding windows, gemma3_text's scale and softcapping).
+// fields (biases, q/k norms, sliding windows, rotary layers, the families' shapes).
 void read_llama_fields(base::JsonFields& f, const std::string& source, HfConfig& c) {
   const std::string& type = c.model_type;
   const FamilyDefaults d = family_defaults(type);
@@ -365,10 +487,10 @@ void read_llama_fields(base::JsonFields& f, const std::string& source, HfConfig&
   c.num_key_value_heads =
       f.positive("num_key_value_heads", d.kv_heads > 0 ? d.kv_heads : c.num_attention_heads);
   const bool divisible = c.hidden_size % c.num_attention_heads == 0;
-  if ((type == "gemma3_text" || (!f.has("head_dim") && d.head_dim == 0)) && !divisible) {
+  if ((is_gemma_type(type) || (!f.has("head_dim") && d.head_dim == 0)) && !divisible) {
     f.fail("hidden_size",
            fmt::format("{} is not a multiple of num_attention_heads {}{}", c.hidden_size,
-                       c.num_attention_heads, type == "gemma3_text" ? "" : " (give head_dim)"));
+                       c.num_attention_heads, is_gemma_type(type) ? "" : " (give head_dim)"));
   }
   c.head_dim =
       f.positive("head_dim", d.head_dim > 0 ? d.head_dim : c.hidden_size / c.num_attention_heads);
@@ -380,31 +502,25 @@ void read_llama_fields(base::JsonFields& f, const std::string& source, HfConfig&
   }
   c.intermediate_size = f.positive("intermediate_size", d.intermediate);
   c.max_position_embeddings = f.positive("max_position_embeddings", d.positions);
-  c.norm_eps = f.number("rms_norm_eps", 1e-6);
-  c.activation = f.string(type == "gemma3_text" ? "hidden_activation" : "hidden_act", d.activation);
-  if (type == "llama" || type == "qwen3" || type == "gemma3_text") {
-    c.attention_bias = c.o_proj_bias = f.boolean("attention_bias", false);
-  } else if (type == "qwen2") {
+  c.norm_eps = f.number("rms_norm_eps", d.eps);
+  c.activation = f.string(is_gemma_type(type) ? "hidden_activation" : "hidden_act", d.activation);
+  if (type == "qwen2") {
     c.attention_bias = true;  // Qwen2Attention: q, k and v with biases, o_proj without
+  } else if (type != "mistral" && type != "phi3") {
+    c.attention_bias = c.o_proj_bias = f.boolean("attention_bias", false);
   }
-  if (type == "llama") c.mlp_bias = f.boolean("mlp_bias", false);
+  if (type == "llama" || type == "smollm3" || type == "granite") {
+    c.mlp_bias = f.boolean("mlp_bias", false);
+  }
   c.qk_norm = type == "qwen3" || type == "gemma3_text";
   c.attention_dropout = f.number("attention_dropout", 0.0);
   f.fail_if(!(c.attention_dropout >= 0 && c.attention_dropout < 1), "attention_dropout",
             fmt::format("{} is not in [0, 1)", c.attention_dropout));
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", d.tied);
+  read_family_shape(f, c);
   read_rope(f, source, c, d.theta, d.local_theta);
+  read_rope_layers(f, c);
   read_sliding(f, c);
-  if (type == "gemma3_text") {
-    c.query_pre_attn_scalar = f.number("query_pre_attn_scalar", 256.0);
-    f.fail_if(!(c.query_pre_attn_scalar > 0), "query_pre_attn_scalar",
-              fmt::format("{} is not > 0", c.query_pre_attn_scalar));
-    c.final_logit_softcapping = f.number("final_logit_softcapping", 0.0);
-    f.fail_if(f.has("final_logit_softcapping") && !(c.final_logit_softcapping > 0),
-              "final_logit_softcapping",
-              fmt::format("{} is not > 0 (or null)", c.final_logit_softcapping));
-    c.attn_logit_softcapping = f.number("attn_logit_softcapping", 0.0);
-  }
 }
 
 // What both models check once read: the activation, the norm's epsilon, the special tokens in
@@ -414,7 +530,7 @@ void check_shared_fields(const base::JsonFields& f, const HfConfig& c) {
   if (c.activation != "gelu_new" && c.activation != "gelu" && c.activation != "relu" &&
       c.activation != "silu" && c.activation != "gelu_pytorch_tanh") {
     f.fail(gpt2                            ? "activation_function"
-           : c.model_type == "gemma3_text" ? "hidden_activation"
+           : is_gemma_type(c.model_type) ? "hidden_activation"
                                            : "hidden_act",
            fmt::format("\"{}\" is not supported (gelu_new, gelu_pytorch_tanh, gelu, relu, silu)",
                        c.activation));
@@ -514,26 +630,34 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> hf_parameter_shapes(co
     add("model.embed_tokens.weight", {V, E});
     for (int64_t l = 0; l < layers; ++l) {
       const std::string h = fmt::format("model.layers.{}.", l);
-      add(h + "input_layernorm.weight", {E});
-      for (const auto& [name, rows] :
-           {std::pair<const char*, int64_t>{"q_proj", q}, {"k_proj", kv}, {"v_proj", kv}}) {
-        add(h + "self_attn." + name + ".weight", {rows, E});
-        if (c.attention_bias) add(h + "self_attn." + name + ".bias", {rows});
+      if (c.norm_places != "post") add(h + "input_layernorm.weight", {E});
+      if (c.fused_projections) {
+        add(h + "self_attn.qkv_proj.weight", {q + 2 * kv, E});
+        if (c.attention_bias) add(h + "self_attn.qkv_proj.bias", {q + 2 * kv});
+      } else {
+        for (const auto& [name, rows] :
+             {std::pair<const char*, int64_t>{"q_proj", q}, {"k_proj", kv}, {"v_proj", kv}}) {
+          add(h + "self_attn." + name + ".weight", {rows, E});
+          if (c.attention_bias) add(h + "self_attn." + name + ".bias", {rows});
+        }
       }
       add(h + "self_attn.o_proj.weight", {E, q});
       if (c.o_proj_bias) add(h + "self_attn.o_proj.bias", {E});
       if (c.qk_norm) {
-        add(h + "self_attn.q_norm.weight", {c.head_dim});
-        add(h + "self_attn.k_norm.weight", {c.head_dim});
+        add(h + "self_attn.q_norm.weight", {c.qk_norm_whole ? q : c.head_dim});
+        add(h + "self_attn.k_norm.weight", {c.qk_norm_whole ? kv : c.head_dim});
       }
       add(h + "post_attention_layernorm.weight", {E});
-      if (c.model_type == "gemma3_text") {
-        add(h + "pre_feedforward_layernorm.weight", {E});
-        add(h + "post_feedforward_layernorm.weight", {E});
-      }
-      for (const char* name : {"gate_proj", "up_proj"}) {
-        add(h + "mlp." + name + ".weight", {I, E});
-        if (c.mlp_bias) add(h + "mlp." + name + ".bias", {I});
+      if (c.norm_places == "sandwich") add(h + "pre_feedforward_layernorm.weight", {E});
+      if (c.norm_places != "pre") add(h + "post_feedforward_layernorm.weight", {E});
+      if (c.fused_projections) {
+        add(h + "mlp.gate_up_proj.weight", {2 * I, E});
+        if (c.mlp_bias) add(h + "mlp.gate_up_proj.bias", {2 * I});
+      } else {
+        for (const char* name : {"gate_proj", "up_proj"}) {
+          add(h + "mlp." + name + ".weight", {I, E});
+          if (c.mlp_bias) add(h + "mlp." + name + ".bias", {I});
+        }
       }
       add(h + "mlp.down_proj.weight", {E, I});
       if (c.mlp_bias) add(h + "mlp.down_proj.bias", {E});

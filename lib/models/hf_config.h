@@ -1,7 +1,7 @@
 // A Hugging Face model's config.json, read and checked without LibTorch: the fields of GPT-2
-// (GPT2LMHeadModel) and the Llama family (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-// MistralForCausalLM, Gemma3ForCausalLM) that decide the computation, each with Transformers
-// 5.x's default, and every field that would make a different model refused by name.
+// (GPT2LMHeadModel) and the Llama family (LlamaForCausalLM, Qwen2, Qwen3, Mistral, Gemma3 text,
+// Phi3, Gemma2, Olmo2, SmolLM3, Granite) that decide the computation, each with Transformers
+// 5.24's default, and every field that would make a different model refused by name.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +36,7 @@ struct RopeParameters {
 const std::vector<std::string>& rope_types();
 
 struct HfConfig {
-  std::string model_type;  // gpt2, llama, qwen2, qwen3, mistral or gemma3_text
+  std::string model_type;  // one of hf_model_types()
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
@@ -61,6 +61,31 @@ struct HfConfig {
   bool mlp_bias = false;
   double attention_dropout = 0.0;
   bool qk_norm = false;  // qwen3, gemma3_text: an RMSNorm over each head of q and k, before rotary
+  // olmo2: the q and k norms span the whole projection (all heads together), before the heads split.
+  bool qk_norm_whole = false;
+  // How the decoder's layers differ from Llama's (each the shape of a family, never a copy):
+  //   norm_style   "llama" (weight * normed in the input's type), "gemma" ((1 + weight) in
+  //                float32), "olmo2" (weight * normed in float32, then the input's type)
+  //   norm_places  "pre" (Llama: before attention and MLP), "sandwich" (gemma2, gemma3_text: also
+  //                after each), "post" (olmo2: after each only, none before)
+  std::string norm_style = "llama";
+  std::string norm_places = "pre";
+  bool fused_projections = false;  // phi3: qkv_proj (q, k, v rows) and gate_up_proj (gate, up)
+  int64_t original_max_position_embeddings = 0;  // phi3's own field (4096 by default)
+  // Rotary dimensions of each head (phi3's partial_rotary_factor: the first rotary_dim rotate, the
+  // rest pass); head_dim for the others.
+  int64_t rotary_dim = 0;
+  bool rotary_in_float = false;  // olmo2: q and k rotated in float32, then their type
+  // smollm3's no_rope_layers: a layer whose entry is false has no rotary embedding (empty: all do).
+  std::vector<bool> layer_rope;
+  // The embedding times embedding_multiplier (granite) or sqrt(hidden_size) in the weights' type
+  // (gemma2, gemma3_text: scaled_embedding); 0: neither.
+  bool scaled_embedding = false;
+  double embedding_multiplier = 0.0;
+  double attention_multiplier = 0.0;  // granite: the attention scale itself; 0: none
+  double residual_multiplier = 1.0;   // granite: each block's output before the residual add
+  double logits_scaling = 1.0;        // granite: the logits divided by it
+  bool attn_softcapping = false;      // gemma2: attn_logit_softcapping applied (eager attention)
   // The attention scale is query_pre_attn_scalar^-1/2 (gemma3_text), head_dim^-1/2 when 0.
   double query_pre_attn_scalar = 0.0;
   double final_logit_softcapping = 0.0;  // gemma3_text: logits = c tanh(logits / c); 0: none
@@ -126,7 +151,8 @@ int64_t hf_padding_idx(const HfConfig& config);
 const std::vector<std::string>& hf_model_types();
 
 // Transformers' class prefix of a model type: GPT2 (GPT2LMHeadModel, GPT2Block), Llama, Qwen2,
-// Qwen3, Mistral, Gemma3 (Gemma3ForCausalLM, Gemma3DecoderLayer).
+// Qwen3, Mistral, Gemma3 (Gemma3ForCausalLM, Gemma3DecoderLayer), Phi3, Gemma2, Olmo2, SmolLM3,
+// Granite.
 std::string hf_class_prefix(const std::string& model_type);
 // The `architectures` entry save_pretrained writes: GPT2LMHeadModel, LlamaForCausalLM, ...
 std::string hf_architecture(const std::string& model_type);

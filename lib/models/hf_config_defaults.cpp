@@ -15,8 +15,9 @@ namespace trainer::models {
 using json = nlohmann::ordered_json;
 
 const std::vector<std::string>& hf_model_types() {
-  static const std::vector<std::string> types = {"gpt2",  "llama",   "qwen2",
-                                                 "qwen3", "mistral", "gemma3_text"};
+  static const std::vector<std::string> types = {
+      "gpt2",   "llama",  "qwen2", "qwen3",   "mistral", "gemma3_text",
+      "phi3",   "gemma2", "olmo2", "smollm3", "granite"};
   return types;
 }
 
@@ -36,6 +37,11 @@ std::string hf_class_prefix(const std::string& model_type) {
   if (model_type == "qwen3") return "Qwen3";
   if (model_type == "mistral") return "Mistral";
   if (model_type == "gemma3_text") return "Gemma3";
+  if (model_type == "phi3") return "Phi3";
+  if (model_type == "gemma2") return "Gemma2";
+  if (model_type == "olmo2") return "Olmo2";
+  if (model_type == "smollm3") return "SmolLM3";
+  if (model_type == "granite") return "Granite";
   return "Llama";
 }
 
@@ -51,7 +57,8 @@ std::vector<std::string> peft_default_target_modules(const std::string& model_ty
       {"qwen2", {"q_proj", "v_proj"}},
       {"qwen3", {"q_proj", "v_proj"}},
       {"mistral", {"q_proj", "v_proj"}},
-      {"gemma3_text", {"q_proj", "v_proj"}}};
+      {"gemma3_text", {"q_proj", "v_proj"}},
+      {"gemma2", {"q_proj", "v_proj"}}};
   for (const auto& [type, modules] : table) {
     if (type == model_type) return modules;
   }
@@ -180,6 +187,130 @@ json transformers_defaults(const std::string& model_type) {
             {"use_bidirectional_attention", false},
             {"vocab_size", 262208}};
   }
+  if (model_type == "phi3") {
+    return {{"architectures", {"Phi3ForCausalLM"}},
+            {"model_type", "phi3"},
+            {"attention_dropout", 0.0},
+            {"bos_token_id", 1},
+            {"embd_pdrop", 0.0},
+            {"eos_token_id", 32000},
+            {"hidden_act", "silu"},
+            {"hidden_size", 3072},
+            {"initializer_range", 0.02},
+            {"intermediate_size", 8192},
+            {"max_position_embeddings", 4096},
+            {"num_attention_heads", 32},
+            {"num_hidden_layers", 32},
+            {"num_key_value_heads", 32},
+            {"original_max_position_embeddings", 4096},
+            {"pad_token_id", 32000},
+            {"resid_pdrop", 0.0},
+            {"rms_norm_eps", 1e-5},
+            {"rope_parameters",
+             {{"partial_rotary_factor", 1.0}, {"rope_theta", 10000.0}, {"rope_type", "default"}}},
+            {"sliding_window", nullptr},
+            {"tie_word_embeddings", false},
+            {"vocab_size", 32064}};
+  }
+  if (model_type == "gemma2") {
+    return {{"architectures", {"Gemma2ForCausalLM"}},
+            {"model_type", "gemma2"},
+            {"attention_bias", false},
+            {"attention_dropout", 0.0},
+            {"attn_logit_softcapping", 50.0},
+            {"bos_token_id", 2},
+            {"eos_token_id", 1},
+            {"final_logit_softcapping", 30.0},
+            {"head_dim", 256},
+            {"hidden_activation", "gelu_pytorch_tanh"},
+            {"hidden_size", 2304},
+            {"initializer_range", 0.02},
+            {"intermediate_size", 9216},
+            {"max_position_embeddings", 8192},
+            {"num_attention_heads", 8},
+            {"num_hidden_layers", 26},
+            {"num_key_value_heads", 4},
+            {"pad_token_id", 0},
+            {"query_pre_attn_scalar", 256},
+            {"rms_norm_eps", 1e-6},
+            {"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "default"}}},
+            {"sliding_window", 4096},
+            {"tie_word_embeddings", true},
+            {"use_bidirectional_attention", nullptr},
+            {"vocab_size", 256000}};
+  }
+  if (model_type == "olmo2") {
+    return {{"architectures", {"Olmo2ForCausalLM"}},
+            {"model_type", "olmo2"},
+            {"attention_bias", false},
+            {"attention_dropout", 0.0},
+            {"bos_token_id", nullptr},
+            {"eos_token_id", 50279},
+            {"hidden_act", "silu"},
+            {"hidden_size", 4096},
+            {"initializer_range", 0.02},
+            {"intermediate_size", 11008},
+            {"max_position_embeddings", 2048},
+            {"num_attention_heads", 32},
+            {"num_hidden_layers", 32},
+            {"num_key_value_heads", 32},
+            {"pad_token_id", 1},
+            {"rms_norm_eps", 1e-5},
+            {"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "default"}}},
+            {"tie_word_embeddings", false},
+            {"vocab_size", 50304}};
+  }
+  if (model_type == "smollm3") {
+    return {{"architectures", {"SmolLM3ForCausalLM"}},
+            {"model_type", "smollm3"},
+            {"attention_bias", false},
+            {"attention_dropout", 0.0},
+            {"bos_token_id", 128000},
+            {"eos_token_id", 128001},
+            {"hidden_act", "silu"},
+            {"hidden_size", 2048},
+            {"initializer_range", 0.02},
+            {"intermediate_size", 11008},
+            {"max_position_embeddings", 32768},
+            {"mlp_bias", false},
+            {"no_rope_layer_interval", 4},
+            {"num_attention_heads", 16},
+            {"num_hidden_layers", 36},
+            {"num_key_value_heads", 4},
+            {"pad_token_id", 128004},
+            {"rms_norm_eps", 1e-6},
+            {"rope_parameters", {{"rope_theta", 2000000.0}, {"rope_type", "default"}}},
+            {"sliding_window", nullptr},
+            {"tie_word_embeddings", true},
+            {"use_sliding_window", false},
+            {"vocab_size", 128256}};
+  }
+  if (model_type == "granite") {
+    return {{"architectures", {"GraniteForCausalLM"}},
+            {"model_type", "granite"},
+            {"attention_bias", false},
+            {"attention_dropout", 0.0},
+            {"attention_multiplier", 1.0},
+            {"bos_token_id", 1},
+            {"embedding_multiplier", 1.0},
+            {"eos_token_id", 2},
+            {"hidden_act", "silu"},
+            {"hidden_size", 4096},
+            {"initializer_range", 0.02},
+            {"intermediate_size", 11008},
+            {"logits_scaling", 1.0},
+            {"max_position_embeddings", 2048},
+            {"mlp_bias", false},
+            {"num_attention_heads", 32},
+            {"num_hidden_layers", 32},
+            {"num_key_value_heads", 32},
+            {"pad_token_id", nullptr},
+            {"residual_multiplier", 1.0},
+            {"rms_norm_eps", 1e-6},
+            {"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "default"}}},
+            {"tie_word_embeddings", false},
+            {"vocab_size", 32000}};
+  }
   throw InputError(fmt::format("model_type \"{}\" is not supported ({})", model_type,
                                fmt::join(hf_model_types(), ", ")));
 }
@@ -206,7 +337,8 @@ void apply_overrides(json& j, const json& overrides, const std::string& model_ty
                                              "use_cache",
                                              "layer_types",
                                              "sliding_window_pattern",
-                                             "rope_local_base_freq"};
+                                             "rope_local_base_freq",
+                                             "no_rope_layers"};
   std::vector<std::string> known;
   for (const auto& item : j.items()) known.push_back(item.key());
   known.insert(known.end(), optional.begin(), optional.end());

@@ -1,6 +1,8 @@
-// The Llama family as Transformers 5.x computes it (modeling_llama.py, modeling_qwen2.py,
-// modeling_qwen3.py, modeling_mistral.py, modeling_gemma3.py), one decoder that the config
-// shapes: RMSNorm in float32 (Gemma's scaling by 1 + weight), SwiGLU or GeGLU, grouped-query
+// The Llama family as Transformers 5.24 computes it (modeling_llama.py, modeling_qwen2.py,
+// modeling_qwen3.py, modeling_mistral.py, modeling_gemma3.py, modeling_phi3.py,
+// modeling_gemma2.py, modeling_olmo2.py, modeling_smollm3.py, modeling_granite.py), one decoder
+// that the config shapes: RMSNorm in float32 (Gemma's 1 + weight, Olmo2's), SwiGLU or GeGLU
+// (phi3's fused projections), norms before, around or after the blocks, grouped-query
 // attention with rotary embeddings (hf_rotary.cpp; one per layer type), q/k norms, sliding
 // windows, Gemma's scaled embedding, extra norms and logit softcapping; with a KV cache.
 #include <cmath>
@@ -14,18 +16,21 @@
 namespace trainer::models {
 namespace hf {
 
-// LlamaRMSNorm (weight * normed, in the input's type) or Gemma3RMSNorm ((1 + weight) * normed in
-// float32, then the input's type).
+// RMSNorm in float32, then: LlamaRMSNorm's weight * normed in the input's type ("llama"),
+// Gemma's (1 + weight) * normed in float32 ("gemma"), Olmo2's weight * normed in float32 ("olmo2"),
+// each back in the input's type.
 struct RmsNorm : Weights {
-  RmsNorm(int64_t n, double eps, bool gemma) : Weights({n}, 0), eps(eps), gemma(gemma) {}
+  RmsNorm(int64_t n, double eps, const std::string& style)
+      : Weights({n}, 0), eps(eps), gemma(style == "gemma"), olmo2(style == "olmo2") {}
   Tensor operator()(const Tensor& x) const {
     Tensor h = x.to(torch::kFloat);
     h = h * torch::rsqrt(h.pow(2).mean(-1, true) + eps);
     if (gemma) return (h * (1.0 + weight.to(torch::kFloat))).to(x.scalar_type());
+    if (olmo2) return (weight * h).to(x.scalar_type());
     return weight * h.to(x.scalar_type());
   }
   double eps;
-  bool gemma;
+  bool gemma, olmo2;
 };
 
 // rotate_half: (-x2, x1) of the two halves of the last dimension.
@@ -34,98 +39,164 @@ Tensor rotate_half(const Tensor& x) {
   return torch::cat({-halves[1], halves[0]}, -1);
 }
 
-bool is_gemma(const HfConfig& c) { return c.model_type == "gemma3_text"; }
+// q or k rotated by cos and sin over its first cos.size(-1) dimensions (phi3's partial rotary
+// passes the rest), in the type of cos (olmo2's float32) and then its own.
+Tensor rotate(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  const int64_t rotary = cos.size(-1);
+  if (rotary == x.size(-1)) return (x * cos + rotate_half(x) * sin).to(x.scalar_type());
+  const Tensor r = x.slice(-1, 0, rotary);
+  return torch::cat({(r * cos + rotate_half(r) * sin).to(x.scalar_type()), x.slice(-1, rotary)},
+                    -1);
+}
+
+bool is_gemma(const HfConfig& c) { return c.scaled_embedding; }
+
+// The attention scale: granite's attention_multiplier, Gemma's query_pre_attn_scalar^-1/2, else
+// head_dim^-1/2.
+double attention_scale(const HfConfig& c) {
+  if (c.model_type == "granite") return c.attention_multiplier;
+  return 1.0 / std::sqrt(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
+                                                     : static_cast<double>(c.head_dim));
+}
 
 struct DecoderAttention : torch::nn::Module {
   explicit DecoderAttention(const HfConfig& c) : c(c) {
     const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
-    q_proj =
-        register_module("q_proj", std::make_shared<Linear>(c.hidden_size, q, c.attention_bias));
-    k_proj =
-        register_module("k_proj", std::make_shared<Linear>(c.hidden_size, kv, c.attention_bias));
-    v_proj =
-        register_module("v_proj", std::make_shared<Linear>(c.hidden_size, kv, c.attention_bias));
+    if (c.fused_projections) {
+      qkv_proj = register_module("qkv_proj", std::make_shared<Linear>(c.hidden_size, q + 2 * kv,
+                                                                      c.attention_bias));
+    } else {
+      q_proj =
+          register_module("q_proj", std::make_shared<Linear>(c.hidden_size, q, c.attention_bias));
+      k_proj =
+          register_module("k_proj", std::make_shared<Linear>(c.hidden_size, kv, c.attention_bias));
+      v_proj =
+          register_module("v_proj", std::make_shared<Linear>(c.hidden_size, kv, c.attention_bias));
+    }
     o_proj = register_module("o_proj", std::make_shared<Linear>(q, c.hidden_size, c.o_proj_bias));
     if (c.qk_norm) {
-      q_norm =
-          register_module("q_norm", std::make_shared<RmsNorm>(c.head_dim, c.norm_eps, is_gemma(c)));
-      k_norm =
-          register_module("k_norm", std::make_shared<RmsNorm>(c.head_dim, c.norm_eps, is_gemma(c)));
+      // Over each head (qwen3, gemma3_text), or over the whole projection (olmo2).
+      const int64_t qn = c.qk_norm_whole ? q : c.head_dim, kn = c.qk_norm_whole ? kv : c.head_dim;
+      q_norm = register_module("q_norm", std::make_shared<RmsNorm>(qn, c.norm_eps, c.norm_style));
+      k_norm = register_module("k_norm", std::make_shared<RmsNorm>(kn, c.norm_eps, c.norm_style));
     }
-    scale = 1.0 / std::sqrt(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
-                                                        : static_cast<double>(c.head_dim));
+    scale = attention_scale(c);
   }
+  // cos and sin undefined: a layer without rotary embedding (smollm3's no_rope_layers).
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask,
                  KVCache* cache, size_t layer, int64_t past) {
     const int64_t B = x.size(0), T = x.size(1);
-    // [B, T, n, head_dim]: the q/k norms act on each head there, before the heads move forward.
-    auto split = [&](const Tensor& t, int64_t n) { return t.view({B, T, n, c.head_dim}); };
-    Tensor q = split((*q_proj)(x), c.num_attention_heads);
-    Tensor k = split((*k_proj)(x), c.num_key_value_heads);
-    if (q_norm) {
+    const int64_t qw = c.num_attention_heads * c.head_dim, kvw = c.num_key_value_heads * c.head_dim;
+    Tensor q, k, v;
+    if (qkv_proj) {
+      Tensor qkv = (*qkv_proj)(x);
+      q = qkv.slice(-1, 0, qw);
+      k = qkv.slice(-1, qw, qw + kvw);
+      v = qkv.slice(-1, qw + kvw);
+    } else {
+      q = (*q_proj)(x);
+      k = (*k_proj)(x);
+      v = (*v_proj)(x);
+    }
+    if (q_norm && c.qk_norm_whole) {
+      q = (*q_norm)(q);
+      k = (*k_norm)(k);
+    }
+    // [B, T, n, head_dim]: the per-head q/k norms act on each head there, before the heads move
+    // forward.
+    auto split = [&](const Tensor& t, int64_t n) { return t.reshape({B, T, n, c.head_dim}); };
+    q = split(q, c.num_attention_heads);
+    k = split(k, c.num_key_value_heads);
+    if (q_norm && !c.qk_norm_whole) {
       q = (*q_norm)(q);
       k = (*k_norm)(k);
     }
     q = q.transpose(1, 2);
     k = k.transpose(1, 2);
-    Tensor v = split((*v_proj)(x), c.num_key_value_heads).transpose(1, 2);
-    q = q * cos + rotate_half(q) * sin;
-    k = k * cos + rotate_half(k) * sin;
+    v = split(v, c.num_key_value_heads).transpose(1, 2);
+    if (cos.defined()) {
+      q = rotate(q, cos, sin);
+      k = rotate(k, cos, sin);
+    }
     auto [keys, values] = cached(cache, layer, k, v);
     const double p = is_training() ? c.attention_dropout : 0.0;
-    Tensor y = attend(q, keys, values, mask, past, p, scale);
+    Tensor y = attend(q, keys, values, mask, past, p, scale,
+                      c.attn_softcapping ? c.attn_logit_softcapping : 0.0);
     return (*o_proj)(y.transpose(1, 2).reshape({B, T, -1}));
   }
   const HfConfig& c;
-  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, qkv_proj, o_proj;
   std::shared_ptr<RmsNorm> q_norm, k_norm;
   double scale;
 };
 
 struct DecoderMlp : torch::nn::Module {
   explicit DecoderMlp(const HfConfig& c) : c(c) {
-    gate_proj = register_module(
-        "gate_proj", std::make_shared<Linear>(c.hidden_size, c.intermediate_size, c.mlp_bias));
-    up_proj = register_module(
-        "up_proj", std::make_shared<Linear>(c.hidden_size, c.intermediate_size, c.mlp_bias));
-    down_proj = register_module(
-        "down_proj", std::make_shared<Linear>(c.intermediate_size, c.hidden_size, c.mlp_bias));
+    const int64_t E = c.hidden_size, I = c.intermediate_size;
+    if (c.fused_projections) {
+      gate_up_proj =
+          register_module("gate_up_proj", std::make_shared<Linear>(E, 2 * I, c.mlp_bias));
+    } else {
+      gate_proj = register_module("gate_proj", std::make_shared<Linear>(E, I, c.mlp_bias));
+      up_proj = register_module("up_proj", std::make_shared<Linear>(E, I, c.mlp_bias));
+    }
+    down_proj = register_module("down_proj", std::make_shared<Linear>(I, E, c.mlp_bias));
   }
   Tensor forward(const Tensor& x) {
+    if (gate_up_proj) {  // Phi3MLP: the gate's half first
+      auto halves = (*gate_up_proj)(x).chunk(2, -1);
+      return (*down_proj)(halves[1] * activation(c.activation, halves[0]));
+    }
     return (*down_proj)(activation(c.activation, (*gate_proj)(x)) * (*up_proj)(x));
   }
   const HfConfig& c;
-  std::shared_ptr<Linear> gate_proj, up_proj, down_proj;
+  std::shared_ptr<Linear> gate_proj, up_proj, gate_up_proj, down_proj;
 };
 
-// One decoder layer, registered in Transformers' order; Gemma 3 adds a norm after attention and
-// two around the MLP.
+// One decoder layer, registered in Transformers' order. Norms before attention and MLP (Llama),
+// also after each (Gemma's sandwich), or after each only (Olmo2); granite scales each block's
+// output, phi3 drops it out (resid_pdrop) before the residual add.
 struct DecoderLayer : torch::nn::Module {
-  DecoderLayer(const HfConfig& c, int64_t index) : sliding(c.is_sliding_layer(index)) {
-    const bool gemma = is_gemma(c);
+  DecoderLayer(const HfConfig& c, int64_t index)
+      : sliding(c.is_sliding_layer(index)),
+        rope(c.layer_rope.empty() || c.layer_rope[static_cast<size_t>(index)]),
+        places(c.norm_places),
+        residual_multiplier(c.residual_multiplier),
+        resid_pdrop(c.model_type == "phi3" ? c.resid_pdrop : 0.0) {
     auto norm = [&](const char* name) {
-      return register_module(name, std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps, gemma));
+      return register_module(name,
+                             std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps, c.norm_style));
     };
     self_attn = register_module("self_attn", std::make_shared<DecoderAttention>(c));
     mlp = register_module("mlp", std::make_shared<DecoderMlp>(c));
-    input_layernorm = norm("input_layernorm");
+    if (places != "post") input_layernorm = norm("input_layernorm");
     post_attention_layernorm = norm("post_attention_layernorm");
-    if (gemma) {
-      pre_feedforward_layernorm = norm("pre_feedforward_layernorm");
-      post_feedforward_layernorm = norm("post_feedforward_layernorm");
-    }
+    if (places == "sandwich") pre_feedforward_layernorm = norm("pre_feedforward_layernorm");
+    if (places != "pre") post_feedforward_layernorm = norm("post_feedforward_layernorm");
+  }
+  // A block's output as it joins the residual stream.
+  Tensor branch(Tensor y) {
+    if (resid_pdrop > 0) y = torch::dropout(y, resid_pdrop, is_training());
+    if (residual_multiplier != 1.0) y = y * residual_multiplier;
+    return y;
   }
   Tensor forward(Tensor h, const Tensor& cos, const Tensor& sin, const Tensor& mask, KVCache* cache,
                  size_t layer, int64_t past) {
+    if (places == "post") {
+      h = h + (*post_attention_layernorm)(self_attn->forward(h, cos, sin, mask, cache, layer, past));
+      return h + (*post_feedforward_layernorm)(mlp->forward(h));
+    }
     Tensor a = self_attn->forward((*input_layernorm)(h), cos, sin, mask, cache, layer, past);
-    if (!pre_feedforward_layernorm) {
-      h = h + a;
-      return h + mlp->forward((*post_attention_layernorm)(h));
+    if (places == "pre") {
+      h = h + branch(a);
+      return h + branch(mlp->forward((*post_attention_layernorm)(h)));
     }
     h = h + (*post_attention_layernorm)(a);
     return h + (*post_feedforward_layernorm)(mlp->forward((*pre_feedforward_layernorm)(h)));
   }
-  bool sliding;
+  bool sliding, rope;
+  std::string places;
+  double residual_multiplier, resid_pdrop;
   std::shared_ptr<DecoderAttention> self_attn;
   std::shared_ptr<DecoderMlp> mlp;
   std::shared_ptr<RmsNorm> input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
@@ -143,8 +214,8 @@ struct DecoderBody : torch::nn::Module {
       layers_list->push_back(layer);
       layers.push_back(layer);
     }
-    norm =
-        register_module("norm", std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps, is_gemma(c)));
+    norm = register_module("norm",
+                           std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps, c.norm_style));
   }
   std::shared_ptr<Weights> embed_tokens;
   torch::nn::ModuleList layers_list{nullptr};
@@ -159,10 +230,10 @@ class Decoder : public HfCausalLM {
     register_lm_head();
     // Not a parameter or buffer of the state dict (Transformers does not save inv_freq); Gemma 3's
     // sliding layers have their own.
-    rotary_ = std::make_shared<RotaryEmbedding>(config_.rope, config_.head_dim,
+    rotary_ = std::make_shared<RotaryEmbedding>(config_.rope, config_.rotary_dim,
                                                 config_.max_position_embeddings);
-    if (is_gemma(config_)) {
-      local_rotary_ = std::make_shared<RotaryEmbedding>(config_.local_rope, config_.head_dim,
+    if (config_.model_type == "gemma3_text") {
+      local_rotary_ = std::make_shared<RotaryEmbedding>(config_.local_rope, config_.rotary_dim,
                                                         config_.max_position_embeddings);
     }
     init_weights();
@@ -172,19 +243,19 @@ class Decoder : public HfCausalLM {
                        const Tensor& position_ids) override {
     const int64_t past = cache ? cache->length : 0;
     // Dynamic scaling is what makes positions past max_position_embeddings work.
-    check_ids(input_ids, past,
-              rotary_->extends_positions() ? INT64_MAX : config_.max_position_embeddings,
-              prefix_.c_str(), position_ids);
+    check_ids(input_ids, past, max_positions(), prefix_.c_str(), position_ids);
     const int64_t T = input_ids.size(1);
     const Tensor& embedding = model->embed_tokens->weight;
     // nn.Embedding(padding_idx=pad_token_id): that row gets no gradient.
     Tensor x = torch::embedding(embedding, input_ids, padding_idx_);
     if (is_gemma(config_)) {
-      // Gemma3TextScaledWordEmbedding: times sqrt(hidden_size), a float32 scalar in the
+      // Gemma's ScaledWordEmbedding: times sqrt(hidden_size), a float32 scalar in the
       // embedding's type.
       x = x * torch::scalar_tensor(std::sqrt(static_cast<double>(config_.hidden_size)),
                                    torch::TensorOptions(torch::kFloat).device(x.device()))
                   .to(embedding.scalar_type());
+    } else if (config_.embedding_multiplier != 0 && config_.embedding_multiplier != 1.0) {
+      x = x * config_.embedding_multiplier;  // granite
     }
     x = neftune(std::move(x));
     // cos and sin in float32, then in the activations' type: [1 or B, 1, T, head_dim].
@@ -193,8 +264,10 @@ class Decoder : public HfCausalLM {
             ? position_ids.to(torch::TensorOptions(torch::kFloat).device(x.device()))
             : torch::arange(past, past + T, torch::TensorOptions(torch::kFloat).device(x.device()))
                   .unsqueeze(0);
-    const auto full = (*rotary_)(positions, x.scalar_type());
-    const auto local = local_rotary_ ? (*local_rotary_)(positions, x.scalar_type()) : full;
+    // olmo2 rotates in float32; the others in the activations' type.
+    const torch::Dtype rotary_type = config_.rotary_in_float ? torch::kFloat : x.scalar_type();
+    const auto full = (*rotary_)(positions, rotary_type);
+    const auto local = local_rotary_ ? (*local_rotary_)(positions, rotary_type) : full;
     const bool packed = position_ids.defined() && !attention_mask.defined() && !cache;
     auto mask_for = [&](int64_t window) {
       Tensor mask =
@@ -207,7 +280,8 @@ class Decoder : public HfCausalLM {
     Tensor sliding_mask = config_.sliding_window > 0 ? mask_for(config_.sliding_window) : full_mask;
     for (size_t i = 0; i < model->layers.size(); ++i) {
       DecoderLayer* l = model->layers[i].get();
-      const auto& rotation = l->sliding ? local : full;
+      const std::pair<Tensor, Tensor> none;
+      const auto& rotation = !l->rope ? none : l->sliding ? local : full;
       // By value: with activation checkpointing the block runs again in backward.
       x = run_block(i, x,
                     [l, cos = rotation.first, sin = rotation.second,
@@ -215,10 +289,17 @@ class Decoder : public HfCausalLM {
                      past](Tensor h) { return l->forward(h, cos, sin, mask, cache, i, past); });
     }
     if (cache) cache->length = past + T;
+    // granite's logits are the lm_head's over logits_scaling: the same as the lm_head's of the
+    // final hidden state over it.
+    if (config_.logits_scaling != 1.0) return (*model->norm)(x) / config_.logits_scaling;
     return (*model->norm)(x);
   }
 
   const Tensor& embedding_weight() const override { return model->embed_tokens->weight; }
+
+  int64_t max_positions() const override {
+    return rotary_->extends_positions() ? INT64_MAX : config_.max_position_embeddings;
+  }
 
   std::vector<Block> blocks() override {
     std::vector<Block> out;

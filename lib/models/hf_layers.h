@@ -3,6 +3,7 @@
 // padded, sliding), SDPA over grouped heads, the KV cache's growth. Internal to lib/models.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,13 +90,27 @@ inline Tensor packed_attention_mask(const Tensor& position_ids, const torch::Dev
 }
 
 // SDPA for queries [B, H, T, D] over keys/values [B, KV, S, D] (KV divides H): causal when no
-// mask and no past, free when a single query follows a cache.
+// mask and no past, free when a single query follows a cache. With `softcap` (gemma2's
+// attn_logit_softcapping), Transformers' eager attention: scores capped (c tanh(s / c)) before the
+// mask, softmax in float32.
 inline Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                     int64_t past, double dropout, double scale) {
+                     int64_t past, double dropout, double scale, double softcap = 0.0) {
   const int64_t T = q.size(2);
   const bool gqa = k.size(1) != q.size(1);
   Tensor keys = gqa ? k.repeat_interleave(q.size(1) / k.size(1), 1) : k;
   Tensor values = gqa ? v.repeat_interleave(q.size(1) / v.size(1), 1) : v;
+  auto opts = torch::TensorOptions(torch::kBool).device(q.device());
+  if (softcap > 0) {
+    Tensor scores = torch::matmul(q, keys.transpose(-2, -1)) * scale;
+    scores = torch::tanh(scores / softcap) * softcap;
+    Tensor allowed = mask.defined() ? mask : torch::ones({T, past + T}, opts).tril(past);
+    // -inf where Transformers adds the type's lowest: the same softmax (a query always sees
+    // itself), and no bf16 overflow.
+    scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+    Tensor p = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
+    if (dropout > 0) p = torch::dropout(p, dropout, true);
+    return torch::matmul(p, values);
+  }
   if (mask.defined()) {
     return torch::scaled_dot_product_attention(q, keys, values, mask, dropout, false, scale);
   }
@@ -103,7 +118,6 @@ inline Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Te
     return torch::scaled_dot_product_attention(q, keys, values, {}, dropout, true, scale);
   if (T == 1)
     return torch::scaled_dot_product_attention(q, keys, values, {}, dropout, false, scale);
-  auto opts = torch::TensorOptions(torch::kBool).device(q.device());
   Tensor causal = torch::ones({T, past + T}, opts).tril(past);
   return torch::scaled_dot_product_attention(q, keys, values, causal, dropout, false, scale);
 }
@@ -150,9 +164,10 @@ inline void check_ids(const Tensor& input_ids, int64_t past, int64_t max_positio
 // dynamic_rope_update does on each forward.
 class RotaryEmbedding {
  public:
-  RotaryEmbedding(const RopeParameters& rope, int64_t head_dim, int64_t max_position_embeddings);
+  // `rotary_dim`: the dimensions of a head that rotate (HfConfig::rotary_dim).
+  RotaryEmbedding(const RopeParameters& rope, int64_t rotary_dim, int64_t max_position_embeddings);
   // cos and sin for `positions` ([rows, T], float32 on the activations' device), in `dtype`:
-  // [rows, 1, T, head_dim].
+  // [rows, 1, T, rotary_dim].
   std::pair<Tensor, Tensor> operator()(const Tensor& positions, torch::Dtype dtype);
   // Whether positions past max_position_embeddings are this embedding's to scale (dynamic).
   bool extends_positions() const { return rope_.type == "dynamic"; }

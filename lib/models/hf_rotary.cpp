@@ -73,15 +73,12 @@ Tensor llama3(const RopeParameters& p, int64_t dim) {
 
 }  // namespace
 
-RotaryEmbedding::RotaryEmbedding(const RopeParameters& rope, int64_t head_dim,
+RotaryEmbedding::RotaryEmbedding(const RopeParameters& rope, int64_t rotary_dim,
                                  int64_t max_position_embeddings)
     : rope_(rope),
-      dim_(rope.type == "default" ? head_dim
-                                  : static_cast<int64_t>(static_cast<double>(head_dim) *
-                                                         rope.partial_rotary_factor)),
+      dim_(rotary_dim),
       max_positions_(max_position_embeddings),
       max_seq_len_cached_(max_position_embeddings) {
-  if (rope_.type == "proportional") dim_ = head_dim;
   std::tie(inv_freq_, attention_scaling_) = compute(0);
   original_inv_freq_ = inv_freq_;
   if (rope_.type == "longrope") {

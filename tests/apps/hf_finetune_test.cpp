@@ -144,6 +144,42 @@ TEST_P(HfFineTuneOneProcess, LossesEqualTransformersTrainer) {
 
 INSTANTIATE_TEST_SUITE_P(Models, HfFineTuneOneProcess, ::testing::Values("qwen2_tied", "mistral"));
 
+// The families beyond Llama (phi3, gemma2, olmo2, smollm3, granite: tests/reference/scripts/
+// hf_families.py, their config.json in the Hub's spelling) train to the losses of Transformers'
+// Trainer on one process, and the folder goes back to Transformers with no key missing or left
+// over, scoring our eval loss.
+class FamilyFineTune : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FamilyFineTune, LossesEqualTransformersTrainerAndTheFolderGoesBack) {
+  NEED_FIXTURES();
+  const std::string families = testing::reference_dir("hf_families");
+  ASSERT_FALSE(families.empty());
+  const std::string model = GetParam();
+  json ref = reference(model);
+  testing::TempDir tmp;
+  expect_same_losses(ours(families, model, tmp.file("one")), ref);
+  std::ifstream results(tmp.file("one") + "/all_results.json");
+  json all = json::parse(results);
+  EXPECT_EQ(all["train_samples"].get<int64_t>(), ref["train_blocks"].get<int64_t>());
+  EXPECT_NEAR(all["eval_loss"].get<double>(), ref["eval_loss"].get<double>(),
+              1e-4 * ref["eval_loss"].get<double>());
+  const std::string check =
+      "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + tmp.file("datasets-cache") + " " + python() +
+      " " + SOURCE_DIR + "/tests/reference/scripts/hf_finetune.py " + tmp.file("one") + " " +
+      kCorpus + " " + tmp.file("check.json") + " --steps 0 2>&1";
+  auto r = run(check);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream in(tmp.file("check.json"));
+  json back = json::parse(in);
+  EXPECT_TRUE(back["missing_keys"].empty()) << back["missing_keys"];
+  EXPECT_TRUE(back["unexpected_keys"].empty()) << back["unexpected_keys"];
+  EXPECT_NEAR(back["eval_loss"].get<double>(), all["eval_loss"].get<double>(),
+              1e-5 * all["eval_loss"].get<double>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyFineTune,
+                         ::testing::Values("phi3", "gemma2", "olmo2", "smollm3", "granite"));
+
 // TrainingArguments' keys against Transformers' Trainer on the same run: label_smoothing_factor
 // (its LabelSmoother in training and evaluation) with include_num_input_tokens_seen (the count in
 // each log).

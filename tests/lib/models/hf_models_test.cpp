@@ -114,10 +114,12 @@ TEST(HfModels, ParameterShapesFromTheConfigAreTheFoldersTensors) {
 
 // A fresh model of each type (model_type, no model_config) is Transformers' default one: its
 // config class's values and its parameter count (as Transformers counts a model of them).
-TEST(HfModels, FreshConfigsHaveTransformersDefaults) {
-  NEED_FIXTURES();
-  auto defaults = nlohmann::json::parse(std::ifstream(fixtures + "/defaults.json"));
-  ASSERT_EQ(defaults.size(), 4u);
+}  // namespace
+
+// A fresh model of each type in `defaults` (model_type, no model_config) is Transformers' default
+// one: its config class's values and its parameter count (as Transformers counts a model of
+// them). `defaults`: a defaults.json of hf_fixtures.py or hf_families.py.
+void expect_transformers_defaults(const nlohmann::json& defaults) {
   for (const auto& [type, theirs] : defaults.items()) {
     const models::HfConfig c = models::hf_config_from_defaults(type, nullptr, 0);
     EXPECT_EQ(models::hf_num_parameters(c), theirs["num_parameters"].get<int64_t>()) << type;
@@ -125,11 +127,8 @@ TEST(HfModels, FreshConfigsHaveTransformersDefaults) {
     EXPECT_EQ(c.vocab_size, t["vocab_size"].get<int64_t>()) << type;
     EXPECT_EQ(c.head_dim, t.value("head_dim", c.hidden_size / c.num_attention_heads)) << type;
     EXPECT_EQ(c.tie_word_embeddings, t["tie_word_embeddings"].get<bool>()) << type;
-    EXPECT_EQ(c.sliding_window,
-              t["sliding_window"].is_null() ? 0 : t["sliding_window"].get<int64_t>())
-        << type;
-    // Each layer's kind, as the config class computes layer_types (mistral has none: every
-    // layer slides when sliding_window is set).
+    // Each layer's kind, as the config class computes layer_types (mistral and phi3 have none:
+    // every layer slides when sliding_window is set).
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       const bool sliding = theirs["layer_types"].is_null()
                                ? c.sliding_window > 0
@@ -146,6 +145,44 @@ TEST(HfModels, FreshConfigsHaveTransformersDefaults) {
       EXPECT_EQ(nlohmann::json(value), t[key]) << type << ": " << key;
     }
   }
+}
+
+// Transformers' greedy generation from `prompt` (its tokens `ids` and the first columns of each
+// step's logits, `logits` [steps, columns]) followed step by step with the KV cache, as `trainer
+// generate` runs (the cache dropped where the model's cache_goes_stale): each step fed
+// Transformers' token, so that a near tie (two logits within float noise) cannot send the two
+// sequences apart. Each step's logits are within 1e-4 of Transformers', and its token is ours
+// too (or within 1e-4 of our best).
+void expect_transformers_generation(models::HfCausalLM& model, const std::vector<int64_t>& prompt,
+                                    const std::vector<int64_t>& ids, const torch::Tensor& logits,
+                                    const std::string& name) {
+  models::KVCache cache;
+  std::vector<int64_t> sequence = prompt;
+  torch::Tensor step = torch::tensor(prompt, torch::kLong).unsqueeze(0);
+  for (size_t t = 0; t < ids.size(); ++t) {
+    if (model.cache_goes_stale(cache.length, static_cast<int64_t>(sequence.size()))) {
+      cache = models::KVCache();
+      step = torch::tensor(sequence, torch::kLong).unsqueeze(0);
+    }
+    const torch::Tensor last = model.logits(step, {}, &cache).select(1, -1)[0];
+    const torch::Tensor theirs = logits[static_cast<int64_t>(t)];
+    EXPECT_LE((last.slice(0, 0, theirs.size(0)) - theirs).abs().max().item<double>(), 1e-4)
+        << name << " step " << t;
+    EXPECT_GE(last[ids[t]].item<double>(), last.max().item<double>() - 1e-4)
+        << name << " step " << t << ": Transformers' token " << ids[t] << ", ours "
+        << last.argmax().item<int64_t>();
+    sequence.push_back(ids[t]);
+    step = torch::tensor({ids[t]}, torch::kLong).unsqueeze(0);
+  }
+}
+
+namespace {
+
+TEST(HfModels, FreshConfigsHaveTransformersDefaults) {
+  NEED_FIXTURES();
+  auto defaults = nlohmann::json::parse(std::ifstream(fixtures + "/defaults.json"));
+  ASSERT_EQ(defaults.size(), 4u);
+  expect_transformers_defaults(defaults);
 }
 
 TEST(HfModels, ShardedFoldersLoadTheSameTensors) {
@@ -212,8 +249,6 @@ TEST(HfModels, EveryRopeTypeGivesTransformersLogitsGenerationAndConfig) {
   std::map<std::string, torch::Tensor> ref;
   for (auto& [name, t] : io::load_safetensors(dir + "/logits.safetensors")) ref[name] = t;
   const torch::Tensor ids = ref.at("input_ids"), mask = ref.at("attention_mask");
-  const auto prompt =
-      torch::tensor(expected["prompt"].get<std::vector<int64_t>>(), torch::kLong).unsqueeze(0);
   testing::TempDir tmp;
   torch::NoGradGuard no_grad;
   ASSERT_EQ(expected["cases"].size(), 10u);
@@ -240,18 +275,9 @@ TEST(HfModels, EveryRopeTypeGivesTransformersLogitsGenerationAndConfig) {
     // A fresh model for generation, as the reference's (dynamic follows what it has seen).
     model = models::load_hf_model(folder);
     model->eval();
-    models::KVCache cache;
-    torch::Tensor step = prompt;
-    std::vector<int64_t> generated;
-    std::vector<torch::Tensor> step_logits;
-    for (int t = 0; t < 30; ++t) {
-      torch::Tensor last = model->logits(step, {}, &cache).select(1, -1);
-      step_logits.push_back(last.slice(1, 0, 64));
-      generated.push_back(last.argmax(-1).item<int64_t>());
-      step = torch::tensor({generated.back()}, torch::kLong).unsqueeze(0);
-    }
-    EXPECT_EQ(generated, c["generated"].get<std::vector<int64_t>>()) << name;
-    EXPECT_LE(max_diff(torch::cat(step_logits), ref.at(name + ".generate_logits")), 1e-4) << name;
+    hf_models_test::expect_transformers_generation(
+        *model, expected["prompt"].get<std::vector<int64_t>>(),
+        c["generated"].get<std::vector<int64_t>>(), ref.at(name + ".generate_logits"), name);
     // What save_pretrained writes: rope_parameters alone, as Transformers 5 writes it.
     const nlohmann::json written = model->config().json;
     EXPECT_EQ(written["rope_parameters"], c["rope_parameters"]) << name;

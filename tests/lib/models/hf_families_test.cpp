@@ -1,0 +1,198 @@
+// The families the one decoder takes beyond Llama (phi3, gemma2, olmo2, smollm3, granite), from
+// folders Transformers made, their config.json spelt as the Hub spells it
+// (tests/reference/scripts/hf_families.py): our logits equal Transformers' with and without a
+// padding mask, the loss too, 30 greedy steps with the KV cache give its ids and logits (past
+// phi3's original_max_position_embeddings and every sliding window), the config written back is
+// Transformers' own, and a fresh model of each type has Transformers' defaults.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "lib/io/safetensors.h"
+#include "lib/models/hf_pretrained.h"
+#include "tests/test_util.h"
+
+namespace trainer::hf_models_test {
+// hf_models_test.cpp's checks of a fresh config and of a greedy generation.
+void expect_transformers_defaults(const nlohmann::json& defaults);
+void expect_transformers_generation(models::HfCausalLM& model, const std::vector<int64_t>& prompt,
+                                    const std::vector<int64_t>& ids, const torch::Tensor& logits,
+                                    const std::string& name);
+}  // namespace trainer::hf_models_test
+
+namespace trainer::hf_families_test {
+namespace {
+
+struct Reference {
+  std::string dir;
+  nlohmann::json cases;
+  std::map<std::string, torch::Tensor> tensors;
+};
+
+const Reference& reference() {
+  static const Reference ref = [] {
+    Reference r;
+    r.dir = testing::reference_dir("hf_families");
+    r.cases = nlohmann::json::parse(std::ifstream(r.dir + "/cases.json"));
+    for (auto& [name, t] : io::load_safetensors(r.dir + "/reference.safetensors")) {
+      r.tensors[name] = t;
+    }
+    return r;
+  }();
+  return ref;
+}
+
+// Largest |a - b| over the rows where mask is 1 (all when undefined).
+double max_diff(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& mask = {}) {
+  torch::Tensor d = (a.to(torch::kFloat) - b.to(torch::kFloat)).abs().amax(-1);
+  if (mask.defined()) d = d * mask.to(torch::kFloat);
+  return d.max().item<double>();
+}
+
+class HfFamily : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfFamily, GivesTransformersLogitsLossGenerationAndConfig) {
+  const Reference& ref = reference();
+  const std::string name = GetParam();
+  const std::string folder = ref.dir + "/" + name;
+  auto model = models::load_hf_model(folder);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor ids = ref.tensors.at("input_ids"), mask = ref.tensors.at("attention_mask");
+  EXPECT_LE(max_diff(model->logits(ids).slice(2, 0, 64), ref.tensors.at(name + ".logits")), 1e-5);
+  EXPECT_LE(max_diff(model->logits(ids, mask).slice(2, 0, 64),
+                     ref.tensors.at(name + ".logits_masked"), mask),
+            1e-5);
+  data::Batch batch{{"input_ids", ids}, {"labels", ids}};
+  EXPECT_NEAR(model->forward(batch).loss.item<double>(),
+              ref.tensors.at(name + ".loss").item<double>(), 1e-5);
+
+  // Greedy steps with the cache, on a fresh model as the reference's.
+  model = models::load_hf_model(folder);
+  model->eval();
+  const auto& c = ref.cases["cases"][name];
+  hf_models_test::expect_transformers_generation(
+      *model, ref.cases["prompt"].get<std::vector<int64_t>>(),
+      c["generated"].get<std::vector<int64_t>>(), ref.tensors.at(name + ".generate_logits"), name);
+
+  // What save_pretrained writes: Transformers' config.json after it read the Hub's spelling
+  // (rope_parameters, partial_rotary_factor, layer_types, no_rope_layers, ...), key for key but
+  // the dtype and the version.
+  const nlohmann::json ours = model->config().json;
+  for (const auto& [key, value] : c["config"].items()) {
+    if (key == "dtype" || key == "layer_types" || key == "no_rope_layers") continue;
+    ASSERT_TRUE(ours.contains(key)) << name << ": " << key;
+    EXPECT_EQ(ours[key], value) << name << ": " << key;
+  }
+  for (const char* old : {"rope_scaling", "rope_theta"}) EXPECT_FALSE(ours.contains(old)) << old;
+  // Every layer's kind as Transformers computed it.
+  if (c["config"].contains("layer_types")) {
+    const auto config = models::read_hf_config(folder);
+    for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+      EXPECT_EQ(config.is_sliding_layer(i), c["config"]["layer_types"][i] == "sliding_attention")
+          << name << " layer " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HfFamily,
+                         ::testing::Values("phi3", "gemma2", "olmo2", "smollm3", "granite"));
+
+// Each family's shape matters: phi3's longrope past original_max_position_embeddings, its partial
+// rotary and its window, gemma2's soft-capping and windows, smollm3's layers without rotary and its
+// window, granite's multipliers, olmo2's norms each change the logits (so the test above checks
+// them); and the layer kinds derived from the config alone (layer_types taken away) are the ones
+// Transformers wrote.
+TEST(HfFamilies, EachFeatureChangesTheLogits) {
+  const Reference& ref = reference();
+  testing::TempDir tmp;
+  torch::NoGradGuard no_grad;
+  using Edit = std::function<void(nlohmann::ordered_json&)>;
+  struct Case {
+    std::string name;
+    Edit edit;
+    bool changes;
+  };
+  const std::vector<Case> cases = {
+      {"phi3", [](auto& j) { j["rope_scaling"]["long_factor"] = j["rope_scaling"]["short_factor"]; },
+       true},
+      {"phi3", [](auto& j) { j.erase("partial_rotary_factor"); j.erase("rope_scaling"); }, true},
+      {"phi3", [](auto& j) { j["sliding_window"] = nullptr; }, true},
+      {"gemma2", [](auto& j) { j["attn_logit_softcapping"] = nullptr; }, true},
+      {"gemma2", [](auto& j) { j["final_logit_softcapping"] = nullptr; }, true},
+      {"gemma2", [](auto& j) { j["sliding_window"] = 64; }, true},
+      {"gemma2", [](auto& j) { j.erase("layer_types"); }, false},
+      {"smollm3", [](auto& j) { j["no_rope_layers"] = {1, 1, 1, 1}; j.erase("layer_types"); },
+       true},
+      {"smollm3", [](auto& j) { j["use_sliding_window"] = false; j.erase("layer_types"); }, true},
+      {"smollm3", [](auto& j) { j.erase("layer_types"); j.erase("no_rope_layers"); }, false},
+      {"granite", [](auto& j) { j["residual_multiplier"] = 1.0; }, true},
+      {"granite", [](auto& j) { j["attention_multiplier"] = 1.0; }, true},
+      {"granite", [](auto& j) { j["embedding_multiplier"] = 1.0; }, true},
+      {"granite", [](auto& j) { j["logits_scaling"] = 1.0; }, true},
+      {"olmo2", [](auto& j) { j["rms_norm_eps"] = 0.5; }, true},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const std::string dir = tmp.file(c.name + std::to_string(i));
+    std::filesystem::copy(ref.dir + "/" + c.name, dir);
+    auto j = nlohmann::ordered_json::parse(std::ifstream(dir + "/config.json"));
+    c.edit(j);
+    std::ofstream(dir + "/config.json") << j.dump(2);
+    auto model = models::load_hf_model(dir);
+    model->eval();
+    const double diff = max_diff(model->logits(ref.tensors.at("input_ids")).slice(2, 0, 64),
+                                 ref.tensors.at(c.name + ".logits"));
+    if (c.changes) {
+      EXPECT_GT(diff, 1e-4) << c.name << " case " << i;
+    } else {
+      EXPECT_LE(diff, 1e-5) << c.name << " case " << i;
+    }
+  }
+}
+
+TEST(HfFamilies, FreshConfigsHaveTransformersDefaults) {
+  auto defaults = nlohmann::json::parse(std::ifstream(reference().dir + "/defaults.json"));
+  ASSERT_EQ(defaults.size(), 5u);
+  hf_models_test::expect_transformers_defaults(defaults);
+}
+
+// PEFT's default LoRA targets: gemma2's q_proj and v_proj; none for the others (PEFT asks for
+// target_modules there).
+TEST(HfFamilies, PeftDefaultTargets) {
+  EXPECT_EQ(models::peft_default_target_modules("gemma2"),
+            (std::vector<std::string>{"q_proj", "v_proj"}));
+  for (const char* type : {"phi3", "olmo2", "smollm3", "granite"}) {
+    EXPECT_TRUE(models::peft_default_target_modules(type).empty()) << type;
+  }
+}
+
+// Bad configs of the families: one line naming the field.
+TEST(HfFamilies, BadConfigsAreOneLine) {
+  const Reference& ref = reference();
+  testing::TempDir tmp;
+  auto bad = [&](const std::string& name, auto edit, const std::string& part) {
+    const std::string dir = tmp.file("bad");
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(ref.dir + "/" + name, dir);
+    auto j = nlohmann::ordered_json::parse(std::ifstream(dir + "/config.json"));
+    edit(j);
+    std::ofstream(dir + "/config.json") << j.dump(2);
+    testing::expect_input_error([&] { models::load_hf_model(dir); }, {part});
+  };
+  bad("phi3", [](auto& j) { j["rope_scaling"]["type"] = "llama3"; },
+      "rope_scaling: rope_type \"llama3\" is not supported (default, longrope for phi3)");
+  bad("phi3", [](auto& j) { j["rope_scaling"]["long_factor"] = {1.0, 2.0, 3.0, 4.0}; },
+      "rope_scaling: long_factor lists 4 factors where the rotary embedding has 3 frequencies");
+  bad("smollm3", [](auto& j) { j["no_rope_layers"] = {1, 1}; },
+      "no_rope_layers lists 2 layers where num_hidden_layers is 4");
+  bad("granite", [](auto& j) { j["logits_scaling"] = 0; },
+      "logits_scaling 0 is not a finite non-zero number");
+  bad("gemma2", [](auto& j) { j["attn_logit_softcapping"] = -1; },
+      "attn_logit_softcapping -1 is not > 0 (or null)");
+}
+
+}  // namespace
+}  // namespace trainer::hf_families_test
