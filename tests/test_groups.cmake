@@ -37,7 +37,7 @@ set(TRAINER_TEST_GROUPS
   "^Sharding\\.(ACheckpoint|KillNine|ADeepSpeedConfigTrains)" "e2e"                    300 EACH
   "^Multinode\\."                                           "e2e|multinode"          300 EACH
   "^TrainedRun\\."                                          "e2e"                    300 SUITE
-  "^(Models/HfFineTune(OneProcess)?|Keys/HfFineTuneKeys|Families/FamilyFineTune)\\." "e2e|reference"          600 EACH
+  "^(Models/HfFineTune(OneProcess)?|Keys/HfFineTuneKeys|Families/FamilyFineTune|Families/MoeFineTuneTwoProcesses)\\." "e2e|reference"          600 EACH
   "^(Processes/SftAgainstTrl|SftRun)\\."                    "e2e|reference"          900 EACH
   "^(Processes/DpoAgainstTrl|DpoRun)\\."                    "e2e|reference"          900 EACH
   "^Adapters/LoraRun\\."                                    "e2e|reference"          600 EACH

@@ -168,7 +168,61 @@ HfCausalLM::HfCausalLM(HfConfig config) : config_(std::move(config)) {
   task_.kind = data::TaskKind::kCausalLM;
 }
 
+torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits,
+                                  int64_t num_experts, int64_t top_k,
+                                  const torch::Tensor& attention_mask) {
+  const auto options = torch::TensorOptions(torch::kFloat).device(router_logits.at(0).device());
+  torch::Tensor tokens = torch::zeros({num_experts}, options);
+  torch::Tensor probs = torch::zeros({num_experts}, options);
+  torch::Tensor rows = torch::zeros({}, options);
+  torch::Tensor mask;
+  if (attention_mask.defined()) mask = attention_mask.reshape(-1).to(options);
+  for (const torch::Tensor& logits : router_logits) {
+    // The softmax in the logits' type, and the top-k of those probabilities, as there.
+    const torch::Tensor weights = torch::softmax(logits, -1);
+    const torch::Tensor chosen = std::get<1>(torch::topk(weights, top_k, -1)).reshape(-1);
+    if (!mask.defined()) {
+      tokens = tokens + torch::bincount(chosen, {}, num_experts).to(options);
+      probs = probs + weights.to(torch::kFloat).sum(0);
+      rows = rows + static_cast<double>(weights.size(0));
+    } else {
+      tokens = tokens + torch::zeros({num_experts}, options)
+                            .scatter_add(0, chosen, mask.repeat_interleave(top_k));
+      probs = probs + (weights.to(torch::kFloat) * mask.unsqueeze(-1)).sum(0);
+      rows = rows + mask.sum();
+    }
+  }
+  return (tokens / rows * (probs / rows)).sum() * static_cast<double>(num_experts);
+}
+
 ModelOutput HfCausalLM::forward(const data::Batch& inputs) {
+  // A mixture of experts' routers' logits are kept while it runs, for their load-balancing loss.
+  const bool aux = config_.num_experts > 0 &&
+                   (config_.output_router_logits || inputs.router_aux_loss);
+  router_logits_.clear();
+  keep_router_logits_ = aux;
+  ModelOutput out;
+  try {
+    out = outputs(inputs);
+  } catch (...) {
+    keep_router_logits_ = false;
+    router_logits_.clear();
+    throw;
+  }
+  keep_router_logits_ = false;
+  if (!aux || router_logits_.empty()) return out;
+  out.aux_loss = load_balancing_loss(
+      router_logits_, config_.num_experts, config_.num_experts_per_tok,
+      inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor());
+  router_logits_.clear();
+  // Transformers' MoE ForCausalLM: the loss with labels plus router_aux_loss_coef times it.
+  if (!inputs.router_aux_loss && out.loss.defined() && inputs.contains("labels")) {
+    out.loss = out.loss + config_.router_aux_loss_coef * out.aux_loss;
+  }
+  return out;
+}
+
+ModelOutput HfCausalLM::outputs(const data::Batch& inputs) {
   ModelOutput out;
   const torch::Tensor mask =
       inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor();

@@ -24,6 +24,14 @@ struct KVCache {
   int64_t length = 0;  // tokens held
 };
 
+// Transformers' load_balancing_loss_func over the sparse layers' router logits (each [tokens,
+// num_experts], the rows of every layer together): num_experts times the sum over experts of the
+// share of the top_k picks that went to the expert times its mean routing probability, the rows
+// weighted by attention_mask ([B, T], flattened as the tokens) when defined. float32.
+torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits,
+                                  int64_t num_experts, int64_t top_k,
+                                  const torch::Tensor& attention_mask = {});
+
 // NEFTune's noise (Transformers' neftune_post_forward_hook): embeddings x [B, T, H] plus uniform
 // noise in [-m, m], m = alpha / sqrt(T * H), drawn from LibTorch's generator, when `training` and
 // alpha > 0 (a constant: no gradient flows into it); x itself otherwise.
@@ -39,6 +47,10 @@ class HfCausalLM : public Model {
   // task_loss (shifted cross-entropy in float32, -100 ignored, summed over num_items_in_batch
   // when the Trainer set it). In training (or for a loss_only batch) with chunked_loss() on: the
   // loss alone, through causal_lm_linear_loss (no logits: they are never held whole).
+  //
+  // A mixture of experts (num_experts > 0) also computes its routers' load-balancing loss
+  // (ModelOutput::aux_loss) when its config's output_router_logits is on, adding it times
+  // router_aux_loss_coef to a loss with labels, or when Batch::router_aux_loss asks for it alone.
   ModelOutput forward(const data::Batch& inputs) override;
   torch::Tensor forward(const torch::Tensor& x) override { return logits(x); }
 
@@ -64,6 +76,8 @@ class HfCausalLM : public Model {
                                       const torch::Tensor& attention_mask = {},
                                       KVCache* cache = nullptr,
                                       const torch::Tensor& position_ids = {}) = 0;
+  // forward's outputs before the load-balancing loss.
+  ModelOutput outputs(const data::Batch& inputs);
   // The output layer: hidden [..., hidden_size] -> logits [..., vocab_size] (lm_head, or the
   // tied embedding), capped as tanh(x / c) * c with final_logit_softcapping c > 0 (Gemma 3).
   torch::Tensor lm_logits(const torch::Tensor& hidden) const;
@@ -91,7 +105,20 @@ class HfCausalLM : public Model {
   // use_cache argument); generation here keeps its cache either way.
   void set_use_cache(bool on) { config_.json["use_cache"] = on; }
 
+  // Transformers' output_router_logits and router_aux_loss_coef as the model is saved (TRL's
+  // SFTTrainer sets them: the load-balancing loss on, with its weight).
+  void set_router_aux_loss(bool on, double coef) {
+    config_.output_router_logits = on;
+    config_.router_aux_loss_coef = coef;
+    config_.json["output_router_logits"] = on;
+    config_.json["router_aux_loss_coef"] = coef;
+  }
+
  protected:
+  // A sparse layer's router logits [tokens, num_experts] in layer order, kept by hidden_states
+  // while keep_router_logits_ is on (forward sets it for their load-balancing loss).
+  bool keep_router_logits_ = false;
+  std::vector<torch::Tensor> router_logits_;
   // The input embeddings `x` [B, T, H] with NEFTune's noise while training.
   torch::Tensor neftune(torch::Tensor x) const {
     return neftune_noise(std::move(x), neftune_noise_alpha_, is_training());

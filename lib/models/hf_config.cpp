@@ -324,6 +324,8 @@ FamilyDefaults family_defaults(const std::string& type) {
   if (type == "phi3") return {3072, 32, 32, 0, 0, 8192, 4096, "silu", false, 1e4, 1e4, 1e-5};
   if (type == "olmo2") return {4096, 32, 32, 0, 0, 11008, 2048, "silu", false, 1e4, 1e4, 1e-5};
   if (type == "smollm3") return {2048, 36, 16, 4, 0, 11008, 32768, "silu", true, 2e6, 2e6, 1e-6};
+  if (type == "mixtral") return {4096, 32, 32, 8, 0, 14336, 131072, "silu", false, 1e6, 1e6, 1e-5};
+  if (type == "qwen3_moe") return {2048, 24, 32, 4, 0, 6144, 32768, "silu", false, 1e4, 1e4, 1e-6};
   return {4096, 32, 32, 0, 0, 11008, 2048, "silu", false, 1e4, 1e4, 1e-6};  // llama, granite
 }
 
@@ -367,8 +369,14 @@ void read_sliding(base::JsonFields& f, HfConfig& c) {
     read_layer_types(f, c);
   } else if (type == "mistral") {
     c.sliding_window = read_sliding_window(f, c, 4096);
-  } else if (type == "phi3") {
+  } else if (type == "phi3" || type == "mixtral") {
     c.sliding_window = f.has("sliding_window") ? f.positive("sliding_window", 1) : 0;
+  } else if (type == "qwen3_moe") {
+    // Qwen3MoeConfig: sliding_window (4096 by default) only with use_sliding_window, then on every
+    // layer (its max_window_layers is not read).
+    const bool use = f.boolean("use_sliding_window", false);
+    const int64_t window = read_sliding_window(f, c, 4096);
+    c.sliding_window = use ? window : 0;
   } else if (type == "gemma3_text" || type == "gemma2") {
     c.sliding_window = read_sliding_window(f, c, 4096);
     c.sliding_pattern = type == "gemma2" ? 2 : f.positive("sliding_window_pattern", 6);
@@ -419,6 +427,50 @@ void read_rope_layers(base::JsonFields& f, HfConfig& c) {
     }
   } else {
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_rope.push_back((i + 1) % interval != 0);
+  }
+}
+
+// The mixtures of experts' fields: mixtral's num_local_experts (also num_experts), qwen3_moe's
+// num_experts (written num_local_experts, as Transformers writes it), the router's and its loss's.
+void read_experts(base::JsonFields& f, HfConfig& c) {
+  const std::string& type = c.model_type;
+  if (type != "mixtral" && type != "qwen3_moe") return;
+  const bool mixtral = type == "mixtral";
+  const char* key = f.has("num_local_experts") ? "num_local_experts"
+                    : f.has("num_experts")      ? "num_experts"
+                                                : (mixtral ? "num_local_experts" : "num_experts");
+  c.num_experts = f.positive(key, mixtral ? 8 : 128);
+  // Each expert is tensors of its own in the folder: a bound that no published model nears.
+  f.fail_if(c.num_experts > 4096, key,
+            fmt::format("{} is more than 4096 experts (the most this reads)", c.num_experts));
+  c.num_experts_per_tok = f.positive("num_experts_per_tok", mixtral ? 2 : 8);
+  if (c.num_experts_per_tok > c.num_experts) {
+    f.fail("num_experts_per_tok", fmt::format("{} is more than the {} experts ({})",
+                                              c.num_experts_per_tok, c.num_experts, key));
+  }
+  c.moe_intermediate_size =
+      mixtral ? c.intermediate_size : f.positive("moe_intermediate_size", 768);
+  c.norm_topk_prob = mixtral || f.boolean("norm_topk_prob", false);
+  c.router_weights_in_float = mixtral;
+  if (mixtral) {
+    c.router_jitter_noise = f.number("router_jitter_noise", 0.0);
+    f.fail_if(!(c.router_jitter_noise >= 0 && c.router_jitter_noise < 1), "router_jitter_noise",
+              fmt::format("{} is not in [0, 1)", c.router_jitter_noise));
+  } else {
+    c.decoder_sparse_step = f.positive("decoder_sparse_step", 1);
+    c.mlp_only_layers = f.integers("mlp_only_layers", {}, 0);
+    for (int64_t layer : c.mlp_only_layers) {
+      f.fail_if(layer >= c.num_hidden_layers, "mlp_only_layers",
+                fmt::format("names layer {} of {}", layer, c.num_hidden_layers));
+    }
+  }
+  c.output_router_logits = f.boolean("output_router_logits", false);
+  c.router_aux_loss_coef = f.number("router_aux_loss_coef", 0.001);
+  f.fail_if(!std::isfinite(c.router_aux_loss_coef), "router_aux_loss_coef",
+            fmt::format("{} is not a finite number", c.router_aux_loss_coef));
+  if (std::string(key) == "num_experts") {
+    c.json.erase("num_experts");
+    c.json["num_local_experts"] = c.num_experts;
   }
 }
 
@@ -506,18 +558,19 @@ void read_llama_fields(base::JsonFields& f, const std::string& source, HfConfig&
   c.activation = f.string(is_gemma_type(type) ? "hidden_activation" : "hidden_act", d.activation);
   if (type == "qwen2") {
     c.attention_bias = true;  // Qwen2Attention: q, k and v with biases, o_proj without
-  } else if (type != "mistral" && type != "phi3") {
+  } else if (type != "mistral" && type != "phi3" && type != "mixtral") {
     c.attention_bias = c.o_proj_bias = f.boolean("attention_bias", false);
   }
   if (type == "llama" || type == "smollm3" || type == "granite") {
     c.mlp_bias = f.boolean("mlp_bias", false);
   }
-  c.qk_norm = type == "qwen3" || type == "gemma3_text";
+  c.qk_norm = type == "qwen3" || type == "gemma3_text" || type == "qwen3_moe";
   c.attention_dropout = f.number("attention_dropout", 0.0);
   f.fail_if(!(c.attention_dropout >= 0 && c.attention_dropout < 1), "attention_dropout",
             fmt::format("{} is not in [0, 1)", c.attention_dropout));
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", d.tied);
   read_family_shape(f, c);
+  read_experts(f, c);
   read_rope(f, source, c, d.theta, d.local_theta);
   read_rope_layers(f, c);
   read_sliding(f, c);
@@ -650,6 +703,21 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> hf_parameter_shapes(co
       add(h + "post_attention_layernorm.weight", {E});
       if (c.norm_places == "sandwich") add(h + "pre_feedforward_layernorm.weight", {E});
       if (c.norm_places != "pre") add(h + "post_feedforward_layernorm.weight", {E});
+      if (c.is_sparse_layer(l)) {
+        // The Hub's layout of the experts, as save_pretrained writes them (Transformers 5 fuses
+        // them in memory only).
+        const bool mixtral = c.model_type == "mixtral";
+        const std::string moe = h + (mixtral ? "block_sparse_moe." : "mlp.");
+        const int64_t X = c.moe_intermediate_size;
+        add(moe + "gate.weight", {c.num_experts, E});
+        for (int64_t e = 0; e < c.num_experts; ++e) {
+          const std::string expert = fmt::format("{}experts.{}.", moe, e);
+          add(expert + (mixtral ? "w1" : "gate_proj") + ".weight", {X, E});
+          add(expert + (mixtral ? "w2" : "down_proj") + ".weight", {E, X});
+          add(expert + (mixtral ? "w3" : "up_proj") + ".weight", {X, E});
+        }
+        continue;
+      }
       if (c.fused_projections) {
         add(h + "mlp.gate_up_proj.weight", {2 * I, E});
         if (c.mlp_bias) add(h + "mlp.gate_up_proj.bias", {2 * I});
@@ -668,23 +736,57 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> hf_parameter_shapes(co
   return shapes;
 }
 
-int64_t hf_num_parameters(const HfConfig& c) {
-  // The tensors outside the layers, and one layer's, each counted once: the layers are alike.
-  auto count = [&](int64_t layers) {
-    int64_t total = 0;
-    for (const auto& [name, shape] : hf_parameter_shapes(c, layers)) {
-      int64_t size = 1;
-      for (int64_t d : shape) {
-        if (__builtin_mul_overflow(size, d, &size)) return int64_t{-1};
-      }
-      if (__builtin_add_overflow(total, size, &total)) return int64_t{-1};
-    }
-    return total;
-  };
-  const int64_t outside = count(0), with_one = count(1);
+namespace {
+
+// The parameters of `shapes`, -1 past 64 bits.
+int64_t count_parameters(const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes) {
   int64_t total = 0;
-  if (outside < 0 || with_one < 0 ||
-      __builtin_mul_overflow(with_one - outside, c.num_hidden_layers, &total) ||
+  for (const auto& [name, shape] : shapes) {
+    int64_t size = 1;
+    for (int64_t d : shape) {
+      if (__builtin_mul_overflow(size, d, &size)) return -1;
+    }
+    if (__builtin_add_overflow(total, size, &total)) return -1;
+  }
+  return total;
+}
+
+}  // namespace
+
+int64_t hf_num_parameters(const HfConfig& c) {
+  // The tensors outside the layers, and one layer of each kind (dense, sparse), each counted once:
+  // the layers of a kind are alike. A sparse layer is counted with one expert, and the other
+  // experts as that one's size each (a config may say 10^9 experts).
+  const int64_t outside = count_parameters(hf_parameter_shapes(c, 0));
+  HfConfig dense = c;
+  dense.num_experts = 0;
+  const int64_t dense_layer = count_parameters(hf_parameter_shapes(dense, 1)) - outside;
+  int64_t sparse_layers = 0, sparse_layer = 0;
+  if (c.num_experts > 0) {
+    sparse_layers = c.num_hidden_layers / c.decoder_sparse_step;
+    std::vector<int64_t> only = c.mlp_only_layers;
+    std::sort(only.begin(), only.end());
+    only.erase(std::unique(only.begin(), only.end()), only.end());
+    for (int64_t layer : only) sparse_layers -= (layer + 1) % c.decoder_sparse_step == 0;
+    HfConfig one = c;
+    one.num_experts = 1;
+    one.decoder_sparse_step = 1;
+    one.mlp_only_layers.clear();
+    const int64_t with_one = count_parameters(hf_parameter_shapes(one, 1)) - outside;
+    int64_t expert = 0;
+    if (with_one < 0 || __builtin_mul_overflow(c.moe_intermediate_size, c.hidden_size, &expert) ||
+        __builtin_mul_overflow(expert, 3, &expert) ||
+        __builtin_add_overflow(expert, c.hidden_size, &expert) ||
+        __builtin_mul_overflow(expert, c.num_experts - 1, &sparse_layer) ||
+        __builtin_add_overflow(sparse_layer, with_one, &sparse_layer)) {
+      return -1;
+    }
+  }
+  int64_t total = 0, part = 0;
+  if (outside < 0 || dense_layer < 0 ||
+      __builtin_mul_overflow(dense_layer, c.num_hidden_layers - sparse_layers, &total) ||
+      __builtin_mul_overflow(sparse_layer, sparse_layers, &part) ||
+      __builtin_add_overflow(total, part, &total) ||
       __builtin_add_overflow(total, outside, &total)) {
     return -1;
   }

@@ -1,9 +1,11 @@
 // A Hugging Face model's config.json, read and checked without LibTorch: the fields of GPT-2
 // (GPT2LMHeadModel) and the Llama family (LlamaForCausalLM, Qwen2, Qwen3, Mistral, Gemma3 text,
-// Phi3, Gemma2, Olmo2, SmolLM3, Granite) that decide the computation, each with Transformers
+// Phi3, Gemma2, Olmo2, SmolLM3, Granite, and the mixtures of experts Mixtral and Qwen3-MoE) that
+// decide the computation, each with Transformers
 // 5.24's default, and every field that would make a different model refused by name.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -86,6 +88,29 @@ struct HfConfig {
   double residual_multiplier = 1.0;   // granite: each block's output before the residual add
   double logits_scaling = 1.0;        // granite: the logits divided by it
   bool attn_softcapping = false;      // gemma2: attn_logit_softcapping applied (eager attention)
+  // Sparse mixtures of experts (mixtral, qwen3_moe; num_experts 0: dense). A sparse layer's MLP is
+  // a router over num_experts SwiGLU experts of moe_intermediate_size, each token through its
+  // num_experts_per_tok likeliest, their outputs weighted by the router's probabilities
+  // (renormalised over the chosen with norm_topk_prob; mixtral always): in float32 for mixtral,
+  // in the hidden states' type for qwen3_moe (router_weights_in_float). Which layers are sparse:
+  // every decoder_sparse_step-th (layer i when (i + 1) % step == 0) but mlp_only_layers.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = true;
+  bool router_weights_in_float = true;
+  double router_jitter_noise = 0.0;  // mixtral: the hidden states times U(1 - j, 1 + j) in training
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  // The router's load-balancing loss (Transformers' load_balancing_loss_func) added to the loss
+  // times router_aux_loss_coef when output_router_logits is on.
+  bool output_router_logits = false;
+  double router_aux_loss_coef = 0.001;
+  bool is_sparse_layer(int64_t layer) const {
+    if (num_experts <= 0 || (layer + 1) % decoder_sparse_step != 0) return false;
+    return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) ==
+           mlp_only_layers.end();
+  }
   // The attention scale is query_pre_attn_scalar^-1/2 (gemma3_text), head_dim^-1/2 when 0.
   double query_pre_attn_scalar = 0.0;
   double final_logit_softcapping = 0.0;  // gemma3_text: logits = c tanh(logits / c); 0: none

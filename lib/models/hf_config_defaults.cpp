@@ -17,7 +17,7 @@ using json = nlohmann::ordered_json;
 const std::vector<std::string>& hf_model_types() {
   static const std::vector<std::string> types = {
       "gpt2",   "llama",  "qwen2", "qwen3",   "mistral", "gemma3_text",
-      "phi3",   "gemma2", "olmo2", "smollm3", "granite"};
+      "phi3",   "gemma2", "olmo2", "smollm3", "granite", "mixtral",    "qwen3_moe"};
   return types;
 }
 
@@ -42,6 +42,8 @@ std::string hf_class_prefix(const std::string& model_type) {
   if (model_type == "olmo2") return "Olmo2";
   if (model_type == "smollm3") return "SmolLM3";
   if (model_type == "granite") return "Granite";
+  if (model_type == "mixtral") return "Mixtral";
+  if (model_type == "qwen3_moe") return "Qwen3Moe";
   return "Llama";
 }
 
@@ -310,6 +312,64 @@ json transformers_defaults(const std::string& model_type) {
             {"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "default"}}},
             {"tie_word_embeddings", false},
             {"vocab_size", 32000}};
+  }
+  if (model_type == "mixtral") {
+    return {{"architectures", {"MixtralForCausalLM"}},
+            {"model_type", "mixtral"},
+            {"attention_dropout", 0.0},
+            {"bos_token_id", 1},
+            {"eos_token_id", 2},
+            {"head_dim", nullptr},
+            {"hidden_act", "silu"},
+            {"hidden_size", 4096},
+            {"initializer_range", 0.02},
+            {"intermediate_size", 14336},
+            {"max_position_embeddings", 131072},
+            {"num_attention_heads", 32},
+            {"num_experts_per_tok", 2},
+            {"num_hidden_layers", 32},
+            {"num_key_value_heads", 8},
+            {"num_local_experts", 8},
+            {"output_router_logits", false},
+            {"pad_token_id", nullptr},
+            {"rms_norm_eps", 1e-5},
+            {"rope_parameters", {{"rope_theta", 1000000.0}, {"rope_type", "default"}}},
+            {"router_aux_loss_coef", 0.001},
+            {"router_jitter_noise", 0.0},
+            {"sliding_window", nullptr},
+            {"tie_word_embeddings", false},
+            {"vocab_size", 32000}};
+  }
+  if (model_type == "qwen3_moe") {
+    return {{"architectures", {"Qwen3MoeForCausalLM"}},
+            {"model_type", "qwen3_moe"},
+            {"attention_bias", false},
+            {"attention_dropout", 0.0},
+            {"bos_token_id", nullptr},
+            {"decoder_sparse_step", 1},
+            {"eos_token_id", nullptr},
+            {"hidden_act", "silu"},
+            {"hidden_size", 2048},
+            {"initializer_range", 0.02},
+            {"intermediate_size", 6144},
+            {"max_position_embeddings", 32768},
+            {"mlp_only_layers", json::array()},
+            {"moe_intermediate_size", 768},
+            {"norm_topk_prob", false},
+            {"num_attention_heads", 32},
+            {"num_experts_per_tok", 8},
+            {"num_hidden_layers", 24},
+            {"num_key_value_heads", 4},
+            {"num_local_experts", 128},
+            {"output_router_logits", false},
+            {"pad_token_id", nullptr},
+            {"rms_norm_eps", 1e-6},
+            {"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "default"}}},
+            {"router_aux_loss_coef", 0.001},
+            {"sliding_window", nullptr},
+            {"tie_word_embeddings", false},
+            {"use_sliding_window", false},
+            {"vocab_size", 151936}};
   }
   throw InputError(fmt::format("model_type \"{}\" is not supported ({})", model_type,
                                fmt::join(hf_model_types(), ", ")));

@@ -4,7 +4,8 @@
 // that the config shapes: RMSNorm in float32 (Gemma's 1 + weight, Olmo2's), SwiGLU or GeGLU
 // (phi3's fused projections), norms before, around or after the blocks, grouped-query
 // attention with rotary embeddings (hf_rotary.cpp; one per layer type), q/k norms, sliding
-// windows, Gemma's scaled embedding, extra norms and logit softcapping; with a KV cache.
+// windows, Gemma's scaled embedding, extra norms and logit softcapping, sparse mixtures of experts
+// (modeling_mixtral.py, modeling_qwen3_moe.py); with a KV cache.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -153,6 +154,80 @@ struct DecoderMlp : torch::nn::Module {
   std::shared_ptr<Linear> gate_proj, up_proj, gate_up_proj, down_proj;
 };
 
+// One expert of a sparse layer: a SwiGLU MLP under the Hub's names (mixtral's w1, w2, w3;
+// qwen3_moe's gate_proj, up_proj, down_proj), each a linear layer LoRA can adapt.
+struct Expert : torch::nn::Module {
+  explicit Expert(const HfConfig& c) {
+    const bool mixtral = c.model_type == "mixtral";
+    const int64_t E = c.hidden_size, X = c.moe_intermediate_size;
+    gate = register_module(mixtral ? "w1" : "gate_proj", std::make_shared<Linear>(E, X, false));
+    if (mixtral) down = register_module("w2", std::make_shared<Linear>(X, E, false));
+    up = register_module(mixtral ? "w3" : "up_proj", std::make_shared<Linear>(E, X, false));
+    if (!mixtral) down = register_module("down_proj", std::make_shared<Linear>(X, E, false));
+  }
+  Tensor forward(const Tensor& x, const std::string& act) {
+    return (*down)(activation(act, (*gate)(x)) * (*up)(x));
+  }
+  std::shared_ptr<Linear> gate, up, down;
+};
+
+// A sparse layer's MLP (MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock): the router's softmax in
+// float32, each token's num_experts_per_tok likeliest experts (their weights renormalised with
+// norm_topk_prob, then in the hidden type for qwen3_moe), the tokens grouped per expert and each
+// expert run once on its group, each token's outputs weighted and summed in its picks' order (as
+// Transformers' grouped_mm path). Every expert runs, on an empty group too, so that each has a
+// gradient (DDP's reducer waits for every parameter's).
+struct SparseMoe : torch::nn::Module {
+  explicit SparseMoe(const HfConfig& c) : c(c) {
+    gate = register_module("gate", std::make_shared<Linear>(c.hidden_size, c.num_experts, false));
+    experts_list = register_module("experts", torch::nn::ModuleList());
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      auto expert = std::make_shared<Expert>(c);
+      experts_list->push_back(expert);
+      experts.push_back(expert);
+    }
+  }
+  // The output [B, T, H] and the router's logits [B * T, num_experts].
+  std::pair<Tensor, Tensor> forward(Tensor x) {
+    const auto sizes = x.sizes().vec();
+    const int64_t H = c.hidden_size, k = c.num_experts_per_tok;
+    if (is_training() && c.router_jitter_noise > 0) {
+      x = x * torch::empty_like(x).uniform_(1.0 - c.router_jitter_noise,
+                                            1.0 + c.router_jitter_noise);
+    }
+    const Tensor h = x.reshape({-1, H});
+    const Tensor logits = (*gate)(h);
+    auto [weights, chosen] = torch::topk(torch::softmax(logits.to(torch::kFloat), -1), k, -1);
+    if (c.norm_topk_prob) weights = weights / weights.sum(-1, true);
+    if (!c.router_weights_in_float) weights = weights.to(logits.scalar_type());
+    // Slot t * k + j is token t's j-th pick; sorted by expert, each expert's slots are a run.
+    const Tensor picks = chosen.reshape(-1);
+    const Tensor order = std::get<1>(picks.sort(std::optional<bool>(true), 0, false));
+    const Tensor counts = torch::bincount(picks, {}, c.num_experts).cpu();
+    const Tensor tokens = order.div(k, "floor");
+    const Tensor slot_weights = weights.reshape(-1).index_select(0, order).unsqueeze(-1);
+    std::vector<Tensor> grouped;
+    grouped.reserve(experts.size());
+    int64_t start = 0;
+    for (size_t e = 0; e < experts.size(); ++e) {
+      const int64_t n = counts[static_cast<int64_t>(e)].item<int64_t>();
+      const Tensor rows = tokens.slice(0, start, start + n);
+      grouped.push_back(experts[e]->forward(h.index_select(0, rows), c.activation) *
+                        slot_weights.slice(0, start, start + n));
+      start += n;
+    }
+    // Back in slot order, then each token's picks summed.
+    const Tensor inverse = torch::empty_like(order).index_put_(
+        {order}, torch::arange(order.size(0), order.options()));
+    const Tensor y = torch::cat(grouped).index_select(0, inverse).view({-1, k, H}).sum(1);
+    return {y.to(x.scalar_type()).view(sizes), logits};
+  }
+  const HfConfig& c;
+  std::shared_ptr<Linear> gate;
+  torch::nn::ModuleList experts_list{nullptr};
+  std::vector<std::shared_ptr<Expert>> experts;
+};
+
 // One decoder layer, registered in Transformers' order. Norms before attention and MLP (Llama),
 // also after each (Gemma's sandwich), or after each only (Olmo2); granite scales each block's
 // output, phi3 drops it out (resid_pdrop) before the residual add.
@@ -168,7 +243,12 @@ struct DecoderLayer : torch::nn::Module {
                              std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps, c.norm_style));
     };
     self_attn = register_module("self_attn", std::make_shared<DecoderAttention>(c));
-    mlp = register_module("mlp", std::make_shared<DecoderMlp>(c));
+    if (c.is_sparse_layer(index)) {
+      moe = register_module(c.model_type == "mixtral" ? "block_sparse_moe" : "mlp",
+                            std::make_shared<SparseMoe>(c));
+    } else {
+      mlp = register_module("mlp", std::make_shared<DecoderMlp>(c));
+    }
     if (places != "post") input_layernorm = norm("input_layernorm");
     post_attention_layernorm = norm("post_attention_layernorm");
     if (places == "sandwich") pre_feedforward_layernorm = norm("pre_feedforward_layernorm");
@@ -180,25 +260,34 @@ struct DecoderLayer : torch::nn::Module {
     if (residual_multiplier != 1.0) y = y * residual_multiplier;
     return y;
   }
+  // The MLP, dense or sparse (then its router's logits go to `router_logits` when given).
+  Tensor feed_forward(const Tensor& x, Tensor* router_logits) {
+    if (!moe) return mlp->forward(x);
+    auto [y, logits] = moe->forward(x);
+    if (router_logits) *router_logits = logits;
+    return y;
+  }
   Tensor forward(Tensor h, const Tensor& cos, const Tensor& sin, const Tensor& mask, KVCache* cache,
-                 size_t layer, int64_t past) {
+                 size_t layer, int64_t past, Tensor* router_logits = nullptr) {
     if (places == "post") {
       h = h + (*post_attention_layernorm)(self_attn->forward(h, cos, sin, mask, cache, layer, past));
-      return h + (*post_feedforward_layernorm)(mlp->forward(h));
+      return h + (*post_feedforward_layernorm)(feed_forward(h, router_logits));
     }
     Tensor a = self_attn->forward((*input_layernorm)(h), cos, sin, mask, cache, layer, past);
     if (places == "pre") {
       h = h + branch(a);
-      return h + branch(mlp->forward((*post_attention_layernorm)(h)));
+      return h + branch(feed_forward((*post_attention_layernorm)(h), router_logits));
     }
     h = h + (*post_attention_layernorm)(a);
-    return h + (*post_feedforward_layernorm)(mlp->forward((*pre_feedforward_layernorm)(h)));
+    return h + (*post_feedforward_layernorm)(
+                   feed_forward((*pre_feedforward_layernorm)(h), router_logits));
   }
   bool sliding, rope;
   std::string places;
   double residual_multiplier, resid_pdrop;
   std::shared_ptr<DecoderAttention> self_attn;
   std::shared_ptr<DecoderMlp> mlp;
+  std::shared_ptr<SparseMoe> moe;
   std::shared_ptr<RmsNorm> input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
       post_feedforward_layernorm;
 };
@@ -282,11 +371,26 @@ class Decoder : public HfCausalLM {
       DecoderLayer* l = model->layers[i].get();
       const std::pair<Tensor, Tensor> none;
       const auto& rotation = !l->rope ? none : l->sliding ? local : full;
-      // By value: with activation checkpointing the block runs again in backward.
+      // By value: with activation checkpointing the block runs again in backward. A sparse layer
+      // whose router logits are kept returns them beside its output, [B, T, H + experts]: one
+      // tensor through the checkpoint and the sharding hooks, their gradient with it.
+      const bool keep = keep_router_logits_ && l->moe;
       x = run_block(i, x,
                     [l, cos = rotation.first, sin = rotation.second,
-                     mask = l->sliding ? sliding_mask : full_mask, cache, i,
-                     past](Tensor h) { return l->forward(h, cos, sin, mask, cache, i, past); });
+                     mask = l->sliding ? sliding_mask : full_mask, cache, i, past,
+                     keep](Tensor h) {
+                      if (!keep) return l->forward(h, cos, sin, mask, cache, i, past);
+                      Tensor logits;
+                      Tensor out = l->forward(h, cos, sin, mask, cache, i, past, &logits);
+                      return torch::cat(
+                          {out, logits.view({out.size(0), out.size(1), -1}).to(out.scalar_type())},
+                          -1);
+                    });
+      if (keep) {
+        const int64_t H = config_.hidden_size;
+        router_logits_.push_back(x.slice(-1, H).reshape({-1, config_.num_experts}));
+        x = x.slice(-1, 0, H);
+      }
     }
     if (cache) cache->length = past + T;
     // granite's logits are the lm_head's over logits_scaling: the same as the lm_head's of the

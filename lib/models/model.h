@@ -30,6 +30,10 @@ struct ModelOutput {
   // With Batch::token_scores, a causal language model's TokenScores of its label tokens (TRL's
   // fused LM head: DPO's log-probabilities); logits and loss are then undefined.
   TokenScores token_scores = {};
+  // A mixture of experts' load-balancing loss over its sparse layers' routers (Transformers'
+  // load_balancing_loss_func), float32, when its config's output_router_logits is on or
+  // Batch::router_aux_loss asks for it; undefined otherwise.
+  torch::Tensor aux_loss = {};
 };
 
 // A model's task and the kind of its outputs, which pick its default loss.

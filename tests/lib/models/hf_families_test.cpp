@@ -98,7 +98,69 @@ TEST_P(HfFamily, GivesTransformersLogitsLossGenerationAndConfig) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfFamily,
-                         ::testing::Values("phi3", "gemma2", "olmo2", "smollm3", "granite"));
+                         ::testing::Values("phi3", "gemma2", "olmo2", "smollm3", "granite",
+                                           "mixtral", "qwen3_moe"));
+
+// The mixtures' routers' load-balancing loss equals Transformers' (with and without the padding
+// mask), and with the config's output_router_logits it joins the loss times
+// router_aux_loss_coef; Batch::router_aux_loss returns it alone, leaving the loss as it was.
+TEST(HfFamilies, RouterLoadBalancingLossEqualsTransformers) {
+  const Reference& ref = reference();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor ids = ref.tensors.at("input_ids"), mask = ref.tensors.at("attention_mask");
+  for (const std::string name : {"mixtral", "qwen3_moe"}) {
+    auto model = models::load_hf_model(ref.dir + "/" + name);
+    model->eval();
+    for (const std::string suffix : {"", "_masked"}) {
+      data::Batch batch{{"input_ids", ids}, {"labels", ids}};
+      if (!suffix.empty()) batch["attention_mask"] = mask;
+      batch.router_aux_loss = true;
+      const models::ModelOutput alone = model->forward(batch);
+      ASSERT_TRUE(alone.aux_loss.defined()) << name;
+      EXPECT_NEAR(alone.aux_loss.item<double>(),
+                  ref.tensors.at(name + ".aux_loss" + suffix).item<double>(), 1e-6)
+          << name << suffix;
+      // The loss with it, as Transformers' output_router_logits adds it (with the mask, only the
+      // sum: a padding query's logits, which Transformers' loss scores too, are left to chance).
+      model->set_router_aux_loss(true, model->config().router_aux_loss_coef);
+      batch.router_aux_loss = false;
+      const models::ModelOutput added = model->forward(batch);
+      if (suffix.empty()) {
+        EXPECT_NEAR(added.loss.item<double>(),
+                    ref.tensors.at(name + ".loss_with_aux").item<double>(), 1e-5)
+            << name;
+      }
+      EXPECT_NEAR(added.loss.item<double>() - alone.loss.item<double>(),
+                  model->config().router_aux_loss_coef * alone.aux_loss.item<double>(), 1e-6);
+    }
+  }
+  // A dense model has no router loss.
+  auto dense = models::load_hf_model(ref.dir + "/granite");
+  data::Batch batch{{"input_ids", ids}, {"labels", ids}};
+  batch.router_aux_loss = true;
+  EXPECT_FALSE(dense->forward(batch).aux_loss.defined());
+}
+
+// The router loss's gradient reaches the routers through activation checkpointing (a sparse
+// block returns its router logits beside its output), as without it.
+TEST(HfFamilies, RouterLossGradientsThroughActivationCheckpointing) {
+  const Reference& ref = reference();
+  const torch::Tensor ids = ref.tensors.at("input_ids");
+  std::vector<torch::Tensor> grads;
+  for (bool checkpointing : {false, true}) {
+    auto model = models::load_hf_model(ref.dir + "/qwen3_moe");
+    model->train();
+    models::set_activation_checkpointing(*model, checkpointing ? 1 : 0);
+    data::Batch batch{{"input_ids", ids}, {"labels", ids}};
+    batch.router_aux_loss = true;
+    const models::ModelOutput out = model->forward(batch);
+    (out.loss + 10.0 * out.aux_loss).backward();
+    grads.push_back(model->named_parameters()["model.layers.0.mlp.gate.weight"].grad().clone());
+  }
+  ASSERT_TRUE(grads[1].defined());
+  EXPECT_GT(grads[0].abs().max().item<double>(), 0);
+  EXPECT_LE((grads[0] - grads[1]).abs().max().item<double>(), 1e-6);
+}
 
 // Each family's shape matters: phi3's longrope past original_max_position_embeddings, its partial
 // rotary and its window, gemma2's soft-capping and windows, smollm3's layers without rotary and its
@@ -155,16 +217,17 @@ TEST(HfFamilies, EachFeatureChangesTheLogits) {
 
 TEST(HfFamilies, FreshConfigsHaveTransformersDefaults) {
   auto defaults = nlohmann::json::parse(std::ifstream(reference().dir + "/defaults.json"));
-  ASSERT_EQ(defaults.size(), 5u);
+  ASSERT_EQ(defaults.size(), 7u);
   hf_models_test::expect_transformers_defaults(defaults);
 }
 
 // PEFT's default LoRA targets: gemma2's q_proj and v_proj; none for the others (PEFT asks for
-// target_modules there).
+// target_modules there; for mixtral too, which its table lists but its Transformers 5 conversion
+// empties).
 TEST(HfFamilies, PeftDefaultTargets) {
   EXPECT_EQ(models::peft_default_target_modules("gemma2"),
             (std::vector<std::string>{"q_proj", "v_proj"}));
-  for (const char* type : {"phi3", "olmo2", "smollm3", "granite"}) {
+  for (const char* type : {"phi3", "olmo2", "smollm3", "granite", "mixtral", "qwen3_moe"}) {
     EXPECT_TRUE(models::peft_default_target_modules(type).empty()) << type;
   }
 }
@@ -192,6 +255,14 @@ TEST(HfFamilies, BadConfigsAreOneLine) {
       "logits_scaling 0 is not a finite non-zero number");
   bad("gemma2", [](auto& j) { j["attn_logit_softcapping"] = -1; },
       "attn_logit_softcapping -1 is not > 0 (or null)");
+  bad("mixtral", [](auto& j) { j["num_experts_per_tok"] = 5; },
+      "num_experts_per_tok 5 is more than the 4 experts (num_local_experts)");
+  bad("qwen3_moe", [](auto& j) { j["mlp_only_layers"] = {7}; },
+      "mlp_only_layers names layer 7 of 3");
+  bad("qwen3_moe", [](auto& j) { j["num_experts"] = 100000; },
+      "num_experts 100000 is more than 4096 experts");
+  bad("mixtral", [](auto& j) { j["num_local_experts"] = 3; },
+      "the weights hold tensor 'model.layers.0.block_sparse_moe.experts.3.");
 }
 
 }  // namespace
