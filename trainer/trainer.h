@@ -216,6 +216,10 @@ class Trainer {
   // last one's), or an evaluation's prefix ("eval"), whose result gets them too. Called on every
   // process.
   virtual void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) {}
+  // The micro-batches of the current gradient accumulation window (fewer at an epoch's end).
+  int64_t current_gradient_accumulation_steps() const {
+    return current_gradient_accumulation_steps_;
+  }
 
  private:
   // The loop under evaluate and predict: outputs and labels (kept when asked for or when

@@ -530,6 +530,10 @@
     "SFT: the padding token (null: the tokenizer's pad_token, else its eos_token).")               \
   X(bool, trust_remote_code, false,                                                                \
     "SFT, DPO: false only (no model here runs Python code).")                                      \
+  X(std::optional<double>, router_aux_loss_coef, std::nullopt,                                     \
+    "SFT, DPO: the weight of a Mixture-of-Experts model's router load-balancing loss added to "   \
+    "the loss (null: the model config's router_aux_loss_coef; 0: off; refused for a dense model), " \
+    "and logged as aux_loss.")                                                                     \
 
 // DPOConfig's own arguments (TRL 1.16's names and defaults): `trainer dpo` takes them with the
 // SFT arguments DPOConfig shares (TrainingArguments::dpo_shared_keys), the others refuse them.
@@ -564,6 +568,4 @@
     "DPO: accepted (used only by sync_ref_model).")                                                \
   X(int64_t, ref_model_sync_steps, 512,                                                            \
     "DPO: accepted (used only by sync_ref_model).")                                                \
-  X(std::optional<double>, router_aux_loss_coef, std::nullopt,                                     \
-    "DPO: null or 0 (no Mixture-of-Experts model here has a router loss).")                        \
 // clang-format on

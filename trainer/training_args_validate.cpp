@@ -386,6 +386,10 @@ void TrainingArguments::validate_script() const {
   check_choice("bnb_4bit_quant_type", bnb_4bit_quant_type_, {"nf4", "fp4"});
   check(!trust_remote_code_, "trust_remote_code", "true",
         "false (no model here runs code from its folder)");
+  if (router_aux_loss_coef_) {
+    check(std::isfinite(*router_aux_loss_coef_), "router_aux_loss_coef",
+          num(*router_aux_loss_coef_), "a finite number, or null");
+  }
 }
 
 // SFTConfig's own values, as TRL 1.16's SFTConfig and SFTTrainer check them.
@@ -520,10 +524,6 @@ void TrainingArguments::validate_dpo() const {
   }
   check(!sync_ref_model_, "sync_ref_model", "true",
         "false (TR-DPO's reference updates are not supported)");
-  if (router_aux_loss_coef_) {
-    check(*router_aux_loss_coef_ == 0, "router_aux_loss_coef", num(*router_aux_loss_coef_),
-          "null or 0 (no model here is a Mixture-of-Experts with a router loss)");
-  }
   for (const auto& [key, value] : model_init_kwargs_.items()) {
     if ((key == "dtype" || key == "torch_dtype") && value.is_string()) continue;
     throw InputError(fmt::format(

@@ -147,6 +147,7 @@ DPOTrainer::DPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments a
     : Trainer(model, std::move(args), train_dataset, eval_dataset, collator),
       ref_model_(std::move(ref_model)),
       collator_(std::move(collator)) {
+  aux_ = resolve_router_aux_loss(this->args(), this->model(), /*write_config=*/false);
   if (this->args().disable_dropout()) {
     disable_dropout(this->model());
     if (ref_model_) disable_dropout(*ref_model_);
@@ -171,13 +172,14 @@ DPOTrainer::DPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments a
 }
 
 DPOTrainer::Scored DPOTrainer::score(models::Model& model, const data::Batch& inputs,
-                                     bool weighting) {
+                                     bool weighting, bool router_aux_loss) {
   data::Batch batch;
   batch["input_ids"] = inputs.at("input_ids");
   batch["attention_mask"] = inputs.at("attention_mask");
   batch["labels"] = inputs.at("input_ids").masked_fill(inputs.at("completion_mask").eq(0), -100);
   batch.token_scores = true;
   batch.token_sum_sq = weighting;
+  batch.router_aux_loss = router_aux_loss;
   models::ModelOutput out = model.forward(batch);
   if (!out.token_scores.log_probs.defined()) {
     throw InputError(
@@ -186,6 +188,7 @@ DPOTrainer::Scored DPOTrainer::score(models::Model& model, const data::Batch& in
   }
   Scored scored;
   scored.scores = out.token_scores;
+  scored.aux_loss = out.aux_loss;
   const Tensor& lp = out.token_scores.log_probs;
   if (!args().ld_alpha()) {
     scored.logps = lp.sum(1);
@@ -258,7 +261,7 @@ LossOutput DPOTrainer::compute_loss(models::Model& model, const data::Batch& inp
   // the policy's backward would then find freed.
   Tensor ref;
   if (!inputs.contains("ref_chosen_logps")) ref = reference_logps(model, inputs);
-  const Scored policy = score(model, inputs, a.use_weighting());
+  const Scored policy = score(model, inputs, a.use_weighting(), aux_.enabled);
   const Tensor completion = inputs.at("completion_mask");
   const Tensor shift_mask = completion.slice(1, 1).to(torch::kFloat);
   const int64_t B = completion.size(0) / 2;
@@ -287,7 +290,10 @@ LossOutput DPOTrainer::compute_loss(models::Model& model, const data::Batch& inp
     const Tensor w = torch::exp(mean);
     in.weights = w.slice(0, 0, B) * w.slice(0, B);
   }
-  const Tensor loss = dpo_loss(in, a);
+  Tensor loss = dpo_loss(in, a);
+  // TRL: the policy's router load-balancing loss over the chosen and rejected rows, weighted.
+  const bool aux = aux_.enabled && policy.aux_loss.defined();
+  if (aux) loss = loss + aux_.coef * policy.aux_loss;
 
   // TRL's metrics of this micro-batch, summed over the processes in one reduction.
   torch::NoGradGuard no_grad;
@@ -336,7 +342,16 @@ LossOutput DPOTrainer::compute_loss(models::Model& model, const data::Batch& inp
                            ratio(v[5], v[6]), ratio(v[7], v[4]),   v[8] / v[14],
                            v[9] / v[14],      v[10] / v[14],       v[11] / v[14],
                            v[12] / v[14],     v[13] / v[14]};
-  for (size_t k = 0; k < metrics.size(); ++k) {
+  if (aux) {
+    Tensor mean = policy.aux_loss.detach().to(torch::kFloat).reshape({1});
+    if (accelerator.num_processes() > 1) {
+      mean = accelerator.reduce(mean.to(accelerator.device()), Reduction::kSum).cpu() /
+             static_cast<double>(accelerator.num_processes());
+    }
+    if (metrics.size() == metric_names().size()) metrics.emplace_back("aux_loss", std::vector<double>{});
+    metrics.back().second.push_back(mean.item<double>());
+  }
+  for (size_t k = 0; k < metric_names().size(); ++k) {
     // num_tokens is the running total, not a mean (TRL replaces its list).
     if (metrics[k].first == "num_tokens")
       metrics[k].second = {values[k]};

@@ -17,6 +17,7 @@
 #include "lib/tokenizers/tokenizer.h"
 #include "trainer/trainer.h"
 #include "trl/dpo_data.h"
+#include "trl/sft_trainer.h"
 
 namespace trainer::trl {
 
@@ -108,11 +109,14 @@ class DPOTrainer : public Trainer {
  private:
   // The summed completion log-probabilities of a batch's rows under `model` ([2B]: chosen
   // rows, then rejected), with the token scores behind them.
+  RouterAuxLoss aux_;  // TRL's router_aux_loss_coef, resolved against the model
   struct Scored {
     torch::Tensor logps;
     models::TokenScores scores;
+    torch::Tensor aux_loss;  // the policy's router load-balancing loss (router_aux_loss_coef)
   };
-  Scored score(models::Model& model, const data::Batch& inputs, bool weighting);
+  Scored score(models::Model& model, const data::Batch& inputs, bool weighting,
+               bool router_aux_loss = false);
   // The reference's summed log-probabilities of the batch's rows, without gradients.
   torch::Tensor reference_logps(models::Model& model, const data::Batch& inputs);
   // precompute_ref_log_probs: every pair of `dataset` scored by the reference, each process a

@@ -9,7 +9,10 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
+#include "lib/base/text.h"
 #include "lib/base/warn.h"
+#include "lib/models/hf_causal_lm.h"
+#include "lib/models/lora.h"
 #include "trl/sft_cache.h"
 
 namespace trainer::trl {
@@ -311,10 +314,29 @@ SftSourceOptions sft_source_options(const TrainingArguments& args,
   return o;
 }
 
+RouterAuxLoss resolve_router_aux_loss(const TrainingArguments& args, models::Model& model,
+                                      bool write_config) {
+  models::HfCausalLM* hf = models::as_hf_causal_lm(model);
+  const bool moe = hf && hf->config().num_experts > 0;
+  const std::optional<double> given = args.router_aux_loss_coef();
+  if (given && *given != 0 && !moe) {
+    throw InputError(fmt::format(
+        "argument router_aux_loss_coef: {} is set but the model is not a Mixture-of-Experts model "
+        "that returns its router logits, so there is no auxiliary loss to weight (give null or 0)",
+        base::python_float(*given)));
+  }
+  RouterAuxLoss aux;
+  aux.coef = given.value_or(moe ? hf->config().router_aux_loss_coef : 0.0);
+  aux.enabled = moe && aux.coef != 0;
+  if (write_config && moe) hf->set_router_aux_loss(aux.enabled, aux.coef);
+  return aux;
+}
+
 LossOutput SFTTrainer::compute_loss(models::Model& model, const data::Batch& inputs,
                                     bool return_outputs, const torch::Tensor& num_items_in_batch) {
   data::Batch batch = inputs;
   batch.token_stats = true;
+  batch.router_aux_loss = aux_.enabled;
   batch.dft_loss = args().loss_type().front() == "dft";
   batch.label_smoothing = args().label_smoothing_factor();
   if (num_items_in_batch.defined() && !batch.num_items_in_batch.defined()) {
@@ -330,6 +352,28 @@ LossOutput SFTTrainer::compute_loss(models::Model& model, const data::Batch& inp
   models::ModelOutput out = model.forward(batch);
   const bool training = model.is_training();
   Accelerator& accelerator = this->accelerator();
+  Tensor loss = out.loss;
+  if (aux_.enabled && out.aux_loss.defined()) {
+    // TRL: the weighted router loss after the loss's scaling by the processes (which the
+    // Trainer's training_step does here, hence the division), over the accumulation steps when
+    // num_items_in_batch counts the window's tokens. The label smoother's path adds none.
+    const bool smoothed = batch.label_smoothing > 0 && !batch.dft_loss;
+    if (!smoothed) {
+      double scale = aux_.coef;
+      if (num_items_in_batch.defined()) {
+        scale /= static_cast<double>(current_gradient_accumulation_steps());
+        if (training && accelerator.num_processes() > 1 && args().average_tokens_across_devices())
+          scale /= static_cast<double>(accelerator.num_processes());
+      }
+      loss = loss + scale * out.aux_loss;
+    }
+    Tensor aux = out.aux_loss.detach().to(torch::kFloat).reshape({1});
+    if (accelerator.num_processes() > 1) {
+      aux = accelerator.reduce(aux.to(accelerator.device()), Reduction::kSum).cpu() /
+            static_cast<double>(accelerator.num_processes());
+    }
+    (training ? train_ : eval_).aux_loss.push_back(aux.item<double>());
+  }
   // entropy sum, argmax hits, label tokens, and (training) the batch's tokens, over processes.
   Tensor tokens;
   if (inputs.contains("attention_mask")) {
@@ -350,7 +394,7 @@ LossOutput SFTTrainer::compute_loss(models::Model& model, const data::Batch& inp
   means.entropy.push_back(count > 0 ? entropy / count : 0.0);
   means.accuracy.push_back(count > 0 ? correct / count : 0.0);
   if (training) total_train_tokens_ += all[3].item<double>();
-  return {out.loss, return_outputs ? out.logits : Tensor()};
+  return {loss, return_outputs ? out.logits : Tensor()};
 }
 
 void SFTTrainer::add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) {
@@ -365,6 +409,7 @@ void SFTTrainer::add_logged_metrics(nlohmann::ordered_json& logs, const std::str
   logs[p + "entropy"] = mean(means.entropy);
   logs[p + "mean_token_accuracy"] = mean(means.accuracy);
   logs[p + "num_tokens"] = total_train_tokens_;
+  if (!means.aux_loss.empty()) logs[p + "aux_loss"] = mean(means.aux_loss);
   means = {};
 }
 

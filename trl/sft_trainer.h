@@ -69,9 +69,24 @@ SftSourceOptions sft_source_options(const TrainingArguments& args,
                                     std::shared_ptr<const tokenizers::Tokenizer> tokenizer,
                                     const std::string& tokenizer_dir);
 
+// TRL's router_aux_loss_coef (SFTConfig, DPOConfig): the weight of a mixture of experts' router
+// load-balancing loss, the model config's own when the argument is null (0 for a dense model);
+// enabled for a mixture of experts whose weight is not 0. A weight given for a dense model is an
+// InputError, as TRL raises one. With `write_config` (SFTTrainer), the model's config takes it as
+// TRL writes it back: output_router_logits on when enabled, off otherwise, and the weight.
+struct RouterAuxLoss {
+  bool enabled = false;
+  double coef = 0.0;
+};
+RouterAuxLoss resolve_router_aux_loss(const TrainingArguments& args, models::Model& model,
+                                      bool write_config);
+
 class SFTTrainer : public Trainer {
  public:
   using Trainer::Trainer;
+  // TRL's MoE load-balancing loss: added to the loss times its weight (over the accumulation
+  // steps when the Trainer counts the tokens of the window), and logged as aux_loss.
+  void set_router_aux_loss(RouterAuxLoss aux) { aux_ = aux; }
 
   // The model's loss (TRL's loss_type: nll or dft) over the batch's label tokens, divided by
   // num_items_in_batch as the Trainer passes it, and the batch's statistics gathered over the
@@ -89,8 +104,9 @@ class SFTTrainer : public Trainer {
 
  private:
   struct Means {
-    std::vector<double> entropy, accuracy;
+    std::vector<double> entropy, accuracy, aux_loss;
   };
+  RouterAuxLoss aux_;
   Means train_, eval_;
   double total_train_tokens_ = 0;
 };

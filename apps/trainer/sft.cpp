@@ -144,8 +144,11 @@ int sft_command(const std::string& config,
           "model_name_or_path or model_type)",
           a.model_name_or_path().value_or(a.model_name())));
     }
-    return std::unique_ptr<Trainer>(std::make_unique<trl::SFTTrainer>(
-        std::move(model), a, std::move(train), std::move(eval), std::move(collator)));
+    const trl::RouterAuxLoss aux = trl::resolve_router_aux_loss(a, *model, /*write_config=*/true);
+    auto trainer = std::make_unique<trl::SFTTrainer>(std::move(model), a, std::move(train),
+                                                     std::move(eval), std::move(collator));
+    trainer->set_router_aux_loss(aux);
+    return std::unique_ptr<Trainer>(std::move(trainer));
   };
   recipe.chat_sample = chat_sample(train_file, args);
   return run_training(args, recipe);

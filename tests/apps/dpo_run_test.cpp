@@ -83,7 +83,8 @@ json ours(const Case& c, const std::string& fixtures, int processes, const std::
       defaults += " " + text;
   }
   const std::string arguments =
-      "--model_name_or_path " + fixtures + "/" + c.model + " --train_file " + fixtures + "/data/" +
+      "--model_name_or_path " + (c.model.front() == '/' ? c.model : fixtures + "/" + c.model) +
+      " --train_file " + fixtures + "/data/" +
       c.train + ".jsonl --use_cpu true --bf16 false --gradient_checkpointing false" +
       " --logging_steps 1 --seed 42 --lr_scheduler_type linear --warmup_steps 0" +
       " --per_device_eval_batch_size 4 --max_steps 6 --save_strategy no --report_to none" +
@@ -171,6 +172,30 @@ TEST_P(DpoAgainstTrl, EachStepsLossAndMetricsEqualTrls) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Processes, DpoAgainstTrl, ::testing::Values(1, 2));
+
+// A mixture of experts (hf_families.py's Qwen3-MoE, its router loss on: dpo_trl_moe_np1): TRL's
+// router_aux_loss_coef from the config, the policy's weighted load-balancing loss over the chosen
+// and rejected rows added, each step's loss, metrics and aux_loss as TRL's.
+TEST(DpoRun, MixtureOfExpertsRouterLossEqualsTrls) {
+  const std::string fixtures = testing::sft_fixtures_dir();
+  const std::string families = testing::reference_dir("hf_families");
+  ASSERT_FALSE(fixtures.empty());
+  ASSERT_FALSE(families.empty());
+  const std::string dir = testing::reference_dir("dpo_trl_moe_np1");
+  ASSERT_FALSE(dir.empty());
+  std::ifstream in(dir + "/reference.json");
+  const json ref = json::parse(in);
+  testing::TempDir tmp;
+  const Case c{"moe", families + "/qwen3_moe", "pref_plain", ""};
+  const json state = ours(c, fixtures, 1, tmp.file("out"));
+  expect_trl_steps(state, ref, "moe");
+  size_t step = 0;
+  for (const auto& e : state["log_history"]) {
+    if (!e.contains("loss")) continue;
+    const json& want = ref["logs"][step++];
+    expect_near(e, want, "aux_loss", "moe, step " + std::to_string(step));
+  }
+}
 
 // `trainer dpo` on the conversational pairs with `extra`, into tmp/`out`: its output.
 testing::ProcessResult dpo(const std::string& fixtures, testing::TempDir& tmp,

@@ -50,7 +50,8 @@ json reference(const Case& c, int processes) {
 json ours(const Case& c, const std::string& fixtures, int processes, const std::string& out) {
   const std::string per_device = std::to_string(4 / processes);
   const std::string arguments =
-      "--model_name_or_path " + fixtures + "/" + c.model + " --train_file " + fixtures + "/data/" +
+      "--model_name_or_path " + (c.model.front() == '/' ? c.model : fixtures + "/" + c.model) +
+      " --train_file " + fixtures + "/data/" +
       c.train + ".jsonl " + c.extra +
       " --use_cpu true --bf16 false --gradient_checkpointing false --logging_steps 1 --seed 42"
       " --learning_rate 1e-3 --lr_scheduler_type linear --warmup_steps 0"
@@ -133,6 +134,50 @@ TEST_P(SftAgainstTrl, EachStepsLossAndMetricsEqualTrls) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Processes, SftAgainstTrl, ::testing::Values(1, 2));
+
+// A mixture of experts (hf_families.py's Qwen3-MoE, its router loss on: sft_moe_reference.py):
+// TRL's router_aux_loss_coef from the config, the weighted load-balancing loss added over the
+// accumulation steps, each step's loss, metrics and aux_loss as TRL's; the folder's config.json
+// has output_router_logits on and the weight, as TRL writes them back. A weight given for a dense
+// model is one line, exit 2.
+TEST(SftRun, MixtureOfExpertsRouterLossEqualsTrls) {
+  const std::string fixtures = testing::sft_fixtures_dir();
+  const std::string families = testing::reference_dir("hf_families");
+  ASSERT_FALSE(fixtures.empty());
+  ASSERT_FALSE(families.empty());
+  const std::string dir = testing::reference_dir("sft_moe_np1");
+  ASSERT_FALSE(dir.empty());
+  std::ifstream in(dir + "/reference.json");
+  const json ref = json::parse(in);
+  testing::TempDir tmp;
+  const Case c{"moe", families + "/qwen3_moe", "prompt_completion", ""};
+  const json state = ours(c, fixtures, 1, tmp.file("out"));
+  expect_trl_steps(state, ref, "moe");
+  std::vector<json> steps;
+  for (const auto& e : state["log_history"])
+    if (e.contains("loss")) steps.push_back(e);
+  ASSERT_EQ(steps.size(), ref["steps"].size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    ASSERT_TRUE(steps[i].contains("aux_loss")) << "step " << i + 1;
+    const double want = ref["steps"][i]["aux_loss"].get<double>();
+    EXPECT_NEAR(steps[i]["aux_loss"].get<double>(), want, 1e-4 * want) << "step " << i + 1;
+  }
+  std::ifstream config(tmp.file("out") + "/config.json");
+  const json saved = json::parse(config);
+  EXPECT_EQ(saved["output_router_logits"], true);
+  EXPECT_EQ(saved["router_aux_loss_coef"].get<double>(), 0.01);
+
+  auto r = run(testing::kTrainerBin + " sft --model_name_or_path " + fixtures +
+               "/llama --train_file " + fixtures +
+               "/data/prompt_completion.jsonl --router_aux_loss_coef 0.1 --max_steps 1 "
+               "--output_dir " +
+               tmp.file("dense") + " 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("argument router_aux_loss_coef: 0.1 is set but the model is not a "
+                       "Mixture-of-Experts model"),
+            std::string::npos)
+      << r.out;
+}
 
 // LoRA SFT: the adapter folder loads in PEFT over the base (its 8 tensors: q_proj and v_proj of
 // two layers, A and B), and `trainer chat` answers from it.
