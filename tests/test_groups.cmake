@@ -47,7 +47,7 @@ set(TRAINER_TEST_GROUPS
   "^Package\\."                                             "package"                600 SUITE
   # The committed Python results and their check (scripts/reference): shell, no code of ours.
   "^(References|ReferenceCheck)\\."                         "unit"                   300 SUITE
-  "^(HfFineTuneFolders|HfGenerate|LoraRuns|TokenizeCli|ChatCli|ReportTo|LossCurve)\\."
+  "^(HfFineTuneFolders|HfGenerate|FamilyLora|LoraRuns|TokenizeCli|ChatCli|ReportTo|LossCurve)\\."
                                                             "e2e|reference"          600 SUITE
   "^(IrisCli|TorchScriptCli|TrainerCli)\\."                 "e2e|reference"          600 SUITE
   "^(Resume|TrainerPlot|Examples|Generate|GptRun)\\."       "e2e"                    600 SUITE

@@ -205,7 +205,7 @@
     "FSDP's options: min_num_params, transformer_layer_cls_to_wrap (LlamaDecoderLayer, "           \
     "Qwen2DecoderLayer, Qwen3DecoderLayer, MistralDecoderLayer, Gemma3DecoderLayer, "              \
     "Phi3DecoderLayer, Gemma2DecoderLayer, Olmo2DecoderLayer, SmolLM3DecoderLayer, "               \
-    "GraniteDecoderLayer, GPT2Block, "                                                              \
+    "GraniteDecoderLayer, MixtralDecoderLayer, Qwen3MoeDecoderLayer, GPT2Block, "                  \
     "Block), backward_prefetch backward_pre|no_prefetch, forward_prefetch, "                       \
     "limit_all_gathers, sync_module_states, use_orig_params, state_dict_type "                     \
     "FULL_STATE_DICT|SHARDED_STATE_DICT (the \"fsdp_\" prefix of Accelerate's keys is accepted).")  \
@@ -346,9 +346,9 @@
   X(std::optional<std::string>, config_name, std::nullopt,                                         \
     "A Hugging Face config.json (or its folder) of a fresh, randomly initialised model.")          \
   X(std::optional<std::string>, model_type, std::nullopt,                                          \
-    "gpt2, llama, qwen2, qwen3, mistral or gemma3_text: a fresh model from Transformers' "        \
-    "defaults overlaid with model_config's "                                                       \
-    "config.json keys (for pretraining from scratch).")                                            \
+    "gpt2, llama, qwen2, qwen3, mistral, gemma3_text, phi3, gemma2, olmo2, smollm3, granite, "    \
+    "mixtral or qwen3_moe: a fresh model from Transformers' defaults overlaid with "               \
+    "model_config's config.json keys (for pretraining from scratch).")                             \
   X(std::string, torch_dtype, "auto",                                                              \
     "The weights' type of a Hugging Face model: auto (config.json's dtype), float32, "             \
     "bfloat16 or float16 (TRL's ModelConfig name: dtype, null meaning auto).")                     \

@@ -484,22 +484,15 @@ void read_family_shape(base::JsonFields& f, HfConfig& c) {
     c.query_pre_attn_scalar = f.number("query_pre_attn_scalar", 256.0);
     f.fail_if(!(c.query_pre_attn_scalar > 0), "query_pre_attn_scalar",
               fmt::format("{} is not > 0", c.query_pre_attn_scalar));
-    const double final_default = type == "gemma2" ? 30.0 : 0.0;
-    const double attn_default = type == "gemma2" ? 50.0 : 0.0;
-    c.final_logit_softcapping =
-        c.json.contains("final_logit_softcapping") && c.json["final_logit_softcapping"].is_null()
-            ? 0.0
-            : f.number("final_logit_softcapping", final_default);
-    f.fail_if(f.has("final_logit_softcapping") && !(c.final_logit_softcapping > 0),
-              "final_logit_softcapping",
-              fmt::format("{} is not > 0 (or null)", c.final_logit_softcapping));
-    c.attn_logit_softcapping =
-        c.json.contains("attn_logit_softcapping") && c.json["attn_logit_softcapping"].is_null()
-            ? 0.0
-            : f.number("attn_logit_softcapping", attn_default);
-    f.fail_if(f.has("attn_logit_softcapping") && !(c.attn_logit_softcapping > 0),
-              "attn_logit_softcapping",
-              fmt::format("{} is not > 0 (or null)", c.attn_logit_softcapping));
+    // A soft-capping value: null is none (0), absent the type's default (gemma2's 30 and 50).
+    auto softcap = [&](const char* key, double gemma2_default) {
+      const bool null = c.json.contains(key) && c.json[key].is_null();
+      const double cap = null ? 0.0 : f.number(key, type == "gemma2" ? gemma2_default : 0.0);
+      f.fail_if(f.has(key) && !(cap > 0), key, fmt::format("{} is not > 0 (or null)", cap));
+      return cap;
+    };
+    c.final_logit_softcapping = softcap("final_logit_softcapping", 30.0);
+    c.attn_logit_softcapping = softcap("attn_logit_softcapping", 50.0);
     // Gemma 2 caps its attention logits (eager attention); Transformers 5.24's Gemma 3 keeps the
     // key but does not apply it.
     c.attn_softcapping = type == "gemma2" && c.attn_logit_softcapping > 0;

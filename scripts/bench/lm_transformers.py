@@ -3,11 +3,12 @@
   lm_transformers.py build OUT_DIR [FORTUNES_DIR]
       OUT_DIR/fortunes.txt (the fortunes text files, concatenated), a byte-level BPE of 512 ids
       trained on them (tests/reference/scripts/hf_fixtures.py train_tokenizer, GPT-2's layout), and
-      three Hugging Face folders with that tokenizer, randomly initialised, dropout 0:
+      four Hugging Face folders with that tokenizer, randomly initialised, dropout 0:
         gpt2   GPT-2, 4 layers x width 128, 4 heads, 128 positions
         llama  Llama, 4 layers x width 256, 4 heads, 2 KV heads, MLP 688, 256 positions
         small  GPT-2 small's shape (GPT2Config() defaults: 12 x 768, 1024 positions, vocab 50257:
                124 M parameters)
+        moe    Qwen3-MoE at Llama's width: 4 layers x 256, 8 experts of 344, 2 a token
   lm_transformers.py trainer|loop MODEL_DIR TRAIN_FILE --steps N --skip K --batch B --block T
                      [--threads N] [--bf16] [--lr X] [--lora R]
       trainer: Transformers' Trainer (use_cpu, bf16 = CPU autocast); loop: a plain PyTorch loop
@@ -28,9 +29,11 @@ import torch
 
 
 def build(out, fortunes):
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                    "reference", "scripts"))
     from hf_fixtures import fortune_files, train_tokenizer
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                              Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
     os.makedirs(out, exist_ok=True)
     files = fortune_files(fortunes)
@@ -51,6 +54,13 @@ def build(out, fortunes):
                                                       max_position_embeddings=256, bos_token_id=eos,
                                                       eos_token_id=eos, tie_word_embeddings=False)),
         "small": lambda: GPT2LMHeadModel(GPT2Config(bos_token_id=eos, eos_token_id=eos, **no_dropout)),
+        # Qwen3-MoE's layout at Llama's width: 8 experts of 344, 2 a token (the active MLP width of
+        # llama's 688), every layer sparse.
+        "moe": lambda: Qwen3MoeForCausalLM(Qwen3MoeConfig(
+            vocab_size=len(tok), hidden_size=256, intermediate_size=688, moe_intermediate_size=344,
+            num_experts=8, num_experts_per_tok=2, norm_topk_prob=True, num_hidden_layers=4,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=256,
+            bos_token_id=eos, eos_token_id=eos, tie_word_embeddings=False)),
     }
     for name, make in models.items():
         torch.manual_seed(0)

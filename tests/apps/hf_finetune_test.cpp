@@ -82,6 +82,24 @@ void expect_same_losses(const json& state, const json& ref) {
               losses.size(), largest);
 }
 
+// tmp/"one", our run's folder, goes back to Transformers: it loads with its tokenizer, without
+// missing or unexpected keys, and scores our eval loss (`all`: its all_results.json) on the
+// validation blocks.
+void expect_folder_goes_back(const testing::TempDir& tmp, const json& all) {
+  const std::string check =
+      "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + tmp.file("datasets-cache") + " " + python() +
+      " " + SOURCE_DIR + "/tests/reference/scripts/hf_finetune.py " + tmp.file("one") + " " +
+      kCorpus + " " + tmp.file("check.json") + " --steps 0 2>&1";
+  auto r = run(check);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream in(tmp.file("check.json"));
+  json back = json::parse(in);
+  EXPECT_TRUE(back["missing_keys"].empty()) << back["missing_keys"];
+  EXPECT_TRUE(back["unexpected_keys"].empty()) << back["unexpected_keys"];
+  EXPECT_NEAR(back["eval_loss"].get<double>(), all["eval_loss"].get<double>(),
+              1e-5 * all["eval_loss"].get<double>());
+}
+
 class HfFineTune : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfFineTune, LossesEqualTransformersTrainerOnOneAndTwoProcesses) {
@@ -102,20 +120,8 @@ TEST_P(HfFineTune, LossesEqualTransformersTrainerOnOneAndTwoProcesses) {
   // Two processes of 2 take the same 4 blocks a step.
   expect_same_losses(ours(fixtures, model, tmp.file("two"), 2), ref);
 
-  // The folder goes back to Transformers: it loads with its tokenizer, without missing or
-  // unexpected keys, and scores our eval loss on the validation blocks.
-  const std::string check =
-      "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + tmp.file("datasets-cache") + " " + python() +
-      " " + SOURCE_DIR + "/tests/reference/scripts/hf_finetune.py " + tmp.file("one") + " " +
-      kCorpus + " " + tmp.file("check.json") + " --steps 0 2>&1";
-  auto r = run(check);
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  std::ifstream in(tmp.file("check.json"));
-  json back = json::parse(in);
-  EXPECT_TRUE(back["missing_keys"].empty()) << back["missing_keys"];
-  EXPECT_TRUE(back["unexpected_keys"].empty()) << back["unexpected_keys"];
-  EXPECT_NEAR(back["eval_loss"].get<double>(), all["eval_loss"].get<double>(),
-              1e-5 * all["eval_loss"].get<double>());
+  // The folder goes back to Transformers.
+  expect_folder_goes_back(tmp, all);
   for (const char* name : {"config.json", "generation_config.json", "tokenizer.json",
                            "tokenizer_config.json", "model.safetensors"}) {
     EXPECT_TRUE(std::filesystem::exists(tmp.file("one") + "/" + name)) << name;
@@ -163,18 +169,7 @@ TEST_P(FamilyFineTune, LossesEqualTransformersTrainerAndTheFolderGoesBack) {
   EXPECT_EQ(all["train_samples"].get<int64_t>(), ref["train_blocks"].get<int64_t>());
   EXPECT_NEAR(all["eval_loss"].get<double>(), ref["eval_loss"].get<double>(),
               1e-4 * ref["eval_loss"].get<double>());
-  const std::string check =
-      "HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=" + tmp.file("datasets-cache") + " " + python() +
-      " " + SOURCE_DIR + "/tests/reference/scripts/hf_finetune.py " + tmp.file("one") + " " +
-      kCorpus + " " + tmp.file("check.json") + " --steps 0 2>&1";
-  auto r = run(check);
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  std::ifstream in(tmp.file("check.json"));
-  json back = json::parse(in);
-  EXPECT_TRUE(back["missing_keys"].empty()) << back["missing_keys"];
-  EXPECT_TRUE(back["unexpected_keys"].empty()) << back["unexpected_keys"];
-  EXPECT_NEAR(back["eval_loss"].get<double>(), all["eval_loss"].get<double>(),
-              1e-5 * all["eval_loss"].get<double>());
+  expect_folder_goes_back(tmp, all);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyFineTune,

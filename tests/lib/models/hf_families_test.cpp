@@ -6,12 +6,14 @@
 // Transformers' own, and a fresh model of each type has Transformers' defaults.
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "lib/io/safetensors.h"
 #include "lib/models/hf_pretrained.h"
+#include "lib/models/lora.h"
 #include "tests/test_util.h"
 
 namespace trainer::hf_models_test {
@@ -263,6 +265,72 @@ TEST(HfFamilies, BadConfigsAreOneLine) {
       "num_experts 100000 is more than 4096 experts");
   bad("mixtral", [](auto& j) { j["num_local_experts"] = 3; },
       "the weights hold tensor 'model.layers.0.block_sparse_moe.experts.3.");
+}
+
+// LoRA on the families as PEFT names their layers: phi3's fused qkv_proj and gate_up_proj, and a
+// mixture's experts one by one (mixtral's w1, w2, w3, which PEFT 0.21 converts to its fused
+// experts on load): the adapter folder `trainer train` saves loads in PEFT over the base with
+// every tensor, its B matrices trained away from their zeros, and PEFT's logits of the adapted
+// model equal ours. Without target_modules, a type PEFT has no default for is one line, exit 2.
+TEST(FamilyLora, AdaptersLoadInPeftAndGiveOurLogits) {
+  const Reference& ref = reference();
+  testing::TempDir tmp;
+  struct Case {
+    std::string model, targets;
+    int tensors;  // adapter tensors: 2 per adapted layer
+  };
+  const std::string corpus = "/usr/share/games/fortunes/fortunes";
+  for (const Case& c : {Case{"phi3", "qkv_proj,o_proj,gate_up_proj,down_proj", 16},
+                        Case{"mixtral", "q_proj,v_proj,w1,w2,w3", 2 * 2 * (2 + 3 * 4)}}) {
+    const std::string out = tmp.file(c.model);
+    auto r = testing::run("OMP_NUM_THREADS=1 " + testing::kTrainerBin +
+                          " train --model_name_or_path " + ref.dir + "/" + c.model +
+                          " --train_file " + corpus +
+                          " --block_size 32 --per_device_train_batch_size 4 --max_steps 3"
+                          " --learning_rate 1e-2 --use_peft true --lora_r 4 --lora_alpha 8"
+                          " --target_modules " +
+                          c.targets + " --save_strategy no --disable_tqdm true --output_dir " +
+                          out + " 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    auto peft = testing::run(
+        std::string(TRAINER_PYTHON) +
+        " -c \"import sys, torch; from transformers import AutoModelForCausalLM;"
+        " from peft import PeftModel; from safetensors import safe_open;"
+        " m = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(sys.argv[1],"
+        " dtype=torch.float32), sys.argv[2]).eval();"
+        " f = safe_open(sys.argv[2] + '/adapter_model.safetensors', 'pt');"
+        " ids = torch.arange(12).reshape(1, 12) * 37 % 512;"
+        " logits = m(input_ids=ids).logits;"
+        " print('PEFT', len(list(f.keys())), sum(p.abs().sum().item() > 0 for n, p in"
+        " m.named_parameters() if 'lora_B' in n) > 0, '%.6f' % logits.sum().item(),"
+        " '%.6f' % logits.abs().sum().item())\" " +
+        ref.dir + "/" + c.model + " " + out + " 2>&1");
+    ASSERT_EQ(peft.exit_code, 0) << peft.out;
+    const size_t at = peft.out.rfind("PEFT ");
+    ASSERT_NE(at, std::string::npos) << peft.out;
+    std::istringstream words(peft.out.substr(at + 5));
+    int tensors = 0;
+    std::string trained;
+    double sum = 0, abs_sum = 0;
+    words >> tensors >> trained >> sum >> abs_sum;
+    EXPECT_EQ(tensors, c.tensors) << c.model << ": " << peft.out;
+    EXPECT_EQ(trained, "True") << c.model << ": " << peft.out;
+    auto ours = models::load_peft_model(out);
+    ours->eval();
+    torch::NoGradGuard no_grad;
+    const torch::Tensor ids = (torch::arange(12, torch::kLong) * 37).remainder(512).unsqueeze(0);
+    const torch::Tensor logits = models::as_hf_causal_lm(*ours)->logits(ids);
+    EXPECT_NEAR(logits.sum().item<double>(), sum, 1e-4 * std::abs(abs_sum)) << c.model;
+    EXPECT_NEAR(logits.abs().sum().item<double>(), abs_sum, 1e-5 * abs_sum) << c.model;
+  }
+  auto r = testing::run(testing::kTrainerBin + " train --model_name_or_path " + ref.dir +
+                        "/olmo2 --train_file " + corpus + " --use_peft true --max_steps 1" +
+                        " --output_dir " + tmp.file("none") + " 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("use_peft: PEFT has no default target_modules for model_type olmo2: give "
+                       "target_modules"),
+            std::string::npos)
+      << r.out;
 }
 
 }  // namespace
