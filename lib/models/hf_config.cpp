@@ -387,11 +387,11 @@ void read_sliding(base::JsonFields& f, HfConfig& c) {
     const bool use = f.boolean("use_sliding_window", false);
     c.sliding_window = f.has("sliding_window") ? f.positive("sliding_window", 1) : 0;
     read_layer_types(f, c);
+    // Without layer_types: the layers without rotary slide, with use_sliding_window (the rule,
+    // not a list: a config may say 10^9 layers).
     if (c.layer_sliding.empty()) {
-      for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-        const bool rope = c.layer_rope.empty() || c.layer_rope[static_cast<size_t>(i)];
-        c.layer_sliding.push_back(use && c.sliding_window > 0 && !rope);
-      }
+      c.sliding_without_rope = use;
+      if (!use) c.sliding_window = 0;
     }
   }
   bool any_sliding = false;
@@ -426,7 +426,7 @@ void read_rope_layers(base::JsonFields& f, HfConfig& c) {
       c.layer_rope.push_back(flag == 1);
     }
   } else {
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_rope.push_back((i + 1) % interval != 0);
+    c.no_rope_interval = interval;
   }
 }
 

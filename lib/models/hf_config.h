@@ -78,8 +78,16 @@ struct HfConfig {
   // rest pass); head_dim for the others.
   int64_t rotary_dim = 0;
   bool rotary_in_float = false;  // olmo2: q and k rotated in float32, then their type
-  // smollm3's no_rope_layers: a layer whose entry is false has no rotary embedding (empty: all do).
+  // smollm3's no_rope_layers: a layer whose entry is false has no rotary embedding; without the
+  // list, every no_rope_interval-th layer has none (0: every layer has one). Its windows
+  // (use_sliding_window) are on those layers only (sliding_without_rope).
   std::vector<bool> layer_rope;
+  int64_t no_rope_interval = 0;
+  bool sliding_without_rope = false;
+  bool has_rope(int64_t layer) const {
+    if (!layer_rope.empty()) return layer_rope.at(static_cast<size_t>(layer));
+    return no_rope_interval <= 0 || (layer + 1) % no_rope_interval != 0;
+  }
   // The embedding times embedding_multiplier (granite) or sqrt(hidden_size) in the weights' type
   // (gemma2, gemma3_text: scaled_embedding); 0: neither.
   bool scaled_embedding = false;
@@ -127,6 +135,7 @@ struct HfConfig {
   int64_t sliding_pattern = 0;
   bool is_sliding_layer(int64_t layer) const {
     if (!layer_sliding.empty()) return layer_sliding.at(static_cast<size_t>(layer));
+    if (sliding_without_rope) return sliding_window > 0 && !has_rope(layer);
     return sliding_window > 0 && layer >= sliding_from_layer &&
            (sliding_pattern <= 0 || (layer + 1) % sliding_pattern != 0);
   }

@@ -234,7 +234,7 @@ struct SparseMoe : torch::nn::Module {
 struct DecoderLayer : torch::nn::Module {
   DecoderLayer(const HfConfig& c, int64_t index)
       : sliding(c.is_sliding_layer(index)),
-        rope(c.layer_rope.empty() || c.layer_rope[static_cast<size_t>(index)]),
+        rope(c.has_rope(index)),
         places(c.norm_places),
         residual_multiplier(c.residual_multiplier),
         resid_pdrop(c.model_type == "phi3" ? c.resid_pdrop : 0.0) {

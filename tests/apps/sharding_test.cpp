@@ -62,8 +62,12 @@ class Sharding : public ::testing::Test {
              kCorpus + "\"}' --model_config '{\"n_layer\":3,\"n_embd\":32,\"n_head\":2}' " +
              "--max_train_samples 400" + common;
     }
-    return "--model_name_or_path " + testing::hf_fixtures_dir() + "/llama --train_file " + kCorpus +
-           " --block_size 32" + common;
+    // A Hugging Face folder: the fixtures' Llama, or hf_families.py's Qwen3-MoE (experts, a dense
+    // layer, its router loss on).
+    const std::string folder = model == "llama" ? testing::hf_fixtures_dir() + "/llama"
+                                                : testing::reference_dir("hf_families") + "/" + model;
+    return "--model_name_or_path " + folder + " --train_file " + kCorpus + " --block_size 32" +
+           common;
   }
 
   static TempDir* tmp_;
@@ -100,7 +104,8 @@ TEST_P(ShardingModels, EveryStrategyTrainsToDdpsParametersOnTwoAndThreeProcesses
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ShardingModels, ::testing::Values("basic_net", "gpt", "llama"));
+INSTANTIATE_TEST_SUITE_P(Models, ShardingModels,
+                         ::testing::Values("basic_net", "gpt", "llama", "qwen3_moe"));
 
 // The Llama family's sharding units are its decoder layers by Transformers' class name: Gemma 3's
 // wrapped by transformer_layer_cls_to_wrap train to DDP's parameters, and another family's class
