@@ -376,8 +376,8 @@ const std::vector<std::string>& TrainingArguments::script_keys() {
 const std::vector<std::string>& TrainingArguments::dpo_shared_keys() {
   // TRL 1.16's DPOConfig fields that SFTConfig has too.
   static const std::vector<std::string> keys = {
-      "max_length", "truncation_mode",  "padding_free",      "pad_to_multiple_of",
-      "loss_type",  "dataset_num_proc", "model_init_kwargs", "activation_offloading",
+      "max_length", "truncation_mode",   "padding_free",        "pad_to_multiple_of",
+      "loss_type",  "dataset_num_proc",  "model_init_kwargs",   "activation_offloading",
       "pad_token",  "trust_remote_code", "router_aux_loss_coef"};
   return keys;
 }

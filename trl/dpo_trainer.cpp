@@ -348,7 +348,8 @@ LossOutput DPOTrainer::compute_loss(models::Model& model, const data::Batch& inp
       mean = accelerator.reduce(mean.to(accelerator.device()), Reduction::kSum).cpu() /
              static_cast<double>(accelerator.num_processes());
     }
-    if (metrics.size() == metric_names().size()) metrics.emplace_back("aux_loss", std::vector<double>{});
+    if (metrics.size() == metric_names().size())
+      metrics.emplace_back("aux_loss", std::vector<double>{});
     metrics.back().second.push_back(mean.item<double>());
   }
   for (size_t k = 0; k < metric_names().size(); ++k) {

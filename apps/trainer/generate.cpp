@@ -183,7 +183,8 @@ std::vector<int64_t> HfSession::generate(std::vector<int64_t> ids,
                  step, limit);
       break;
     }
-    if (options.use_cache && model->cache_goes_stale(cache.length, static_cast<int64_t>(ids.size()))) {
+    if (options.use_cache &&
+        model->cache_goes_stale(cache.length, static_cast<int64_t>(ids.size()))) {
       cache = models::KVCache();
       input = torch::tensor(ids, torch::kLong).unsqueeze(0);
     }

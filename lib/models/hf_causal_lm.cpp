@@ -197,8 +197,8 @@ torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logit
 
 ModelOutput HfCausalLM::forward(const data::Batch& inputs) {
   // A mixture of experts' routers' logits are kept while it runs, for their load-balancing loss.
-  const bool aux = config_.num_experts > 0 &&
-                   (config_.output_router_logits || inputs.router_aux_loss);
+  const bool aux =
+      config_.num_experts > 0 && (config_.output_router_logits || inputs.router_aux_loss);
   router_logits_.clear();
   keep_router_logits_ = aux;
   ModelOutput out;

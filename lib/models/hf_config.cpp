@@ -19,7 +19,7 @@
 namespace trainer::models {
 
 const std::vector<std::string>& rope_types() {
-  static const std::vector<std::string> types = {"default", "linear",   "dynamic",     "yarn",
+  static const std::vector<std::string> types = {"default",  "linear", "dynamic",     "yarn",
                                                  "longrope", "llama3", "proportional"};
   return types;
 }
@@ -148,8 +148,8 @@ RopeParameters read_rope_parameters(const base::JsonFields& f, const std::string
   RopeParameters p;
   p.type = rf.string("rope_type");
   rf.string("type", "");
-  const bool original = p.type == "yarn" || p.type == "longrope" || p.type == "llama3" ||
-                        (phi3 && p.type == "su");
+  const bool original =
+      p.type == "yarn" || p.type == "longrope" || p.type == "llama3" || (phi3 && p.type == "su");
   // Phi3Config's original_max_position_embeddings (a field of its own) wins over the dict's.
   if (phi3 && original) {
     r["original_max_position_embeddings"] = c.json.value("original_max_position_embeddings", 4096);
@@ -170,11 +170,11 @@ RopeParameters read_rope_parameters(const base::JsonFields& f, const std::string
              "partial_rotary_factor", fmt::format("{} is not in (0, 1]", p.partial_rotary_factor));
   // Llama's default rotary embedding ignores it; the scaled ones would rotate part of a head that
   // these models' attention rotates whole (Transformers fails there on the shapes).
-  rf.fail_if(p.partial_rotary_factor != 1 && !phi3 && p.type != "default" &&
-                 p.type != "proportional",
-             "partial_rotary_factor",
-             fmt::format("{} is not supported by {} (its attention rotates the whole head)",
-                         p.partial_rotary_factor, c.model_type));
+  rf.fail_if(
+      p.partial_rotary_factor != 1 && !phi3 && p.type != "default" && p.type != "proportional",
+      "partial_rotary_factor",
+      fmt::format("{} is not supported by {} (its attention rotates the whole head)",
+                  p.partial_rotary_factor, c.model_type));
   const RopeKeys keys = rope_keys(p.type);
   for (const std::string& key : keys.required) {
     if (!r.contains(key)) {
@@ -229,14 +229,15 @@ RopeParameters read_rope_parameters(const base::JsonFields& f, const std::string
     p.high_freq_factor = rf.number("high_freq_factor");
     rf.fail_if(!(p.low_freq_factor > 0), "low_freq_factor",
                fmt::format("{} is not > 0", p.low_freq_factor));
-    rf.fail_if(!(p.high_freq_factor > p.low_freq_factor), "high_freq_factor",
-               fmt::format("{} is not > low_freq_factor {}", p.high_freq_factor,
-                           p.low_freq_factor));
+    rf.fail_if(
+        !(p.high_freq_factor > p.low_freq_factor), "high_freq_factor",
+        fmt::format("{} is not > low_freq_factor {}", p.high_freq_factor, p.low_freq_factor));
   }
   if (const std::optional<std::string> key = rf.unread()) {
-    base::warn_once(fmt::format("{}: {}: key \"{}\" is not read by rope_type \"{}\" (ignored, as "
-                          "Transformers ignores it)",
-                          source, where, *key, p.type));
+    base::warn_once(
+        fmt::format("{}: {}: key \"{}\" is not read by rope_type \"{}\" (ignored, as "
+                    "Transformers ignores it)",
+                    source, where, *key, p.type));
   }
   return p;
 }
@@ -283,18 +284,18 @@ void read_rope(base::JsonFields& f, const std::string& source, HfConfig& c, doub
     c.local_rope = read_rope_parameters(f, source, rope["sliding_attention"],
                                         where + ".sliding_attention", c, local_theta, partial);
   }
-  for (const char* old : {"rope_scaling", "rope_theta", "partial_rotary_factor",
-                          "rope_local_base_freq"}) {
+  for (const char* old :
+       {"rope_scaling", "rope_theta", "partial_rotary_factor", "rope_local_base_freq"}) {
     // Phi3Config reads the top-level partial_rotary_factor without taking it away.
     if (c.model_type != "phi3" || std::string(old) != "partial_rotary_factor") c.json.erase(old);
   }
   c.json["rope_parameters"] = rope;
   // The dimensions of a head that rotate: phi3 rotates the first partial_rotary_factor of each
   // (its rotary embedding has that many, for every rope type); the others the whole head.
-  c.rotary_dim = c.model_type == "phi3"
-                     ? static_cast<int64_t>(static_cast<double>(c.head_dim) *
-                                            c.rope.partial_rotary_factor)
-                     : c.head_dim;
+  c.rotary_dim =
+      c.model_type == "phi3"
+          ? static_cast<int64_t>(static_cast<double>(c.head_dim) * c.rope.partial_rotary_factor)
+          : c.head_dim;
   f.fail_if(c.rotary_dim < 2, "partial_rotary_factor",
             fmt::format("{} leaves fewer than 2 of head_dim {} to rotate",
                         c.rope.partial_rotary_factor, c.head_dim));
@@ -437,8 +438,8 @@ void read_experts(base::JsonFields& f, HfConfig& c) {
   if (type != "mixtral" && type != "qwen3_moe") return;
   const bool mixtral = type == "mixtral";
   const char* key = f.has("num_local_experts") ? "num_local_experts"
-                    : f.has("num_experts")      ? "num_experts"
-                                                : (mixtral ? "num_local_experts" : "num_experts");
+                    : f.has("num_experts")     ? "num_experts"
+                                               : (mixtral ? "num_local_experts" : "num_experts");
   c.num_experts = f.positive(key, mixtral ? 8 : 128);
   // Each expert is tensors of its own in the folder: a bound that no published model nears.
   f.fail_if(c.num_experts > 4096, key,
@@ -575,9 +576,9 @@ void check_shared_fields(const base::JsonFields& f, const HfConfig& c) {
   const bool gpt2 = c.model_type == "gpt2";
   if (c.activation != "gelu_new" && c.activation != "gelu" && c.activation != "relu" &&
       c.activation != "silu" && c.activation != "gelu_pytorch_tanh") {
-    f.fail(gpt2                            ? "activation_function"
+    f.fail(gpt2                          ? "activation_function"
            : is_gemma_type(c.model_type) ? "hidden_activation"
-                                           : "hidden_act",
+                                         : "hidden_act",
            fmt::format("\"{}\" is not supported (gelu_new, gelu_pytorch_tanh, gelu, relu, silu)",
                        c.activation));
   }

@@ -25,12 +25,12 @@ struct RopeParameters {
   // linear, dynamic, yarn, llama3, proportional; yarn and longrope: 0 when null or absent (then
   // max_position_embeddings / original_max_position_embeddings).
   double factor = 0.0;
-  int64_t original_max_position_embeddings = 0;  // yarn, longrope, llama3
-  double attention_factor = 0.0;                 // yarn, longrope: 0 when not given
-  double beta_fast = 32.0, beta_slow = 1.0;      // yarn
-  double mscale = 0.0, mscale_all_dim = 0.0;     // yarn: 0 when not given
-  bool truncate = true;                          // yarn
-  std::vector<double> short_factor, long_factor;  // longrope: head_dim / 2 each
+  int64_t original_max_position_embeddings = 0;          // yarn, longrope, llama3
+  double attention_factor = 0.0;                         // yarn, longrope: 0 when not given
+  double beta_fast = 32.0, beta_slow = 1.0;              // yarn
+  double mscale = 0.0, mscale_all_dim = 0.0;             // yarn: 0 when not given
+  bool truncate = true;                                  // yarn
+  std::vector<double> short_factor, long_factor;         // longrope: head_dim / 2 each
   double low_freq_factor = 0.0, high_freq_factor = 0.0;  // llama3
 };
 
@@ -56,14 +56,15 @@ struct HfConfig {
   bool scale_attn_by_inverse_layer_idx = false;
   double resid_pdrop = 0.0, embd_pdrop = 0.0, attn_pdrop = 0.0;
   // The Llama family (every model_type but gpt2).
-  RopeParameters rope;        // full-attention layers' rotary embedding
-  RopeParameters local_rope;  // sliding layers' (gemma3_text: its own; others: rope)
-  bool attention_bias = false;        // q_proj, k_proj and v_proj have biases
-  bool o_proj_bias = false;           // o_proj has one (qwen2: never, unlike q, k and v)
+  RopeParameters rope;          // full-attention layers' rotary embedding
+  RopeParameters local_rope;    // sliding layers' (gemma3_text: its own; others: rope)
+  bool attention_bias = false;  // q_proj, k_proj and v_proj have biases
+  bool o_proj_bias = false;     // o_proj has one (qwen2: never, unlike q, k and v)
   bool mlp_bias = false;
   double attention_dropout = 0.0;
   bool qk_norm = false;  // qwen3, gemma3_text: an RMSNorm over each head of q and k, before rotary
-  // olmo2: the q and k norms span the whole projection (all heads together), before the heads split.
+  // olmo2: the q and k norms span the whole projection (all heads together), before the heads
+  // split.
   bool qk_norm_whole = false;
   // How the decoder's layers differ from Llama's (each the shape of a family, never a copy):
   //   norm_style   "llama" (weight * normed in the input's type), "gemma" ((1 + weight) in

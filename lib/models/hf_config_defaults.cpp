@@ -16,8 +16,8 @@ using json = nlohmann::ordered_json;
 
 const std::vector<std::string>& hf_model_types() {
   static const std::vector<std::string> types = {
-      "gpt2",   "llama",  "qwen2", "qwen3",   "mistral", "gemma3_text",
-      "phi3",   "gemma2", "olmo2", "smollm3", "granite", "mixtral",    "qwen3_moe"};
+      "gpt2",   "llama", "qwen2",   "qwen3",   "mistral", "gemma3_text", "phi3",
+      "gemma2", "olmo2", "smollm3", "granite", "mixtral", "qwen3_moe"};
   return types;
 }
 

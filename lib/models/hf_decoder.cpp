@@ -64,8 +64,8 @@ struct DecoderAttention : torch::nn::Module {
   explicit DecoderAttention(const HfConfig& c) : c(c) {
     const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
     if (c.fused_projections) {
-      qkv_proj = register_module("qkv_proj", std::make_shared<Linear>(c.hidden_size, q + 2 * kv,
-                                                                      c.attention_bias));
+      qkv_proj = register_module(
+          "qkv_proj", std::make_shared<Linear>(c.hidden_size, q + 2 * kv, c.attention_bias));
     } else {
       q_proj =
           register_module("q_proj", std::make_shared<Linear>(c.hidden_size, q, c.attention_bias));
@@ -192,8 +192,8 @@ struct SparseMoe : torch::nn::Module {
     const auto sizes = x.sizes().vec();
     const int64_t H = c.hidden_size, k = c.num_experts_per_tok;
     if (is_training() && c.router_jitter_noise > 0) {
-      x = x * torch::empty_like(x).uniform_(1.0 - c.router_jitter_noise,
-                                            1.0 + c.router_jitter_noise);
+      x = x *
+          torch::empty_like(x).uniform_(1.0 - c.router_jitter_noise, 1.0 + c.router_jitter_noise);
     }
     const Tensor h = x.reshape({-1, H});
     const Tensor logits = (*gate)(h);
@@ -217,8 +217,8 @@ struct SparseMoe : torch::nn::Module {
       start += n;
     }
     // Back in slot order, then each token's picks summed.
-    const Tensor inverse = torch::empty_like(order).index_put_(
-        {order}, torch::arange(order.size(0), order.options()));
+    const Tensor inverse =
+        torch::empty_like(order).index_put_({order}, torch::arange(order.size(0), order.options()));
     const Tensor y = torch::cat(grouped).index_select(0, inverse).view({-1, k, H}).sum(1);
     return {y.to(x.scalar_type()).view(sizes), logits};
   }
@@ -270,7 +270,8 @@ struct DecoderLayer : torch::nn::Module {
   Tensor forward(Tensor h, const Tensor& cos, const Tensor& sin, const Tensor& mask, KVCache* cache,
                  size_t layer, int64_t past, Tensor* router_logits = nullptr) {
     if (places == "post") {
-      h = h + (*post_attention_layernorm)(self_attn->forward(h, cos, sin, mask, cache, layer, past));
+      h = h +
+          (*post_attention_layernorm)(self_attn->forward(h, cos, sin, mask, cache, layer, past));
       return h + (*post_feedforward_layernorm)(feed_forward(h, router_logits));
     }
     Tensor a = self_attn->forward((*input_layernorm)(h), cos, sin, mask, cache, layer, past);
@@ -303,8 +304,8 @@ struct DecoderBody : torch::nn::Module {
       layers_list->push_back(layer);
       layers.push_back(layer);
     }
-    norm = register_module("norm",
-                           std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps, c.norm_style));
+    norm =
+        register_module("norm", std::make_shared<RmsNorm>(c.hidden_size, c.norm_eps, c.norm_style));
   }
   std::shared_ptr<Weights> embed_tokens;
   torch::nn::ModuleList layers_list{nullptr};
@@ -377,8 +378,7 @@ class Decoder : public HfCausalLM {
       const bool keep = keep_router_logits_ && l->moe;
       x = run_block(i, x,
                     [l, cos = rotation.first, sin = rotation.second,
-                     mask = l->sliding ? sliding_mask : full_mask, cache, i, past,
-                     keep](Tensor h) {
+                     mask = l->sliding ? sliding_mask : full_mask, cache, i, past, keep](Tensor h) {
                       if (!keep) return l->forward(h, cos, sin, mask, cache, i, past);
                       Tensor logits;
                       Tensor out = l->forward(h, cos, sin, mask, cache, i, past, &logits);

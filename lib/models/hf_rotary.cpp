@@ -64,10 +64,11 @@ Tensor llama3(const RopeParameters& p, int64_t dim) {
   // A Python number over a tensor is the tensor's reciprocal times the number there.
   const Tensor wavelen = inv_freq.reciprocal() * (2 * kPi);
   Tensor scaled = torch::where(wavelen > low_wavelen, inv_freq / p.factor, inv_freq);
-  const Tensor smooth =
-      (wavelen.reciprocal() * old_context - p.low_freq_factor) / (p.high_freq_factor - p.low_freq_factor);
+  const Tensor smooth = (wavelen.reciprocal() * old_context - p.low_freq_factor) /
+                        (p.high_freq_factor - p.low_freq_factor);
   const Tensor smoothed = (1 - smooth) * scaled / p.factor + smooth * scaled;
-  const Tensor medium = (wavelen < high_wavelen).logical_not() * (wavelen > low_wavelen).logical_not();
+  const Tensor medium =
+      (wavelen < high_wavelen).logical_not() * (wavelen > low_wavelen).logical_not();
   return torch::where(medium, smoothed, scaled);
 }
 
@@ -115,11 +116,11 @@ std::pair<Tensor, double> RotaryEmbedding::compute(int64_t seq_len) const {
   }
   if (p.type == "llama3") return {llama3(p, dim), 1.0};
   if (p.type == "proportional") {
-    const auto angles = static_cast<int64_t>(p.partial_rotary_factor *
-                                             static_cast<double>(dim) / 2);
-    Tensor rotated = 1.0 / torch::pow(p.theta, torch::arange(0, 2 * angles, 2, torch::kLong)
-                                                       .to(torch::kFloat) /
-                                                   static_cast<double>(dim));
+    const auto angles =
+        static_cast<int64_t>(p.partial_rotary_factor * static_cast<double>(dim) / 2);
+    Tensor rotated =
+        1.0 / torch::pow(p.theta, torch::arange(0, 2 * angles, 2, torch::kLong).to(torch::kFloat) /
+                                      static_cast<double>(dim));
     const int64_t nope = dim / 2 - angles;
     if (nope > 0) rotated = torch::cat({rotated, torch::zeros({nope}, torch::kFloat)});
     return {rotated / p.factor, 1.0};
@@ -127,13 +128,12 @@ std::pair<Tensor, double> RotaryEmbedding::compute(int64_t seq_len) const {
   return {default_inv_freq(p.theta, dim), 1.0};
 }
 
-std::pair<Tensor, Tensor> RotaryEmbedding::operator()(const Tensor& positions,
-                                                      torch::Dtype dtype) {
+std::pair<Tensor, Tensor> RotaryEmbedding::operator()(const Tensor& positions, torch::Dtype dtype) {
   if (rope_.type == "dynamic" || rope_.type == "longrope") {
     const int64_t seq_len = static_cast<int64_t>(positions.max().item<double>()) + 1;
     if (rope_.type == "longrope") {
-      inv_freq_ = seq_len > rope_.original_max_position_embeddings ? long_inv_freq_
-                                                                   : original_inv_freq_;
+      inv_freq_ =
+          seq_len > rope_.original_max_position_embeddings ? long_inv_freq_ : original_inv_freq_;
     } else {
       if (seq_len > max_seq_len_cached_) {  // growth
         std::tie(inv_freq_, attention_scaling_) = compute(seq_len);

@@ -84,8 +84,8 @@ json ours(const Case& c, const std::string& fixtures, int processes, const std::
   }
   const std::string arguments =
       "--model_name_or_path " + (c.model.front() == '/' ? c.model : fixtures + "/" + c.model) +
-      " --train_file " + fixtures + "/data/" +
-      c.train + ".jsonl --use_cpu true --bf16 false --gradient_checkpointing false" +
+      " --train_file " + fixtures + "/data/" + c.train +
+      ".jsonl --use_cpu true --bf16 false --gradient_checkpointing false" +
       " --logging_steps 1 --seed 42 --lr_scheduler_type linear --warmup_steps 0" +
       " --per_device_eval_batch_size 4 --max_steps 6 --save_strategy no --report_to none" +
       " --disable_tqdm true" + defaults + " " + replaced(c.extra, "{fixtures}", fixtures) + " " +

@@ -51,8 +51,7 @@ json ours(const Case& c, const std::string& fixtures, int processes, const std::
   const std::string per_device = std::to_string(4 / processes);
   const std::string arguments =
       "--model_name_or_path " + (c.model.front() == '/' ? c.model : fixtures + "/" + c.model) +
-      " --train_file " + fixtures + "/data/" +
-      c.train + ".jsonl " + c.extra +
+      " --train_file " + fixtures + "/data/" + c.train + ".jsonl " + c.extra +
       " --use_cpu true --bf16 false --gradient_checkpointing false --logging_steps 1 --seed 42"
       " --learning_rate 1e-3 --lr_scheduler_type linear --warmup_steps 0"
       " --per_device_train_batch_size " +

@@ -64,8 +64,9 @@ class Sharding : public ::testing::Test {
     }
     // A Hugging Face folder: the fixtures' Llama, or hf_families.py's Qwen3-MoE (experts, a dense
     // layer, its router loss on).
-    const std::string folder = model == "llama" ? testing::hf_fixtures_dir() + "/llama"
-                                                : testing::reference_dir("hf_families") + "/" + model;
+    const std::string folder = model == "llama"
+                                   ? testing::hf_fixtures_dir() + "/llama"
+                                   : testing::reference_dir("hf_families") + "/" + model;
     return "--model_name_or_path " + folder + " --train_file " + kCorpus + " --block_size 32" +
            common;
   }

@@ -274,11 +274,10 @@ TEST(HfModels, EveryRopeTypeGivesTransformersLogitsGenerationAndConfig) {
     std::ofstream(folder + "/config.json") << j.dump(2);
     auto model = models::load_hf_model(folder);
     model->eval();
-    EXPECT_LE(max_diff(model->logits(ids).slice(2, 0, 64), ref.at(name + ".logits")), 1e-5)
-        << name;
-    EXPECT_LE(max_diff(model->logits(ids, mask).slice(2, 0, 64), ref.at(name + ".logits_masked"),
-                       mask),
-              1e-5)
+    EXPECT_LE(max_diff(model->logits(ids).slice(2, 0, 64), ref.at(name + ".logits")), 1e-5) << name;
+    EXPECT_LE(
+        max_diff(model->logits(ids, mask).slice(2, 0, 64), ref.at(name + ".logits_masked"), mask),
+        1e-5)
         << name;
     // A fresh model for generation, as the reference's (dynamic follows what it has seen).
     model = models::load_hf_model(folder);
