@@ -76,8 +76,6 @@ class HfCausalLM : public Model {
                                       const torch::Tensor& attention_mask = {},
                                       KVCache* cache = nullptr,
                                       const torch::Tensor& position_ids = {}) = 0;
-  // forward's outputs before the load-balancing loss.
-  ModelOutput outputs(const data::Batch& inputs);
   // The output layer: hidden [..., hidden_size] -> logits [..., vocab_size] (lm_head, or the
   // tied embedding), capped as tanh(x / c) * c with final_logit_softcapping c > 0 (Gemma 3).
   torch::Tensor lm_logits(const torch::Tensor& hidden) const;
@@ -139,6 +137,10 @@ class HfCausalLM : public Model {
 
   HfConfig config_;
   torch::Tensor lm_head_weight_;
+
+ private:
+  // forward's outputs before the load-balancing loss.
+  ModelOutput outputs(const data::Batch& inputs);
 };
 
 // A freshly initialised model of the config (random weights as Transformers draws them in

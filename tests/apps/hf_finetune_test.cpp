@@ -100,6 +100,19 @@ void expect_folder_goes_back(const testing::TempDir& tmp, const json& all) {
               1e-5 * all["eval_loss"].get<double>());
 }
 
+// Our one-process run of `model` (a folder of `fixtures`) into tmp/"one" against Transformers'
+// run `ref`: the same losses, training blocks and eval loss. Returns its all_results.json.
+json one_process_equals(const std::string& fixtures, const std::string& model, const json& ref,
+                        const testing::TempDir& tmp) {
+  expect_same_losses(ours(fixtures, model, tmp.file("one")), ref);
+  std::ifstream results(tmp.file("one") + "/all_results.json");
+  json all = json::parse(results);
+  EXPECT_EQ(all["train_samples"].get<int64_t>(), ref["train_blocks"].get<int64_t>());
+  EXPECT_NEAR(all["eval_loss"].get<double>(), ref["eval_loss"].get<double>(),
+              1e-4 * ref["eval_loss"].get<double>());
+  return all;
+}
+
 class HfFineTune : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfFineTune, LossesEqualTransformersTrainerOnOneAndTwoProcesses) {
@@ -140,12 +153,7 @@ TEST_P(HfFineTuneOneProcess, LossesEqualTransformersTrainer) {
   const std::string model = GetParam();
   json ref = reference(model);
   testing::TempDir tmp;
-  expect_same_losses(ours(fixtures, model, tmp.file("one")), ref);
-  std::ifstream results(tmp.file("one") + "/all_results.json");
-  json all = json::parse(results);
-  EXPECT_EQ(all["train_samples"].get<int64_t>(), ref["train_blocks"].get<int64_t>());
-  EXPECT_NEAR(all["eval_loss"].get<double>(), ref["eval_loss"].get<double>(),
-              1e-4 * ref["eval_loss"].get<double>());
+  one_process_equals(fixtures, model, ref, tmp);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HfFineTuneOneProcess, ::testing::Values("qwen2_tied", "mistral"));
@@ -163,13 +171,7 @@ TEST_P(FamilyFineTune, LossesEqualTransformersTrainerAndTheFolderGoesBack) {
   const std::string model = GetParam();
   json ref = reference(model);
   testing::TempDir tmp;
-  expect_same_losses(ours(families, model, tmp.file("one")), ref);
-  std::ifstream results(tmp.file("one") + "/all_results.json");
-  json all = json::parse(results);
-  EXPECT_EQ(all["train_samples"].get<int64_t>(), ref["train_blocks"].get<int64_t>());
-  EXPECT_NEAR(all["eval_loss"].get<double>(), ref["eval_loss"].get<double>(),
-              1e-4 * ref["eval_loss"].get<double>());
-  expect_folder_goes_back(tmp, all);
+  expect_folder_goes_back(tmp, one_process_equals(families, model, ref, tmp));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyFineTune,
