@@ -1,7 +1,7 @@
 // libFuzzer target for tokenizer.json (tokenizers::Tokenizer::from_json): only trainer::InputError
 // may come out of reading it; an accepted tokenizer encodes texts (invalid UTF-8 and added-token
-// look-alikes included) into ids below its vocabulary size, in both split modes alike, and decodes
-// any ids into valid UTF-8.
+// look-alikes included) into ids below its vocabulary size, in both split modes alike, with byte
+// offsets inside the text, and decodes any ids into valid UTF-8.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -47,6 +47,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (id < 0 || id >= t.vocab_size()) fail("an id outside the vocabulary");
       }
       if (!trainer::base::is_valid_utf8(t.decode(both.back()))) fail("decode gave invalid UTF-8");
+      std::vector<std::pair<size_t, size_t>> offsets;
+      const std::vector<int32_t> ids = t.encode_with_offsets(sample, offsets);
+      if (offsets.size() != ids.size()) fail("an offset missing");
+      const size_t length = trainer::base::replace_invalid_utf8(sample).size();
+      for (const auto& [begin, end] : offsets) {
+        if (begin > end || end > length) fail("an offset outside the text");
+      }
     }
     if (both[0] != both[1]) fail("the scanners and ICU's regex split a text differently");
   }

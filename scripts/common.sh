@@ -21,9 +21,16 @@ TRL_VERSION="1.16.0"
 # installed): tests/reference/scripts/llama3_tokenizer.py makes Llama 3.1's tokenizer.json from it
 # for the speed checks and benchmarks (scripts/bench/speed_check).
 LLAMA_MODELS_VERSION="0.3.0"
+# Mistral's SentencePiece models ship in mistral-common's wheel, downloaded the same way; and
+# sentencepiece trains the Unigram model: tests/reference/scripts/sentencepiece_tokenizers.py.
+# (Not named *_VERSION, which would re-key every reference: the one reference that reads them
+# names both releases on its command line in tests/reference/references, and checks them.)
+MISTRAL_COMMON_RELEASE="1.13.1"
+SENTENCEPIECE_RELEASE="0.2.3"
 TRAINER_CACHE="${TRAINER_CACHE:-$HOME/.cache/trainer}"
 TORCH_VENV="${TORCH_VENV:-$TRAINER_CACHE/venv-torch-$TORCH_VERSION}"
 LLAMA_MODELS_WHEEL="$TRAINER_CACHE/wheels/llama_models-$LLAMA_MODELS_VERSION-py3-none-any.whl"
+MISTRAL_COMMON_WHEEL="$TRAINER_CACHE/wheels/mistral_common-$MISTRAL_COMMON_RELEASE-py3-none-any.whl"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$REPO_ROOT/build}"
 

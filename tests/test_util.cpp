@@ -105,6 +105,21 @@ void write_idx(const std::string& path, const std::vector<uint32_t>& dims,
   }
 }
 
+std::string gunzip_file(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) {
+    ADD_FAILURE() << "cannot open " << path;
+    return "";
+  }
+  std::string bytes;
+  char buffer[1 << 16];
+  int n;
+  while ((n = gzread(f, buffer, sizeof buffer)) > 0) bytes.append(buffer, static_cast<size_t>(n));
+  if (n < 0) ADD_FAILURE() << "corrupt gzip file " << path;
+  gzclose(f);
+  return bytes;
+}
+
 void write_mnist_dir(const std::string& dir, uint32_t train_n, uint32_t test_n, bool gzip) {
   std::filesystem::create_directories(dir);
   std::mt19937 rng(7);

@@ -162,6 +162,10 @@ std::string torchrun_path();
 // with scripts/reference's output when it cannot be made. Asked once per process and name.
 std::string reference_dir(const std::string& name);
 
+// The bytes of a gzip file (a committed reference kept small), "" with a test failure when it
+// cannot be read.
+std::string gunzip_file(const std::string& path);
+
 // reference_dir of the fixtures: "hf_fixtures" (hf_fixtures.py: tiny GPT-2, Llama, Qwen2/3,
 // Mistral and Gemma 3 folders, the fortunes BPE in GPT-2's and Llama-3's layouts, reference
 // logits), "peft_fixtures" (peft_reference.py: PEFT's LoRA adapters on those, their merged

@@ -134,6 +134,16 @@ void Bpe::merge_word(std::string_view word, std::vector<int32_t>& out) const {
       base::decode_utf8(word, i, length);
       if (const int32_t* found = vocab.find(word.substr(i, length))) id = *found;
     }
+    if (id < 0 && byte_fallback && !byte_level) {
+      bool all = true;
+      for (size_t k = 0; k < length; ++k)
+        all = all && fallback_ids[static_cast<uint8_t>(word[i + k])] >= 0;
+      if (all) {  // the bytes' tokens; a pending unknown token waits (as tokenizers' BPE does)
+        for (size_t k = 0; k < length; ++k) add(fallback_ids[static_cast<uint8_t>(word[i + k])]);
+        i += length;
+        continue;
+      }
+    }
     i += length;
     if (id >= 0) {
       if (pending_unk >= 0) add(pending_unk), pending_unk = -1;

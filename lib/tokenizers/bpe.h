@@ -84,6 +84,10 @@ class Bpe {
   // stands for it (-1: none); otherwise its characters.
   bool byte_level = false;
   std::array<int32_t, 256> byte_ids{};
+  // byte_fallback: a character not in the vocab is its bytes' tokens "<0xXX>" (each byte's id in
+  // fallback_ids, -1: none; a character with a byte that has none is unknown).
+  bool byte_fallback = false;
+  std::array<int32_t, 256> fallback_ids{};
 
   // The key of the merge of the tokens with ids a and b.
   static uint64_t pair_key(int32_t a, int32_t b) {

@@ -199,7 +199,7 @@ Splitter& Splitter::operator=(Splitter&&) noexcept = default;
 Splitter::~Splitter() = default;
 
 Splitter Splitter::compile(std::string_view pattern, bool is_regex, bool fast,
-                           const std::string& where) {
+                           const std::string& where, const std::string& what) {
   Splitter s;
   if (!is_regex) {
     s.literal_ = std::string(pattern);
@@ -215,15 +215,16 @@ Splitter Splitter::compile(std::string_view pattern, bool is_regex, bool fast,
   }
   s.pattern_ = std::string(pattern);
   s.where_ = where;
+  s.what_ = what;
   const std::string translated = icu_pattern(pattern, where);
   UErrorCode status = U_ZERO_ERROR;
   UParseError error;
-  s.regex_.reset(
-      icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(translated), 0, error, status));
+  s.regex_.reset(icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(translated),
+                                            UREGEX_MULTILINE, error, status));
   if (U_FAILURE(status)) {
-    throw InputError(fmt::format(
-        "{}: the pre_tokenizer's pattern {} does not compile under ICU ({} at {})", where,
-        base::shown_text(std::string(pattern), 60), u_errorName(status), error.offset));
+    throw InputError(fmt::format("{}: {} {} does not compile under ICU ({} at {})", where, what,
+                                 base::shown_text(std::string(pattern), 60), u_errorName(status),
+                                 error.offset));
   }
   return s;
 }
@@ -274,10 +275,11 @@ void Splitter::matches(std::string_view s, std::vector<Span>& out) const {
   }
   if (status == U_REGEX_TIME_OUT || status == U_REGEX_STACK_OVERFLOW) {
     throw InputError(fmt::format(
-        "{}: the pre_tokenizer's Split pattern {} backtracks without end on the text {} (ICU "
+        "{}: {} {} backtracks without end on the text {} (ICU "
         "gave up: {}; tokenizers' Oniguruma gives up on such patterns too, past its retry "
         "limit); simplify the pattern",
-        where_, base::shown_text(pattern_, 60), base::shown_text(s, 40), u_errorName(status)));
+        where_, what_, base::shown_text(pattern_, 60), base::shown_text(s, 40),
+        u_errorName(status)));
   }
   if (U_FAILURE(status)) {
     throw std::runtime_error(fmt::format("ICU regex failed: {}", u_errorName(status)));
@@ -294,39 +296,204 @@ std::array<char32_t, 256> bytes_to_unicode() {
   return chars;
 }
 
-void PreTokenizer::split(std::string_view piece,
-                         const std::function<void(std::string_view)>& word) const {
-  std::vector<std::vector<Span>> spans(stages.size());
-  split_from(piece, 0, spans, word);
+void PreTokenizer::read(const nlohmann::ordered_json& p, const JsonReader& reader, bool fast) {
+  const std::string type = JsonReader::type_name(p);
+  if (type == "Sequence") {
+    for (const auto& item : reader.sequence(p, "pre_tokenizer", "pretokenizers")) {
+      read(item, reader, fast);
+    }
+    return;
+  }
+  if (byte_level) reader.refuse("a pre_tokenizer after ByteLevel is not supported");
+  PreTokenizerStage stage;
+  if (type == "ByteLevel") {
+    byte_level = true;
+    stage.prefix_space = reader.flag(p, "add_prefix_space", true);
+    stage.split = reader.flag(p, "use_regex", true);
+    if (stage.split) stage.splitter = Splitter::compile(kGpt2Pattern, true, fast, reader.where());
+  } else if (type == "Split") {
+    bool regex = false;
+    const std::string pattern = reader.pattern(p, "pre_tokenizer Split", regex);
+    const std::string behavior = reader.string_field(p, "behavior", "pre_tokenizer Split");
+    const std::pair<const char*, SplitBehavior> behaviors[] = {
+        {"Isolated", SplitBehavior::kIsolated},
+        {"Removed", SplitBehavior::kRemoved},
+        {"MergedWithPrevious", SplitBehavior::kMergedWithPrevious},
+        {"MergedWithNext", SplitBehavior::kMergedWithNext},
+        {"Contiguous", SplitBehavior::kContiguous}};
+    bool known = false;
+    for (const auto& [name, value] : behaviors) {
+      if (behavior == name) stage.behavior = value, known = true;
+    }
+    if (!known) {
+      reader.refuse(
+          fmt::format("pre_tokenizer Split behavior {} is not supported (Isolated, Removed, "
+                      "MergedWithPrevious, MergedWithNext, Contiguous)",
+                      base::shown_text(behavior)));
+    }
+    if (reader.flag(p, "invert", false)) {
+      reader.refuse("pre_tokenizer Split with invert true is not supported");
+    }
+    stage.splitter = Splitter::compile(pattern, regex, fast, reader.where());
+  } else if (type == "Metaspace") {
+    stage.metaspace = true;
+    stage.replacement = reader.string_field(p, "replacement", "pre_tokenizer Metaspace");
+    size_t length = 0;
+    if (!stage.replacement.empty()) base::decode_utf8(stage.replacement, 0, length);
+    if (stage.replacement.empty() || length != stage.replacement.size()) {
+      reader.refuse(fmt::format("pre_tokenizer Metaspace's replacement {} is not one character",
+                                base::shown_text(stage.replacement)));
+    }
+    const std::string scheme =
+        p.contains("prepend_scheme") && !p["prepend_scheme"].is_null()
+            ? reader.string_field(p, "prepend_scheme", "pre_tokenizer Metaspace")
+            : "always";
+    if (scheme == "always") {
+      stage.prepend = PrependScheme::kAlways;
+    } else if (scheme == "first") {
+      stage.prepend = PrependScheme::kFirst;
+    } else if (scheme == "never") {
+      stage.prepend = PrependScheme::kNever;
+    } else {
+      reader.refuse(
+          fmt::format("pre_tokenizer Metaspace's prepend_scheme {} is not always, first or never",
+                      base::shown_text(scheme)));
+    }
+    // The older key: false must agree with a prepend_scheme "never" (tokenizers refuses it else).
+    if (!reader.flag(p, "add_prefix_space", true) && stage.prepend != PrependScheme::kNever) {
+      reader.refuse(fmt::format(
+          "pre_tokenizer Metaspace's add_prefix_space false does not match its prepend_scheme {} "
+          "(false means \"never\")",
+          scheme));
+    }
+    stage.split = reader.flag(p, "split", true);
+  } else {
+    reader.refuse(fmt::format(
+        "pre_tokenizer {} is not supported (ByteLevel, Split, Metaspace, or a Sequence of them)",
+        type));
+  }
+  stages.push_back(std::move(stage));
 }
 
-void PreTokenizer::split_from(std::string_view piece, size_t k,
-                              std::vector<std::vector<Span>>& spans,
-                              const std::function<void(std::string_view)>& word) const {
-  if (piece.empty()) return;
-  if (k == stages.size()) return word(piece);
-  const PreTokenizerStage& stage = stages[k];
-  std::string prefixed;
-  if (stage.prefix_space && piece[0] != ' ') {
-    prefixed = " " + std::string(piece);
-    piece = prefixed;
+void PreTokenizer::add_metaspace(PrependScheme scheme, bool split) {
+  PreTokenizerStage stage;
+  stage.metaspace = true;
+  stage.replacement = "\u2581";
+  stage.prepend = scheme;
+  stage.split = split;
+  stages.push_back(std::move(stage));
+}
+
+bool PreTokenizer::origin_matters() const {
+  for (const auto& stage : stages) {
+    if (stage.metaspace && stage.prepend == PrependScheme::kFirst) return true;
   }
-  if (!stage.split) return split_from(piece, k + 1, spans, word);
+  return false;
+}
+
+void PreTokenizer::split(std::string_view piece, const Align* align, bool at_origin,
+                         const WordFn& word) const {
+  std::vector<std::vector<Span>> spans(stages.size());
+  split_from(piece, align, at_origin, 0, spans, word);
+}
+
+namespace {
+
+// The pieces a Split cuts out of a text of `size` bytes at its `matches`, as `behavior` says.
+void cut(size_t size, const std::vector<Span>& matches, SplitBehavior behavior,
+         std::vector<Span>& out) {
+  size_t at = 0;
+  switch (behavior) {
+    case SplitBehavior::kIsolated:
+    case SplitBehavior::kRemoved:
+      for (const Span& m : matches) {
+        if (m.begin > at) out.push_back({at, m.begin});
+        if (behavior == SplitBehavior::kIsolated && m.end > m.begin) out.push_back(m);
+        at = std::max(at, m.end);
+      }
+      break;
+    case SplitBehavior::kMergedWithPrevious:  // a piece ends with each match
+      for (const Span& m : matches) {
+        if (m.end > at) out.push_back({at, m.end});
+        at = std::max(at, m.end);
+      }
+      break;
+    case SplitBehavior::kMergedWithNext:  // a piece starts with each match
+      for (const Span& m : matches) {
+        if (m.begin > at) out.push_back({at, m.begin});
+        at = std::max(at, m.begin);
+      }
+      break;
+    case SplitBehavior::kContiguous:  // matches next to each other are one piece
+      for (size_t k = 0; k < matches.size();) {
+        const size_t begin = matches[k].begin;
+        size_t end = matches[k].end;
+        while (++k < matches.size() && matches[k].begin == end) end = matches[k].end;
+        if (begin > at) out.push_back({at, begin});
+        if (end > begin) out.push_back({begin, end});
+        at = std::max(at, end);
+      }
+      break;
+  }
+  if (at < size) out.push_back({at, size});
+}
+
+}  // namespace
+
+void PreTokenizer::split_from(std::string_view piece, const Align* align, bool at_origin, size_t k,
+                              std::vector<std::vector<Span>>& spans, const WordFn& word) const {
+  if (piece.empty()) return;
+  if (k == stages.size()) return word(piece, align);
+  const PreTokenizerStage& stage = stages[k];
+  // A stage that rewrites the piece (ByteLevel's prefix space, Metaspace) cuts its own copy.
+  NormalizedText own;
+  if (stage.prefix_space && piece[0] != ' ') {
+    TextBuilder b(align != nullptr);
+    b.add(" ", align ? align[0] : Align{});
+    b.copy(piece, align);
+    own = b.take();
+  } else if (stage.metaspace) {
+    TextBuilder b(align != nullptr);
+    const bool prepend = stage.prepend == PrependScheme::kAlways ||
+                         (stage.prepend == PrependScheme::kFirst && at_origin);
+    // (after the spaces are replaced: a piece that starts with one has its replacement already)
+    if (prepend && piece[0] != ' ' &&
+        piece.substr(0, stage.replacement.size()) != stage.replacement) {
+      b.add(stage.replacement, align ? align[0] : Align{});
+    }
+    size_t from = 0;  // only U+0020 is a space here
+    for (size_t at = piece.find(' '); at != std::string_view::npos; at = piece.find(' ', from)) {
+      b.copy(piece.substr(from, at - from), align ? align + from : nullptr);
+      b.add(stage.replacement, align ? align[at] : Align{});
+      from = at + 1;
+    }
+    b.copy(piece.substr(from), align ? align + from : nullptr);
+    own = b.take();
+  }
+  if (stage.prefix_space || stage.metaspace) {
+    if (!own.text.empty()) {
+      piece = own.text;
+      align = own.tracked ? own.align.data() : nullptr;
+    }
+  }
+  if (!stage.split) return split_from(piece, align, at_origin, k + 1, spans, word);
   std::vector<Span>& mine = spans[k];
   mine.clear();
-  stage.splitter.matches(piece, mine);
-  // Isolated: the matches and what lies between them; Removed: only what lies between.
-  size_t at = 0;
-  const size_t count = mine.size();
-  for (size_t m = 0; m < count; ++m) {
-    const Span span = spans[k][m];  // deeper stages reuse their own vectors, not this one
-    if (span.begin > at) split_from(piece.substr(at, span.begin - at), k + 1, spans, word);
-    if (!stage.removed) {
-      split_from(piece.substr(span.begin, span.end - span.begin), k + 1, spans, word);
+  if (stage.metaspace) {
+    for (size_t at = piece.find(stage.replacement); at != std::string_view::npos;
+         at = piece.find(stage.replacement, at + stage.replacement.size())) {
+      mine.push_back({at, at + stage.replacement.size()});
     }
-    at = span.end;
+  } else {
+    stage.splitter.matches(piece, mine);
   }
-  if (at < piece.size()) split_from(piece.substr(at), k + 1, spans, word);
+  std::vector<Span> pieces;
+  cut(piece.size(), mine, stage.metaspace ? SplitBehavior::kMergedWithNext : stage.behavior,
+      pieces);
+  for (const Span& p : pieces) {
+    split_from(piece.substr(p.begin, p.end - p.begin), align ? align + p.begin : nullptr,
+               at_origin && p.begin == 0, k + 1, spans, word);
+  }
 }
 
 }  // namespace trainer::tokenizers

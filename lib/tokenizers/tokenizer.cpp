@@ -17,50 +17,104 @@ namespace trainer::tokenizers {
 
 using json = nlohmann::ordered_json;
 
-void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& out) const {
-  std::vector<AddedVocabulary::Piece> pieces;
-  added.split(text, pieces);
-  const auto word = [&](std::string_view w) { model.tokenize(w, out); };
-  for (const auto& [piece, id] : pieces) {
-    if (id >= 0) {
-      out.push_back(id);
-    } else {
-      pre_tokenizer.split(piece, word);
-    }
+void Tokenizer::Impl::tokenize_word(std::string_view word, std::vector<int32_t>& out) const {
+  if (is_unigram) {
+    unigram.tokenize(word, out, path);
+  } else {
+    model.tokenize(word, out);
   }
 }
 
+namespace {
+
+// How many bytes of its word the token `id` stands for, at word[at]: a byte-level token's
+// characters, a byte_fallback token's byte, the unknown token's character (a fused run of them is
+// given its first), another token's own bytes.
+size_t covered_bytes(const Tokenizer::Impl& t, int32_t id, std::string_view word, size_t at) {
+  const std::string& token = t.tokens[static_cast<size_t>(id)];
+  if (t.model.byte_level && !t.is_unigram) {
+    size_t n = 0;
+    for (unsigned char c : token) n += (c & 0xC0) != 0x80;
+    return n;
+  }
+  if (t.byte_token[static_cast<size_t>(id)]) return 1;
+  const std::optional<int32_t> unk = t.is_unigram ? t.unigram.unk_id : t.model.unk_id;
+  if (unk && id == *unk && at < word.size()) {
+    size_t length;
+    base::decode_utf8(word, at, length);
+    return length;
+  }
+  return token.size();
+}
+
+}  // namespace
+
 void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& out,
-                                  std::vector<std::pair<size_t, size_t>>& offsets) const {
-  std::vector<AddedVocabulary::Piece> pieces;
-  added.split(text, pieces);
+                                  std::vector<std::pair<size_t, size_t>>* offsets) const {
+  std::vector<AddedVocabulary::Piece> pieces, normalized_pieces;
+  added.split_raw(text, pieces);
   const char* const begin = text.data();
+  size_t base_at = 0;  // where the piece at hand starts in `text`
+  // Each word's ids and, with offsets, their spans: a word's bytes are aligned to its piece's.
+  const PreTokenizer::WordFn word = [&](std::string_view w, const Align* align) {
+    const size_t first = out.size();
+    tokenize_word(w, out);
+    if (!offsets) return;
+    size_t at = 0;
+    for (size_t k = first; k < out.size(); ++k) {
+      const size_t n =
+          std::min(covered_bytes(*this, out[k], w, at), w.size() - std::min(at, w.size()));
+      if (n == 0 || !align) {
+        const size_t where = base_at + (align && at < w.size() ? align[at].begin : 0);
+        offsets->emplace_back(where, where);
+      } else {
+        offsets->emplace_back(base_at + align[at].begin, base_at + align[at + n - 1].end);
+      }
+      at += n;
+    }
+    // A Unigram's unknown run is its bytes' tokens together, each spanning the whole run.
+    if (is_unigram) {
+      for (size_t k = first; k < out.size();) {
+        size_t end = k;
+        while (end < out.size() && byte_token[static_cast<size_t>(out[end])]) ++end;
+        for (size_t i = k; i < end; ++i) {
+          (*offsets)[i] = {(*offsets)[k].first, (*offsets)[end - 1].second};
+        }
+        k = end > k ? end : k + 1;
+      }
+    }
+  };
   for (const auto& [piece, id] : pieces) {
-    size_t at = static_cast<size_t>(piece.data() - begin);
+    base_at = static_cast<size_t>(piece.data() - begin);
     if (id >= 0) {
       out.push_back(id);
-      offsets.emplace_back(at, at + piece.size());
+      if (offsets) offsets->emplace_back(base_at, base_at + piece.size());
       continue;
     }
-    pre_tokenizer.split(piece, [&](std::string_view w) {
-      const size_t first = out.size();
-      model.tokenize(w, out);
-      // A word is a view of the text, but for ByteLevel's prefix space (then: where it stood).
-      if (w.data() >= begin && w.data() + w.size() <= begin + text.size())
-        at = static_cast<size_t>(w.data() - begin);
-      const size_t end = std::min(text.size(), at + w.size());
-      for (size_t k = first; k < out.size(); ++k) {
-        const std::string& token = tokens[static_cast<size_t>(out[k])];
-        size_t n = 0;
-        if (model.byte_level) {
-          for (unsigned char c : token) n += (c & 0xC0) != 0x80;
-        } else {
-          n = token.size();
+    const bool origin = base_at == 0;
+    const bool track = offsets || (origin && origin_matters);
+    if (normalizer.empty() && !added.has_normalized() && !track) {
+      pre_tokenizer.split(piece, nullptr, origin, word);
+      continue;
+    }
+    NormalizedText normalized = NormalizedText::of(piece, track);
+    normalizer.apply(normalized);
+    normalized_pieces.clear();
+    added.split_normalized(normalized.text, normalized_pieces);
+    const char* const normalized_begin = normalized.text.data();
+    for (const auto& [sub, sub_id] : normalized_pieces) {
+      const size_t at = static_cast<size_t>(sub.data() - normalized_begin);
+      const Align* align = track ? normalized.align.data() + at : nullptr;
+      if (sub_id >= 0) {
+        out.push_back(sub_id);
+        if (offsets) {
+          offsets->emplace_back(base_at + align[0].begin, base_at + align[sub.size() - 1].end);
         }
-        offsets.emplace_back(std::min(at, end), std::min(at + n, end));
-        at += n;
+        continue;
       }
-    });
+      // Metaspace's "first": the piece whose first character still stands at the text's start.
+      pre_tokenizer.split(sub, align, origin && (align ? align[0].begin == 0 : at == 0), word);
+    }
   }
 }
 
@@ -68,9 +122,9 @@ namespace {
 
 // Reads t.json_bytes into t's components.
 void read_json_bytes(const std::string& where, const Tokenizer::Options& options,
-                     Tokenizer::Impl& t) {
+                     const ClassRebuild& rebuild, Tokenizer::Impl& t) {
   try {
-    read_tokenizer_json(t.json_bytes, where, options.fast_split, t);
+    read_tokenizer_json(t.json_bytes, where, options.fast_split, rebuild, t);
   } catch (const json::exception& e) {  // a value of another type where the reader reads one
     throw InputError(fmt::format("{}: {}", where, base::json_error_text(e)));
   }
@@ -79,7 +133,7 @@ void read_json_bytes(const std::string& where, const Tokenizer::Options& options
 // What every tokenizer read ends with: the unknown token (tokenizer_config.json's, else the
 // model's).
 void finish(Tokenizer::Impl& t) {
-  if (!t.unk) t.unk = t.model.unk_id;
+  if (!t.unk) t.unk = t.is_unigram ? t.unigram.unk_id : t.model.unk_id;
 }
 
 }  // namespace
@@ -93,7 +147,7 @@ Tokenizer Tokenizer::from_json(std::string json_bytes, const std::string& where,
   auto impl = std::make_shared<Impl>();
   impl->path = where;
   impl->json_bytes = std::move(json_bytes);
-  read_json_bytes(where, options, *impl);
+  read_json_bytes(where, options, ClassRebuild{}, *impl);
   finish(*impl);
   Tokenizer t;
   t.impl_ = std::move(impl);
@@ -116,17 +170,24 @@ Tokenizer Tokenizer::load(const std::string& path, const Options& options) {
                     path));
   }
   impl->json_bytes = base::read_file(impl->path, SIZE_MAX, "tokenizer ");
-  read_json_bytes(fmt::format("tokenizer {}", impl->path), options, *impl);
-
+  // tokenizer_config.json first: the class it names may rebuild what tokenizer.json holds.
   impl->config_path = base::join_path(base::parent_dir(impl->path), base::hf::kTokenizerConfig);
+  json config;
+  ClassRebuild rebuild;
+  const std::string config_where = fmt::format("tokenizer config {}", impl->config_path);
   if (base::exists(impl->config_path)) {
     impl->has_config = true;
     impl->config_bytes = base::read_file(impl->config_path, SIZE_MAX, "tokenizer config ");
-    const std::string config_where = fmt::format("tokenizer config {}", impl->config_path);
-    const json config = base::parse_json(impl->config_bytes, config_where);
+    config = base::parse_json(impl->config_bytes, config_where);
     if (!config.is_object()) throw InputError(config_where + ": the file holds no JSON object");
-    read_tokenizer_config(config, config_where, *impl);
+    try {
+      rebuild = class_rebuild(config, config_where);
+    } catch (const json::exception& e) {
+      throw InputError(fmt::format("{}: {}", config_where, base::json_error_text(e)));
+    }
   }
+  read_json_bytes(fmt::format("tokenizer {}", impl->path), options, rebuild, *impl);
+  if (impl->has_config) read_tokenizer_config(config, config_where, *impl);
   finish(*impl);
   Tokenizer t;
   t.impl_ = std::move(impl);
@@ -164,7 +225,7 @@ std::vector<int32_t> Tokenizer::encode_with_offsets(
   text = as_utf8(text, fixed);
   std::vector<int32_t> ids;
   offsets.clear();
-  impl_->encode_text(text, ids, offsets);
+  impl_->encode_text(text, ids, &offsets);
   return ids;
 }
 
@@ -185,7 +246,7 @@ int64_t Tokenizer::vocab_size() const { return static_cast<int64_t>(impl_->token
 std::optional<int32_t> Tokenizer::token_to_id(const std::string& token) const {
   const auto& added = impl_->added.ids();
   if (auto it = added.find(token); it != added.end()) return it->second;
-  if (const int32_t* id = impl_->model.vocab.find(token)) return *id;
+  if (const int32_t* id = impl_->vocab().find(token)) return *id;
   return std::nullopt;
 }
 

@@ -1,20 +1,29 @@
-// Hugging Face tokenizers from their tokenizer.json, torch-free: byte-level BPE as GPT-2 and
-// Llama-3 save it, with the ids the `tokenizers` library (Rust) gives, on ICU's Unicode classes.
+// Hugging Face tokenizers from their tokenizer.json, torch-free: byte-level BPE as GPT-2, Llama-3
+// and Qwen save it, SentencePiece's BPE and Unigram as Llama 2, Mistral and Gemma save them, with
+// the ids the `tokenizers` library (Rust) gives, on ICU's Unicode classes.
 //
 // Supported (anything else is an InputError naming the file and the component):
-//   normalizer      null
+//   normalizer      null, Sequence, Prepend, Replace (String or Regex), NFC, NFD, NFKC, NFKD
+//                   (Unicode 9.0's characters, as the tokenizers wheel), Lowercase, Strip,
+//                   StripAccents, Precompiled with an empty charsmap; run on each piece between
+//                   the added tokens that are not normalized
 //   pre_tokenizer   null, ByteLevel (add_prefix_space, use_regex: GPT-2's split pattern),
-//                   Split (a Regex or String pattern, behavior Isolated or Removed, invert false),
-//                   Sequence of those (ByteLevel last)
+//                   Split (a Regex or String pattern, every behavior, invert false), Metaspace
+//                   (replacement, prepend_scheme always/first/never, split), Sequence of those
+//                   (ByteLevel last)
 //   model           BPE (merges as "a b" strings or ["a", "b"] pairs, ignore_merges, unk_token,
-//                   fuse_unk); no dropout, byte_fallback, continuing_subword_prefix or
-//                   end_of_word_suffix
-//   added_tokens    matched in the raw text before anything else (leftmost, longest first; the
-//                   normalized: false ones before the others), without lstrip, rstrip, single_word
+//                   fuse_unk, byte_fallback); no dropout, continuing_subword_prefix or
+//                   end_of_word_suffix. Unigram (unk_id, byte_fallback)
+//   added_tokens    normalized ones matched (and decoded) in their normalized form, single_word,
+//                   lstrip, rstrip; ids by content as tokenizers gives them
 //   post_processor  null, ByteLevel (no effect on ids), TemplateProcessing (its `single`),
 //                   Sequence of those
-//   decoder         null, ByteLevel
+//   decoder         null, ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence
 //   truncation, padding: null
+// tokenizer_config.json's tokenizer_class: PreTrainedTokenizerFast, TokenizersBackend and
+// GPT2Tokenizer read tokenizer.json as it is; LlamaTokenizer, GemmaTokenizer and Qwen2Tokenizer
+// (Fast or not) keep its vocabulary, merges and template and build the rest as Transformers 5.24
+// builds them; add_bos_token / add_eos_token make the template, as update_post_processor does.
 // Patterns are Oniguruma's (what `tokenizers` compiles); they run under ICU's regular expressions
 // with `\s` and `\S` rewritten as \p{White_Space} and \P{White_Space} (Oniguruma's `\s` is exactly
 // the White_Space property, U+0085 and U+000B included, which ICU's `\s` lacks). GPT-2's and
@@ -27,10 +36,10 @@
 // it (what open(path, errors="replace") hands `tokenizers`): each maximal subpart of an ill-formed
 // sequence (Unicode's recommended practice) becomes one U+FFFD (base::replace_invalid_utf8).
 //
-// The room follows `tokenizers`' own seams: added_vocabulary (the added tokens), pre_tokenizers
-// (Split, ByteLevel), bpe (the model), processors (TemplateProcessing), decoders (ByteLevel),
-// serialization (tokenizer.json and tokenizer_config.json read into those), and this file: the
-// Tokenizer that runs them.
+// The room follows `tokenizers`' own seams: added_vocabulary (the added tokens), normalizers,
+// pre_tokenizers (Split, ByteLevel, Metaspace), bpe and unigram (the models), processors
+// (TemplateProcessing), decoders, serialization (tokenizer.json and tokenizer_config.json read
+// into those), and this file: the Tokenizer that runs them.
 #pragma once
 
 #include <cstdint>

@@ -795,6 +795,7 @@ TEST_F(BadInput, HuggingFaceTokenizerAndLoraInputIsOneLineAndCreatesNothing) {
   const std::string config_loop = copy("gpt2", "config_loop", "", "");
   fs::remove(config_loop + "/tokenizer_config.json");
   fs::create_symlink("tokenizer_config.json", config_loop + "/tokenizer_config.json");
+  // (tokenizers gives an added token the next id after the vocabulary, whatever "id" says: 512)
   nlohmann::json wide = nlohmann::json::parse(slurp(fixtures + "/gpt2/tokenizer.json"));
   wide["added_tokens"].push_back({{"id", 600},
                                   {"content", "<wide>"},
@@ -825,7 +826,7 @@ TEST_F(BadInput, HuggingFaceTokenizerAndLoraInputIsOneLineAndCreatesNothing) {
       {"generate with a tokenizer larger than the model",
        "{trainer} generate " + wide_tokenizer + " --prompt hi --max_new_tokens 2",
        2,
-       {"the tokenizer of", "has 601 tokens, more than the model's vocab_size 512"}},
+       {"the tokenizer of", "has 513 tokens, more than the model's vocab_size 512"}},
       {"generate with a prompt that is not UTF-8",
        "{trainer} generate " + gpt2 + " --prompt \"$(printf '\\377\\376')\" --max_new_tokens 2",
        2,

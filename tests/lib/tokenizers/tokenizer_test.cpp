@@ -226,22 +226,64 @@ TEST(Tokenizer, RefusesWhatItDoesNotSupportInOneLine) {
     all.push_back(dir.file("tokenizer.json"));
     expect_input_error([&] { Tokenizer::load(path); }, all);
   };
-  refused([](auto& j) { j["model"]["type"] = "WordPiece"; }, {"model type WordPiece", "only BPE"});
+  refused([](auto& j) { j["model"]["type"] = "WordPiece"; },
+          {"model type WordPiece", "(BPE, Unigram)"});
   refused(
       [](auto& j) {
         j["pre_tokenizer"] = {{"type", "Whitespace"}};
       },
       {"pre_tokenizer Whitespace is not supported"});
-  refused([](auto& j) { j["normalizer"] = {{"type", "NFC"}}; }, {"normalizer NFC"});
+  refused(
+      [](auto& j) {
+        j["normalizer"] = {{"type", "BertNormalizer"}};
+      },
+      {"normalizer BertNormalizer is not supported", "StripAccents"});
+  refused(
+      [](auto& j) {
+        j["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAAAA=="}};
+      },
+      {"Precompiled with a non-empty precompiled_charsmap is not supported"});
+  refused(
+      [](auto& j) {
+        j["normalizer"] = {{"type", "Strip"}, {"strip_left", true}};
+      },
+      {"normalizer Strip's \"strip_right\" is missing"});
+  refused(
+      [](auto& j) {
+        j["normalizer"] = {{"type", "Replace"}, {"pattern", " "}, {"content", "x"}};
+      },
+      {"normalizer Replace's pattern is not {\"Regex\": ...} or {\"String\": ...}"});
+  refused(
+      [](auto& j) {
+        j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "ab"}};
+      },
+      {"Metaspace's replacement ab is not one character"});
+  // tokenizers 0.23 refuses an older add_prefix_space false beside the default scheme "always".
+  refused(
+      [](auto& j) {
+        j["pre_tokenizer"] = {
+            {"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", false}};
+      },
+      {"add_prefix_space false does not match its prepend_scheme always"});
+  refused(
+      [](auto& j) {
+        j["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", -1}, {"stop", 0}};
+      },
+      {"decoder Strip's \"start\" is not an integer >= 0"});
+  refused(
+      [](auto& j) {
+        j["model"] = {{"type", "Unigram"},
+                      {"unk_id", 5},
+                      {"vocab", nlohmann::json::array({nlohmann::json::array({"a", -1.0})})}};
+      },
+      {"unk_id 5 is not the id of one of its 1 pieces"});
   refused([](auto& j) { j["decoder"] = {{"type", "WordPiece"}}; }, {"decoder WordPiece"});
   refused(
       [](auto& j) {
         j["post_processor"] = {{"type", "BertProcessing"}};
       },
       {"post_processor BertProcessing"});
-  refused([](auto& j) { j["model"]["byte_fallback"] = true; }, {"byte_fallback"});
   refused([](auto& j) { j["model"]["dropout"] = 0.1; }, {"dropout 0.1"});
-  refused([](auto& j) { j["added_tokens"][0]["lstrip"] = true; }, {"<|endoftext|>", "lstrip"});
   refused([](auto& j) { j["truncation"] = {{"max_length", 8}}; }, {"truncation"});
   refused([](auto& j) { j["model"]["merges"][0] = "Ġ"; }, {"merge", "two tokens"});
   refused([](auto& j) { j["model"]["merges"][0] = "Ġ zzz"; }, {"zzz", "not in the vocab"});
@@ -257,15 +299,15 @@ TEST(Tokenizer, RefusesWhatItDoesNotSupportInOneLine) {
       [](auto& j) {
         j["pre_tokenizer"] = {{"type", "Split"},
                               {"pattern", {{"String", " "}}},
-                              {"behavior", "MergedWithNext"},
+                              {"behavior", "Merged"},
                               {"invert", false}};
       },
-      {"behavior MergedWithNext"});
+      {"behavior Merged is not supported", "MergedWithNext"});
   // tokenizers reads format 1.0 only ("Unknown tokenizer version '2.0'").
   refused([](auto& j) { j["version"] = "2.0"; }, {"version \"2.0\" is not supported", "1.0"});
   // A component that is not understood is quoted cut short, not dumped whole (the vocabulary).
   refused([](auto& j) { j["model"]["type"] = j["model"]["vocab"]; },
-          {"model type {\"", "...", "is not supported (only BPE)"});
+          {"model type {\"", "...", "is not supported (BPE, Unigram)"});
   {
     TempDir dir;
     const std::string path =
