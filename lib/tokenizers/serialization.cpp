@@ -223,6 +223,7 @@ class Loader {
                          rebuild_.name));
     }
     t_.pre_tokenizer = PreTokenizer{};
+    t_.model.ignore_merges = false;  // what each class's BPE(...) leaves it at
     if (rebuild_.kind == ClassRebuild::kLlama) {
       // LlamaTokenizer: no normalizer, Metaspace without splitting, every byte by fallback.
       t_.normalizer = Normalizer{};
