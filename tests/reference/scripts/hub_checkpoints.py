@@ -30,6 +30,8 @@ import sentencepiece as spm
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GemmaTokenizer, Qwen2Tokenizer
 
+from sentencepiece_layouts import converted, write_older_hub_layout
+
 fixtures, out = sys.argv[1], sys.argv[2]
 os.makedirs(out, exist_ok=True)
 work = tempfile.mkdtemp()
@@ -83,54 +85,23 @@ spm.SentencePieceTrainer.train(input=text, model_prefix=os.path.join(work, "gemm
                                unk_piece="<unk>")
 
 
-def converted(model, config):
-    """The folder Transformers 5 saves from a tokenizer.model and the config's class."""
-    source = tempfile.mkdtemp(dir=work)
-    shutil.copy(os.path.join(work, model), os.path.join(source, "tokenizer.model"))
-    with open(os.path.join(source, "tokenizer_config.json"), "w") as f:
-        json.dump(config, f)
-    folder = tempfile.mkdtemp(dir=work)
-    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
-    return folder
-
-
 def sp_llama(legacy):  # Phi-3 (legacy false), Mixtral (legacy true): LlamaTokenizer converted
     def make(folder):
-        made = converted("llama_sp.model", {"tokenizer_class": "LlamaTokenizer", "legacy": legacy,
-                                            "add_bos_token": True, "add_eos_token": False})
+        made = converted(os.path.join(work, "llama_sp.model"),
+                         {"tokenizer_class": "LlamaTokenizer", "legacy": legacy, "add_bos_token": True,
+                          "add_eos_token": False}, work)
         shutil.copytree(made, folder, dirs_exist_ok=True)
     return make
 
 
 def sp_hub(folder):  # Mistral 7B v0.1 and Llama 2's older layout, by hand
-    made = converted("llama_sp.model", {"tokenizer_class": "LlamaTokenizer", "legacy": True})
-    with open(os.path.join(made, "tokenizer.json")) as f:
-        j = json.load(f)
-    j["normalizer"] = {"type": "Sequence", "normalizers": [
-        {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}
-    j["pre_tokenizer"] = None
-    j["post_processor"] = {
-        "type": "TemplateProcessing",
-        "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-        "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-                 {"SpecialToken": {"id": "<s>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
-        "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
-    j["decoder"] = {"type": "Sequence", "decoders": [
-        {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"},
-        {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
-    j["model"]["unk_token"] = "<unk>"
-    j["model"]["merges"] = [" ".join(m) for m in j["model"]["merges"]]
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "tokenizer.json"), "w") as f:
-        json.dump(j, f, ensure_ascii=False)
-    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
-        json.dump({"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
-                   "unk_token": "<unk>", "legacy": True, "tokenizer_class": "LlamaTokenizer",
-                   "clean_up_tokenization_spaces": False, "pad_token": None, "sp_model_kwargs": {}}, f)
+    write_older_hub_layout(converted(os.path.join(work, "llama_sp.model"),
+                                     {"tokenizer_class": "LlamaTokenizer", "legacy": True}, work), folder)
 
 
 def gemma(folder):  # Gemma 2 and 3: GemmaTokenizer's folder
-    made = converted("gemma_sp.model", {"tokenizer_class": "LlamaTokenizer", "legacy": True})
+    made = converted(os.path.join(work, "gemma_sp.model"), {"tokenizer_class": "LlamaTokenizer", "legacy": True},
+                     work)
     with open(os.path.join(made, "tokenizer.json")) as f:
         model = json.load(f)["model"]
     tok = GemmaTokenizer(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]], mask_token="<unk>")

@@ -34,6 +34,8 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_
 from tokenizers.models import BPE, Unigram
 from transformers import AutoTokenizer, GemmaTokenizer, Qwen2Tokenizer
 
+from sentencepiece_layouts import converted, write_older_hub_layout
+
 mistral_release, sentencepiece_release, wheel, out = sys.argv[1:5]
 if f"mistral_common-{mistral_release}-" not in os.path.basename(wheel):
     sys.exit(f"{wheel} is not mistral-common {mistral_release}'s wheel")
@@ -88,50 +90,16 @@ with zipfile.ZipFile(wheel) as z:
             f.write(z.read(member))
 
 
-def convert(model_path, config, name):
-    """The folder Transformers 5 saves from tokenizer.model and the config's class."""
-    source = os.path.join(work, name + "_src")
-    os.makedirs(source, exist_ok=True)
-    shutil.copy(model_path, os.path.join(source, "tokenizer.model"))
-    with open(os.path.join(source, "tokenizer_config.json"), "w") as f:
-        json.dump(config, f)
-    folder = os.path.join(work, name)
-    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
-    return folder
-
-
 cases = {}  # name -> folder (tokenizer.json, maybe tokenizer_config.json)
-cases["mistral_v1"] = convert(models["v1"], {"tokenizer_class": "LlamaTokenizer", "legacy": False}, "mistral_v1")
-cases["mistral_v3"] = convert(models["v3"], {"tokenizer_class": "LlamaTokenizer", "legacy": True}, "mistral_v3")
-cases["mistral_v7"] = convert(models["v7"], {"tokenizer_class": "TokenizersBackend", "legacy": True}, "mistral_v7")
+cases["mistral_v1"] = converted(models["v1"], {"tokenizer_class": "LlamaTokenizer", "legacy": False}, work)
+cases["mistral_v3"] = converted(models["v3"], {"tokenizer_class": "LlamaTokenizer", "legacy": True}, work)
+cases["mistral_v7"] = converted(models["v7"], {"tokenizer_class": "TokenizersBackend", "legacy": True}, work)
 
 # The older Hub layout of Llama 2 and Mistral 7B, by hand: merges ranked by score (the generic
 # converter's), normalizer Prepend + Replace, no pre-tokenizer, the decoder chain with Strip.
-generic = convert(models["v1"], {"tokenizer_class": "TokenizersBackend", "legacy": True}, "v1_generic")
-with open(os.path.join(generic, "tokenizer.json")) as f:
-    hub = json.load(f)
-hub["normalizer"] = {"type": "Sequence", "normalizers": [
-    {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}
-hub["pre_tokenizer"] = None
-hub["post_processor"] = {
-    "type": "TemplateProcessing",
-    "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-    "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-             {"SpecialToken": {"id": "<s>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
-    "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
-hub["decoder"] = {"type": "Sequence", "decoders": [
-    {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"},
-    {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
-hub["model"]["ignore_merges"] = False
-hub["model"]["merges"] = [" ".join(m) for m in hub["model"]["merges"]]
+generic = converted(models["v1"], {"tokenizer_class": "TokenizersBackend", "legacy": True}, work)
 folder = os.path.join(work, "mistral_v1_hub")
-os.makedirs(folder)
-with open(os.path.join(folder, "tokenizer.json"), "w") as f:
-    json.dump(hub, f, ensure_ascii=False)
-with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:  # Mistral-7B-v0.1's keys
-    json.dump({"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
-               "unk_token": "<unk>", "legacy": True, "tokenizer_class": "LlamaTokenizer",
-               "clean_up_tokenization_spaces": False}, f)
+write_older_hub_layout(generic, folder)
 cases["mistral_v1_hub"] = folder
 
 # A Unigram model with byte fallback, trained by sentencepiece (no normalization rule: an empty
@@ -142,8 +110,8 @@ with open(train_text, "w") as f:
 spm.SentencePieceTrainer.train(input=train_text, model_prefix=os.path.join(work, "uni"), vocab_size=900,
                                model_type="unigram", byte_fallback=True, normalization_rule_name="identity",
                                character_coverage=0.98, minloglevel=2)
-cases["unigram"] = convert(os.path.join(work, "uni.model"),
-                           {"tokenizer_class": "TokenizersBackend", "legacy": True}, "unigram")
+cases["unigram"] = converted(os.path.join(work, "uni.model"),
+                             {"tokenizer_class": "TokenizersBackend", "legacy": True}, work)
 
 
 def trained(name, model, trainer, normalizer, pre_tokenizer, decoder, added):
