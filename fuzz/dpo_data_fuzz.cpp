@@ -1,5 +1,5 @@
 // libFuzzer target for DPO's data preparation (trl::prepare_dpo_dataset over the records
-// data::parse_json_records and type_like_datasets read, as read_sft_records reads a file), and
+// data::parse_json_records and type_like_datasets read, as read_trl_records reads a file), and
 // its node cache: the first byte picks truncation_mode and a max_length of 1 to 64 (or none), the
 // rest is a JSON Lines file, prepared with a tokenizer of single characters and a ChatML
 // template. Only trainer::InputError may come out; every row kept has a prompt shorter than
@@ -19,7 +19,7 @@
 #include "lib/data/lm_files.h"
 #include "lib/tokenizers/chat_template.h"
 #include "lib/tokenizers/tokenizer.h"
-#include "trl/dpo_cache.h"
+#include "trl/data_cache.h"
 #include "trl/dpo_data.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // libFuzzer target for `trainer sft`'s data preparation (trl::prepare_sft_dataset over the records
-// data::parse_json_records and type_like_datasets read, as read_sft_records reads a file): the
+// data::parse_json_records and type_like_datasets read, as read_trl_records reads a file): the
 // first byte picks the options (packing and its strategy, the losses, truncation, a max_length of
 // 1 to 64), the rest is a JSON Lines file, prepared with a tokenizer of single characters and a
 // ChatML template with {% generation %} blocks. Only trainer::InputError may come out; every row

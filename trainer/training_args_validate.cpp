@@ -267,7 +267,7 @@ void TrainingArguments::validate_reporting_model_and_data() const {
   if (logging_dir_)
     check(!logging_dir_->empty(), "logging_dir", "\"\"", "a directory path, or null");
   check_choice("model_name", model_name_, models::model_names());
-  // `trainer sft`'s dataset_name is a file or folder of JSON Lines (trl::resolve_sft_files).
+  // `trainer sft`'s dataset_name is a file or folder of JSON Lines (trl::resolve_data_files).
   if (config_ == Config::kTraining)
     check_choice("dataset_name", dataset_name_, data::dataset_names());
   if (model_name_or_path_) {

@@ -15,34 +15,20 @@
 #include "lib/base/warn.h"
 #include "lib/tokenizers/chat_template.h"
 #include "lib/tokenizers/tokenizer.h"
-#include "trl/sft_records.h"
+#include "trl/records.h"
 
 namespace trainer::trl {
 
 namespace {
 
 using Json = nlohmann::ordered_json;
+using records::columns_of;
+using records::value_of;
 
 constexpr const char* kShapes =
     "TRL's DPOTrainer reads 'chosen' and 'rejected' (two texts, or two lists of {role, content} "
     "messages), with a 'prompt' of the same kind, or without one when row 1 has none (the prompt "
     "is then their common start)";
-
-// The value of `key`, or nullptr when the record lacks it or holds null there (`datasets` fills a
-// column a record lacks with null).
-const Json* value_of(const Json& record, const std::string& key) {
-  auto found = record.find(key);
-  return found == record.end() || found->is_null() ? nullptr : &*found;
-}
-
-std::string columns_of(const Json& record) {
-  std::string out;
-  for (const auto& item : record.items()) {
-    if (item.value().is_null()) continue;
-    out += (out.empty() ? "'" : ", '") + item.key() + "'";
-  }
-  return out.empty() ? "none" : out;
-}
 
 const char* kind_of(DpoShape shape) {
   return shape == DpoShape::kPlain ? "a text" : "a list of messages";
@@ -174,53 +160,17 @@ void extract_prompt(Json& record, DpoShape shape, const std::string& where) {
   record["prompt"] = c.substr(0, cp[kc]);  // last: a new key moves the record's values
 }
 
-void check_options(const DpoDataOptions& options) {
-  if (options.truncation_mode != "keep_start" && options.truncation_mode != "keep_end") {
-    throw InputError(fmt::format(
-        "truncation_mode '{}' is not keep_start or keep_end (TRL: Unsupported truncation mode)",
-        options.truncation_mode));
-  }
-  if (options.max_length && *options.max_length < 1) {
-    throw InputError(fmt::format(
-        "max_length {} is not a number of tokens; give one of at least 1, or null for no "
-        "truncation",
-        *options.max_length));
-  }
-}
-
-size_t common_prefix_length(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
-
-}  // namespace
-
-const char* dpo_shape_name(DpoShape shape) {
-  return shape == DpoShape::kPlain ? "plain" : "conversational";
-}
-
-DpoData prepare_dpo_dataset(const std::vector<Json>& input, const tokenizers::Tokenizer& tokenizer,
-                            const tokenizers::ChatTemplate* chat_template,
-                            const DpoDataOptions& options, const std::string& source) {
-  check_options(options);
-  auto where = [&](size_t i) { return fmt::format("{} row {}", source, i + 1); };
-  if (input.empty()) throw InputError(fmt::format("{} holds no records", source));
-  if (options.eos_token && !tokenizer.token_to_id(*options.eos_token)) {
-    throw InputError(fmt::format(
-        "eos_token '{}' is not in the vocabulary of the tokenizer {} (TRL requires the eos_token "
-        "to be a token of it)",
-        *options.eos_token, tokenizer.path()));
-  }
-  DpoData data;
-  data.examples = static_cast<int64_t>(input.size());
+// The records checked (their shape, row 1's for all), and the implicit prompt extracted: the
+// rows as TRL's maps hand them to tokenize.
+std::vector<Json> shaped_rows(const std::vector<Json>& input, DpoData& data,
+                              const std::string& source) {
   // `"prompt" not in first_example`: `datasets` gives every record every column (null where a
   // record lacks it), so one record with a prompt makes the prompt explicit.
   data.implicit_prompt = !input[0].contains("prompt");
   std::vector<Json> rows;
   rows.reserve(input.size());
   for (size_t i = 0; i < input.size(); ++i) {
-    const std::string at = where(i);
+    const std::string at = records::row_name(source, i);
     if (!input[i].is_object()) {
       throw InputError(fmt::format("{} is {} ({}), not a record (a JSON object)", at,
                                    base::a_type(input[i]), base::shown(input[i])));
@@ -239,69 +189,66 @@ DpoData prepare_dpo_dataset(const std::vector<Json>& input, const tokenizers::To
     if (data.implicit_prompt) extract_prompt(row, shape, at);
     rows.push_back(std::move(row));
   }
-  const bool conversational = data.shape == DpoShape::kConversational;
-  if (conversational && !chat_template) {
-    throw InputError(fmt::format(
-        "{} is conversational, but the tokenizer {} has no chat template (no "
-        "chat_template.jinja, no chat_template in tokenizer_config.json); give one with "
-        "chat_template_path",
-        where(0), tokenizer.path()));
-  }
-  // add_eos (plain data): the eos token's text ends chosen and rejected.
-  std::string eos;
-  if (!conversational) {
-    if (options.eos_token) {
-      eos = *options.eos_token;
-    } else if (auto id = tokenizer.eos_token_id()) {
-      eos = tokenizer.id_to_token(*id).value_or("");
-    }
-    if (eos.empty()) {
-      throw InputError(fmt::format(
-          "{} is plain preference data, whose chosen and rejected texts TRL ends with the "
-          "tokenizer's eos_token, and the tokenizer {} has none; set eos_token",
-          where(0), tokenizer.path()));
-    }
-  }
+  return rows;
+}
 
-  int64_t misses = 0, first_miss = 0;
-  std::string left_out;  // the first miss's prompt tokens past the common prefix, decoded
+// One pair tokenized (add_eos on plain completions first: `eos` not empty) and cut where the
+// prompt stops starting both sequences.
+DpoRow tokenized_pair(Json& row, const std::string& eos, const tokenizers::Tokenizer& tokenizer,
+                      const tokenizers::ChatTemplate* chat, size_t i, records::PrefixMisses& misses,
+                      const std::string& at) {
+  const records::TemplateInputs inputs = records::template_inputs(row, std::nullopt, at);
+  if (!eos.empty()) {
+    for (const char* column : {"chosen", "rejected"}) {
+      std::string& text = row[column].get_ref<std::string&>();
+      if (!base::ends_with(text, eos)) text += eos;
+    }
+  }
+  const Json& prompt = row["prompt"];
+  const std::vector<int32_t> prompt_ids = records::prompt_ids(tokenizer, chat, prompt, inputs, at);
+  const std::vector<int32_t> chosen_ids =
+      records::prompt_completion_ids(tokenizer, chat, prompt, row["chosen"], inputs, nullptr, at);
+  const std::vector<int32_t> rejected_ids =
+      records::prompt_completion_ids(tokenizer, chat, prompt, row["rejected"], inputs, nullptr, at);
+  const size_t prompt_len = std::min(records::common_prefix_length(prompt_ids, chosen_ids),
+                                     records::common_prefix_length(prompt_ids, rejected_ids));
+  misses.note(i, prompt_ids, prompt_len, tokenizer);
+  DpoRow out;
+  const auto cut = static_cast<std::ptrdiff_t>(prompt_len);
+  out.prompt_ids.assign(prompt_ids.begin(), prompt_ids.begin() + cut);
+  out.chosen_ids.assign(chosen_ids.begin() + cut, chosen_ids.end());
+  out.rejected_ids.assign(rejected_ids.begin() + cut, rejected_ids.end());
+  return out;
+}
+
+}  // namespace
+
+const char* dpo_shape_name(DpoShape shape) {
+  return shape == DpoShape::kPlain ? "plain" : "conversational";
+}
+
+DpoData prepare_dpo_dataset(const std::vector<Json>& input, const tokenizers::Tokenizer& tokenizer,
+                            const tokenizers::ChatTemplate* chat_template,
+                            const DpoDataOptions& options, const std::string& source) {
+  records::check_truncation(options.truncation_mode, options.max_length);
+  records::check_input(input, options.eos_token, tokenizer, source);
+  DpoData data;
+  data.examples = static_cast<int64_t>(input.size());
+  std::vector<Json> rows = shaped_rows(input, data, source);
+  const std::string first = records::row_name(source, 0);
+  const bool conversational = data.shape == DpoShape::kConversational;
+  if (conversational)
+    records::require_chat_template(chat_template, tokenizer, first, "conversational");
+  // add_eos (plain data): the eos token's text ends chosen and rejected.
+  const std::string eos =
+      conversational ? ""
+                     : records::eos_text(options.eos_token, tokenizer, first,
+                                         "plain preference data", "chosen and rejected texts");
+  records::PrefixMisses misses;
   for (size_t i = 0; i < rows.size(); ++i) {
-    Json& row = rows[i];
-    const std::string at = where(i);
-    const records::TemplateInputs inputs = records::template_inputs(row, std::nullopt, at);
-    std::vector<int32_t> prompt_ids, chosen_ids, rejected_ids;
-    if (conversational) {
-      const Json& prompt = row["prompt"];
-      auto both = [&](const char* column) {
-        Json messages = prompt;
-        for (const Json& message : row[column]) messages.push_back(message);
-        return records::chat_ids(*chat_template, tokenizer, messages, inputs, false, nullptr, at);
-      };
-      prompt_ids = records::chat_ids(*chat_template, tokenizer, prompt, inputs, true, nullptr, at);
-      chosen_ids = both("chosen");
-      rejected_ids = both("rejected");
-    } else {
-      const std::string& prompt = row["prompt"].get_ref<const std::string&>();
-      for (const char* column : {"chosen", "rejected"}) {
-        std::string& text = row[column].get_ref<std::string&>();
-        if (!base::ends_with(text, eos)) text += eos;
-      }
-      prompt_ids = tokenizer.encode(prompt, /*add_special_tokens=*/true);
-      chosen_ids = tokenizer.encode(prompt + row["chosen"].get<std::string>(), true);
-      rejected_ids = tokenizer.encode(prompt + row["rejected"].get<std::string>(), true);
-    }
-    const size_t prompt_len = std::min(common_prefix_length(prompt_ids, chosen_ids),
-                                       common_prefix_length(prompt_ids, rejected_ids));
-    if (prompt_len < prompt_ids.size() && misses++ == 0) {
-      first_miss = static_cast<int64_t>(i) + 1;
-      left_out = tokenizer.decode(std::vector<int32_t>(
-          prompt_ids.begin() + static_cast<std::ptrdiff_t>(prompt_len), prompt_ids.end()));
-    }
-    DpoRow out;
-    const auto cut = static_cast<std::ptrdiff_t>(prompt_len);
-    out.prompt_ids.assign(prompt_ids.begin(), prompt_ids.begin() + cut);
-    out.chosen_ids.assign(chosen_ids.begin() + cut, chosen_ids.end());
-    out.rejected_ids.assign(rejected_ids.begin() + cut, rejected_ids.end());
+    DpoRow out = tokenized_pair(rows[i], eos, tokenizer, chat_template, i, misses,
+                                records::row_name(source, i));
+    // keep_start with a prompt that fills max_length leaves no completion token: TRL's filter.
     if (options.max_length && options.truncation_mode == "keep_start" &&
         static_cast<int64_t>(out.prompt_ids.size()) >= *options.max_length) {
       ++data.dropped;
@@ -312,15 +259,8 @@ DpoData prepare_dpo_dataset(const std::vector<Json>& input, const tokenizers::To
                                         out.rejected_ids.size());
     data.rows.push_back(std::move(out));
   }
-  if (misses > 0) {
-    base::warn(
-        "{}: the tokenized prompt is not a prefix of the tokenized prompt+chosen or "
-        "prompt+rejected in {} of {} rows (first: row {}), usually because the chat template "
-        "renders the prompt alone differently or because tokens merge across the boundary; as "
-        "TRL does, the completions start where they diverge, and the end of the prompt ({}) is "
-        "left out of the training sequence",
-        source, misses, rows.size(), first_miss, base::shown_text(left_out));
-  }
+  misses.warn(source, rows.size(), "the tokenized prompt+chosen or prompt+rejected",
+              "the completions start");
   return data;
 }
 

@@ -1,7 +1,7 @@
 // The data of DPO prepared as TRL 1.16's DPOTrainer prepares it (_prepare_dataset), torch-free:
 // the implicit prompt extracted, the EOS appended to plain completions, the prompt and each
 // completion tokenized (plain text, or conversations through the chat template), and the rows
-// whose prompt alone fills max_length dropped. The records come from read_sft_records (sft_data.h).
+// whose prompt alone fills max_length dropped. The records come from read_trl_records (sft_data.h).
 #pragma once
 
 #include <cstdint>
@@ -48,7 +48,7 @@ struct DpoData {
   int64_t tokens = 0;     // over the rows kept: 2 * prompt + chosen + rejected, before truncation
 };
 
-// TRL's _prepare_dataset of `records` (as read_sft_records gives them):
+// TRL's _prepare_dataset of `records` (as read_trl_records gives them):
 //
 // - no "prompt" in the first record: extract_prompt on every record, TRL's exact rule. Lists of
 //   messages: the prompt is their longest common start; texts: the longest common start in code

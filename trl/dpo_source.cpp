@@ -7,9 +7,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/base/warn.h"
-#include "trl/dpo_cache.h"
 #include "trl/dpo_trainer.h"
-#include "trl/sft_trainer.h"
 
 namespace trainer::trl {
 namespace {
@@ -20,86 +18,43 @@ std::vector<int64_t> widen(const std::vector<int32_t>& values) {
   return std::vector<int64_t>(values.begin(), values.end());
 }
 
-class DpoSource : public data::DataSource {
+class DpoSource : public TrlSource<DpoData, DpoSourceOptions> {
  public:
-  explicit DpoSource(DpoSourceOptions options) : options_(std::move(options)) {}
-
-  data::DataInfo info() override {
-    data::DataInfo info;
-    info.task = data::TaskKind::kCausalLM;
-    info.input_shape = {options_.data.max_length.value_or(longest_)};
-    info.num_labels = options_.tokenizer->vocab_size();
-    return info;
-  }
-
-  std::shared_ptr<const data::Dataset> split(const std::string& split,
-                                             std::optional<int64_t> max_samples) override {
-    const std::string& path = split == "train" ? options_.train_file : options_.eval_file;
-    if (path.empty()) {
-      throw InputError(fmt::format(
-          "trainer dpo: no {} data (give {})", split == "train" ? "training" : "evaluation",
-          split == "train" ? "train_file, or dataset_name a file or folder"
-                           : "validation_file, or dataset_name a folder with a test file"));
-    }
-    std::optional<DpoData> prepared;
-    bool from_cache = false;
-    const std::string cache = cache_path(path, max_samples);
-    options_.context.run_first([&] {
-      if (!cache.empty() && !options_.overwrite_cache) prepared = read_dpo_cache(cache);
-      from_cache = prepared.has_value();
-      if (prepared) return;
-      std::vector<nlohmann::ordered_json> records = read_sft_records(path);
-      if (max_samples && *max_samples < static_cast<int64_t>(records.size())) {
-        records.resize(static_cast<size_t>(std::max<int64_t>(0, *max_samples)));
-      }
-      const tokenizers::ChatTemplate* chat =
-          options_.chat_template ? &*options_.chat_template : nullptr;
-      prepared = prepare_dpo_dataset(records, *options_.tokenizer, chat, options_.data, path);
-      if (!cache.empty() && options_.context.local_main) {
-        try {
-          write_dpo_cache(cache, *prepared);
-        } catch (const std::exception&) {
-          // A cache that cannot be written costs the next run the preparation, nothing more.
-        }
-      }
-    });
-    if (options_.is_main) report(split, path, *prepared, from_cache);
-    for (const auto& row : prepared->rows) {
-      const size_t longest =
-          row.prompt_ids.size() + std::max(row.chosen_ids.size(), row.rejected_ids.size());
-      longest_ = std::max<int64_t>(longest_, static_cast<int64_t>(longest));
-    }
-    return std::make_shared<DpoDataset>(std::move(prepared->rows));
-  }
+  explicit DpoSource(DpoSourceOptions options) : TrlSource(std::move(options)) {}
 
   data::DataCollator collator() const override {
     return dpo_collator(options_.pad_token_id, options_.data.max_length,
                         options_.data.truncation_mode, options_.pad_to_multiple_of);
   }
-  std::string location() const override { return options_.train_file; }
-  std::string split_name(const std::string& split) const override {
-    return split == "train" ? "train_file " + options_.train_file + "'s train"
-                            : "eval file " + options_.eval_file + "'s";
+
+ protected:
+  std::optional<int64_t> max_length() const override { return options_.data.max_length; }
+
+  std::string cache_settings(const std::string&,
+                             std::optional<int64_t> max_samples) const override {
+    const DpoDataOptions& d = options_.data;
+    return fmt::format("dpo|{}|{}|{}|{}|{}", d.max_length.value_or(-1), d.truncation_mode,
+                       d.eos_token.value_or("\x01none"), max_samples.value_or(-1),
+                       options_.chat_template ? options_.chat_template->name() : "");
   }
 
- private:
-  std::string cache_path(const std::string& path, std::optional<int64_t> max_samples) const {
-    if (options_.context.cache_dir.empty()) return "";
-    const DpoDataOptions& d = options_.data;
-    const std::string settings =
-        fmt::format("dpo|{}|{}|{}|{}|{}", d.max_length.value_or(-1), d.truncation_mode,
-                    d.eos_token.value_or("\x01none"), max_samples.value_or(-1),
-                    options_.chat_template ? options_.chat_template->name() : "");
-    const std::string key =
-        sft_cache_key(path, options_.tokenizer->fingerprint(),
-                      options_.chat_template ? options_.chat_template->source() : "", settings);
-    return base::join_path(base::join_path(options_.context.cache_dir, "dpo"), key + ".bin");
+  DpoData prepare(const std::string&, const std::string& path,
+                  std::optional<int64_t> max_samples) const override {
+    return prepare_dpo_dataset(split_records(path, max_samples), *options_.tokenizer,
+                               options_.chat(), options_.data, path);
+  }
+
+  std::optional<DpoData> read_cache(const std::string& path) const override {
+    return read_dpo_cache(path);
+  }
+  void write_cache(const std::string& path, const DpoData& data) const override {
+    write_dpo_cache(path, data);
   }
 
   // One line on what the data became; a warning with the counts where TRL drops or keeps pairs
   // without a word.
   void report(const std::string& split, const std::string& path, const DpoData& data,
-              bool from_cache) const {
+              bool from_cache) const override {
     fmt::print("DPO {} data: {} {}{} preference pairs from {} -> {} pairs, {} tokens{}\n", split,
                data.examples, data.shape == DpoShape::kConversational ? "conversational" : "plain",
                data.implicit_prompt ? " (implicit prompt)" : "", path, data.rows.size(),
@@ -118,8 +73,18 @@ class DpoSource : public data::DataSource {
     }
   }
 
-  DpoSourceOptions options_;
-  int64_t longest_ = 0;
+  int64_t longest(const DpoData& data) const override {
+    size_t n = 0;
+    for (const auto& row : data.rows) {
+      n = std::max(
+          n, row.prompt_ids.size() + std::max(row.chosen_ids.size(), row.rejected_ids.size()));
+    }
+    return static_cast<int64_t>(n);
+  }
+
+  std::shared_ptr<const data::Dataset> dataset(DpoData&& data) const override {
+    return std::make_shared<DpoDataset>(std::move(data.rows));
+  }
 };
 
 }  // namespace
@@ -203,17 +168,11 @@ std::unique_ptr<data::DataSource> make_dpo_source(DpoSourceOptions options) {
 DpoSourceOptions dpo_source_options(const TrainingArguments& args,
                                     std::shared_ptr<const tokenizers::Tokenizer> tokenizer,
                                     const std::string& tokenizer_dir) {
-  // The files, the pad token and the chat template as `trainer sft` finds them.
-  SftSourceOptions sft = sft_source_options(args, std::move(tokenizer), tokenizer_dir);
   DpoSourceOptions o;
+  static_cast<TrlSourceOptions&>(o) =
+      trl_source_options(args, std::move(tokenizer), tokenizer_dir, "dpo");
   o.data.max_length = args.max_length();
   o.data.truncation_mode = args.truncation_mode();
-  o.train_file = sft.train_file;
-  o.eval_file = sft.eval_file;
-  o.pad_token_id = sft.pad_token_id;
-  o.pad_to_multiple_of = args.pad_to_multiple_of();
-  o.tokenizer = std::move(sft.tokenizer);
-  o.chat_template = std::move(sft.chat_template);
   return o;
 }
 

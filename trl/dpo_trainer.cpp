@@ -144,7 +144,7 @@ DPOTrainer::DPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments a
                        std::shared_ptr<const data::Dataset> train_dataset,
                        std::shared_ptr<const data::Dataset> eval_dataset,
                        data::DataCollator collator, std::shared_ptr<models::Model> ref_model)
-    : Trainer(model, std::move(args), train_dataset, eval_dataset, collator),
+    : TrlTrainer(model, std::move(args), train_dataset, eval_dataset, collator),
       ref_model_(std::move(ref_model)),
       collator_(std::move(collator)) {
   aux_ = resolve_router_aux_loss(this->args(), this->model(), /*write_config=*/false);
@@ -317,48 +317,24 @@ LossOutput DPOTrainer::compute_loss(models::Model& model, const data::Batch& inp
                     in.chosen_logps.detach().sum().to(torch::kFloat),               // 12
                     in.rejected_logps.detach().sum().to(torch::kFloat),             // 13
                     torch::scalar_tensor(static_cast<double>(B), torch::kFloat)});  // 14 pairs
-  sums = sums.to(torch::kDouble);
-  Accelerator& accelerator = this->accelerator();
-  if (accelerator.num_processes() > 1) sums = accelerator.reduce(sums, Reduction::kSum);
-  sums = sums.cpu();
+  sums = process_sum(sums);
   const double* v = sums.data_ptr<double>();
   auto ratio = [](double x, double y) { return y > 0 ? x / y : 0.0; };
   const bool training = model.is_training();
-  if (training && !tokens_restored_) {
-    // A resumed run counts on from its checkpoint's last logged count (TRL starts again at 0).
-    tokens_restored_ = true;
-    for (const auto& e : state().log_history) {
-      if (e.contains("num_tokens") && e.contains("step") &&
-          e["step"].get<int64_t>() <= state().global_step)
-        total_train_tokens_ = e["num_tokens"].get<double>();
-    }
-  }
-  if (training) total_train_tokens_ += v[2];
-  auto& metrics = training ? train_ : eval_;
-  if (metrics.empty()) {
-    for (const auto& name : metric_names()) metrics.emplace_back(name, std::vector<double>{});
-  }
-  const double values[] = {ratio(v[0], v[1]), total_train_tokens_, ratio(v[3], v[4]),
-                           ratio(v[5], v[6]), ratio(v[7], v[4]),   v[8] / v[14],
-                           v[9] / v[14],      v[10] / v[14],       v[11] / v[14],
-                           v[12] / v[14],     v[13] / v[14]};
-  if (aux) {
-    Tensor mean = policy.aux_loss.detach().to(torch::kFloat).reshape({1});
-    if (accelerator.num_processes() > 1) {
-      mean = accelerator.reduce(mean.to(accelerator.device()), Reduction::kSum).cpu() /
-             static_cast<double>(accelerator.num_processes());
-    }
-    if (metrics.size() == metric_names().size())
-      metrics.emplace_back("aux_loss", std::vector<double>{});
-    metrics.back().second.push_back(mean.item<double>());
-  }
+  const double num_tokens =
+      training ? count_train_tokens(v[2], /*count_on_after_resume=*/true) : train_tokens();
+  const double values[] = {ratio(v[0], v[1]), num_tokens,    ratio(v[3], v[4]), ratio(v[5], v[6]),
+                           ratio(v[7], v[4]), v[8] / v[14],  v[9] / v[14],      v[10] / v[14],
+                           v[11] / v[14],     v[12] / v[14], v[13] / v[14]};
   for (size_t k = 0; k < metric_names().size(); ++k) {
     // num_tokens is the running total, not a mean (TRL replaces its list).
-    if (metrics[k].first == "num_tokens")
-      metrics[k].second = {values[k]};
-    else
-      metrics[k].second.push_back(values[k]);
+    if (metric_names()[k] == "num_tokens") {
+      metrics_.set(training, metric_names()[k], values[k]);
+    } else {
+      metrics_.add(training, metric_names()[k], values[k]);
+    }
   }
+  if (aux) metrics_.add(training, "aux_loss", process_mean(policy.aux_loss));
   (void)num_items_in_batch;
   (void)return_outputs;
   return {loss, Tensor()};
@@ -371,18 +347,6 @@ PredictionOutput DPOTrainer::prediction_step(models::Model& model, const data::B
   out.loss = compute_loss(model, inputs).loss.detach();
   (void)prediction_loss_only;
   return out;
-}
-
-void DPOTrainer::add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) {
-  auto& metrics = prefix.empty() ? train_ : eval_;
-  const std::string p = prefix.empty() ? "" : prefix + "_";
-  for (auto& [name, values] : metrics) {
-    if (values.empty()) continue;
-    double sum = 0;
-    for (double x : values) sum += x;
-    logs[p + name] = sum / static_cast<double>(values.size());
-    values.clear();
-  }
 }
 
 }  // namespace trainer::trl

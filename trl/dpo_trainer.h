@@ -13,11 +13,10 @@
 
 #include "lib/data/dataset.h"
 #include "lib/data/registry.h"
-#include "lib/tokenizers/chat_template.h"
-#include "lib/tokenizers/tokenizer.h"
 #include "trainer/trainer.h"
 #include "trl/dpo_data.h"
-#include "trl/sft_trainer.h"
+#include "trl/trl_source.h"
+#include "trl/trl_trainer.h"
 
 namespace trainer::trl {
 
@@ -51,16 +50,8 @@ data::DataCollator dpo_collator(int64_t pad_token_id, std::optional<int64_t> max
 // What `trainer dpo` trains on: train_file / validation_file, or dataset_name, as `trainer sft`
 // finds them, prepared as TRL prepares preference data with the model's tokenizer and chat
 // template.
-struct DpoSourceOptions {
+struct DpoSourceOptions : TrlSourceOptions {
   DpoDataOptions data;
-  std::string train_file, eval_file;
-  int64_t pad_token_id = 0;
-  std::optional<int64_t> pad_to_multiple_of;
-  std::shared_ptr<const tokenizers::Tokenizer> tokenizer;
-  std::optional<tokenizers::ChatTemplate> chat_template;
-  data::LoadContext context;
-  bool overwrite_cache = false;
-  bool is_main = true;  // prints what the data became
 };
 std::unique_ptr<data::DataSource> make_dpo_source(DpoSourceOptions options);
 
@@ -83,7 +74,7 @@ struct DpoLossInputs {
 };
 torch::Tensor dpo_loss(const DpoLossInputs& in, const TrainingArguments& args);
 
-class DPOTrainer : public Trainer {
+class DPOTrainer : public TrlTrainer {
  public:
   // `ref_model`: the frozen reference (null: the model itself with its LoRA adapters off, or,
   // with precompute_ref_log_probs, the reference log-probabilities computed here, now, from the
@@ -101,15 +92,9 @@ class DPOTrainer : public Trainer {
   PredictionOutput prediction_step(models::Model& model, const data::Batch& inputs,
                                    bool prediction_loss_only) override;
 
- protected:
-  // TRL's DPOTrainer.log: the means since the last log of each metric (entropy, num_tokens,
-  // logits/*, mean_token_accuracy, rewards/*, logps/*), "eval_" prefixed in an evaluation.
-  void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) override;
-
  private:
   // The summed completion log-probabilities of a batch's rows under `model` ([2B]: chosen
   // rows, then rejected), with the token scores behind them.
-  RouterAuxLoss aux_;  // TRL's router_aux_loss_coef, resolved against the model
   struct Scored {
     torch::Tensor logps;
     models::TokenScores scores;
@@ -126,10 +111,6 @@ class DPOTrainer : public Trainer {
 
   std::shared_ptr<models::Model> ref_model_;
   data::DataCollator collator_;
-  // Each metric's values since the last log, train and eval.
-  std::vector<std::pair<std::string, std::vector<double>>> train_, eval_;
-  double total_train_tokens_ = 0;
-  bool tokens_restored_ = false;
 };
 
 }  // namespace trainer::trl

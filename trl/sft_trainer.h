@@ -12,10 +12,10 @@
 
 #include "lib/data/dataset.h"
 #include "lib/data/registry.h"
-#include "lib/tokenizers/chat_template.h"
-#include "lib/tokenizers/tokenizer.h"
 #include "trainer/trainer.h"
 #include "trl/sft_data.h"
+#include "trl/trl_source.h"
+#include "trl/trl_trainer.h"
 
 namespace trainer::trl {
 
@@ -43,22 +43,12 @@ data::DataCollator sft_collator(int64_t pad_token_id, bool padding_free,
 // What `trainer sft` trains on: train_file / validation_file, or dataset_name (a .json/.jsonl
 // file, or a folder whose train*/test* files `datasets` would pick), prepared as TRL prepares it
 // with the model's tokenizer and chat template (chat_template_path's when given).
-struct SftSourceOptions {
+struct SftSourceOptions : TrlSourceOptions {
   SftDataOptions data;
-  std::string train_file, eval_file;
   bool eval_packing = false;
   bool shuffle = false;  // shuffle_dataset, with `seed`
   int64_t seed = 42;
-  int64_t pad_token_id = 0;
   bool padding_free = false;
-  std::optional<int64_t> pad_to_multiple_of;
-  std::shared_ptr<const tokenizers::Tokenizer> tokenizer;
-  std::optional<tokenizers::ChatTemplate> chat_template;
-  // Where the node's first process caches the prepared splits (cache_dir "": nowhere), and
-  // whether it prepares them again (overwrite_cache).
-  data::LoadContext context;
-  bool overwrite_cache = false;
-  bool is_main = true;  // prints what the data became
 };
 std::unique_ptr<data::DataSource> make_sft_source(SftSourceOptions options);
 
@@ -69,46 +59,19 @@ SftSourceOptions sft_source_options(const TrainingArguments& args,
                                     std::shared_ptr<const tokenizers::Tokenizer> tokenizer,
                                     const std::string& tokenizer_dir);
 
-// TRL's router_aux_loss_coef (SFTConfig, DPOConfig): the weight of a mixture of experts' router
-// load-balancing loss, the model config's own when the argument is null (0 for a dense model);
-// enabled for a mixture of experts whose weight is not 0. A weight given for a dense model is an
-// InputError, as TRL raises one. With `write_config` (SFTTrainer), the model's config takes it as
-// TRL writes it back: output_router_logits on when enabled, off otherwise, and the weight.
-struct RouterAuxLoss {
-  bool enabled = false;
-  double coef = 0.0;
-};
-RouterAuxLoss resolve_router_aux_loss(const TrainingArguments& args, models::Model& model,
-                                      bool write_config);
-
-class SFTTrainer : public Trainer {
+class SFTTrainer : public TrlTrainer {
  public:
-  using Trainer::Trainer;
-  // TRL's MoE load-balancing loss: added to the loss times its weight (over the accumulation
-  // steps when the Trainer counts the tokens of the window), and logged as aux_loss.
-  void set_router_aux_loss(RouterAuxLoss aux) { aux_ = aux; }
+  using TrlTrainer::TrlTrainer;
 
   // The model's loss (TRL's loss_type: nll or dft) over the batch's label tokens, divided by
-  // num_items_in_batch as the Trainer passes it, and the batch's statistics gathered over the
-  // processes for the next log.
+  // num_items_in_batch as the Trainer passes it; with the router loss, its weighted share (over
+  // the accumulation steps when the Trainer counts the tokens of the window). Logged beside, as
+  // TRL's SFTTrainer logs them: the means since the last log of entropy and mean_token_accuracy
+  // (each a ratio over one micro-batch's label tokens on every process), num_tokens (the
+  // training tokens so far: real tokens; a padding-free row's whole length), and aux_loss.
   LossOutput compute_loss(models::Model& model, const data::Batch& inputs,
                           bool return_outputs = false,
                           const torch::Tensor& num_items_in_batch = {}) override;
-
- protected:
-  // TRL's SFTTrainer.log: the means since the last log of entropy and mean_token_accuracy (each
-  // a ratio over one micro-batch's label tokens on every process), and num_tokens, the training
-  // tokens so far (real tokens; a padding-free row's whole length), "eval_" prefixed in an
-  // evaluation.
-  void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) override;
-
- private:
-  struct Means {
-    std::vector<double> entropy, accuracy, aux_loss;
-  };
-  RouterAuxLoss aux_;
-  Means train_, eval_;
-  double total_train_tokens_ = 0;
 };
 
 }  // namespace trainer::trl

@@ -26,7 +26,7 @@ namespace {
 // the data are not conversations).
 std::string first_user_message(const std::string& path) {
   if (path.empty()) return "";
-  for (const auto& record : trl::read_sft_records(path)) {
+  for (const auto& record : trl::read_trl_records(path)) {
     for (const char* key : {"messages", "prompt", "chosen"}) {
       if (!record.contains(key) || !record[key].is_array()) continue;
       for (const auto& message : record[key]) {

@@ -13,9 +13,8 @@
 #include "lib/tokenizers/chat_template.h"
 #include "lib/tokenizers/tokenizer.h"
 #include "tests/test_util.h"
-#include "trl/dpo_cache.h"
+#include "trl/data_cache.h"
 #include "trl/dpo_data.h"
-#include "trl/sft_cache.h"
 #include "trl/sft_data.h"
 
 namespace trainer {
@@ -48,7 +47,7 @@ TEST(DpoParity, RowsEqualTrlsDpoTrainer) {
     options.truncation_mode = c["options"].value("truncation_mode", "keep_start");
     const auto tokenizer = tokenizers::Tokenizer::load(model);
     const auto chat = tokenizers::ChatTemplate::from_dir(model);
-    const trl::DpoData prepared = trl::prepare_dpo_dataset(trl::read_sft_records(path), tokenizer,
+    const trl::DpoData prepared = trl::prepare_dpo_dataset(trl::read_trl_records(path), tokenizer,
                                                            chat ? &*chat : nullptr, options, path);
     EXPECT_EQ(prepared.examples, c["examples"].get<int64_t>()) << name;
     EXPECT_EQ(prepared.implicit_prompt, name.find("implicit") != std::string::npos) << name;

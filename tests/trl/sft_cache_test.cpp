@@ -1,7 +1,7 @@
 // The node's cache of prepared SFT data: what is written is read back whole, a damaged or
 // foreign file is no cache, and the key changes with the file, the tokenizer, the template and
 // the options.
-#include "trl/sft_cache.h"
+#include "trl/data_cache.h"
 
 #include <fstream>
 
@@ -64,14 +64,14 @@ TEST(SftCache, TheKeyFollowsFileTokenizerTemplateAndOptions) {
   testing::TempDir tmp;
   const std::string file = tmp.file("data.jsonl");
   std::ofstream(file) << "{\"text\": \"a\"}\n";
-  const std::string key = trl::sft_cache_key(file, "tok", "tpl", "opts");
+  const std::string key = trl::data_cache_key(file, "tok", "tpl", "opts");
   EXPECT_EQ(key.size(), 16u);
-  EXPECT_EQ(key, trl::sft_cache_key(file, "tok", "tpl", "opts"));
-  EXPECT_NE(key, trl::sft_cache_key(file, "tok2", "tpl", "opts"));
-  EXPECT_NE(key, trl::sft_cache_key(file, "tok", "tpl2", "opts"));
-  EXPECT_NE(key, trl::sft_cache_key(file, "tok", "tpl", "opts2"));
+  EXPECT_EQ(key, trl::data_cache_key(file, "tok", "tpl", "opts"));
+  EXPECT_NE(key, trl::data_cache_key(file, "tok2", "tpl", "opts"));
+  EXPECT_NE(key, trl::data_cache_key(file, "tok", "tpl2", "opts"));
+  EXPECT_NE(key, trl::data_cache_key(file, "tok", "tpl", "opts2"));
   std::ofstream(file, std::ios::app) << "{\"text\": \"b\"}\n";  // another size
-  EXPECT_NE(key, trl::sft_cache_key(file, "tok", "tpl", "opts"));
+  EXPECT_NE(key, trl::data_cache_key(file, "tok", "tpl", "opts"));
 }
 
 }  // namespace

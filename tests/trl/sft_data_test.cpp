@@ -152,7 +152,7 @@ TEST(SftParity, RowsEqualTrlsSftTrainer) {
     const trl::SftDataOptions options = options_of(c["options"]);
     const auto tokenizer = tokenizers::Tokenizer::load(model);
     const auto chat = tokenizers::ChatTemplate::from_dir(model);
-    const trl::SftData prepared = trl::prepare_sft_dataset(trl::read_sft_records(path), tokenizer,
+    const trl::SftData prepared = trl::prepare_sft_dataset(trl::read_trl_records(path), tokenizer,
                                                            chat ? &*chat : nullptr, options, path);
     EXPECT_EQ(prepared.examples, c["examples"].get<int64_t>()) << name;
     const Json& expected = c["rows"];

@@ -318,7 +318,7 @@ TEST(SftInput, BadOptionsAreOneLineEach) {
 // The records of a file as `datasets` hands them over: every column in every row, messages of
 // different keys as they were, objects of the same keys in the first one's order, integers
 // beside floats made floats, a Json column's JSON texts parsed.
-TEST(SftFiles, RecordsAsDatasetsTypesThem) {
+TEST(DataFiles, RecordsAsDatasetsTypesThem) {
   testing::TempDir dir;
   std::ofstream(dir.file("d.jsonl"))
       << R"({"messages": [{"role": "user", "content": "a"}], "x": {"b": 1, "a": 2}, "t": [1]})"
@@ -326,21 +326,21 @@ TEST(SftFiles, RecordsAsDatasetsTypesThem) {
       << R"({"messages": [{"content": "b", "role": "user", "name": "n"}], "x": {"a": 2.5, "b": 3},)"
       << R"( "t": "[2]", "k": "1"})"
          "\n";
-  const auto records = trl::read_sft_records(dir.file("d.jsonl"));
+  const auto records = trl::read_trl_records(dir.file("d.jsonl"));
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(records[0].dump(),
             R"({"messages":[{"role":"user","content":"a"}],"x":{"b":1,"a":2.0},"t":[1],"k":null})");
   EXPECT_EQ(records[1].dump(),
             R"({"messages":[{"content":"b","role":"user","name":"n"}],"x":{"b":3,"a":2.5},"t":[2],)"
             R"("k":"1"})");
-  EXPECT_EQ(input_error_of([&] { trl::read_sft_records(dir.file("d.csv")); }),
+  EXPECT_EQ(input_error_of([&] { trl::read_trl_records(dir.file("d.csv")); }),
             "data file '" + dir.file("d.csv") +
                 "' has the extension '.csv'; use .json or .jsonl (JSON Lines: a JSON object a "
                 "line)");
 }
 
 // A folder's files split by name as `datasets` splits them; TRL's eval split is "test".
-TEST(SftFiles, AFoldersTrainAndEvalFiles) {
+TEST(DataFiles, AFoldersTrainAndEvalFiles) {
   testing::TempDir dir;
   auto touch = [&](const std::string& name) {
     std::filesystem::create_directories(std::filesystem::path(dir.file(name)).parent_path());
@@ -351,31 +351,31 @@ TEST(SftFiles, AFoldersTrainAndEvalFiles) {
   touch("README.md");
   touch("config.json");
   touch(".hidden/test.jsonl");
-  EXPECT_EQ(trl::resolve_sft_files(dir.path()).train, dir.file("train.jsonl"));
-  EXPECT_EQ(trl::resolve_sft_files(dir.path()).eval, dir.file("my_validation.jsonl"));
+  EXPECT_EQ(trl::resolve_data_files(dir.path()).train, dir.file("train.jsonl"));
+  EXPECT_EQ(trl::resolve_data_files(dir.path()).eval, dir.file("my_validation.jsonl"));
   touch("eval-2.json");
-  EXPECT_EQ(trl::resolve_sft_files(dir.path()).eval, dir.file("eval-2.json"));
-  EXPECT_EQ(trl::resolve_sft_files(dir.file("train.jsonl")).train, dir.file("train.jsonl"));
-  EXPECT_EQ(trl::resolve_sft_files(dir.file("train.jsonl")).eval, "");
+  EXPECT_EQ(trl::resolve_data_files(dir.path()).eval, dir.file("eval-2.json"));
+  EXPECT_EQ(trl::resolve_data_files(dir.file("train.jsonl")).train, dir.file("train.jsonl"));
+  EXPECT_EQ(trl::resolve_data_files(dir.file("train.jsonl")).eval, "");
   // Folders named after a split come first; a file of no split alone is train.
   testing::TempDir nested;
   std::filesystem::create_directories(nested.file("train"));
   std::filesystem::create_directories(nested.file("test"));
   std::ofstream(nested.file("train/a.jsonl")) << "{}\n";
   std::ofstream(nested.file("test/train_b.jsonl")) << "{}\n";
-  EXPECT_EQ(trl::resolve_sft_files(nested.path()).train, nested.file("train/a.jsonl"));
-  EXPECT_EQ(trl::resolve_sft_files(nested.path()).eval, nested.file("test/train_b.jsonl"));
+  EXPECT_EQ(trl::resolve_data_files(nested.path()).train, nested.file("train/a.jsonl"));
+  EXPECT_EQ(trl::resolve_data_files(nested.path()).eval, nested.file("test/train_b.jsonl"));
   testing::TempDir one;
   std::ofstream(one.file("chats.jsonl")) << "{}\n";
-  EXPECT_EQ(trl::resolve_sft_files(one.path()).train, one.file("chats.jsonl"));
+  EXPECT_EQ(trl::resolve_data_files(one.path()).train, one.file("chats.jsonl"));
   std::ofstream(one.file("more.jsonl")) << "{}\n";
-  EXPECT_EQ(input_error_of([&] { trl::resolve_sft_files(one.path()); }),
+  EXPECT_EQ(input_error_of([&] { trl::resolve_data_files(one.path()); }),
             "dataset_name " + one.path() +
                 ": the train split has 2 files (chats.jsonl, more.jsonl); trainer sft reads one "
                 "file a split: join them, or give the file as dataset_name");
   testing::TempDir only_test;
   std::ofstream(only_test.file("test.jsonl")) << "{}\n";
-  EXPECT_EQ(input_error_of([&] { trl::resolve_sft_files(only_test.path()); }),
+  EXPECT_EQ(input_error_of([&] { trl::resolve_data_files(only_test.path()); }),
             "dataset_name " + only_test.path() +
                 " has no train split: `datasets` splits its files by name into test (a train file "
                 "is named train*.jsonl or training*.jsonl, or lies in a train/ folder; any split "
@@ -390,21 +390,21 @@ TEST(SftFiles, AFoldersTrainAndEvalFiles) {
   EXPECT_EQ(chat, named.file("chat"));
   EXPECT_EQ(trl::dataset_location(named.path(), std::string("default")), named.path());
   EXPECT_EQ(trl::dataset_location(named.path(), std::nullopt), named.path());
-  EXPECT_EQ(trl::resolve_sft_files(chat, "train_sft", "test_sft").train,
+  EXPECT_EQ(trl::resolve_data_files(chat, "train_sft", "test_sft").train,
             named.file("chat/data/train_sft-00000-of-00001.jsonl"));
-  EXPECT_EQ(trl::resolve_sft_files(chat, "train_sft", "test_sft").eval,
+  EXPECT_EQ(trl::resolve_data_files(chat, "train_sft", "test_sft").eval,
             named.file("chat/data/test_sft-00000-of-00001.jsonl"));
-  EXPECT_EQ(trl::resolve_sft_files(chat, "train_sft", "test").eval, "");
+  EXPECT_EQ(trl::resolve_data_files(chat, "train_sft", "test").eval, "");
   EXPECT_EQ(input_error_of([&] { trl::dataset_location(named.path(), std::string("en")); }),
             "argument dataset_config: en: dataset_name " + named.path() +
                 " has no subfolder en (a configuration of a local data set is its subfolder; "
                 "null or default: the data set itself)");
   testing::TempDir empty;
-  EXPECT_EQ(input_error_of([&] { trl::resolve_sft_files(empty.path()); }),
+  EXPECT_EQ(input_error_of([&] { trl::resolve_data_files(empty.path()); }),
             "dataset_name " + empty.path() +
                 " holds no .json or .jsonl data file (hidden files, config.json and "
                 "dataset_info.json left out, as `datasets` leaves them out)");
-  EXPECT_EQ(input_error_of([&] { trl::resolve_sft_files(empty.file("nothing")); }),
+  EXPECT_EQ(input_error_of([&] { trl::resolve_data_files(empty.file("nothing")); }),
             "dataset_name " + empty.file("nothing") + ": does not exist");
 }
 

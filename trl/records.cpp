@@ -1,7 +1,7 @@
 // SFT records read as TRL's data_utils reads them (is_conversational, maybe_convert_to_chatml),
 // their shapes checked row by row, the template inputs of tokenize_fn, and a conversation
 // rendered and tokenized (also DPO's, trl/dpo_data.cpp).
-#include "trl/sft_records.h"
+#include "trl/records.h"
 
 #include <array>
 #include <utility>
@@ -11,21 +11,30 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/json_text.h"
+#include "lib/base/text.h"
+#include "lib/base/warn.h"
 #include "lib/tokenizers/chat_template.h"
 #include "lib/tokenizers/tokenizer.h"
 
 namespace trainer::trl::records {
 
-namespace {
-
 using Json = nlohmann::ordered_json;
 
-// The value of `key`, or nullptr when the record lacks it or holds null there (`datasets` fills a
-// column a record lacks with null).
 const Json* value_of(const Json& record, const std::string& key) {
   auto found = record.find(key);
   return found == record.end() || found->is_null() ? nullptr : &*found;
 }
+
+std::string columns_of(const Json& record) {
+  std::string out;
+  for (const auto& item : record.items()) {
+    if (item.value().is_null()) continue;
+    out += (out.empty() ? "'" : ", '") + item.key() + "'";
+  }
+  return out.empty() ? "none" : out;
+}
+
+namespace {
 
 bool is_message_list(const Json* value) {
   return value && value->is_array() && !value->empty() && (*value)[0].is_object() &&
@@ -45,15 +54,6 @@ std::string shape_columns(SftShape shape, const std::string& text_field) {
       return "'prompt' and 'completion' lists of messages";
   }
   return "";
-}
-
-std::string columns_of(const Json& record) {
-  std::string out;
-  for (const auto& item : record.items()) {
-    if (item.value().is_null()) continue;
-    out += (out.empty() ? "'" : ", '") + item.key() + "'";
-  }
-  return out.empty() ? "none" : out;
 }
 
 // Checks that `column` of `record` is a text (`messages` false) or a non-empty list of message
@@ -270,6 +270,110 @@ std::vector<int32_t> chat_ids(const tokenizers::ChatTemplate& chat,
   std::vector<int32_t> ids = tokenizer.encode_with_offsets(rendered.text, offsets);
   *mask = tokenizers::assistant_tokens_mask(offsets, rendered.generation_bytes);
   return ids;
+}
+
+std::string row_name(const std::string& source, size_t i) {
+  return fmt::format("{} row {}", source, i + 1);
+}
+
+void check_truncation(const std::string& truncation_mode, std::optional<int64_t> max_length) {
+  if (truncation_mode != "keep_start" && truncation_mode != "keep_end") {
+    throw InputError(fmt::format(
+        "truncation_mode '{}' is not keep_start or keep_end (TRL: Unsupported truncation mode)",
+        truncation_mode));
+  }
+  if (max_length && *max_length < 1) {
+    throw InputError(fmt::format(
+        "max_length {} is not a number of tokens; give one of at least 1, or null for no "
+        "truncation",
+        *max_length));
+  }
+}
+
+void check_input(const std::vector<Json>& input, const std::optional<std::string>& eos_token,
+                 const tokenizers::Tokenizer& tokenizer, const std::string& source) {
+  if (input.empty()) throw InputError(fmt::format("{} holds no records", source));
+  if (eos_token && !tokenizer.token_to_id(*eos_token)) {
+    throw InputError(fmt::format(
+        "eos_token '{}' is not in the vocabulary of the tokenizer {} (TRL requires the eos_token "
+        "to be a token of it)",
+        *eos_token, tokenizer.path()));
+  }
+}
+
+void require_chat_template(const tokenizers::ChatTemplate* chat,
+                           const tokenizers::Tokenizer& tokenizer, const std::string& where,
+                           const std::string& what) {
+  if (chat) return;
+  throw InputError(
+      fmt::format("{} is {}, but the tokenizer {} has no chat template (no chat_template.jinja, no "
+                  "chat_template in tokenizer_config.json); give one with chat_template_path",
+                  where, what, tokenizer.path()));
+}
+
+std::string eos_text(const std::optional<std::string>& eos_token,
+                     const tokenizers::Tokenizer& tokenizer, const std::string& where,
+                     const std::string& what, const std::string& texts) {
+  std::string eos;
+  if (eos_token) {
+    eos = *eos_token;
+  } else if (auto id = tokenizer.eos_token_id()) {
+    eos = tokenizer.id_to_token(*id).value_or("");
+  }
+  if (eos.empty()) {
+    throw InputError(fmt::format(
+        "{} is {}, whose {} TRL ends with the tokenizer's eos_token, and the tokenizer {} has "
+        "none; set eos_token",
+        where, what, texts, tokenizer.path()));
+  }
+  return eos;
+}
+
+std::vector<int32_t> prompt_ids(const tokenizers::Tokenizer& tokenizer,
+                                const tokenizers::ChatTemplate* chat, const Json& prompt,
+                                const TemplateInputs& inputs, const std::string& where) {
+  if (prompt.is_string()) {
+    return tokenizer.encode(prompt.get_ref<const std::string&>(), /*add_special_tokens=*/true);
+  }
+  return chat_ids(*chat, tokenizer, prompt, inputs, true, nullptr, where);
+}
+
+std::vector<int32_t> prompt_completion_ids(const tokenizers::Tokenizer& tokenizer,
+                                           const tokenizers::ChatTemplate* chat, const Json& prompt,
+                                           const Json& completion, const TemplateInputs& inputs,
+                                           std::vector<int8_t>* mask, const std::string& where) {
+  if (prompt.is_string()) {
+    return tokenizer.encode(prompt.get_ref<const std::string&>() + completion.get<std::string>(),
+                            /*add_special_tokens=*/true);
+  }
+  Json messages = prompt;
+  for (const Json& message : completion) messages.push_back(message);
+  return chat_ids(*chat, tokenizer, messages, inputs, false, mask, where);
+}
+
+size_t common_prefix_length(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+void PrefixMisses::note(size_t row, const std::vector<int32_t>& prompt, size_t common,
+                        const tokenizers::Tokenizer& tokenizer) {
+  if (common >= prompt.size() || count_++ > 0) return;
+  first_row_ = static_cast<int64_t>(row) + 1;
+  left_out_ = tokenizer.decode(
+      std::vector<int32_t>(prompt.begin() + static_cast<std::ptrdiff_t>(common), prompt.end()));
+}
+
+void PrefixMisses::warn(const std::string& source, size_t rows, const std::string& sequences,
+                        const std::string& completion) const {
+  if (count_ == 0) return;
+  base::warn(
+      "{}: the tokenized prompt is not a prefix of {} in {} of {} rows (first: row {}), usually "
+      "because the chat template renders the prompt alone differently or because tokens merge "
+      "across the boundary; as TRL does, {} where they diverge, and the end of the prompt ({}) "
+      "is left out of the training sequence",
+      source, sequences, count_, rows, first_row_, completion, base::shown_text(left_out_));
 }
 
 }  // namespace trainer::trl::records

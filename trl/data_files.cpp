@@ -1,4 +1,4 @@
-// The files of `trainer sft`'s data: a .json/.jsonl file's records as `datasets` hands them to
+// The files of a TRL trainer's data: a .json/.jsonl file's records as `datasets` hands them to
 // TRL, and which files of a folder load_dataset(folder) takes as its train and test splits.
 #include <algorithm>
 #include <string_view>
@@ -12,7 +12,7 @@
 #include "lib/base/text.h"
 #include "lib/data/json_columns.h"
 #include "lib/data/lm_files.h"
-#include "trl/sft_data.h"
+#include "trl/data_files.h"
 
 namespace trainer::trl {
 
@@ -110,7 +110,7 @@ std::vector<std::string> splits_of(const std::string& file, int stage) {
 
 }  // namespace
 
-std::vector<nlohmann::ordered_json> read_sft_records(const std::string& path) {
+std::vector<nlohmann::ordered_json> read_trl_records(const std::string& path) {
   std::vector<nlohmann::ordered_json> records;
   for (data::JsonRecord& record : data::read_json_records(path)) {
     records.push_back(std::move(record.value));
@@ -134,8 +134,8 @@ std::string dataset_location(const std::string& dataset_name,
       base::shown_text(*dataset_config), dataset_name, base::shown_text(*dataset_config)));
 }
 
-SftFiles resolve_sft_files(const std::string& dataset_name, const std::string& train_split,
-                           const std::string& test_split) {
+DataFiles resolve_data_files(const std::string& dataset_name, const std::string& train_split,
+                             const std::string& test_split) {
   if (base::is_regular_file(dataset_name)) return {dataset_name, ""};
   if (!base::is_directory(dataset_name)) {
     const std::string problem = base::path_problem(dataset_name);
@@ -177,7 +177,7 @@ SftFiles resolve_sft_files(const std::string& dataset_name, const std::string& t
     }
     return "";
   };
-  SftFiles out{one(train_split), one(test_split)};
+  DataFiles out{one(train_split), one(test_split)};
   if (out.eval.empty() && test_split == "test") out.eval = one("validation");
   if (out.train.empty()) {
     std::vector<std::string> names;

@@ -1,0 +1,141 @@
+// The data caches' files: a magic (whose rows), the counts, then each row's id lists.
+#include "trl/data_cache.h"
+
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "lib/base/files.h"
+#include "trl/cache_bytes.h"
+
+namespace trainer::trl {
+namespace {
+
+using cache_bytes::put;
+using cache_bytes::Reader;
+
+constexpr char kSftMagic[8] = {'T', 'R', 'S', 'F', 'T', '1', 0, 0};
+constexpr char kDpoMagic[8] = {'T', 'R', 'D', 'P', 'O', '1', 0, 0};
+
+// `bytes` (which start with a magic) written to `path` atomically, its folder made.
+void write_cache_file(const std::string& path, const std::string& bytes) {
+  std::filesystem::create_directories(base::parent_dir(path));
+  base::write_file_atomic(path, bytes);
+}
+
+// The file's bytes when it is there and starts with `magic`.
+std::optional<std::string> read_cache_file(const std::string& path, const char (&magic)[8]) {
+  if (!base::is_regular_file(path)) return std::nullopt;
+  std::string bytes = base::read_file(path);
+  if (bytes.size() < sizeof magic || bytes.compare(0, sizeof magic, magic, sizeof magic) != 0) {
+    return std::nullopt;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string data_cache_key(const std::string& path, const std::string& tokenizer_fingerprint,
+                           const std::string& template_source, const std::string& options) {
+  std::string text = fmt::format("v1|{}|{}|{}|{}|", tokenizer_fingerprint, template_source.size(),
+                                 template_source, options);
+  struct stat info {};
+  std::error_code ec;
+  const std::string real = std::filesystem::weakly_canonical(path, ec).string();
+  if (::stat(path.c_str(), &info) == 0) {
+    text +=
+        fmt::format("{}:{}:{}.{}", real, info.st_size, info.st_mtim.tv_sec, info.st_mtim.tv_nsec);
+  }
+  const auto* bytes = reinterpret_cast<const Bytef*>(text.data());
+  return fmt::format("{:08x}{:08x}", crc32(0, bytes, text.size()), adler32(1, bytes, text.size()));
+}
+
+void write_sft_cache(const std::string& path, const SftData& data) {
+  std::string bytes(kSftMagic, sizeof kSftMagic);
+  for (int64_t v : {static_cast<int64_t>(data.shape), data.examples, data.tokens, data.dropped,
+                    data.truncated, static_cast<int64_t>(data.rows.size())}) {
+    put(bytes, v);
+  }
+  for (const SftRow& row : data.rows) {
+    put(bytes, row.input_ids);
+    put(bytes, row.labels);
+    put(bytes, row.seq_lengths);
+  }
+  write_cache_file(path, bytes);
+}
+
+std::optional<SftData> read_sft_cache(const std::string& path) {
+  const std::optional<std::string> bytes = read_cache_file(path, kSftMagic);
+  if (!bytes) return std::nullopt;
+  Reader in{*bytes, sizeof kSftMagic};
+  SftData data;
+  int64_t shape = 0, rows = 0;
+  if (!in.get(shape) || !in.get(data.examples) || !in.get(data.tokens) || !in.get(data.dropped) ||
+      !in.get(data.truncated) || !in.get(rows) || shape < 0 || shape > 3 || rows < 0) {
+    return std::nullopt;
+  }
+  data.shape = static_cast<SftShape>(shape);
+  for (int64_t i = 0; i < rows; ++i) {
+    SftRow row;
+    if (!in.get(row.input_ids) || !in.get(row.labels) || !in.get(row.seq_lengths) ||
+        row.labels.size() != row.input_ids.size()) {
+      return std::nullopt;
+    }
+    int64_t packed = 0;
+    for (int32_t length : row.seq_lengths) packed += length;
+    if (!row.seq_lengths.empty() && packed != static_cast<int64_t>(row.input_ids.size())) {
+      return std::nullopt;
+    }
+    data.rows.push_back(std::move(row));
+  }
+  if (in.at != bytes->size()) return std::nullopt;
+  return data;
+}
+
+void write_dpo_cache(const std::string& path, const DpoData& data) {
+  std::string bytes(kDpoMagic, sizeof kDpoMagic);
+  for (int64_t v :
+       {static_cast<int64_t>(data.shape), static_cast<int64_t>(data.implicit_prompt), data.examples,
+        data.dropped, data.identical, data.tokens, static_cast<int64_t>(data.rows.size())}) {
+    put(bytes, v);
+  }
+  for (const DpoRow& row : data.rows) {
+    put(bytes, row.prompt_ids);
+    put(bytes, row.chosen_ids);
+    put(bytes, row.rejected_ids);
+  }
+  write_cache_file(path, bytes);
+}
+
+std::optional<DpoData> read_dpo_cache(const std::string& path) {
+  const std::optional<std::string> bytes = read_cache_file(path, kDpoMagic);
+  if (!bytes) return std::nullopt;
+  Reader in{*bytes, sizeof kDpoMagic};
+  DpoData data;
+  int64_t shape = 0, implicit = 0, rows = 0;
+  if (!in.get(shape) || !in.get(implicit) || !in.get(data.examples) || !in.get(data.dropped) ||
+      !in.get(data.identical) || !in.get(data.tokens) || !in.get(rows) || shape < 0 || shape > 1 ||
+      implicit < 0 || implicit > 1 || rows < 0 || data.examples < 0 || data.dropped < 0 ||
+      data.identical < 0 || data.tokens < 0) {
+    return std::nullopt;
+  }
+  data.shape = static_cast<DpoShape>(shape);
+  data.implicit_prompt = implicit == 1;
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    DpoRow row;
+    if (!in.get(row.prompt_ids) || !in.get(row.chosen_ids) || !in.get(row.rejected_ids)) {
+      return std::nullopt;
+    }
+    tokens += static_cast<int64_t>(2 * row.prompt_ids.size() + row.chosen_ids.size() +
+                                   row.rejected_ids.size());
+    data.rows.push_back(std::move(row));
+  }
+  if (in.at != bytes->size() || tokens != data.tokens) return std::nullopt;
+  return data;
+}
+
+}  // namespace trainer::trl

@@ -1,0 +1,29 @@
+// The node's cache of a TRL trainer's prepared data, as run_clm's tokenized blocks are cached
+// (lib/data/clm.cpp): the node's first process prepares a split and writes it, the others read
+// it; a later run with the same file, tokenizer, template and options reads it too. One file a
+// split: an 8-byte magic that says whose rows follow, the counts, the rows. Torch-free.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "trl/dpo_data.h"
+#include "trl/sft_data.h"
+
+namespace trainer::trl {
+
+// A hex key of what decides a split's rows: the data file (path, size, modification time), the
+// tokenizer's fingerprint, the chat template's source, and `options` (every option that changes
+// the rows, written by the caller as text, the trainer's name first).
+std::string data_cache_key(const std::string& path, const std::string& tokenizer_fingerprint,
+                           const std::string& template_source, const std::string& options);
+
+// Writes `data` to `path` atomically (its folder made).
+void write_sft_cache(const std::string& path, const SftData& data);
+void write_dpo_cache(const std::string& path, const DpoData& data);
+
+// The data written there, or nothing when the file is absent, not whole, or another trainer's.
+std::optional<SftData> read_sft_cache(const std::string& path);
+std::optional<DpoData> read_dpo_cache(const std::string& path);
+
+}  // namespace trainer::trl
