@@ -8,8 +8,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "apps/trainer/commands.h"
-#include "apps/trainer/run_setup.h"
+#include "apps/trainer/trl_command.h"
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
 #include "lib/base/warn.h"
@@ -57,92 +56,58 @@ std::shared_ptr<models::Model> reference_copy(const models::Model& model,
 
 }  // namespace
 
+// TRL's reference model for DPO: none to keep with precomputed log-probabilities; the model
+// with its adapters off under a new LoRA adapter; otherwise a frozen copy of the starting weights
+// (an adapter folder's too: TRL copies the adapter it starts from).
+static std::shared_ptr<models::Model> dpo_reference(models::Model& model,
+                                                    const TrainingArguments& a,
+                                                    const ModelSource& source) {
+  if (a.precompute_ref_log_probs()) return nullptr;
+  const auto* peft = models::find_wrapped<models::PeftModel>(model);
+  if (peft && !(source.pretrained && source.pretrained->is_adapter())) {
+    if (!peft->config().modules_to_save.empty()) {
+      throw InputError(
+          "argument modules_to_save: DPO's reference is the model with its LoRA adapters off, "
+          "which a module trained in full would move; give precompute_ref_log_probs true, or no "
+          "modules_to_save");
+    }
+    return nullptr;
+  }
+  data::DataInfo info;
+  info.task = data::TaskKind::kCausalLM;
+  info.num_labels = models::as_hf_causal_lm(model)->config().vocab_size;
+  return reference_copy(model, a, source, info);
+}
+
 int dpo_command(const std::string& config,
                 const std::vector<std::pair<std::string, std::string>>& overrides) {
-  TrainingArguments args = TrainingArguments::parse(
-      config, overrides, TrainingArguments::dpo_defaults(machine_has_bf16()));
-  for (const char* key : {"dtype", "torch_dtype"}) {
-    if (args.model_init_kwargs().contains(key)) {
-      args.torch_dtype(args.model_init_kwargs()[key].get<std::string>());
-    }
-  }
-  warn_script_arguments(args);
-  if (!args.model_name_or_path() && !args.model_type()) {
-    throw InputError(
-        "trainer dpo: no model (give model_name_or_path, a Hugging Face model or adapter folder, "
-        "or model_type with tokenizer_name for a new one)");
-  }
+  const TrainingArguments args = parse_trl_arguments(
+      "dpo", config, overrides, TrainingArguments::dpo_defaults(machine_has_bf16()));
   if (args.padding_free()) {
     // TRL 1.16 turns it off with a warning too.
     base::warn(
         "padding_free true is not available for DPO in TRL 1.16 either: padding as usual "
         "(padding_free false)");
   }
-  struct Shared {
-    ModelSource source;
-    data::DataInfo info;
+  auto source = std::make_shared<ModelSource>();  // the model's, for the reference copy
+  auto data = [source](Accelerator& accelerator, const TrainingArguments& a,
+                       const ModelSource& model,
+                       std::string& train_file) -> std::unique_ptr<data::DataSource> {
+    *source = model;
+    trl::DpoSourceOptions options = trl::dpo_source_options(a, trl_tokenizer("dpo", model),
+                                                            tokenizer_dir(model.tokenizer_path));
+    finish_trl_source_options(options, accelerator, a, train_file);
+    return trl::make_dpo_source(std::move(options));
   };
-  auto shared = std::make_shared<Shared>();
-  auto train_file = std::make_shared<std::string>();
-  TrainingRecipe recipe;
-  recipe.data = [shared, train_file](
-                    Accelerator& accelerator, const TrainingArguments& a,
-                    const ModelSource& model) -> std::unique_ptr<data::DataSource> {
-    if (model.tokenizer_path.empty()) {
-      throw InputError(
-          "trainer dpo: no tokenizer (the model folder has none: give tokenizer_name)");
-    }
-    shared->source = model;
-    auto tokenizer = model.tokenizer ? model.tokenizer
-                                     : std::make_shared<const tokenizers::Tokenizer>(
-                                           tokenizers::Tokenizer::load(model.tokenizer_path));
-    trl::DpoSourceOptions options =
-        trl::dpo_source_options(a, tokenizer, tokenizer_dir(model.tokenizer_path));
-    options.context = node_load_context(accelerator);
-    options.overwrite_cache = a.overwrite_cache();
-    options.is_main = accelerator.is_main_process();
-    *train_file = options.train_file;
-    auto source = trl::make_dpo_source(std::move(options));
-    return source;
-  };
-  recipe.trainer = [shared](std::shared_ptr<models::Model> model, const TrainingArguments& a,
-                            std::shared_ptr<const data::Dataset> train,
-                            std::shared_ptr<const data::Dataset> eval,
-                            data::DataCollator collator) {
-    if (!models::as_hf_causal_lm(*model)) {
-      throw InputError(fmt::format(
-          "trainer dpo: {} is not a Hugging Face causal language model (DPO trains one: give "
-          "model_name_or_path or model_type)",
-          a.model_name_or_path().value_or(a.model_name())));
-    }
-    // TRL's reference: none to keep with precomputed log-probabilities; the model with its
-    // adapters off under a new LoRA adapter; otherwise a frozen copy of the starting weights (an
-    // adapter folder's too: TRL copies the adapter it starts from).
-    auto* peft = models::find_wrapped<models::PeftModel>(*model);
-    const bool adapter_folder =
-        shared->source.pretrained && shared->source.pretrained->is_adapter();
-    std::shared_ptr<models::Model> ref;
-    if (!a.precompute_ref_log_probs()) {
-      if (peft && !adapter_folder) {
-        if (!peft->config().modules_to_save.empty()) {
-          throw InputError(
-              "argument modules_to_save: DPO's reference is the model with its LoRA adapters off, "
-              "which a module trained in full would move; give precompute_ref_log_probs true, or "
-              "no modules_to_save");
-        }
-      } else {
-        data::DataInfo info;
-        info.task = data::TaskKind::kCausalLM;
-        info.num_labels = models::as_hf_causal_lm(*model)->config().vocab_size;
-        ref = reference_copy(*model, a, shared->source, info);
-      }
-    }
+  auto trainer = [source](std::shared_ptr<models::Model> model, const TrainingArguments& a,
+                          std::shared_ptr<const data::Dataset> train,
+                          std::shared_ptr<const data::Dataset> eval, data::DataCollator collator) {
+    auto ref = dpo_reference(*model, a, *source);
     return std::unique_ptr<Trainer>(
         std::make_unique<trl::DPOTrainer>(std::move(model), a, std::move(train), std::move(eval),
                                           std::move(collator), std::move(ref)));
   };
-  recipe.chat_sample = chat_sample(train_file, args);
-  return run_training(args, recipe);
+  return run_training(args, trl_recipe("dpo", args, data, trainer));
 }
 
 }  // namespace trainer::cli

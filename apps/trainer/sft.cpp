@@ -1,157 +1,32 @@
 // `trainer sft` (as `trl sft`): TrainingArguments with TRL's SFTConfig (its arguments and
 // defaults), the data prepared as SFTTrainer prepares it, trained by trl::SFTTrainer on
 // `trainer train`'s run, ending with a chat sample for conversational data.
-#include <fstream>
-#include <string>
-
-#include <fmt/format.h>
-
-#include "apps/trainer/commands.h"
-#include "apps/trainer/generate.h"
-#include "apps/trainer/run_setup.h"
-#include "lib/base/errors.h"
-#include "lib/base/files.h"
-#include "lib/base/text.h"
-#include "lib/base/warn.h"
-#include "lib/models/lora.h"
-#include "lib/models/lora_config.h"
-#include "lib/runtime/cuda.h"
+#include "apps/trainer/trl_command.h"
 #include "trl/sft_trainer.h"
 
 namespace trainer::cli {
-namespace {
-
-// The first user message of the first conversation of `path` (SFT's messages or prompt, DPO's
-// prompt or, with an implicit prompt, chosen), for the run's chat sample ("" when
-// the data are not conversations).
-std::string first_user_message(const std::string& path) {
-  if (path.empty()) return "";
-  for (const auto& record : trl::read_trl_records(path)) {
-    for (const char* key : {"messages", "prompt", "chosen"}) {
-      if (!record.contains(key) || !record[key].is_array()) continue;
-      for (const auto& message : record[key]) {
-        if (message.is_object() && message.value("role", "") == "user" &&
-            message.contains("content") && message["content"].is_string()) {
-          return message["content"].get<std::string>();
-        }
-      }
-    }
-    return "";
-  }
-  return "";
-}
-
-}  // namespace
-
-// Where bf16 is native: a CUDA device (Ampere on), or a CPU with AVX512_BF16 or AMX (TRL's
-// default is bf16 unless fp16; on other CPUs bf16 is emulated and slower than fp32).
-bool machine_has_bf16() {
-  if (cuda::available()) return true;
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("flags", 0) != 0) continue;
-    return line.find(" avx512_bf16") != std::string::npos ||
-           line.find(" amx_bf16") != std::string::npos;
-  }
-  return false;
-}
-void warn_script_arguments(const TrainingArguments& args) {
-  if (args.model_revision() != "main") {
-    base::warn("model_revision {} is ignored: {} is a local folder, which has one revision",
-               base::shown_text(args.model_revision()),
-               args.model_name_or_path().value_or(args.model_type().value_or("the model")));
-  }
-}
-
-// The folder a tokenizer path names (a folder, or a tokenizer.json in one).
-std::string tokenizer_dir(const std::string& path) {
-  return base::is_directory(path) ? path : base::parent_dir(path);
-}
-
-std::function<void()> chat_sample(std::shared_ptr<std::string> train_file,
-                                  const TrainingArguments& args) {
-  return [train_file, args] {
-    // The first user message, read again at the end on the main process only.
-    std::string prompt;
-    try {
-      prompt = first_user_message(*train_file);
-    } catch (const std::exception& e) {
-      // Everything is saved: a file changed since is no reason to fail the run.
-      base::warn("no chat sample: {}", base::first_line(e.what()));
-      return;
-    }
-    if (prompt.empty() ||
-        !(models::is_hf_model_dir(args.output_dir()) || models::is_adapter_dir(args.output_dir())))
-      return;
-    GenerateOptions options;
-    options.output_dir = args.output_dir();
-    options.chat = true;
-    options.prompt = prompt;
-    options.seed = static_cast<uint64_t>(args.seed());
-    options.max_new_tokens = 64;
-    fmt::print("\nChat sample (trainer generate {} --chat --prompt {} --max_new_tokens 64):\n",
-               args.output_dir(), base::shown_text(prompt));
-    std::fflush(stdout);
-    try {
-      generate_text(options);
-    } catch (const std::exception& e) {
-      base::warn("no chat sample: {}", base::first_line(e.what()));
-    }
-  };
-}
 
 int sft_command(const std::string& config,
                 const std::vector<std::pair<std::string, std::string>>& overrides) {
-  TrainingArguments args = TrainingArguments::parse(
-      config, overrides, TrainingArguments::sft_defaults(machine_has_bf16()));
-  for (const char* key : {"dtype", "torch_dtype"}) {
-    if (args.model_init_kwargs().contains(key)) {
-      args.torch_dtype(args.model_init_kwargs()[key].get<std::string>());
-    }
-  }
-  warn_script_arguments(args);
-  if (!args.model_name_or_path() && !args.model_type()) {
-    throw InputError(
-        "trainer sft: no model (give model_name_or_path, a Hugging Face model or adapter folder, "
-        "or model_type with tokenizer_name for a new one)");
-  }
-  auto train_file = std::make_shared<std::string>();
-  TrainingRecipe recipe;
-  recipe.data = [train_file](Accelerator& accelerator, const TrainingArguments& a,
-                             const ModelSource& model) -> std::unique_ptr<data::DataSource> {
-    if (model.tokenizer_path.empty()) {
-      throw InputError(
-          "trainer sft: no tokenizer (the model folder has none: give tokenizer_name)");
-    }
-    auto tokenizer = model.tokenizer ? model.tokenizer
-                                     : std::make_shared<const tokenizers::Tokenizer>(
-                                           tokenizers::Tokenizer::load(model.tokenizer_path));
-    trl::SftSourceOptions options =
-        trl::sft_source_options(a, tokenizer, tokenizer_dir(model.tokenizer_path));
-    options.context = node_load_context(accelerator);
-    options.overwrite_cache = a.overwrite_cache();
-    options.is_main = accelerator.is_main_process();
-    *train_file = options.train_file;
+  const TrainingArguments args = parse_trl_arguments(
+      "sft", config, overrides, TrainingArguments::sft_defaults(machine_has_bf16()));
+  auto data = [](Accelerator& accelerator, const TrainingArguments& a, const ModelSource& model,
+                 std::string& train_file) -> std::unique_ptr<data::DataSource> {
+    trl::SftSourceOptions options = trl::sft_source_options(a, trl_tokenizer("sft", model),
+                                                            tokenizer_dir(model.tokenizer_path));
+    finish_trl_source_options(options, accelerator, a, train_file);
     return trl::make_sft_source(std::move(options));
   };
-  recipe.trainer = [](std::shared_ptr<models::Model> model, const TrainingArguments& a,
-                      std::shared_ptr<const data::Dataset> train,
-                      std::shared_ptr<const data::Dataset> eval, data::DataCollator collator) {
-    if (!models::as_hf_causal_lm(*model)) {
-      throw InputError(fmt::format(
-          "trainer sft: {} is not a Hugging Face causal language model (SFT trains one: give "
-          "model_name_or_path or model_type)",
-          a.model_name_or_path().value_or(a.model_name())));
-    }
+  auto trainer = [](std::shared_ptr<models::Model> model, const TrainingArguments& a,
+                    std::shared_ptr<const data::Dataset> train,
+                    std::shared_ptr<const data::Dataset> eval, data::DataCollator collator) {
     const trl::RouterAuxLoss aux = trl::resolve_router_aux_loss(a, *model, /*write_config=*/true);
-    auto trainer = std::make_unique<trl::SFTTrainer>(std::move(model), a, std::move(train),
-                                                     std::move(eval), std::move(collator));
-    trainer->set_router_aux_loss(aux);
-    return std::unique_ptr<Trainer>(std::move(trainer));
+    auto sft = std::make_unique<trl::SFTTrainer>(std::move(model), a, std::move(train),
+                                                 std::move(eval), std::move(collator));
+    sft->set_router_aux_loss(aux);
+    return std::unique_ptr<Trainer>(std::move(sft));
   };
-  recipe.chat_sample = chat_sample(train_file, args);
-  return run_training(args, recipe);
+  return run_training(args, trl_recipe("sft", args, data, trainer));
 }
 
 }  // namespace trainer::cli
