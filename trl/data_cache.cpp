@@ -5,6 +5,8 @@
 #include <zlib.h>
 
 #include <filesystem>
+#include <initializer_list>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -20,8 +22,15 @@ using cache_bytes::Reader;
 constexpr char kSftMagic[8] = {'T', 'R', 'S', 'F', 'T', '1', 0, 0};
 constexpr char kDpoMagic[8] = {'T', 'R', 'D', 'P', 'O', '1', 0, 0};
 
-// `bytes` (which start with a magic) written to `path` atomically, its folder made.
-void write_cache_file(const std::string& path, const std::string& bytes) {
+// The file: `magic`, the `counts`, then each row's id lists (`lists`, members of Row), written
+// to `path` atomically, its folder made.
+template <typename Row, typename... Lists>
+void write_cache_file(const std::string& path, const char (&magic)[8],
+                      std::initializer_list<int64_t> counts, const std::vector<Row>& rows,
+                      Lists Row::*... lists) {
+  std::string bytes(magic, sizeof magic);
+  for (int64_t v : counts) put(bytes, v);
+  for (const Row& row : rows) (put(bytes, row.*lists), ...);
   std::filesystem::create_directories(base::parent_dir(path));
   base::write_file_atomic(path, bytes);
 }
@@ -54,17 +63,10 @@ std::string data_cache_key(const std::string& path, const std::string& tokenizer
 }
 
 void write_sft_cache(const std::string& path, const SftData& data) {
-  std::string bytes(kSftMagic, sizeof kSftMagic);
-  for (int64_t v : {static_cast<int64_t>(data.shape), data.examples, data.tokens, data.dropped,
-                    data.truncated, static_cast<int64_t>(data.rows.size())}) {
-    put(bytes, v);
-  }
-  for (const SftRow& row : data.rows) {
-    put(bytes, row.input_ids);
-    put(bytes, row.labels);
-    put(bytes, row.seq_lengths);
-  }
-  write_cache_file(path, bytes);
+  write_cache_file(path, kSftMagic,
+                   {static_cast<int64_t>(data.shape), data.examples, data.tokens, data.dropped,
+                    data.truncated, static_cast<int64_t>(data.rows.size())},
+                   data.rows, &SftRow::input_ids, &SftRow::labels, &SftRow::seq_lengths);
 }
 
 std::optional<SftData> read_sft_cache(const std::string& path) {
@@ -96,18 +98,11 @@ std::optional<SftData> read_sft_cache(const std::string& path) {
 }
 
 void write_dpo_cache(const std::string& path, const DpoData& data) {
-  std::string bytes(kDpoMagic, sizeof kDpoMagic);
-  for (int64_t v :
-       {static_cast<int64_t>(data.shape), static_cast<int64_t>(data.implicit_prompt), data.examples,
-        data.dropped, data.identical, data.tokens, static_cast<int64_t>(data.rows.size())}) {
-    put(bytes, v);
-  }
-  for (const DpoRow& row : data.rows) {
-    put(bytes, row.prompt_ids);
-    put(bytes, row.chosen_ids);
-    put(bytes, row.rejected_ids);
-  }
-  write_cache_file(path, bytes);
+  write_cache_file(
+      path, kDpoMagic,
+      {static_cast<int64_t>(data.shape), static_cast<int64_t>(data.implicit_prompt), data.examples,
+       data.dropped, data.identical, data.tokens, static_cast<int64_t>(data.rows.size())},
+      data.rows, &DpoRow::prompt_ids, &DpoRow::chosen_ids, &DpoRow::rejected_ids);
 }
 
 std::optional<DpoData> read_dpo_cache(const std::string& path) {

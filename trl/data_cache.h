@@ -26,4 +26,18 @@ void write_dpo_cache(const std::string& path, const DpoData& data);
 std::optional<SftData> read_sft_cache(const std::string& path);
 std::optional<DpoData> read_dpo_cache(const std::string& path);
 
+// The same, chosen by the data's type (as TrlSource reads and writes a split).
+inline void write_data_cache(const std::string& path, const SftData& data) {
+  write_sft_cache(path, data);
+}
+inline void write_data_cache(const std::string& path, const DpoData& data) {
+  write_dpo_cache(path, data);
+}
+inline void read_data_cache(const std::string& path, std::optional<SftData>& data) {
+  data = read_sft_cache(path);
+}
+inline void read_data_cache(const std::string& path, std::optional<DpoData>& data) {
+  data = read_dpo_cache(path);
+}
+
 }  // namespace trainer::trl

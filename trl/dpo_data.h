@@ -4,6 +4,7 @@
 // whose prompt alone fills max_length dropped. The records come from read_trl_records (sft_data.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,25 +12,25 @@
 
 #include <nlohmann/json.hpp>
 
-namespace trainer::tokenizers {
-class Tokenizer;
-class ChatTemplate;
-}  // namespace trainer::tokenizers
+#include "trl/records.h"
 
 namespace trainer::trl {
 
-// DPOConfig's fields that shape the data (their TRL defaults).
-struct DpoDataOptions {
-  std::optional<int64_t> max_length = 1024;    // nullopt: none
-  std::string truncation_mode = "keep_start";  // or keep_end (TRL: deprecated; the caller warns)
-  std::optional<std::string> eos_token;        // nullopt: the tokenizer's eos token text
-};
+// DPOConfig's fields that shape the data (their TRL defaults; truncation_mode is deprecated in
+// TRL: the caller warns).
+struct DpoDataOptions : TrlDataOptions {};
 
 // One preference pair: the prompt's ids, then each completion's ids after them (the collator's
 // input: prompt + chosen and prompt + rejected).
 struct DpoRow {
   std::vector<int32_t> prompt_ids, chosen_ids, rejected_ids;
 };
+
+// A pair's longest row in tokens: the prompt and the longer completion.
+inline int64_t row_length(const DpoRow& row) {
+  return static_cast<int64_t>(row.prompt_ids.size() +
+                              std::max(row.chosen_ids.size(), row.rejected_ids.size()));
+}
 
 enum class DpoShape {
   kPlain,           // "prompt", "chosen", "rejected": texts

@@ -18,7 +18,7 @@ std::vector<int64_t> widen(const std::vector<int32_t>& values) {
   return std::vector<int64_t>(values.begin(), values.end());
 }
 
-class DpoSource : public TrlSource<DpoData, DpoSourceOptions> {
+class DpoSource : public TrlSource<DpoData, DpoSourceOptions, DpoDataset> {
  public:
   explicit DpoSource(DpoSourceOptions options) : TrlSource(std::move(options)) {}
 
@@ -44,13 +44,6 @@ class DpoSource : public TrlSource<DpoData, DpoSourceOptions> {
                                options_.chat(), options_.data, path);
   }
 
-  std::optional<DpoData> read_cache(const std::string& path) const override {
-    return read_dpo_cache(path);
-  }
-  void write_cache(const std::string& path, const DpoData& data) const override {
-    write_dpo_cache(path, data);
-  }
-
   // One line on what the data became; a warning with the counts where TRL drops or keeps pairs
   // without a word.
   void report(const std::string& split, const std::string& path, const DpoData& data,
@@ -71,19 +64,6 @@ class DpoSource : public TrlSource<DpoData, DpoSourceOptions> {
           "them (they add a constant log 2 to the sigmoid loss and no gradient)",
           data.identical, data.examples);
     }
-  }
-
-  int64_t longest(const DpoData& data) const override {
-    size_t n = 0;
-    for (const auto& row : data.rows) {
-      n = std::max(
-          n, row.prompt_ids.size() + std::max(row.chosen_ids.size(), row.rejected_ids.size()));
-    }
-    return static_cast<int64_t>(n);
-  }
-
-  std::shared_ptr<const data::Dataset> dataset(DpoData&& data) const override {
-    return std::make_shared<DpoDataset>(std::move(data.rows));
   }
 };
 
@@ -163,17 +143,6 @@ data::DataCollator dpo_collator(int64_t pad_token_id, std::optional<int64_t> max
 
 std::unique_ptr<data::DataSource> make_dpo_source(DpoSourceOptions options) {
   return std::make_unique<DpoSource>(std::move(options));
-}
-
-DpoSourceOptions dpo_source_options(const TrainingArguments& args,
-                                    std::shared_ptr<const tokenizers::Tokenizer> tokenizer,
-                                    const std::string& tokenizer_dir) {
-  DpoSourceOptions o;
-  static_cast<TrlSourceOptions&>(o) =
-      trl_source_options(args, std::move(tokenizer), tokenizer_dir, "dpo");
-  o.data.max_length = args.max_length();
-  o.data.truncation_mode = args.truncation_mode();
-  return o;
 }
 
 }  // namespace trainer::trl

@@ -23,18 +23,15 @@ namespace trainer::trl {
 // The pairs of prepare_dpo_dataset: example i is prompt + chosen + rejected ids (int64) as input,
 // their three lengths as target, and once set_reference ran, its reference log-probabilities
 // (float64 [2], chosen then rejected) as extra.
-class DpoDataset : public data::Dataset {
+class DpoDataset : public RowDataset<DpoRow> {
  public:
-  explicit DpoDataset(std::vector<DpoRow> rows) : rows_(std::move(rows)) {}
-  int64_t size() const override { return static_cast<int64_t>(rows_.size()); }
+  using RowDataset::RowDataset;
   data::Example get(int64_t index) const override;
-  const std::vector<DpoRow>& rows() const { return rows_; }
   // The reference log-probabilities of every pair, [size(), 2] float64.
   void set_reference(torch::Tensor logps) { reference_ = std::move(logps); }
   const torch::Tensor& reference() const { return reference_; }
 
  private:
-  std::vector<DpoRow> rows_;
   torch::Tensor reference_;
 };
 
@@ -54,11 +51,8 @@ struct DpoSourceOptions : TrlSourceOptions {
   DpoDataOptions data;
 };
 std::unique_ptr<data::DataSource> make_dpo_source(DpoSourceOptions options);
-
-// The options `args` (a DPOConfig) give the source (InputError as sft_source_options).
-DpoSourceOptions dpo_source_options(const TrainingArguments& args,
-                                    std::shared_ptr<const tokenizers::Tokenizer> tokenizer,
-                                    const std::string& tokenizer_dir);
+// (Its options from a DPOConfig: source_options<DpoSourceOptions>(args, ..., "dpo"): DPO's data
+// take TRL's common options and nothing of their own.)
 
 // The losses of TRL 1.16's DPOTrainer._compute_loss for one micro-batch, from the pairs'
 // summed completion log-probabilities under the policy and the reference ([B] each): each

@@ -16,6 +16,24 @@
 #include "lib/tokenizers/chat_template.h"
 #include "lib/tokenizers/tokenizer.h"
 
+namespace trainer::trl {
+
+const char* shape_name(SftShape shape) {
+  switch (shape) {
+    case SftShape::kLanguageModeling:
+      return "language modeling";
+    case SftShape::kConversational:
+      return "conversational";
+    case SftShape::kPromptCompletion:
+      return "prompt-completion";
+    case SftShape::kConversationalPromptCompletion:
+      return "conversational prompt-completion";
+  }
+  return "unknown";
+}
+
+}  // namespace trainer::trl
+
 namespace trainer::trl::records {
 
 using Json = nlohmann::ordered_json;

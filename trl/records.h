@@ -13,7 +13,32 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trl/sft_data.h"
+namespace trainer::tokenizers {
+class Tokenizer;
+class ChatTemplate;
+}  // namespace trainer::tokenizers
+
+namespace trainer::trl {
+
+// The fields of every TRL config that shape the data (their TRL defaults); a trainer's data
+// options add their own.
+struct TrlDataOptions {
+  std::optional<int64_t> max_length = 1024;    // nullopt: no truncation
+  std::string truncation_mode = "keep_start";  // or keep_end
+  std::optional<std::string> eos_token;        // nullopt: the tokenizer's eos token text
+};
+
+// The shapes of SFT data TRL knows (from its first record).
+enum class SftShape {
+  kLanguageModeling,                // {"text": "..."} (dataset_text_field names the column)
+  kConversational,                  // {"messages": [...]}, or {"conversations": [{from, value}]}
+  kPromptCompletion,                // {"prompt": "...", "completion": "..."}
+  kConversationalPromptCompletion,  // {"prompt": [...], "completion": [...]}
+};
+// "language modeling", "conversational", "prompt-completion", "conversational prompt-completion".
+const char* shape_name(SftShape shape);
+
+}  // namespace trainer::trl
 
 namespace trainer::trl::records {
 

@@ -201,20 +201,6 @@ void truncate_and_drop(std::vector<SftRow>& rows, const SftDataOptions& o, SftDa
 
 }  // namespace
 
-const char* shape_name(SftShape shape) {
-  switch (shape) {
-    case SftShape::kLanguageModeling:
-      return "language modeling";
-    case SftShape::kConversational:
-      return "conversational";
-    case SftShape::kPromptCompletion:
-      return "prompt-completion";
-    case SftShape::kConversationalPromptCompletion:
-      return "conversational prompt-completion";
-  }
-  return "unknown";
-}
-
 SftData prepare_sft_dataset(const std::vector<Json>& input, const tokenizers::Tokenizer& tokenizer,
                             const tokenizers::ChatTemplate* chat_template,
                             const SftDataOptions& options, const std::string& source) {

@@ -13,35 +13,21 @@
 
 #include "trl/data_files.h"
 #include "trl/packing.h"
-
-namespace trainer::tokenizers {
-class Tokenizer;
-class ChatTemplate;
-}  // namespace trainer::tokenizers
+#include "trl/records.h"
 
 namespace trainer::trl {
 
 // SFTConfig's fields that shape the data (their TRL defaults).
-struct SftDataOptions {
+struct SftDataOptions : TrlDataOptions {
   std::string dataset_text_field = "text";
-  std::optional<int64_t> max_length = 1024;    // nullopt: no truncation
-  std::string truncation_mode = "keep_start";  // or keep_end
   bool packing = false;
   std::string packing_strategy = "bfd";      // bfd | bfd_split | wrapped
   std::optional<bool> completion_only_loss;  // nullopt: on for prompt-completion data
   bool assistant_only_loss = false;
-  std::optional<std::string> eos_token;  // nullopt: the tokenizer's eos token text
 };
 
-// The shapes of SFT data TRL knows (from its first record).
-enum class SftShape {
-  kLanguageModeling,                // {"text": "..."} (dataset_text_field names the column)
-  kConversational,                  // {"messages": [...]}, or {"conversations": [{from, value}]}
-  kPromptCompletion,                // {"prompt": "...", "completion": "..."}
-  kConversationalPromptCompletion,  // {"prompt": [...], "completion": [...]}
-};
-// "language modeling", "conversational", "prompt-completion", "conversational prompt-completion".
-const char* shape_name(SftShape shape);
+// A row's length in tokens.
+inline int64_t row_length(const SftRow& row) { return static_cast<int64_t>(row.input_ids.size()); }
 
 struct SftData {
   std::vector<SftRow> rows;

@@ -30,7 +30,7 @@ Tensor pad_right(const std::vector<Tensor>& rows, int64_t value, std::optional<i
   return out;
 }
 
-class SftSource : public TrlSource<SftData, SftSourceOptions> {
+class SftSource : public TrlSource<SftData, SftSourceOptions, SftDataset> {
  public:
   explicit SftSource(SftSourceOptions options) : TrlSource(std::move(options)) {}
 
@@ -77,13 +77,6 @@ class SftSource : public TrlSource<SftData, SftSourceOptions> {
     return prepared;
   }
 
-  std::optional<SftData> read_cache(const std::string& path) const override {
-    return read_sft_cache(path);
-  }
-  void write_cache(const std::string& path, const SftData& data) const override {
-    write_sft_cache(path, data);
-  }
-
   // One line on what the data became; a warning with the counts where TRL cuts or drops rows
   // without a word.
   void report(const std::string& split, const std::string& path, const SftData& data,
@@ -119,17 +112,6 @@ class SftSource : public TrlSource<SftData, SftSourceOptions> {
           "(as TRL does)",
           data.dropped, data.examples);
     }
-  }
-
-  int64_t longest(const SftData& data) const override {
-    int64_t n = 0;
-    for (const auto& row : data.rows)
-      n = std::max<int64_t>(n, static_cast<int64_t>(row.input_ids.size()));
-    return n;
-  }
-
-  std::shared_ptr<const data::Dataset> dataset(SftData&& data) const override {
-    return std::make_shared<SftDataset>(std::move(data.rows));
   }
 
  private:
@@ -199,12 +181,9 @@ std::unique_ptr<data::DataSource> make_sft_source(SftSourceOptions options) {
 SftSourceOptions sft_source_options(const TrainingArguments& args,
                                     std::shared_ptr<const tokenizers::Tokenizer> tokenizer,
                                     const std::string& tokenizer_dir) {
-  SftSourceOptions o;
-  static_cast<TrlSourceOptions&>(o) =
-      trl_source_options(args, std::move(tokenizer), tokenizer_dir, "sft");
+  SftSourceOptions o =
+      source_options<SftSourceOptions>(args, std::move(tokenizer), tokenizer_dir, "sft");
   o.data.dataset_text_field = args.dataset_text_field();
-  o.data.max_length = args.max_length();
-  o.data.truncation_mode = args.truncation_mode();
   o.data.packing = args.packing();
   o.data.packing_strategy = args.packing_strategy();
   o.data.completion_only_loss = args.completion_only_loss();

@@ -22,15 +22,10 @@ namespace trainer::trl {
 // The rows of prepare_sft_dataset: example i is input_ids and labels (int64 [L]), and for a
 // packed row its position ids, restarting at each of its seq_lengths (TRL's
 // get_position_ids_from_packed_seq_lengths).
-class SftDataset : public data::Dataset {
+class SftDataset : public RowDataset<SftRow> {
  public:
-  explicit SftDataset(std::vector<SftRow> rows) : rows_(std::move(rows)) {}
-  int64_t size() const override { return static_cast<int64_t>(rows_.size()); }
+  using RowDataset::RowDataset;
   data::Example get(int64_t index) const override;
-  const std::vector<SftRow>& rows() const { return rows_; }
-
- private:
-  std::vector<SftRow> rows_;
 };
 
 // TRL's DataCollatorForLanguageModeling: input_ids padded on the right with pad_token_id (to a

@@ -1,8 +1,9 @@
 // What every TRL trainer's data source is (`trainer sft`, `trainer dpo` and the next ones): the
 // files, the tokenizer and chat template, the pad token and the node's cache, as TrlSourceOptions;
 // and TrlSource, the DataSource that prepares each split once per node (the others read the
-// node's cache), reports what the data became, and hands out the trainer's Dataset. A trainer
-// says only what is its own: how a split is prepared, cached, reported and made a Dataset.
+// node's cache, trl/data_cache.h), reports what the data became, and hands out the trainer's
+// Dataset. A trainer says only what is its own: how a split is prepared and reported, and the
+// Dataset its rows make.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -52,12 +54,40 @@ TrlSourceOptions trl_source_options(const TrainingArguments& args,
                                     std::shared_ptr<const tokenizers::Tokenizer> tokenizer,
                                     const std::string& tokenizer_dir, const std::string& command);
 
+// A prepared split's rows as a Dataset: the trainer's Dataset says what example a row is.
+template <typename Row>
+class RowDataset : public data::Dataset {
+ public:
+  explicit RowDataset(std::vector<Row> rows) : rows_(std::move(rows)) {}
+  int64_t size() const override { return static_cast<int64_t>(rows_.size()); }
+  const std::vector<Row>& rows() const { return rows_; }
+
+ protected:
+  std::vector<Row> rows_;
+};
+
+// A trainer's options (a TrlSourceOptions with its own beside, its `data` a TrlDataOptions) with
+// the common ones from `args` (trl_source_options; max_length and truncation_mode), its own left
+// at their defaults.
+template <typename Options>
+Options source_options(const TrainingArguments& args,
+                       std::shared_ptr<const tokenizers::Tokenizer> tokenizer,
+                       const std::string& tokenizer_dir, const std::string& command) {
+  Options options;
+  static_cast<TrlSourceOptions&>(options) =
+      trl_source_options(args, std::move(tokenizer), tokenizer_dir, command);
+  options.data.max_length = args.max_length();
+  options.data.truncation_mode = args.truncation_mode();
+  return options;
+}
+
 // A split's records as TRL reads them, the first `max_samples` when set.
 std::vector<nlohmann::ordered_json> split_records(const std::string& path,
                                                   std::optional<int64_t> max_samples);
 
-// `Options` is the trainer's options, a TrlSourceOptions with its own beside.
-template <typename Data, typename Options>
+// `Options` is the trainer's options, a TrlSourceOptions with its own beside; `Data` holds the
+// prepared `rows`, each as long as row_length says, which make a `RowsDataset`.
+template <typename Data, typename Options, typename RowsDataset>
 class TrlSource : public data::DataSource {
  public:
   data::DataInfo info() override {
@@ -83,21 +113,21 @@ class TrlSource : public data::DataSource {
     bool from_cache = false;
     const std::string cache = cache_path(path, cache_settings(split, max_samples));
     common_.context.run_first([&] {
-      if (!cache.empty() && !common_.overwrite_cache) prepared = read_cache(cache);
+      if (!cache.empty() && !common_.overwrite_cache) read_data_cache(cache, prepared);
       from_cache = prepared.has_value();
       if (prepared) return;
       prepared = prepare(split, path, max_samples);
       if (!cache.empty() && common_.context.local_main) {
         try {
-          write_cache(cache, *prepared);
+          write_data_cache(cache, *prepared);
         } catch (const std::exception&) {
           // A cache that cannot be written costs the next run the preparation, nothing more.
         }
       }
     });
     if (common_.is_main) report(split, path, *prepared, from_cache);
-    longest_ = std::max(longest_, longest(*prepared));
-    return dataset(std::move(*prepared));
+    for (const auto& row : prepared->rows) longest_ = std::max(longest_, row_length(row));
+    return std::make_shared<RowsDataset>(std::move(prepared->rows));
   }
 
   std::string location() const override { return common_.train_file; }
@@ -117,14 +147,9 @@ class TrlSource : public data::DataSource {
   // TRL's preparation of one split's file.
   virtual Data prepare(const std::string& split, const std::string& path,
                        std::optional<int64_t> max_samples) const = 0;
-  virtual std::optional<Data> read_cache(const std::string& path) const = 0;
-  virtual void write_cache(const std::string& path, const Data& data) const = 0;
   // One line on what the data became; warnings with the counts where TRL drops rows silently.
   virtual void report(const std::string& split, const std::string& path, const Data& data,
                       bool from_cache) const = 0;
-  // The longest row of `data`, in tokens.
-  virtual int64_t longest(const Data& data) const = 0;
-  virtual std::shared_ptr<const data::Dataset> dataset(Data&& data) const = 0;
 
  private:
   // The split's cache file ("" without a cache folder).

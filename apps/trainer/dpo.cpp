@@ -94,8 +94,8 @@ int dpo_command(const std::string& config,
                        const ModelSource& model,
                        std::string& train_file) -> std::unique_ptr<data::DataSource> {
     *source = model;
-    trl::DpoSourceOptions options = trl::dpo_source_options(a, trl_tokenizer("dpo", model),
-                                                            tokenizer_dir(model.tokenizer_path));
+    trl::DpoSourceOptions options = trl::source_options<trl::DpoSourceOptions>(
+        a, trl_tokenizer("dpo", model), tokenizer_dir(model.tokenizer_path), "dpo");
     finish_trl_source_options(options, accelerator, a, train_file);
     return trl::make_dpo_source(std::move(options));
   };

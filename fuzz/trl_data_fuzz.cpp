@@ -1,14 +1,20 @@
-// libFuzzer target for DPO's data preparation (trl::prepare_dpo_dataset over the records
-// data::parse_json_records and type_like_datasets read, as read_trl_records reads a file), and
-// its node cache: the first byte picks truncation_mode and a max_length of 1 to 64 (or none), the
-// rest is a JSON Lines file, prepared with a tokenizer of single characters and a ChatML
-// template. Only trainer::InputError may come out; every row kept has a prompt shorter than
-// max_length under keep_start, the counts add up, and the cache reads back what was written.
+// libFuzzer target for the TRL trainers' data preparation (trl::prepare_sft_dataset and
+// trl::prepare_dpo_dataset over the records data::parse_json_records and type_like_datasets read,
+// as read_trl_records reads a file), and DPO's node cache. The first byte picks the trainer (bit
+// 0: SFT or DPO), the second its options (SFT: packing and its strategy, the losses, truncation;
+// DPO: truncation_mode, whether there is a max_length, eos_token), the third a max_length of 1 to
+// 64; the rest is a JSON Lines file, prepared with a tokenizer of single characters and a ChatML
+// template with {% generation %} blocks. Only trainer::InputError may come out. SFT: every row
+// has as many labels as ids, each label -100 or its id, no row longer than max_length, a packed
+// row (bfd) made of its seq_lengths. DPO: every row kept has a prompt shorter than max_length
+// under keep_start, the counts add up, the cache reads back what was written.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <unistd.h>
 
@@ -21,6 +27,7 @@
 #include "lib/tokenizers/tokenizer.h"
 #include "trl/data_cache.h"
 #include "trl/dpo_data.h"
+#include "trl/sft_data.h"
 
 namespace {
 
@@ -28,7 +35,7 @@ using Json = nlohmann::ordered_json;
 using namespace trainer;
 
 void fail(const char* what) {
-  std::fprintf(stderr, "dpo_data fuzz: %s\n", what);
+  std::fprintf(stderr, "trl_data fuzz: %s\n", what);
   abort();
 }
 
@@ -83,26 +90,62 @@ const tokenizers::ChatTemplate& chat_template() {
   return t;
 }
 
-}  // namespace
+// The records of the JSON Lines bytes as `datasets` types them.
+std::vector<Json> records_of(std::string_view bytes) {
+  std::vector<Json> records;
+  for (auto& record : data::parse_json_records(bytes, "fuzz.jsonl")) {
+    records.push_back(std::move(record.value));
+  }
+  data::type_like_datasets(records);
+  return records;
+}
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size < 2) return 0;
+void check_sft(uint8_t flags, int64_t max_length, std::string_view bytes) {
+  static const char* const kStrategies[] = {"bfd", "bfd_split", "wrapped"};
+  trl::SftDataOptions options;
+  options.packing = flags & 1;
+  options.packing_strategy = kStrategies[(flags >> 1) % 3];
+  options.assistant_only_loss = flags & 8;
+  options.completion_only_loss = (flags & 16) ? std::optional<bool>(flags & 32) : std::nullopt;
+  options.truncation_mode = (flags & 64) ? "keep_end" : "keep_start";
+  options.max_length = max_length;
+  options.eos_token = "</s>";
+  trl::SftData prepared;
+  try {
+    prepared = trl::prepare_sft_dataset(records_of(bytes), tokenizer(), &chat_template(), options,
+                                        "fuzz.jsonl");
+  } catch (const InputError&) {
+    return;
+  }
+  for (const trl::SftRow& row : prepared.rows) {
+    if (row.labels.size() != row.input_ids.size()) fail("labels and ids of different lengths");
+    for (size_t i = 0; i < row.labels.size(); ++i) {
+      if (row.labels[i] != -100 && row.labels[i] != row.input_ids[i]) fail("a label not its id");
+    }
+    if (row.input_ids.size() > static_cast<size_t>(max_length))
+      fail("a row longer than max_length");
+    if (options.packing && options.packing_strategy != "wrapped") {
+      size_t total = 0;
+      for (int32_t length : row.seq_lengths) {
+        if (length <= 0) fail("an empty packed sequence");
+        total += static_cast<size_t>(length);
+      }
+      if (total != row.input_ids.size()) fail("seq_lengths do not add up to the row");
+    }
+  }
+}
+
+void check_dpo(uint8_t flags, int64_t max_length, std::string_view bytes) {
   trl::DpoDataOptions options;
-  options.truncation_mode = (data[0] & 1) ? "keep_end" : "keep_start";
-  if (!(data[0] & 2)) options.max_length = 1 + data[1] % 64;
-  options.eos_token = (data[0] & 4) ? std::optional<std::string>("</s>") : std::nullopt;
-  const std::string_view bytes(reinterpret_cast<const char*>(data) + 2, size - 2);
+  options.truncation_mode = (flags & 1) ? "keep_end" : "keep_start";
+  options.max_length = (flags & 2) ? std::nullopt : std::optional<int64_t>(max_length);
+  options.eos_token = (flags & 4) ? std::optional<std::string>("</s>") : std::nullopt;
   trl::DpoData prepared;
   try {
-    std::vector<Json> records;
-    for (auto& record : data::parse_json_records(bytes, "fuzz.jsonl")) {
-      records.push_back(std::move(record.value));
-    }
-    data::type_like_datasets(records);
-    prepared =
-        trl::prepare_dpo_dataset(records, tokenizer(), &chat_template(), options, "fuzz.jsonl");
+    prepared = trl::prepare_dpo_dataset(records_of(bytes), tokenizer(), &chat_template(), options,
+                                        "fuzz.jsonl");
   } catch (const InputError&) {
-    return 0;
+    return;
   }
   if (prepared.examples != static_cast<int64_t>(prepared.rows.size()) + prepared.dropped) {
     fail("rows and dropped rows do not add up to the records");
@@ -119,8 +162,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (tokens != prepared.tokens) fail("tokens miscounted");
   if (identical != prepared.identical) fail("identical pairs miscounted");
-  if (prepared.rows.size() > 4) return 0;  // the cache's round trip, on small data sets
-  const std::string path = "/tmp/fuzz_dpo_data_cache." + std::to_string(getpid());
+  if (prepared.rows.size() > 4) return;  // the cache's round trip, on small data sets
+  const std::string path = "/tmp/fuzz_trl_data_cache." + std::to_string(getpid());
   trl::write_dpo_cache(path, prepared);
   const auto back = trl::read_dpo_cache(path);
   std::remove(path.c_str());
@@ -133,6 +176,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         back->rows[i].rejected_ids != prepared.rows[i].rejected_ids) {
       fail("a cached row differs");
     }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 3) return 0;
+  const std::string_view bytes(reinterpret_cast<const char*>(data) + 3, size - 3);
+  const int64_t max_length = 1 + data[2] % 64;
+  if (data[0] & 1) {
+    check_dpo(data[1], max_length, bytes);
+  } else {
+    check_sft(data[1], max_length, bytes);
   }
   return 0;
 }
