@@ -64,33 +64,34 @@ RopeKeys rope_keys(const std::string& type) {
   return {{}, {}};
 }
 
-// One rotary embedding's parameters (a flat rope_parameters or rope_scaling, or one layer type's
-// of gemma3_text's), standardized in place as Transformers' standardize_rope_params does:
-// rope_type from the old "type" when absent, rope_theta (`theta`) and partial_rotary_factor
-// (`partial`, the top level's, when given) when absent, and original_max_position_embeddings
-// (max_position_embeddings) for the types that need it. A key the type does not read is ignored
-// with a warning, as Transformers warns; a missing or invalid one is refused.
-RopeParameters read_rope_parameters(const base::JsonFields& f, const std::string& source, json& r,
-                                    const std::string& where, const HfConfig& c, double theta,
-                                    const json* partial) {
-  if (!r.is_object()) f.fail(where, fmt::format("{} is not an object", base::shown(r)));
-  const bool phi3 = c.model_type == "phi3";
+// Whether rope type `type` reads original_max_position_embeddings.
+bool reads_original(const std::string& type, bool phi3) {
+  return type == "yarn" || type == "longrope" || type == "llama3" || (phi3 && type == "su");
+}
+
+// Transformers' standardize_rope_params on `r`, in place: rope_type from the old "type" when
+// absent, rope_theta (`theta`) and partial_rotary_factor (`partial`, the top level's, when given)
+// when absent.
+void standardize(json& r, const HfConfig& c, double theta, const json* partial) {
   if (!r.contains("rope_type")) r["rope_type"] = r.contains("type") ? r["type"] : json("default");
   if (!r.contains("rope_theta")) r["rope_theta"] = theta;
   if (partial && !r.contains("partial_rotary_factor")) r["partial_rotary_factor"] = *partial;
   // Phi3Config: partial_rotary_factor always (1.0 when not given), and "su" and "yarn" are its
   // longrope.
-  if (phi3 && !r.contains("partial_rotary_factor")) r["partial_rotary_factor"] = 1.0;
-  base::JsonFields rf(r, source + ": " + where);
-  RopeParameters p;
+  if (c.model_type == "phi3" && !r.contains("partial_rotary_factor")) {
+    r["partial_rotary_factor"] = 1.0;
+  }
+}
+
+// The type (and original_max_position_embeddings where it reads one: max_position_embeddings
+// when absent; Phi3Config's own field wins), rope_theta and partial_rotary_factor, checked.
+void read_type_and_base(base::JsonFields& rf, json& r, const HfConfig& c, RopeParameters& p) {
+  const bool phi3 = c.model_type == "phi3";
   p.type = rf.string("rope_type");
   rf.string("type", "");
-  const bool original =
-      p.type == "yarn" || p.type == "longrope" || p.type == "llama3" || (phi3 && p.type == "su");
-  // Phi3Config's original_max_position_embeddings (a field of its own) wins over the dict's.
-  if (phi3 && original) {
+  if (phi3 && reads_original(p.type, phi3)) {
     r["original_max_position_embeddings"] = c.json.value("original_max_position_embeddings", 4096);
-  } else if (original && !r.contains("original_max_position_embeddings")) {
+  } else if (reads_original(p.type, phi3) && !r.contains("original_max_position_embeddings")) {
     r["original_max_position_embeddings"] = c.max_position_embeddings;
   }
   if (phi3 && (p.type == "su" || p.type == "yarn")) r["rope_type"] = p.type = "longrope";
@@ -112,6 +113,11 @@ RopeParameters read_rope_parameters(const base::JsonFields& f, const std::string
       "partial_rotary_factor",
       fmt::format("{} is not supported by {} (its attention rotates the whole head)",
                   p.partial_rotary_factor, c.model_type));
+}
+
+// The keys the type needs, its factor (null for yarn and longrope: the ratio of the lengths), and
+// original_max_position_embeddings.
+void read_factor(base::JsonFields& rf, const json& r, const HfConfig& c, RopeParameters& p) {
   const RopeKeys keys = rope_keys(p.type);
   for (const std::string& key : keys.required) {
     if (!r.contains(key)) {
@@ -127,13 +133,17 @@ RopeParameters read_rope_parameters(const base::JsonFields& f, const std::string
   }
   rf.fail_if(r.contains("factor") && !r["factor"].is_null() && !(p.factor > 0), "factor",
              fmt::format("{} is not > 0", p.factor));
-  if (original) {
+  if (reads_original(p.type, c.model_type == "phi3")) {
     p.original_max_position_embeddings = rf.positive("original_max_position_embeddings", 0);
     if (p.factor == 0) {
       p.factor = static_cast<double>(c.max_position_embeddings) /
                  static_cast<double>(p.original_max_position_embeddings);
     }
   }
+}
+
+// yarn's, longrope's and llama3's own keys.
+void read_type_keys(base::JsonFields& rf, json& r, const HfConfig& c, RopeParameters& p) {
   if (p.type == "yarn" || p.type == "longrope") {
     p.attention_factor = rf.number("attention_factor", 0.0);
     rf.fail_if(r.contains("attention_factor") && !r["attention_factor"].is_null() &&
@@ -153,6 +163,7 @@ RopeParameters read_rope_parameters(const base::JsonFields& f, const std::string
     p.truncate = rf.boolean("truncate", true);
   }
   if (p.type == "longrope") {
+    const bool phi3 = c.model_type == "phi3";
     const int64_t dim = static_cast<int64_t>(static_cast<double>(c.head_dim) *
                                              (phi3 ? p.partial_rotary_factor : 1.0));
     const auto frequencies = static_cast<size_t>(dim / 2);
@@ -170,6 +181,22 @@ RopeParameters read_rope_parameters(const base::JsonFields& f, const std::string
         !(p.high_freq_factor > p.low_freq_factor), "high_freq_factor",
         fmt::format("{} is not > low_freq_factor {}", p.high_freq_factor, p.low_freq_factor));
   }
+}
+
+// One rotary embedding's parameters (a flat rope_parameters or rope_scaling, or one layer type's
+// of gemma3_text's), standardized in place as Transformers' standardize_rope_params does. A key
+// the type does not read is ignored with a warning, as Transformers warns; a missing or invalid
+// one is refused.
+RopeParameters read_rope_parameters(const base::JsonFields& f, const std::string& source, json& r,
+                                    const std::string& where, const HfConfig& c, double theta,
+                                    const json* partial) {
+  if (!r.is_object()) f.fail(where, fmt::format("{} is not an object", base::shown(r)));
+  standardize(r, c, theta, partial);
+  base::JsonFields rf(r, source + ": " + where);
+  RopeParameters p;
+  read_type_and_base(rf, r, c, p);
+  read_factor(rf, r, c, p);
+  read_type_keys(rf, r, c, p);
   if (const std::optional<std::string> key = rf.unread()) {
     base::warn_once(
         fmt::format("{}: {}: key \"{}\" is not read by rope_type \"{}\" (ignored, as "

@@ -110,21 +110,10 @@ const MergeTable::Merge* MergeTable::find(uint64_t key) const {
   return slot.key == kEmpty ? nullptr : &slot.merge;
 }
 
-void Bpe::merge_word(std::string_view word, std::vector<int32_t>& out) const {
-  struct Symbol {
-    int32_t id, prev, next;
-    bool gone;
-  };
-  std::vector<Symbol> symbols;
-  symbols.reserve(word.size());
-  // The first symbols: each byte (byte-level) or each character; what is not in the vocab is the
-  // unknown token (fused when fuse_unk) or nothing, as tokenizers' BPE does.
+std::vector<int32_t> Bpe::first_symbols(std::string_view word) const {
+  std::vector<int32_t> ids;
+  ids.reserve(word.size());
   int32_t pending_unk = -1;
-  auto add = [&](int32_t id) {
-    const auto n = static_cast<int32_t>(symbols.size());
-    symbols.push_back({id, n - 1, -1, false});
-    if (n > 0) symbols[n - 1].next = n;
-  };
   for (size_t i = 0; i < word.size();) {
     int32_t id = -1;
     size_t length = 1;
@@ -139,21 +128,36 @@ void Bpe::merge_word(std::string_view word, std::vector<int32_t>& out) const {
       for (size_t k = 0; k < length; ++k)
         all = all && fallback_ids[static_cast<uint8_t>(word[i + k])] >= 0;
       if (all) {  // the bytes' tokens; a pending unknown token waits (as tokenizers' BPE does)
-        for (size_t k = 0; k < length; ++k) add(fallback_ids[static_cast<uint8_t>(word[i + k])]);
+        for (size_t k = 0; k < length; ++k)
+          ids.push_back(fallback_ids[static_cast<uint8_t>(word[i + k])]);
         i += length;
         continue;
       }
     }
     i += length;
     if (id >= 0) {
-      if (pending_unk >= 0) add(pending_unk), pending_unk = -1;
-      add(id);
+      if (pending_unk >= 0) ids.push_back(pending_unk), pending_unk = -1;
+      ids.push_back(id);
     } else if (unk_id) {
-      if (pending_unk >= 0 && !fuse_unk) add(pending_unk);
+      if (pending_unk >= 0 && !fuse_unk) ids.push_back(pending_unk);
       pending_unk = *unk_id;
     }
   }
-  if (pending_unk >= 0) add(pending_unk);
+  if (pending_unk >= 0) ids.push_back(pending_unk);
+  return ids;
+}
+
+void Bpe::merge_word(std::string_view word, std::vector<int32_t>& out) const {
+  struct Symbol {
+    int32_t id, prev, next;
+    bool gone;
+  };
+  std::vector<Symbol> symbols;
+  for (int32_t id : first_symbols(word)) {
+    const auto n = static_cast<int32_t>(symbols.size());
+    symbols.push_back({id, n - 1, n + 1, false});
+  }
+  if (!symbols.empty()) symbols.back().next = -1;
 
   struct Candidate {
     int32_t rank, pos, id;

@@ -99,6 +99,11 @@ class Bpe {
   void tokenize(std::string_view word, std::vector<int32_t>& out) const;
 
  private:
+  // A word's symbols before any merge: each byte (byte-level) or each character, a character
+  // not in the vocab its bytes' "<0xXX>" tokens (byte_fallback) or the unknown token (fused when
+  // fuse_unk) or nothing, as tokenizers' BPE makes them.
+  std::vector<int32_t> first_symbols(std::string_view word) const;
+  // The word's ids: its symbols merged pair by pair in the order of the merges' ranks.
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
 
   // The per-word cache: direct-mapped (a word's hash picks its slot; a newcomer replaces what
