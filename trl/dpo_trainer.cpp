@@ -58,82 +58,98 @@ void disable_dropout(models::Model& model) {
 
 }  // namespace
 
-Tensor dpo_loss(const DpoLossInputs& in, const TrainingArguments& args) {
-  const double beta = args.beta(), eps = args.label_smoothing();
-  const Tensor chosen_logratios = in.chosen_logps - in.ref_chosen_logps;
-  const Tensor rejected_logratios = in.rejected_logps - in.ref_rejected_logps;
-  Tensor chosen_scores = chosen_logratios, rejected_scores = rejected_logratios;
+namespace {
+
+// The pair's log-ratios (policy over reference) and their scores under f_divergence_type.
+struct Scores {
+  Tensor chosen_logratios, rejected_logratios, chosen, rejected;
+};
+
+Scores divergence_scores(const DpoLossInputs& in, const TrainingArguments& args) {
+  Scores s;
+  s.chosen_logratios = in.chosen_logps - in.ref_chosen_logps;
+  s.rejected_logratios = in.rejected_logps - in.ref_rejected_logps;
+  s.chosen = s.chosen_logratios, s.rejected = s.rejected_logratios;
   const std::string& f = args.f_divergence_type();
   if (f == "forward_kl") {
-    chosen_scores = 1 - torch::exp(-chosen_logratios);
-    rejected_scores = 1 - torch::exp(-rejected_logratios);
+    s.chosen = 1 - torch::exp(-s.chosen_logratios);
+    s.rejected = 1 - torch::exp(-s.rejected_logratios);
   } else if (f == "js_divergence") {
-    chosen_scores = std::log(2.0) + F::logsigmoid(chosen_logratios);
-    rejected_scores = std::log(2.0) + F::logsigmoid(rejected_logratios);
+    s.chosen = std::log(2.0) + F::logsigmoid(s.chosen_logratios);
+    s.rejected = std::log(2.0) + F::logsigmoid(s.rejected_logratios);
   } else if (f == "alpha_divergence" && std::abs(args.f_alpha_divergence_coef() - 1.0) >= 1e-6) {
     const double a = args.f_alpha_divergence_coef() - 1.0;
-    const double clamp = chosen_logratios.scalar_type() == torch::kHalf ? 11.0 : 80.0;
+    const double clamp = s.chosen_logratios.scalar_type() == torch::kHalf ? 11.0 : 80.0;
     auto score = [&](const Tensor& r) {
       return (torch::exp(torch::clamp((r * a).to(torch::kFloat), std::nullopt, clamp)) - 1.0)
                  .to(r.scalar_type()) *
              (1.0 / a);
     };
-    chosen_scores = score(chosen_logratios);
-    rejected_scores = score(rejected_logratios);
+    s.chosen = score(s.chosen_logratios);
+    s.rejected = score(s.rejected_logratios);
   }
-  const Tensor delta = chosen_scores - rejected_scores;
+  return s;
+}
+
+// One loss_type's loss of each pair ([B]).
+Tensor pair_loss(const std::string& type, const DpoLossInputs& in, const Scores& sc,
+                 const TrainingArguments& args) {
+  const double beta = args.beta(), eps = args.label_smoothing();
+  const Tensor delta = sc.chosen - sc.rejected;
+  const Tensor& cl = sc.chosen_logratios;
+  const Tensor& rl = sc.rejected_logratios;
+  if (type == "sigmoid") return -F::logsigmoid(beta * delta);
+  if (type == "hinge") return torch::relu(1 - beta * delta);
+  if (type == "ipo" || type == "sigmoid_norm") {
+    // Normalised by each completion's length (the IPO authors' choice, as TRL).
+    const Tensor d = sc.chosen / in.chosen_tokens.clamp_min(1.0) -
+                     sc.rejected / in.rejected_tokens.clamp_min(1.0);
+    return type == "ipo" ? (d - 1 / (2 * beta)).square() : -F::logsigmoid(beta * d);
+  }
+  if (type == "exo_pair") {
+    const Tensor z = beta * delta;
+    return torch::sigmoid(z) * (F::logsigmoid(z) - std::log1p(-eps)) +
+           torch::sigmoid(-z) * (F::logsigmoid(-z) - std::log(eps));
+  }
+  if (type == "nca_pair") {
+    const Tensor c = beta * cl, r = beta * rl;
+    return -F::logsigmoid(c) - 0.5 * F::logsigmoid(-c) - 0.5 * F::logsigmoid(-r);
+  }
+  if (type == "robust") {
+    return (-(1 - eps) * F::logsigmoid(beta * delta) + eps * F::logsigmoid(-beta * delta)) /
+           (1 - 2 * eps);
+  }
+  if (type == "bco_pair") return -F::logsigmoid(beta * cl) - F::logsigmoid(-beta * rl);
+  if (type == "sppo_hard") return (cl - 0.5 / beta).square() + (rl + 0.5 / beta).square();
+  if (type == "aot" || type == "aot_unpaired") {
+    const Tensor d =
+        type == "aot" ? std::get<0>(torch::sort(in.chosen_logps - in.rejected_logps, 0)) -
+                            std::get<0>(torch::sort(in.ref_chosen_logps - in.ref_rejected_logps, 0))
+                      : std::get<0>(torch::sort(cl, 0)) - std::get<0>(torch::sort(rl, 0));
+    return -F::logsigmoid(beta * d) * (1 - eps) - F::logsigmoid(-beta * d) * eps;
+  }
+  if (type == "apo_zero") return (1 - torch::sigmoid(beta * cl)) + torch::sigmoid(beta * rl);
+  if (type == "apo_down") {
+    return torch::sigmoid(beta * cl) + (1 - torch::sigmoid(beta * (cl - rl)));
+  }
+  if (type == "discopop") {
+    const Tensor logits = delta * beta;
+    const Tensor modulation = torch::sigmoid(logits / args.discopop_tau());
+    return -F::logsigmoid(logits) * (1 - modulation) + torch::exp(-logits) * modulation;
+  }
+  if (type == "sft") return in.sft_loss.expand({in.chosen_logps.size(0)});
+  throw InputError(fmt::format("argument loss_type: \"{}\" is not a DPO loss", type));
+}
+
+}  // namespace
+
+Tensor dpo_loss(const DpoLossInputs& in, const TrainingArguments& args) {
+  const Scores scores = divergence_scores(in, args);
   const std::vector<std::string>& types = args.loss_type();
-  Tensor loss = torch::zeros({}, delta.options());
+  Tensor loss = torch::zeros({}, scores.chosen.options());
   for (size_t k = 0; k < types.size(); ++k) {
-    const std::string& type = types[k];
     const double weight = args.loss_weights().empty() ? 1.0 : args.loss_weights()[k];
-    Tensor per;
-    if (type == "sigmoid") {
-      per = -F::logsigmoid(beta * delta);
-    } else if (type == "hinge") {
-      per = torch::relu(1 - beta * delta);
-    } else if (type == "ipo" || type == "sigmoid_norm") {
-      // Normalised by each completion's length (the IPO authors' choice, as TRL).
-      const Tensor d = chosen_scores / in.chosen_tokens.clamp_min(1.0) -
-                       rejected_scores / in.rejected_tokens.clamp_min(1.0);
-      per = type == "ipo" ? (d - 1 / (2 * beta)).square() : -F::logsigmoid(beta * d);
-    } else if (type == "exo_pair") {
-      const Tensor z = beta * delta;
-      per = torch::sigmoid(z) * (F::logsigmoid(z) - std::log1p(-eps)) +
-            torch::sigmoid(-z) * (F::logsigmoid(-z) - std::log(eps));
-    } else if (type == "nca_pair") {
-      const Tensor c = beta * chosen_logratios, r = beta * rejected_logratios;
-      per = -F::logsigmoid(c) - 0.5 * F::logsigmoid(-c) - 0.5 * F::logsigmoid(-r);
-    } else if (type == "robust") {
-      per = (-(1 - eps) * F::logsigmoid(beta * delta) + eps * F::logsigmoid(-beta * delta)) /
-            (1 - 2 * eps);
-    } else if (type == "bco_pair") {
-      per = -F::logsigmoid(beta * chosen_logratios) - F::logsigmoid(-beta * rejected_logratios);
-    } else if (type == "sppo_hard") {
-      per = (chosen_logratios - 0.5 / beta).square() + (rejected_logratios + 0.5 / beta).square();
-    } else if (type == "aot" || type == "aot_unpaired") {
-      const Tensor d =
-          type == "aot"
-              ? std::get<0>(torch::sort(in.chosen_logps - in.rejected_logps, 0)) -
-                    std::get<0>(torch::sort(in.ref_chosen_logps - in.ref_rejected_logps, 0))
-              : std::get<0>(torch::sort(chosen_logratios, 0)) -
-                    std::get<0>(torch::sort(rejected_logratios, 0));
-      per = -F::logsigmoid(beta * d) * (1 - eps) - F::logsigmoid(-beta * d) * eps;
-    } else if (type == "apo_zero") {
-      per =
-          (1 - torch::sigmoid(beta * chosen_logratios)) + torch::sigmoid(beta * rejected_logratios);
-    } else if (type == "apo_down") {
-      per = torch::sigmoid(beta * chosen_logratios) +
-            (1 - torch::sigmoid(beta * (chosen_logratios - rejected_logratios)));
-    } else if (type == "discopop") {
-      const Tensor logits = delta * beta;
-      const Tensor modulation = torch::sigmoid(logits / args.discopop_tau());
-      per = -F::logsigmoid(logits) * (1 - modulation) + torch::exp(-logits) * modulation;
-    } else if (type == "sft") {
-      per = in.sft_loss.expand({in.chosen_logps.size(0)});
-    } else {
-      throw InputError(fmt::format("argument loss_type: \"{}\" is not a DPO loss", type));
-    }
+    Tensor per = pair_loss(types[k], in, scores, args);
     if (in.weights.defined()) per = per * in.weights;
     loss = loss + per.mean() * weight;
   }
@@ -254,6 +270,56 @@ void DPOTrainer::precompute(models::Model& model,
       ->set_reference(result.to(torch::kCPU));
 }
 
+// TRL's metrics of one micro-batch (entropy, num_tokens, logits, mean_token_accuracy, rewards,
+// logps; aux_loss), summed over the processes in one reduction.
+void DPOTrainer::record_metrics(const DpoLossInputs& in, const Scored& policy,
+                                const data::Batch& inputs, bool training) {
+  torch::NoGradGuard no_grad;
+  const double beta = args().beta();
+  const Tensor shift_mask = inputs.at("completion_mask").slice(1, 1).to(torch::kFloat);
+  const int64_t B = shift_mask.size(0) / 2;
+  const Tensor chosen_mask = shift_mask.slice(0, 0, B), rejected_mask = shift_mask.slice(0, B);
+  const models::TokenScores& s = policy.scores;
+  const Tensor chosen_rewards = beta * (in.chosen_logps - in.ref_chosen_logps).detach();
+  const Tensor rejected_rewards = beta * (in.rejected_logps - in.ref_rejected_logps).detach();
+  const Tensor mean_logits = s.mean_logits;
+  Tensor sums =
+      torch::stack({(s.entropy * shift_mask).sum(),                       // 0 entropy
+                    shift_mask.sum(),                                     // 1 completion tokens
+                    inputs.at("attention_mask").sum().to(torch::kFloat),  // 2 tokens
+                    (mean_logits.slice(0, 0, B) * chosen_mask).sum(),     // 3 chosen logits
+                    chosen_mask.sum(),                                    // 4 chosen tokens
+                    (mean_logits.slice(0, B) * rejected_mask).sum(),      // 5 rejected logits
+                    rejected_mask.sum(),                                  // 6 rejected tokens
+                    (s.is_top1.slice(0, 0, B) * chosen_mask).sum(),       // 7 chosen top-1 hits
+                    chosen_rewards.sum().to(torch::kFloat),               // 8
+                    rejected_rewards.sum().to(torch::kFloat),             // 9
+                    chosen_rewards.gt(rejected_rewards).sum().to(torch::kFloat),    // 10
+                    (chosen_rewards - rejected_rewards).sum().to(torch::kFloat),    // 11
+                    in.chosen_logps.detach().sum().to(torch::kFloat),               // 12
+                    in.rejected_logps.detach().sum().to(torch::kFloat),             // 13
+                    torch::scalar_tensor(static_cast<double>(B), torch::kFloat)});  // 14 pairs
+  sums = process_sum(sums);
+  const double* v = sums.data_ptr<double>();
+  auto ratio = [](double x, double y) { return y > 0 ? x / y : 0.0; };
+  const double num_tokens =
+      training ? count_train_tokens(v[2], /*count_on_after_resume=*/true) : train_tokens();
+  const double values[] = {ratio(v[0], v[1]), num_tokens,    ratio(v[3], v[4]), ratio(v[5], v[6]),
+                           ratio(v[7], v[4]), v[8] / v[14],  v[9] / v[14],      v[10] / v[14],
+                           v[11] / v[14],     v[12] / v[14], v[13] / v[14]};
+  for (size_t k = 0; k < metric_names().size(); ++k) {
+    // num_tokens is the running total, not a mean (TRL replaces its list).
+    if (metric_names()[k] == "num_tokens") {
+      metrics_.set(training, metric_names()[k], values[k]);
+    } else {
+      metrics_.add(training, metric_names()[k], values[k]);
+    }
+  }
+  if (aux_.enabled && policy.aux_loss.defined()) {
+    metrics_.add(training, "aux_loss", process_mean(policy.aux_loss));
+  }
+}
+
 LossOutput DPOTrainer::compute_loss(models::Model& model, const data::Batch& inputs,
                                     bool return_outputs, const Tensor& num_items_in_batch) {
   const TrainingArguments& a = args();
@@ -295,46 +361,7 @@ LossOutput DPOTrainer::compute_loss(models::Model& model, const data::Batch& inp
   const bool aux = aux_.enabled && policy.aux_loss.defined();
   if (aux) loss = loss + aux_.coef * policy.aux_loss;
 
-  // TRL's metrics of this micro-batch, summed over the processes in one reduction.
-  torch::NoGradGuard no_grad;
-  const double beta = a.beta();
-  const Tensor chosen_rewards = beta * (in.chosen_logps - in.ref_chosen_logps).detach();
-  const Tensor rejected_rewards = beta * (in.rejected_logps - in.ref_rejected_logps).detach();
-  const Tensor mean_logits = s.mean_logits;
-  Tensor sums =
-      torch::stack({(s.entropy * shift_mask).sum(),                       // 0 entropy
-                    shift_mask.sum(),                                     // 1 completion tokens
-                    inputs.at("attention_mask").sum().to(torch::kFloat),  // 2 tokens
-                    (mean_logits.slice(0, 0, B) * chosen_mask).sum(),     // 3 chosen logits
-                    chosen_mask.sum(),                                    // 4 chosen tokens
-                    (mean_logits.slice(0, B) * rejected_mask).sum(),      // 5 rejected logits
-                    rejected_mask.sum(),                                  // 6 rejected tokens
-                    (s.is_top1.slice(0, 0, B) * chosen_mask).sum(),       // 7 chosen top-1 hits
-                    chosen_rewards.sum().to(torch::kFloat),               // 8
-                    rejected_rewards.sum().to(torch::kFloat),             // 9
-                    chosen_rewards.gt(rejected_rewards).sum().to(torch::kFloat),    // 10
-                    (chosen_rewards - rejected_rewards).sum().to(torch::kFloat),    // 11
-                    in.chosen_logps.detach().sum().to(torch::kFloat),               // 12
-                    in.rejected_logps.detach().sum().to(torch::kFloat),             // 13
-                    torch::scalar_tensor(static_cast<double>(B), torch::kFloat)});  // 14 pairs
-  sums = process_sum(sums);
-  const double* v = sums.data_ptr<double>();
-  auto ratio = [](double x, double y) { return y > 0 ? x / y : 0.0; };
-  const bool training = model.is_training();
-  const double num_tokens =
-      training ? count_train_tokens(v[2], /*count_on_after_resume=*/true) : train_tokens();
-  const double values[] = {ratio(v[0], v[1]), num_tokens,    ratio(v[3], v[4]), ratio(v[5], v[6]),
-                           ratio(v[7], v[4]), v[8] / v[14],  v[9] / v[14],      v[10] / v[14],
-                           v[11] / v[14],     v[12] / v[14], v[13] / v[14]};
-  for (size_t k = 0; k < metric_names().size(); ++k) {
-    // num_tokens is the running total, not a mean (TRL replaces its list).
-    if (metric_names()[k] == "num_tokens") {
-      metrics_.set(training, metric_names()[k], values[k]);
-    } else {
-      metrics_.add(training, metric_names()[k], values[k]);
-    }
-  }
-  if (aux) metrics_.add(training, "aux_loss", process_mean(policy.aux_loss));
+  record_metrics(in, policy, inputs, model.is_training());
   (void)num_items_in_batch;
   (void)return_outputs;
   return {loss, Tensor()};
