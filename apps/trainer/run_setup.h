@@ -74,11 +74,14 @@ std::unique_ptr<OutputDir> lock_output_dir(const TrainingArguments& args);
 std::shared_ptr<models::Model> create_model(const TrainingArguments& args,
                                             const ModelSource& source, const data::DataInfo& info);
 
-// Runs the first two examples of `split` through the model and checks that its outputs fit the
-// task (dtype, rank, one row per example, the number of classes or the vocabulary), so that data
-// or a model of the wrong shape fails before training, with one line saying what was expected and
-// what came, rather than inside a layer after hours or never. Eval mode: no dropout, so no random
-// number is drawn.
+// The name a message gives the model: its folder or TorchScript file, or its registered name.
+std::string model_label(const TrainingArguments& args);
+
+// Runs the first two examples of `split` through the model (apps/trainer/first_batch.cpp) and
+// checks that its outputs fit the task (dtype, rank, one row per example, the number of classes or
+// the vocabulary), so that data or a model of the wrong shape fails before training, with one line
+// saying what was expected and what came, rather than inside a layer after hours or never. Eval
+// mode: no dropout, so no random number is drawn.
 void check_model_takes(models::Model& model, const data::Dataset& dataset,
                        const data::DataCollator& collator, const std::string& split,
                        data::DataSource& source, const TrainingArguments& args);
