@@ -11,90 +11,120 @@
 
 namespace trainer::models {
 
+namespace {
+
+using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+void add(Shapes& shapes, std::string name, std::vector<int64_t> shape) {
+  shapes.emplace_back(std::move(name), std::move(shape));
+}
+
+// GPT-2's block `h` (its Conv1D holds a weight as [in, out]).
+void gpt2_block(const HfConfig& c, const std::string& h, Shapes& s) {
+  const int64_t E = c.hidden_size, I = c.intermediate_size;
+  add(s, h + "ln_1.weight", {E});
+  add(s, h + "ln_1.bias", {E});
+  add(s, h + "attn.c_attn.weight", {E, 3 * E});
+  add(s, h + "attn.c_attn.bias", {3 * E});
+  add(s, h + "attn.c_proj.weight", {E, E});
+  add(s, h + "attn.c_proj.bias", {E});
+  add(s, h + "ln_2.weight", {E});
+  add(s, h + "ln_2.bias", {E});
+  add(s, h + "mlp.c_fc.weight", {E, I});
+  add(s, h + "mlp.c_fc.bias", {I});
+  add(s, h + "mlp.c_proj.weight", {I, E});
+  add(s, h + "mlp.c_proj.bias", {E});
+}
+
+// A decoder layer's attention (its projections, fused or not, and its q/k norms).
+void attention(const HfConfig& c, const std::string& h, Shapes& s) {
+  const int64_t E = c.hidden_size;
+  const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  if (c.fused_projections) {
+    add(s, h + "self_attn.qkv_proj.weight", {q + 2 * kv, E});
+    if (c.attention_bias) add(s, h + "self_attn.qkv_proj.bias", {q + 2 * kv});
+  } else {
+    for (const auto& [name, rows] :
+         {std::pair<const char*, int64_t>{"q_proj", q}, {"k_proj", kv}, {"v_proj", kv}}) {
+      add(s, h + "self_attn." + name + ".weight", {rows, E});
+      if (c.attention_bias) add(s, h + "self_attn." + name + ".bias", {rows});
+    }
+  }
+  add(s, h + "self_attn.o_proj.weight", {E, q});
+  if (c.o_proj_bias) add(s, h + "self_attn.o_proj.bias", {E});
+  if (c.qk_norm) {
+    add(s, h + "self_attn.q_norm.weight", {c.qk_norm_whole ? q : c.head_dim});
+    add(s, h + "self_attn.k_norm.weight", {c.qk_norm_whole ? kv : c.head_dim});
+  }
+}
+
+// A sparse layer's router and experts, in the Hub's layout as save_pretrained writes them
+// (Transformers 5 fuses them in memory only).
+void experts(const HfConfig& c, const std::string& h, Shapes& s) {
+  const int64_t E = c.hidden_size, X = c.moe_intermediate_size;
+  const bool mixtral = c.model_type == "mixtral";
+  const std::string moe = h + (mixtral ? "block_sparse_moe." : "mlp.");
+  add(s, moe + "gate.weight", {c.num_experts, E});
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    const std::string expert = fmt::format("{}experts.{}.", moe, e);
+    add(s, expert + (mixtral ? "w1" : "gate_proj") + ".weight", {X, E});
+    add(s, expert + (mixtral ? "w2" : "down_proj") + ".weight", {E, X});
+    add(s, expert + (mixtral ? "w3" : "up_proj") + ".weight", {X, E});
+  }
+}
+
+// A dense layer's MLP (gate and up fused or not).
+void mlp(const HfConfig& c, const std::string& h, Shapes& s) {
+  const int64_t E = c.hidden_size, I = c.intermediate_size;
+  if (c.fused_projections) {
+    add(s, h + "mlp.gate_up_proj.weight", {2 * I, E});
+    if (c.mlp_bias) add(s, h + "mlp.gate_up_proj.bias", {2 * I});
+  } else {
+    for (const char* name : {"gate_proj", "up_proj"}) {
+      add(s, h + "mlp." + name + ".weight", {I, E});
+      if (c.mlp_bias) add(s, h + "mlp." + name + ".bias", {I});
+    }
+  }
+  add(s, h + "mlp.down_proj.weight", {E, I});
+  if (c.mlp_bias) add(s, h + "mlp.down_proj.bias", {E});
+}
+
+// The decoder's layer `l` (the Llama family): its norms where the family puts them, attention,
+// and its MLP or experts.
+void decoder_layer(const HfConfig& c, int64_t l, Shapes& s) {
+  const int64_t E = c.hidden_size;
+  const std::string h = fmt::format("model.layers.{}.", l);
+  if (c.norm_places != "post") add(s, h + "input_layernorm.weight", {E});
+  attention(c, h, s);
+  add(s, h + "post_attention_layernorm.weight", {E});
+  if (c.norm_places == "sandwich") add(s, h + "pre_feedforward_layernorm.weight", {E});
+  if (c.norm_places != "pre") add(s, h + "post_feedforward_layernorm.weight", {E});
+  if (c.is_sparse_layer(l)) {
+    experts(c, h, s);
+  } else {
+    mlp(c, h, s);
+  }
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, std::vector<int64_t>>> hf_parameter_shapes(const HfConfig& c,
                                                                               int64_t max_layers) {
   const int64_t layers = std::min(c.num_hidden_layers, max_layers);
-  const int64_t E = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
-  auto add = [&](std::string name, std::vector<int64_t> shape) {
-    shapes.emplace_back(std::move(name), std::move(shape));
-  };
+  const int64_t E = c.hidden_size, V = c.vocab_size;
+  Shapes shapes;
   if (c.model_type == "gpt2") {
-    // GPT-2's Conv1D holds its weight as [in, out].
-    add("transformer.wte.weight", {V, E});
-    add("transformer.wpe.weight", {c.max_position_embeddings, E});
-    for (int64_t l = 0; l < layers; ++l) {
-      const std::string h = fmt::format("transformer.h.{}.", l);
-      add(h + "ln_1.weight", {E});
-      add(h + "ln_1.bias", {E});
-      add(h + "attn.c_attn.weight", {E, 3 * E});
-      add(h + "attn.c_attn.bias", {3 * E});
-      add(h + "attn.c_proj.weight", {E, E});
-      add(h + "attn.c_proj.bias", {E});
-      add(h + "ln_2.weight", {E});
-      add(h + "ln_2.bias", {E});
-      add(h + "mlp.c_fc.weight", {E, I});
-      add(h + "mlp.c_fc.bias", {I});
-      add(h + "mlp.c_proj.weight", {I, E});
-      add(h + "mlp.c_proj.bias", {E});
-    }
-    add("transformer.ln_f.weight", {E});
-    add("transformer.ln_f.bias", {E});
+    add(shapes, "transformer.wte.weight", {V, E});
+    add(shapes, "transformer.wpe.weight", {c.max_position_embeddings, E});
+    for (int64_t l = 0; l < layers; ++l) gpt2_block(c, fmt::format("transformer.h.{}.", l), shapes);
+    add(shapes, "transformer.ln_f.weight", {E});
+    add(shapes, "transformer.ln_f.bias", {E});
   } else {
-    const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
-    add("model.embed_tokens.weight", {V, E});
-    for (int64_t l = 0; l < layers; ++l) {
-      const std::string h = fmt::format("model.layers.{}.", l);
-      if (c.norm_places != "post") add(h + "input_layernorm.weight", {E});
-      if (c.fused_projections) {
-        add(h + "self_attn.qkv_proj.weight", {q + 2 * kv, E});
-        if (c.attention_bias) add(h + "self_attn.qkv_proj.bias", {q + 2 * kv});
-      } else {
-        for (const auto& [name, rows] :
-             {std::pair<const char*, int64_t>{"q_proj", q}, {"k_proj", kv}, {"v_proj", kv}}) {
-          add(h + "self_attn." + name + ".weight", {rows, E});
-          if (c.attention_bias) add(h + "self_attn." + name + ".bias", {rows});
-        }
-      }
-      add(h + "self_attn.o_proj.weight", {E, q});
-      if (c.o_proj_bias) add(h + "self_attn.o_proj.bias", {E});
-      if (c.qk_norm) {
-        add(h + "self_attn.q_norm.weight", {c.qk_norm_whole ? q : c.head_dim});
-        add(h + "self_attn.k_norm.weight", {c.qk_norm_whole ? kv : c.head_dim});
-      }
-      add(h + "post_attention_layernorm.weight", {E});
-      if (c.norm_places == "sandwich") add(h + "pre_feedforward_layernorm.weight", {E});
-      if (c.norm_places != "pre") add(h + "post_feedforward_layernorm.weight", {E});
-      if (c.is_sparse_layer(l)) {
-        // The Hub's layout of the experts, as save_pretrained writes them (Transformers 5 fuses
-        // them in memory only).
-        const bool mixtral = c.model_type == "mixtral";
-        const std::string moe = h + (mixtral ? "block_sparse_moe." : "mlp.");
-        const int64_t X = c.moe_intermediate_size;
-        add(moe + "gate.weight", {c.num_experts, E});
-        for (int64_t e = 0; e < c.num_experts; ++e) {
-          const std::string expert = fmt::format("{}experts.{}.", moe, e);
-          add(expert + (mixtral ? "w1" : "gate_proj") + ".weight", {X, E});
-          add(expert + (mixtral ? "w2" : "down_proj") + ".weight", {E, X});
-          add(expert + (mixtral ? "w3" : "up_proj") + ".weight", {X, E});
-        }
-        continue;
-      }
-      if (c.fused_projections) {
-        add(h + "mlp.gate_up_proj.weight", {2 * I, E});
-        if (c.mlp_bias) add(h + "mlp.gate_up_proj.bias", {2 * I});
-      } else {
-        for (const char* name : {"gate_proj", "up_proj"}) {
-          add(h + "mlp." + name + ".weight", {I, E});
-          if (c.mlp_bias) add(h + "mlp." + name + ".bias", {I});
-        }
-      }
-      add(h + "mlp.down_proj.weight", {E, I});
-      if (c.mlp_bias) add(h + "mlp.down_proj.bias", {E});
-    }
-    add("model.norm.weight", {E});
+    add(shapes, "model.embed_tokens.weight", {V, E});
+    for (int64_t l = 0; l < layers; ++l) decoder_layer(c, l, shapes);
+    add(shapes, "model.norm.weight", {E});
   }
-  if (!c.tie_word_embeddings) add("lm_head.weight", {V, E});
+  if (!c.tie_word_embeddings) add(shapes, "lm_head.weight", {V, E});
   return shapes;
 }
 
