@@ -60,19 +60,9 @@ bool read_offload(const json& zero, const char* key) {
   throw refused(where + ".device", device, "cpu or none: offloading to NVMe is not built");
 }
 
-}  // namespace
-
-void read_zero(const json& config, DeepSpeedPlan& plan) {
-  const json& zero = block(config, "zero_optimization");
-  if (zero.is_null()) return;
-  const json& stage = field(zero, "stage");
-  if (!stage.is_null()) {
-    const auto whole = base::whole_number(stage);
-    if (!whole || *whole < 0 || *whole > 3)
-      throw refused("zero_optimization.stage", stage, "0, 1, 2 or 3");
-    plan.stage = static_cast<int>(*whole);
-  }
-  // What changes only DeepSpeed's buckets, overlap and saving, or nothing on this sharding.
+// The zero_optimization keys that change only DeepSpeed's buckets, overlap and saving, or nothing
+// on this sharding (the others DeepSpeed refuses too).
+const std::vector<std::string>& harmless_zero_keys() {
   static const std::vector<std::string> harmless = {"stage",
                                                     "allgather_partitions",
                                                     "allgather_bucket_size",
@@ -109,7 +99,11 @@ void read_zero(const json& config, DeepSpeedPlan& plan) {
                                                     "zero_quantized_gradients",
                                                     "mics_shard_size",
                                                     "mics_hierarchical_params_gather"};
-  check_keys(zero, "zero_optimization", harmless, "; DeepSpeed refuses it too");
+  return harmless;
+}
+
+// ZeRO++'s quantization and secondary partitions and MiCS: refused unless off.
+void refuse_zero_plus_plus(const json& zero) {
   for (const char* key : {"zero_quantized_weights", "zero_quantized_nontrainable_weights",
                           "zero_quantized_gradients", "mics_hierarchical_params_gather"}) {
     const json& value = field(zero, key);
@@ -124,6 +118,11 @@ void read_zero(const json& config, DeepSpeedPlan& plan) {
   const json& mics = field(zero, "mics_shard_size");
   if (!mics.is_null() && !(mics.is_number() && mics.get<double>() <= 0))
     throw refused("zero_optimization.mics_shard_size", mics, "-1: MiCS is not built");
+}
+
+// offload_param, offload_optimizer and the older cpu_offload keys: whether the state goes to
+// the CPU.
+bool read_offloads(const json& zero) {
   // Both read (and checked), whatever the first says.
   const bool offload_param = read_offload(zero, "offload_param");
   bool offload = read_offload(zero, "offload_optimizer") || offload_param;
@@ -134,6 +133,24 @@ void read_zero(const json& config, DeepSpeedPlan& plan) {
       throw refused(std::string("zero_optimization.") + key, value, "true or false");
     offload = offload || value.get<bool>();
   }
+  return offload;
+}
+
+}  // namespace
+
+void read_zero(const json& config, DeepSpeedPlan& plan) {
+  const json& zero = block(config, "zero_optimization");
+  if (zero.is_null()) return;
+  const json& stage = field(zero, "stage");
+  if (!stage.is_null()) {
+    const auto whole = base::whole_number(stage);
+    if (!whole || *whole < 0 || *whole > 3)
+      throw refused("zero_optimization.stage", stage, "0, 1, 2 or 3");
+    plan.stage = static_cast<int>(*whole);
+  }
+  check_keys(zero, "zero_optimization", harmless_zero_keys(), "; DeepSpeed refuses it too");
+  refuse_zero_plus_plus(zero);
+  const bool offload = read_offloads(zero);
   if (plan.stage == 0) return;
   FsdpPlan fsdp;
   fsdp.strategy = plan.stage == 1   ? "shard_optimizer"
