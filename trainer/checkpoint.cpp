@@ -58,6 +58,40 @@ namespace {
   }
 }
 
+// Transformers' stateful_callbacks: each callback's saved state, and TrainerControl's flags.
+json stateful_callbacks(const std::vector<std::shared_ptr<TrainerCallback>>& callbacks,
+                        const TrainerControl& control) {
+  json out = json::object();
+  for (const auto& callback : callbacks) {
+    std::string name = callback->state_name();
+    if (!name.empty()) out[name] = callback->save_state();
+  }
+  out["TrainerControl"] = {{"args",
+                            {{"should_training_stop", control.should_training_stop},
+                             {"should_epoch_stop", control.should_epoch_stop},
+                             {"should_save", false},
+                             {"should_evaluate", false},
+                             {"should_log", false}}},
+                           {"attributes", json::object()}};
+  return out;
+}
+
+// The schedule's state (scheduler.json): its step and rates, and ReduceLROnPlateau's own.
+json scheduler_state(const optim::LRScheduler& scheduler) {
+  json state = {{"last_step", scheduler.last_step()},
+                {"base_lrs", scheduler.base_lrs()},
+                {"last_lr", scheduler.get_last_lr()}};
+  if (const auto* plateau = dynamic_cast<const optim::ReduceLROnPlateau*>(&scheduler)) {
+    // ReduceLROnPlateau's state; best is null while it is still mode_worse (+-inf).
+    const optim::PlateauState& s = plateau->plateau().state();
+    state["reduce_lr_on_plateau"] = {{"best", std::isinf(s.best) ? json() : json(s.best)},
+                                     {"num_bad_epochs", s.num_bad_epochs},
+                                     {"cooldown_counter", s.cooldown_counter},
+                                     {"last_epoch", s.last_epoch}};
+  }
+  return state;
+}
+
 }  // namespace
 
 void Trainer::write_rank_state(const std::string& staging) const {
@@ -120,19 +154,7 @@ void Trainer::write_checkpoint_files(const std::string& staging, const std::stri
   if (state_.best_global_step && *state_.best_global_step == step) {
     state_.best_model_checkpoint = target;
   }
-  json callbacks = json::object();
-  for (const auto& callback : callbacks_) {
-    std::string name = callback->state_name();
-    if (!name.empty()) callbacks[name] = callback->save_state();
-  }
-  callbacks["TrainerControl"] = {{"args",
-                                  {{"should_training_stop", control_.should_training_stop},
-                                   {"should_epoch_stop", control_.should_epoch_stop},
-                                   {"should_save", false},
-                                   {"should_evaluate", false},
-                                   {"should_log", false}}},
-                                 {"attributes", json::object()}};
-  state_.stateful_callbacks = callbacks;
+  state_.stateful_callbacks = stateful_callbacks(callbacks_, control_);
 
   Manifest manifest;
   manifest.global_step = step;
@@ -170,18 +192,7 @@ void Trainer::write_checkpoint_files(const std::string& staging, const std::stri
       base::write_file_atomic(base::join_path(staging, kOptimizerFile), bytes.str());
       files.push_back(kOptimizerFile);
     }
-    json scheduler = {{"last_step", lr_scheduler_->last_step()},
-                      {"base_lrs", lr_scheduler_->base_lrs()},
-                      {"last_lr", lr_scheduler_->get_last_lr()}};
-    if (const auto* plateau = dynamic_cast<const optim::ReduceLROnPlateau*>(lr_scheduler_.get())) {
-      // ReduceLROnPlateau's state; best is null while it is still mode_worse (+-inf).
-      const optim::PlateauState& s = plateau->plateau().state();
-      scheduler["reduce_lr_on_plateau"] = {{"best", std::isinf(s.best) ? json() : json(s.best)},
-                                           {"num_bad_epochs", s.num_bad_epochs},
-                                           {"cooldown_counter", s.cooldown_counter},
-                                           {"last_epoch", s.last_epoch}};
-    }
-    base::write_json(base::join_path(staging, kSchedulerFile), scheduler);
+    base::write_json(base::join_path(staging, kSchedulerFile), scheduler_state(*lr_scheduler_));
     files.push_back(kSchedulerFile);
     for (int64_t r = 0; r < manifest.world_size; ++r) files.push_back(rank_state_name(r));
   }
