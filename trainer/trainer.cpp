@@ -25,6 +25,19 @@ namespace trainer {
 
 using json = nlohmann::ordered_json;
 
+namespace {
+
+// Transformers' enable_full_determinism: deterministic algorithms only (an operation without one
+// is an error), cuBLAS's deterministic workspace, cuDNN deterministic and not benchmarking.
+void enable_full_determinism() {
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", 1);
+  at::globalContext().setDeterministicAlgorithms(true, false);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+}
+
+}  // namespace
+
 Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
                  std::shared_ptr<const data::Dataset> train_dataset,
                  std::shared_ptr<const data::Dataset> eval_dataset,
@@ -41,15 +54,7 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
   runtime::route_torch_logs();
   args_.validate();
   torch::manual_seed(static_cast<uint64_t>(args_.seed()));
-  if (args_.full_determinism()) {
-    // Transformers' enable_full_determinism: deterministic algorithms only (an operation without
-    // one is an error), cuBLAS's deterministic workspace, cuDNN deterministic and not
-    // benchmarking.
-    ::setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", 1);
-    at::globalContext().setDeterministicAlgorithms(true, false);
-    at::globalContext().setDeterministicCuDNN(true);
-    at::globalContext().setBenchmarkCuDNN(false);
-  }
+  if (args_.full_determinism()) enable_full_determinism();
   // accelerator_config's gradient_accumulation_kwargs num_steps, as Transformers takes it.
   args_.gradient_accumulation_steps(args_.effective_accumulation_steps());
   // An elastic run on fewer nodes than its most: more accumulation, the same total batch.
@@ -78,6 +83,13 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
   }
   state_.is_world_process_zero = accelerator_->is_main_process();
   state_.is_local_process_zero = accelerator_->is_local_main_process();
+  add_callbacks(std::move(callbacks));
+  configure_model();
+  model_->to(accelerator_->device());
+  memory_tracker_.stop("init");
+}
+
+void Trainer::add_callbacks(std::vector<std::shared_ptr<TrainerCallback>> callbacks) {
   callbacks_.push_back(std::make_shared<DefaultFlowCallback>());
   // report_to's integrations, after the flow callback as in Transformers.
   for (auto& callback : make_report_callbacks(args_)) callbacks_.push_back(std::move(callback));
@@ -87,6 +99,9 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
                                                                  args_.early_stopping_threshold()));
   }
   for (auto& callback : callbacks) callbacks_.push_back(std::move(callback));
+}
+
+void Trainer::configure_model() {
   // What the memory arguments ask of the model (Transformers calls
   // activation_checkpointing_enable here; Liger's kernels are applied to the model likewise).
   const CheckpointingPlan checkpointing = args_.checkpointing_plan();
@@ -112,8 +127,6 @@ Trainer::Trainer(std::shared_ptr<models::Model> model, TrainingArguments args,
     }
     hf->set_neftune_noise_alpha(*args_.neftune_noise_alpha());
   }
-  model_->to(accelerator_->device());
-  memory_tracker_.stop("init");
 }
 
 void Trainer::add_callback(std::shared_ptr<TrainerCallback> callback) {

@@ -222,6 +222,12 @@ class Trainer {
   }
 
  private:
+  // The callbacks of a run, in Transformers' order: the flow's, report_to's integrations, the
+  // console's (main process), early stopping's, then `callbacks`.
+  void add_callbacks(std::vector<std::shared_ptr<TrainerCallback>> callbacks);
+  // What the arguments ask of the model before it moves to the device: activation checkpointing,
+  // the chunked loss, the overflow detector, the KV cache, NEFTune's noise.
+  void configure_model();
   // The loop under evaluate and predict: outputs and labels (kept when asked for or when
   // compute_metrics needs them; none with prediction_loss_only) and the metrics. Outside
   // train(), bf16_full_eval / fp16_full_eval cast the model for it (restored after).
