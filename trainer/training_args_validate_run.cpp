@@ -143,6 +143,54 @@ void TrainingArguments::validate_data_loading() const {
         "must be in 1..2147483647");
 }
 
+namespace {
+
+// accelerator_config's gradient_accumulation_kwargs, as Accelerate's GradientAccumulationPlugin
+// takes them: num_steps (with gradient_accumulation_steps 1), and the others at their defaults.
+void read_accumulation_kwargs(const json& kwargs, int64_t accumulation_steps,
+                              AcceleratorConfigPlan& plan) {
+  if (!kwargs.is_object()) {
+    throw InputError(fmt::format(
+        "argument accelerator_config: gradient_accumulation_kwargs {} is not allowed (a JSON "
+        "object: num_steps, adjust_scheduler, sync_with_dataloader, sync_each_batch)",
+        shown(kwargs)));
+  }
+  for (const auto& [key, value] : kwargs.items()) {
+    if (key == "num_steps") {
+      check(value.is_number_integer() && value.get<int64_t>() >= 1 &&
+                value.get<int64_t>() <= kMaxCount,
+            "accelerator_config", "gradient_accumulation_kwargs num_steps " + shown(value),
+            "an integer in 1..2147483647");
+      // (Equal is what the Trainer makes of it, Transformers' args.gradient_accumulation_steps
+      // set to num_steps.)
+      check(accumulation_steps == 1 || accumulation_steps == value, "accelerator_config",
+            "gradient_accumulation_kwargs num_steps " + shown(value),
+            fmt::format("only with gradient_accumulation_steps 1 (it is {}), as Transformers "
+                        "does not know which one is meant",
+                        accumulation_steps));
+      plan.num_steps = value.get<int64_t>();
+    } else if (key == "adjust_scheduler" || key == "sync_with_dataloader") {
+      // The Trainer steps the schedule once per optimizer step and ends each epoch's last
+      // window at the end of the data, which is what true means; Accelerate's default.
+      check(value == json(true), "accelerator_config",
+            fmt::format("gradient_accumulation_kwargs {} {}", key, shown(value)),
+            "true (the default): the Trainer steps the schedule per optimizer step and ends "
+            "an epoch's last window with its data");
+    } else if (key == "sync_each_batch") {
+      check(value == json(false), "accelerator_config",
+            "gradient_accumulation_kwargs sync_each_batch " + shown(value),
+            "false (the default): gradients are synchronised on each window's last batch");
+    } else {
+      throw InputError(fmt::format(
+          "argument accelerator_config: gradient_accumulation_kwargs key {} is not allowed "
+          "(num_steps, adjust_scheduler, sync_with_dataloader, sync_each_batch)",
+          shown(json(key))));
+    }
+  }
+}
+
+}  // namespace
+
 AcceleratorConfigPlan TrainingArguments::accelerator_config_plan() const {
   AcceleratorConfigPlan plan;
   const json& config = accelerator_config_;
@@ -192,44 +240,7 @@ AcceleratorConfigPlan TrainingArguments::accelerator_config_plan() const {
         "true: a process with fewer batches would leave the others waiting in DDP's and "
         "gather_for_metrics' collectives (Accelerate needs join_uneven_inputs for it)");
   if (auto it = config.find("gradient_accumulation_kwargs"); it != config.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      throw InputError(fmt::format(
-          "argument accelerator_config: gradient_accumulation_kwargs {} is not allowed (a JSON "
-          "object: num_steps, adjust_scheduler, sync_with_dataloader, sync_each_batch)",
-          shown(*it)));
-    }
-    for (const auto& [key, value] : it->items()) {
-      if (key == "num_steps") {
-        check(value.is_number_integer() && value.get<int64_t>() >= 1 &&
-                  value.get<int64_t>() <= kMaxCount,
-              "accelerator_config", "gradient_accumulation_kwargs num_steps " + shown(value),
-              "an integer in 1..2147483647");
-        // (Equal is what the Trainer makes of it, Transformers' args.gradient_accumulation_steps
-        // set to num_steps.)
-        check(gradient_accumulation_steps_ == 1 || gradient_accumulation_steps_ == value,
-              "accelerator_config", "gradient_accumulation_kwargs num_steps " + shown(value),
-              fmt::format("only with gradient_accumulation_steps 1 (it is {}), as Transformers "
-                          "does not know which one is meant",
-                          gradient_accumulation_steps_));
-        plan.num_steps = value.get<int64_t>();
-      } else if (key == "adjust_scheduler" || key == "sync_with_dataloader") {
-        // The Trainer steps the schedule once per optimizer step and ends each epoch's last
-        // window at the end of the data, which is what true means; Accelerate's default.
-        check(value == json(true), "accelerator_config",
-              fmt::format("gradient_accumulation_kwargs {} {}", key, shown(value)),
-              "true (the default): the Trainer steps the schedule per optimizer step and ends "
-              "an epoch's last window with its data");
-      } else if (key == "sync_each_batch") {
-        check(value == json(false), "accelerator_config",
-              "gradient_accumulation_kwargs sync_each_batch " + shown(value),
-              "false (the default): gradients are synchronised on each window's last batch");
-      } else {
-        throw InputError(fmt::format(
-            "argument accelerator_config: gradient_accumulation_kwargs key {} is not allowed "
-            "(num_steps, adjust_scheduler, sync_with_dataloader, sync_each_batch)",
-            shown(json(key))));
-      }
-    }
+    read_accumulation_kwargs(*it, gradient_accumulation_steps_, plan);
   }
   return plan;
 }
