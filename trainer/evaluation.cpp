@@ -72,6 +72,144 @@ data::Batch cast_inputs(const data::Batch& batch, torch::Dtype dtype) {
   return out;
 }
 
+// What an evaluation keeps and computes, from the arguments (Transformers' evaluation_loop).
+struct EvalPlan {
+  bool wants_predictions = false;  // outputs and labels gathered at all
+  bool batch_metrics = false;      // batch_eval_metrics: compute_metrics after every batch
+  bool keep_outputs = false;       // kept to the end (predict's, or compute_metrics' at the end)
+  bool with_inputs = false, with_losses = false;  // include_for_metrics
+  int64_t accumulation = 0;                       // eval_accumulation_steps
+};
+
+EvalPlan eval_plan(const TrainingArguments& args, bool keep_predictions, bool has_metrics) {
+  EvalPlan plan;
+  const bool loss_only = args.prediction_loss_only();
+  plan.wants_predictions = !loss_only && (keep_predictions || has_metrics);
+  plan.batch_metrics = args.batch_eval_metrics() && has_metrics && !loss_only;
+  // With batch_eval_metrics evaluate keeps nothing; predict keeps the outputs it returns.
+  plan.keep_outputs = plan.wants_predictions && (!plan.batch_metrics || keep_predictions);
+  const auto& include = args.include_for_metrics();
+  plan.with_inputs = plan.wants_predictions &&
+                     std::find(include.begin(), include.end(), "inputs") != include.end();
+  plan.with_losses =
+      plan.wants_predictions && std::find(include.begin(), include.end(), "loss") != include.end();
+  plan.accumulation = args.eval_accumulation_steps().value_or(0);
+  return plan;
+}
+
+// Per example, in the single-process order: each batch's loss repeated over its rows (as
+// Transformers does), outputs and labels. gather_for_metrics drops the repeats that even out the
+// processes, so every number made of them is the same on any number of processes.
+struct EvalGathered {
+  Gathered losses, predictions, labels, inputs;
+  std::optional<Metrics> batch_result;  // batch_eval_metrics' last compute_metrics
+  bool token_loss = false;              // a language model's loss over its labels (not DPO's)
+};
+
+// One batch's outputs gathered over the processes into `g`, and compute_metrics run on them with
+// batch_eval_metrics (`last`: the summary's batch); whether it ran.
+bool gather_batch(Accelerator& accelerator, const data::Batch& batch, const PredictionOutput& out,
+                  const EvalPlan& plan, const ComputeMetrics& compute_metrics, bool last,
+                  EvalGathered& g) {
+  torch::Tensor batch_losses, batch_predictions, batch_labels, batch_inputs;
+  if (out.loss.defined()) {
+    torch::Tensor per_example = out.loss.reshape({1}).expand({batch.size()}).contiguous();
+    batch_losses = accelerator.gather_for_metrics(per_example);
+    g.losses.add(batch_losses);
+  }
+  if (plan.with_inputs) {
+    const std::string name = batch.contains("input_ids") ? "input_ids" : "x";
+    if (batch.contains(name)) batch_inputs = accelerator.gather_for_metrics(batch.at(name));
+  }
+  if (plan.wants_predictions && out.logits.defined()) {
+    batch_predictions = accelerator.gather_for_metrics(out.logits.detach());
+  }
+  if (plan.wants_predictions && out.labels.defined()) {
+    batch_labels = accelerator.gather_for_metrics(out.labels);
+  }
+  if (plan.keep_outputs) {
+    if (batch_predictions.defined()) g.predictions.add(batch_predictions);
+    if (batch_labels.defined()) g.labels.add(batch_labels);
+    if (batch_inputs.defined()) g.inputs.add(batch_inputs);
+  }
+  if (plan.batch_metrics && batch_predictions.defined() && batch_labels.defined()) {
+    // Transformers' batch_eval_metrics: compute_metrics after every batch, the summary on the
+    // last (compute_result true).
+    EvalPrediction prediction{batch_predictions, batch_labels};
+    if (plan.with_inputs) prediction.inputs = batch_inputs;
+    if (plan.with_losses) prediction.losses = batch_losses;
+    prediction.compute_result = last;
+    g.batch_result = compute_metrics(prediction);
+    return true;
+  }
+  return false;
+}
+
+// compute_metrics on what was gathered (concatenated, or batch by batch with
+// eval_do_concat_batches false), or batch_eval_metrics' summary; the outputs into `result`.
+Metrics computed_metrics(EvalGathered& g, const EvalPlan& plan, bool concat,
+                         const ComputeMetrics& compute_metrics, PredictionResult& result) {
+  if (concat) {
+    result.predictions = g.predictions.all();
+    result.label_ids = g.labels.all();
+  } else {
+    result.prediction_batches = g.predictions.batches();
+    result.label_id_batches = g.labels.batches();
+  }
+  if (g.batch_result) return *g.batch_result;
+  if (!compute_metrics || plan.batch_metrics || g.predictions.batches().empty() ||
+      g.labels.batches().empty()) {
+    return {};
+  }
+  EvalPrediction prediction;
+  if (concat) {
+    prediction.predictions = result.predictions;
+    prediction.label_ids = result.label_ids;
+    if (plan.with_inputs) prediction.inputs = g.inputs.all();
+    if (plan.with_losses) prediction.losses = g.losses.all();
+  } else {
+    prediction.prediction_batches = result.prediction_batches;
+    prediction.label_id_batches = result.label_id_batches;
+    if (plan.with_inputs) prediction.input_batches = g.inputs.batches();
+    if (plan.with_losses) prediction.loss_batches = g.losses.batches();
+  }
+  return compute_metrics(prediction);
+}
+
+// <prefix>_loss, the mean of the gathered per-example losses (and a language model's perplexity).
+void add_loss(Metrics& metrics, Gathered& losses, const std::string& prefix, bool perplexity) {
+  if (losses.batches().empty()) return;
+  torch::Tensor all = losses.all().to(torch::kDouble).contiguous();
+  const double* values = all.data_ptr<double>();
+  double sum = 0;
+  for (int64_t k = 0; k < all.numel(); ++k) sum += values[k];
+  metrics[prefix + "_loss"] = sum / static_cast<double>(std::max<int64_t>(1, all.numel()));
+  // A language model's loss is also read as perplexity (Transformers' run_clm adds it).
+  if (perplexity) metrics[prefix + "_perplexity"] = std::exp(metrics[prefix + "_loss"]);
+}
+
+// Transformers' speed_metrics: runtime, samples and steps per second.
+void add_speed(Metrics& metrics, const std::string& prefix, double runtime, int64_t num_samples,
+               int64_t total_batch) {
+  const int64_t num_steps = (num_samples + total_batch - 1) / total_batch;
+  metrics[prefix + "_runtime"] = base::round_to(runtime, 4);
+  metrics[prefix + "_samples_per_second"] =
+      base::round_to(static_cast<double>(num_samples) / runtime, 3);
+  metrics[prefix + "_steps_per_second"] =
+      base::round_to(static_cast<double>(num_steps) / runtime, 3);
+}
+
+// Transformers' _get_eval_sampler: in order, or grouped by length (the same order each time).
+std::shared_ptr<const data::Sampler> eval_sampler(const data::Dataset& dataset, int64_t batch_size,
+                                                  const TrainingArguments& args) {
+  if (args.train_sampling_strategy() == "group_by_length") {
+    return std::make_shared<data::LengthGroupedSampler>(data::example_lengths(dataset), batch_size,
+                                                        static_cast<uint64_t>(args.sampler_seed()),
+                                                        /*per_epoch=*/false);
+  }
+  return std::make_shared<data::SequentialSampler>(dataset.size());
+}
+
 }  // namespace
 
 PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Dataset>& dataset,
@@ -80,16 +218,9 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
   const base::Stopwatch stopwatch;
   const int64_t batch_size =
       process_batch_size(args_.per_device_eval_batch_size(), "per_device_eval_batch_size");
-  // Transformers' _get_eval_sampler: in order, or grouped by length (the same order each time).
-  std::shared_ptr<const data::Sampler> sampler =
-      std::make_shared<data::SequentialSampler>(dataset->size());
-  if (args_.train_sampling_strategy() == "group_by_length") {
-    sampler = std::make_shared<data::LengthGroupedSampler>(
-        data::example_lengths(*dataset), batch_size, static_cast<uint64_t>(args_.sampler_seed()),
-        /*per_epoch=*/false);
-  }
-  auto loader = accelerator.prepare(
-      data::DataLoader(dataset, sampler, loader_options(batch_size, false), data_collator_));
+  auto loader =
+      accelerator.prepare(data::DataLoader(dataset, eval_sampler(*dataset, batch_size, args_),
+                                           loader_options(batch_size, false), data_collator_));
   std::shared_ptr<models::Model> model = model_wrapped_;
   if (!model) {
     if (!model_eval_) model_eval_ = accelerator.prepare_model(model_, /*evaluation_mode=*/true);
@@ -104,23 +235,8 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
   if (full_eval) cast.emplace(*model_, *full_eval);
   model->eval();
   torch::NoGradGuard no_grad;
-  const bool loss_only = args_.prediction_loss_only();
-  const bool wants_predictions = !loss_only && (keep_predictions || compute_metrics_ != nullptr);
-  const bool batch_metrics = args_.batch_eval_metrics() && compute_metrics_ && !loss_only;
-  // With batch_eval_metrics evaluate keeps nothing; predict keeps the outputs it returns.
-  const bool keep_outputs = wants_predictions && (!batch_metrics || keep_predictions);
-  const auto& include = args_.include_for_metrics();
-  const bool with_inputs =
-      wants_predictions && std::find(include.begin(), include.end(), "inputs") != include.end();
-  const bool with_losses =
-      wants_predictions && std::find(include.begin(), include.end(), "loss") != include.end();
-  const int64_t accumulation = args_.eval_accumulation_steps().value_or(0);
-  // Per example, in the single-process order: each batch's loss repeated over its rows (as
-  // Transformers does), outputs and labels. gather_for_metrics drops the repeats that even out
-  // the processes, so every number below is the same on any number of processes.
-  Gathered losses, predictions, labels, inputs;
-  std::optional<Metrics> batch_result;
-  bool token_loss = false;  // a language model's loss over its labels (not DPO's pairs')
+  const EvalPlan plan = eval_plan(args_, keep_predictions, compute_metrics_ != nullptr);
+  EvalGathered g;
   for (int64_t i = 0; i < loader->size(); ++i) {
     // While training, a signal waits for the step boundary after this evaluation.
     if (int sig = in_training_loop_ ? 0 : runtime::interrupt_signal()) {
@@ -130,99 +246,30 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
     }
     data::Batch batch = loader->batch(i);
     if (full_eval) batch = cast_inputs(batch, *full_eval);
-    token_loss = token_loss || batch.contains("labels");
-    PredictionOutput out = prediction_step(*model, batch, !wants_predictions);
-    torch::Tensor batch_losses, batch_predictions, batch_labels, batch_inputs;
-    if (out.loss.defined()) {
-      torch::Tensor per_example = out.loss.reshape({1}).expand({batch.size()}).contiguous();
-      batch_losses = accelerator.gather_for_metrics(per_example);
-      losses.add(batch_losses);
-    }
-    if (with_inputs) {
-      const std::string name = batch.contains("input_ids") ? "input_ids" : "x";
-      if (batch.contains(name)) batch_inputs = accelerator.gather_for_metrics(batch.at(name));
-    }
-    if (wants_predictions && out.logits.defined()) {
-      batch_predictions = accelerator.gather_for_metrics(out.logits.detach());
-    }
-    if (wants_predictions && out.labels.defined()) {
-      batch_labels = accelerator.gather_for_metrics(out.labels);
-    }
-    if (keep_outputs) {
-      if (batch_predictions.defined()) predictions.add(batch_predictions);
-      if (batch_labels.defined()) labels.add(batch_labels);
-      if (batch_inputs.defined()) inputs.add(batch_inputs);
-    }
-    if (batch_metrics && batch_predictions.defined() && batch_labels.defined()) {
-      // Transformers' batch_eval_metrics: compute_metrics after every batch, the summary on the
-      // last (compute_result true).
-      EvalPrediction prediction{batch_predictions, batch_labels};
-      if (with_inputs) prediction.inputs = batch_inputs;
-      if (with_losses) prediction.losses = batch_losses;
-      prediction.compute_result = i + 1 == loader->size();
-      batch_result = compute_metrics_(prediction);
-    } else if (accumulation > 0 && (i + 1) % accumulation == 0) {
+    g.token_loss = g.token_loss || batch.contains("labels");
+    const PredictionOutput out = prediction_step(*model, batch, !plan.wants_predictions);
+    const bool computed =
+        gather_batch(accelerator, batch, out, plan, compute_metrics_, i + 1 == loader->size(), g);
+    if (!computed && plan.accumulation > 0 && (i + 1) % plan.accumulation == 0) {
       // eval_accumulation_steps: what was gathered so far goes to the host.
-      losses.to_cpu();
-      predictions.to_cpu();
-      labels.to_cpu();
-      inputs.to_cpu();
+      for (Gathered* gathered : {&g.losses, &g.predictions, &g.labels, &g.inputs}) {
+        gathered->to_cpu();
+      }
     }
   }
   loader->end_iteration();
   cast.reset();
   PredictionResult result;
-  const bool concat = args_.eval_do_concat_batches();
-  if (concat) {
-    result.predictions = predictions.all();
-    result.label_ids = labels.all();
-  } else {
-    result.prediction_batches = predictions.batches();
-    result.label_id_batches = labels.batches();
-  }
-  const int64_t num_samples = dataset->size();
+  const Metrics computed =
+      computed_metrics(g, plan, args_.eval_do_concat_batches(), compute_metrics_, result);
   Metrics& metrics = result.metrics;
-  Metrics computed;
-  if (batch_result) {
-    computed = *batch_result;
-  } else if (compute_metrics_ && !batch_metrics && !predictions.batches().empty() &&
-             !labels.batches().empty()) {
-    EvalPrediction prediction;
-    if (concat) {
-      prediction.predictions = result.predictions;
-      prediction.label_ids = result.label_ids;
-      if (with_inputs) prediction.inputs = inputs.all();
-      if (with_losses) prediction.losses = losses.all();
-    } else {
-      prediction.prediction_batches = result.prediction_batches;
-      prediction.label_id_batches = result.label_id_batches;
-      if (with_inputs) prediction.input_batches = inputs.batches();
-      if (with_losses) prediction.loss_batches = losses.batches();
-    }
-    computed = compute_metrics_(prediction);
-  }
-  if (!losses.batches().empty()) {
-    torch::Tensor all = losses.all().to(torch::kDouble).contiguous();
-    const double* values = all.data_ptr<double>();
-    double sum = 0;
-    for (int64_t k = 0; k < all.numel(); ++k) sum += values[k];
-    metrics[prefix + "_loss"] = sum / static_cast<double>(std::max<int64_t>(1, all.numel()));
-    // A language model's loss is also read as perplexity (Transformers' run_clm adds it).
-    if (model_->task().kind == data::TaskKind::kCausalLM && token_loss) {
-      metrics[prefix + "_perplexity"] = std::exp(metrics[prefix + "_loss"]);
-    }
-  }
+  add_loss(metrics, g.losses, prefix,
+           model_->task().kind == data::TaskKind::kCausalLM && g.token_loss);
   for (const auto& [key, value] : computed) {
     metrics[key.rfind(prefix + "_", 0) == 0 ? key : prefix + "_" + key] = value;
   }
-  const double runtime = stopwatch.seconds();
-  const int64_t total_batch = batch_size * accelerator.num_processes();
-  const int64_t num_steps = (num_samples + total_batch - 1) / total_batch;
-  metrics[prefix + "_runtime"] = base::round_to(runtime, 4);
-  metrics[prefix + "_samples_per_second"] =
-      base::round_to(static_cast<double>(num_samples) / runtime, 3);
-  metrics[prefix + "_steps_per_second"] =
-      base::round_to(static_cast<double>(num_steps) / runtime, 3);
+  add_speed(metrics, prefix, stopwatch.seconds(), dataset->size(),
+            batch_size * accelerator.num_processes());
   return result;
 }
 
