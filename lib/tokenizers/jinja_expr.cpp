@@ -73,24 +73,89 @@ Value repeat(Interpreter& in, const Value& seq, int64_t count) {
                       b.type_name()));
 }
 
+// Python's + : numbers, strings and sequences of one kind joined.
+Value plus(Interpreter& in, const Value& a, const Value& b) {
+  if (a.is_int() && b.is_int()) return Value::integer(checked(in, kAdd, a.as_int(), b.as_int()));
+  if (a.is_number() && b.is_number()) return Value::number(a.as_float() + b.as_float());
+  if (a.is_string() && b.is_string()) {
+    in.check_size(a.str().size() + b.str().size());
+    return Value::string(a.str() + b.str());
+  }
+  if (a.is_sequence() && a.kind() == b.kind()) {
+    in.check_size((a.items().size() + b.items().size()) * sizeof(Value));
+    List out = a.items();
+    out.insert(out.end(), b.items().begin(), b.items().end());
+    return a.kind() == K::kTuple ? Value::tuple(std::move(out)) : Value::list(std::move(out));
+  }
+  unsupported(in, "+", a, b);
+}
+
+// CPython's float_divmod: (x // y, x % y) of floats.
+std::pair<double, double> float_divmod(double x, double y) {
+  double m = std::fmod(x, y), div = (x - m) / y;
+  if (m != 0) {
+    if ((y < 0) != (m < 0)) {
+      m += y;
+      div -= 1.0;
+    }
+  } else {
+    m = std::copysign(0.0, y);
+  }
+  double floor_div = std::copysign(0.0, x / y);
+  if (div != 0) {
+    floor_div = std::floor(div);
+    if (div - floor_div > 0.5) floor_div += 1.0;
+  }
+  return {floor_div, m};
+}
+
+// Python's // and % (a string's % its format, as jinja2 passes it).
+Value floor_division(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
+  if (a.is_string() && op == "%") {
+    CallArgs args;
+    if (b.kind() == K::kTuple) {
+      args.args = b.items();
+    } else {
+      args.args.push_back(b);
+    }
+    return in.apply_filter("format", a, args);
+  }
+  const bool ints = a.is_int() && b.is_int();
+  if (!(a.is_number() && b.is_number())) unsupported(in, op, a, b);
+  if (b.as_float() == 0) in.fail(ints ? "integer division or modulo by zero" : "float divmod()");
+  if (ints) {
+    const int64_t x = a.as_int(), y = b.as_int();
+    if (x == INT64_MIN && y == -1) in.fail("integer overflow (a value past 64 bits)");
+    int64_t q = x / y, m = x % y;
+    if (m != 0 && ((m < 0) != (y < 0))) {
+      --q;
+      m += y;
+    }
+    return Value::integer(op == "//" ? q : m);
+  }
+  const auto [quotient, remainder] = float_divmod(a.as_float(), b.as_float());
+  return Value::number(op == "//" ? quotient : remainder);
+}
+
+// Python's ** : integers by squaring (checked), else floats.
+Value power(Interpreter& in, const Value& a, const Value& b) {
+  if (a.is_int() && b.is_int() && b.as_int() >= 0) {
+    int64_t result = 1, base = a.as_int();
+    for (int64_t e = b.as_int(); e > 0; e >>= 1) {
+      if (e & 1) result = checked(in, kMul, result, base);
+      if (e > 1) base = checked(in, kMul, base, base);
+    }
+    return Value::integer(result);
+  }
+  if (!(a.is_number() && b.is_number())) unsupported(in, "**", a, b);
+  if (a.as_float() == 0 && b.as_float() < 0) in.fail("0.0 cannot be raised to a negative power");
+  return Value::number(std::pow(a.as_float(), b.as_float()));
+}
+
 Value arithmetic(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
   const bool ints = a.is_int() && b.is_int();
   const bool numbers = a.is_number() && b.is_number();
-  if (op == "+") {
-    if (ints) return Value::integer(checked(in, kAdd, a.as_int(), b.as_int()));
-    if (numbers) return Value::number(a.as_float() + b.as_float());
-    if (a.is_string() && b.is_string()) {
-      in.check_size(a.str().size() + b.str().size());
-      return Value::string(a.str() + b.str());
-    }
-    if (a.is_sequence() && a.kind() == b.kind()) {
-      in.check_size((a.items().size() + b.items().size()) * sizeof(Value));
-      List out = a.items();
-      out.insert(out.end(), b.items().begin(), b.items().end());
-      return a.kind() == K::kTuple ? Value::tuple(std::move(out)) : Value::list(std::move(out));
-    }
-    unsupported(in, op, a, b);
-  }
+  if (op == "+") return plus(in, a, b);
   if (op == "-") {
     if (ints) return Value::integer(checked(in, kSub, a.as_int(), b.as_int()));
     if (numbers) return Value::number(a.as_float() - b.as_float());
@@ -108,59 +173,8 @@ Value arithmetic(Interpreter& in, const std::string& op, const Value& a, const V
     if (b.as_float() == 0) in.fail("division by zero");
     return Value::number(a.as_float() / b.as_float());
   }
-  if (op == "//" || op == "%") {
-    if (a.is_string() && op == "%") {
-      CallArgs args;
-      if (b.kind() == K::kTuple) {
-        args.args = b.items();
-      } else {
-        args.args.push_back(b);
-      }
-      return in.apply_filter("format", a, args);
-    }
-    if (!numbers) unsupported(in, op, a, b);
-    if (b.as_float() == 0) in.fail(ints ? "integer division or modulo by zero" : "float divmod()");
-    if (ints) {
-      const int64_t x = a.as_int(), y = b.as_int();
-      if (x == INT64_MIN && y == -1) in.fail("integer overflow (a value past 64 bits)");
-      int64_t q = x / y, m = x % y;
-      if (m != 0 && ((m < 0) != (y < 0))) {
-        --q;
-        m += y;
-      }
-      return Value::integer(op == "//" ? q : m);
-    }
-    // CPython's float_divmod.
-    const double x = a.as_float(), y = b.as_float();
-    double m = std::fmod(x, y), div = (x - m) / y;
-    if (m != 0) {
-      if ((y < 0) != (m < 0)) {
-        m += y;
-        div -= 1.0;
-      }
-    } else {
-      m = std::copysign(0.0, y);
-    }
-    double floor_div = std::copysign(0.0, x / y);
-    if (div != 0) {
-      floor_div = std::floor(div);
-      if (div - floor_div > 0.5) floor_div += 1.0;
-    }
-    return Value::number(op == "//" ? floor_div : m);
-  }
-  if (op == "**") {
-    if (ints && b.as_int() >= 0) {
-      int64_t result = 1, base = a.as_int();
-      for (int64_t e = b.as_int(); e > 0; e >>= 1) {
-        if (e & 1) result = checked(in, kMul, result, base);
-        if (e > 1) base = checked(in, kMul, base, base);
-      }
-      return Value::integer(result);
-    }
-    if (!numbers) unsupported(in, op, a, b);
-    if (a.as_float() == 0 && b.as_float() < 0) in.fail("0.0 cannot be raised to a negative power");
-    return Value::number(std::pow(a.as_float(), b.as_float()));
-  }
+  if (op == "//" || op == "%") return floor_division(in, op, a, b);
+  if (op == "**") return power(in, a, b);
   in.fail(fmt::format("unknown operator {}", op));
 }
 
@@ -211,31 +225,8 @@ Value Interpreter::eval(const Expr& e, Scope& scope) {
       Value object = eval(*e.args[0], scope);
       return getitem(object, eval(*e.args[1], scope));
     }
-    case Expr::Kind::kSlice: {
-      const Value object = eval(*e.args[0], scope);
-      require_defined(object);
-      Value parts[3];
-      for (int k = 0; k < 3; ++k)
-        if (e.args[k + 1]) parts[k] = eval(*e.args[k + 1], scope);
-      for (const auto& p : parts)
-        if (!slice_part_ok(p)) return Value::undefined("slice indices must be integers or None");
-      if (object.is_string()) {
-        const auto cps = decode(object.str());
-        std::vector<char32_t> picked;
-        for (int64_t i :
-             slice_indices(*this, static_cast<int64_t>(cps.size()), parts[0], parts[1], parts[2]))
-          picked.push_back(cps[static_cast<size_t>(i)]);
-        return Value::string(encode(picked, 0, picked.size()));
-      }
-      if (!object.is_sequence()) return Value::undefined("unhashable type: 'slice'");
-      const List& items = object.items();
-      List picked;
-      for (int64_t i :
-           slice_indices(*this, static_cast<int64_t>(items.size()), parts[0], parts[1], parts[2]))
-        picked.push_back(items[static_cast<size_t>(i)]);
-      return object.kind() == K::kTuple ? Value::tuple(std::move(picked))
-                                        : Value::list(std::move(picked));
-    }
+    case Expr::Kind::kSlice:
+      return eval_slice(e, scope);
     case Expr::Kind::kCall: {
       Value callee = eval(*e.args[0], scope);
       CallArgs args = eval_args(e, scope, 1);
@@ -254,17 +245,8 @@ Value Interpreter::eval(const Expr& e, Scope& scope) {
       line_ = e.line;
       return Value::boolean(apply_test(e.name, subject, args) != e.negated);
     }
-    case Expr::Kind::kUnary: {
-      const Value v = eval(*e.args[0], scope);
-      if (e.name == "not") return Value::boolean(!v.truthy());
-      require_defined(v);
-      if (!v.is_number())
-        fail(fmt::format("bad operand type for unary {}: '{}'", e.name, v.type_name()));
-      if (e.name == "+") return v.kind() == K::kBool ? Value::integer(v.as_int()) : v;
-      if (v.kind() == K::kFloat) return Value::number(-v.as_float());
-      if (v.as_int() == INT64_MIN) fail("integer overflow (a value past 64 bits)");
-      return Value::integer(-v.as_int());
-    }
+    case Expr::Kind::kUnary:
+      return eval_unary(e, scope);
     case Expr::Kind::kBinary:
       return eval_binary(e, scope);
     case Expr::Kind::kAnd: {
@@ -291,18 +273,62 @@ Value Interpreter::eval(const Expr& e, Scope& scope) {
       return e.kind == Expr::Kind::kList ? Value::list(std::move(items))
                                          : Value::tuple(std::move(items));
     }
-    case Expr::Kind::kDict: {
-      auto d = std::make_shared<Value::Dict>();
-      for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
-        Value key = eval(*e.args[i], scope);
-        if (key.is_sequence() && key.kind() == K::kList) fail("unhashable type: 'list'");
-        if (key.is_dict()) fail("unhashable type: 'dict'");
-        d->set(std::move(key), eval(*e.args[i + 1], scope));
-      }
-      return Value::dict(std::move(d));
-    }
+    case Expr::Kind::kDict:
+      return eval_dict(e, scope);
   }
   return {};
+}
+
+// object[start:stop:step] of a string (by code points) or a sequence.
+Value Interpreter::eval_slice(const Expr& e, Scope& scope) {
+  const Value object = eval(*e.args[0], scope);
+  require_defined(object);
+  Value parts[3];
+  for (int k = 0; k < 3; ++k)
+    if (e.args[k + 1]) parts[k] = eval(*e.args[k + 1], scope);
+  for (const auto& p : parts)
+    if (!slice_part_ok(p)) return Value::undefined("slice indices must be integers or None");
+  if (object.is_string()) {
+    const auto cps = decode(object.str());
+    std::vector<char32_t> picked;
+    for (int64_t i :
+         slice_indices(*this, static_cast<int64_t>(cps.size()), parts[0], parts[1], parts[2]))
+      picked.push_back(cps[static_cast<size_t>(i)]);
+    return Value::string(encode(picked, 0, picked.size()));
+  }
+  if (!object.is_sequence()) return Value::undefined("unhashable type: 'slice'");
+  const List& items = object.items();
+  List picked;
+  for (int64_t i :
+       slice_indices(*this, static_cast<int64_t>(items.size()), parts[0], parts[1], parts[2]))
+    picked.push_back(items[static_cast<size_t>(i)]);
+  return object.kind() == K::kTuple ? Value::tuple(std::move(picked))
+                                    : Value::list(std::move(picked));
+}
+
+// not, + and - of one operand.
+Value Interpreter::eval_unary(const Expr& e, Scope& scope) {
+  const Value v = eval(*e.args[0], scope);
+  if (e.name == "not") return Value::boolean(!v.truthy());
+  require_defined(v);
+  if (!v.is_number())
+    fail(fmt::format("bad operand type for unary {}: '{}'", e.name, v.type_name()));
+  if (e.name == "+") return v.kind() == K::kBool ? Value::integer(v.as_int()) : v;
+  if (v.kind() == K::kFloat) return Value::number(-v.as_float());
+  if (v.as_int() == INT64_MIN) fail("integer overflow (a value past 64 bits)");
+  return Value::integer(-v.as_int());
+}
+
+// A dict display: its keys (hashable) and values in order.
+Value Interpreter::eval_dict(const Expr& e, Scope& scope) {
+  auto d = std::make_shared<Value::Dict>();
+  for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+    Value key = eval(*e.args[i], scope);
+    if (key.is_sequence() && key.kind() == K::kList) fail("unhashable type: 'list'");
+    if (key.is_dict()) fail("unhashable type: 'dict'");
+    d->set(std::move(key), eval(*e.args[i + 1], scope));
+  }
+  return Value::dict(std::move(d));
 }
 
 Value Interpreter::eval_binary(const Expr& e, Scope& scope) {

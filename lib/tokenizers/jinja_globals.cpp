@@ -12,19 +12,124 @@ namespace trainer::tokenizers::jinja {
 
 using K = Value::Kind;
 
+namespace {
+
+// The mapping a format takes its %(name)s arguments from: the keyword arguments, or one dict
+// argument (none otherwise).
+Value format_mapping(const CallArgs& a) {
+  if (!a.kwargs.empty()) {
+    auto d = std::make_shared<Value::Dict>();
+    for (const auto& [key, value] : a.kwargs) d->set(Value::string(key), value);
+    return Value::dict(std::move(d));
+  }
+  return a.args.size() == 1 && a.args[0].is_dict() ? a.args[0] : Value();
+}
+
+// One conversion's flags, width and precision at f[i] (i moved to its conversion character), as
+// fmt's spec: right-aligned unless '-', zero-padded numbers unless '-'. Width and precision are
+// each bounded by the output's bound before fmt pads to them.
+std::string conversion_spec(Interpreter& in, const std::string& f, size_t& i) {
+  bool left = false, plus = false, space = false, zero = false, alternate = false;
+  for (; i < f.size() && std::string_view("-+ 0#").find(f[i]) != std::string_view::npos; ++i) {
+    left = left || f[i] == '-';
+    plus = plus || f[i] == '+';
+    space = space || f[i] == ' ';
+    zero = zero || f[i] == '0';
+    alternate = alternate || f[i] == '#';
+  }
+  auto number = [&] {
+    std::string digits;
+    size_t n = 0;
+    while (i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]))) {
+      n = std::min<size_t>(n * 10 + static_cast<size_t>(f[i] - '0'), SIZE_MAX / 20);
+      digits += f[i++];
+    }
+    in.check_size(n);
+    return digits;
+  };
+  const std::string width = number();
+  std::string precision;
+  if (i < f.size() && f[i] == '.') {
+    ++i;
+    precision = "." + number();
+    if (precision == ".") precision = ".0";
+  }
+  if (i >= f.size()) in.fail("incomplete format");
+  const char conv = f[i];
+  const bool numeric = std::string_view("diouxXeEfFgG").find(conv) != std::string_view::npos;
+  std::string spec = "{:";
+  spec += left ? "<" : zero && numeric ? "" : ">";
+  if (numeric) spec += plus ? "+" : space ? " " : "";
+  if (alternate && numeric) spec += "#";
+  if (zero && numeric && !left) spec += "0";
+  spec += width;
+  if (conv != 'd' && conv != 'i' && conv != 'x' && conv != 'X' && conv != 'o') spec += precision;
+  return spec;
+}
+
+// `arg` converted by conversion character f[i] under fmt's `spec`.
+std::string convert(Interpreter& in, const std::string& f, size_t i, const std::string& spec,
+                    const Value& arg) {
+  const char conv = f[i];
+  switch (conv) {
+    case 's':
+      return fmt::format(fmt::runtime(spec + "}"), to_str(arg));
+    case 'r':
+      return fmt::format(fmt::runtime(spec + "}"), repr(arg));
+    case 'd':
+    case 'i':
+      if (!arg.is_number())
+        in.fail(
+            fmt::format("%{} format: a real number is required, not {}", conv, arg.type_name()));
+      if (arg.kind() == K::kFloat &&
+          !(std::fabs(arg.as_float()) < 9.2e18))  // NaN, inf and past 64 bits
+        in.fail(
+            fmt::format("%{} format: {} does not fit 64 bits", conv, repr_float(arg.as_float())));
+      return fmt::format(fmt::runtime(spec + "d}"), arg.kind() == K::kFloat
+                                                        ? static_cast<int64_t>(arg.as_float())
+                                                        : arg.as_int());
+    case 'f':
+    case 'F':
+    case 'e':
+    case 'E':
+    case 'g':
+    case 'G':
+      if (!arg.is_number()) in.fail(fmt::format("must be real number, not {}", arg.type_name()));
+      return fmt::format(fmt::runtime(spec + std::string(1, conv) + "}"), arg.as_float());
+    case 'x':
+    case 'X':
+    case 'o':
+      if (!arg.is_int()) in.fail(fmt::format("%{} format: an integer is required", conv));
+      return fmt::format(fmt::runtime(spec + std::string(1, conv) + "}"), arg.as_int());
+    case 'c': {
+      if (arg.is_string()) {
+        if (code_points(arg.str()) != 1) in.fail("%c requires an int or a unicode character");
+        return arg.str();
+      }
+      if (arg.is_int() && arg.as_int() >= 0 && arg.as_int() <= 0x10FFFF &&
+          !(arg.as_int() >= 0xD800 && arg.as_int() <= 0xDFFF)) {
+        std::string out;
+        base::append_utf8(out, static_cast<char32_t>(arg.as_int()));
+        return out;
+      }
+      in.fail("%c arg not in range(0x110000) (or a surrogate)");
+    }
+    default:
+      in.fail(fmt::format(
+          "unsupported format character {}",
+          repr_string(f.substr(i, std::max<size_t>(1, base::utf8_sequence_length(f, i))))));
+  }
+}
+
+}  // namespace
+
 // Python's printf-style formatting: %s %r %d %i %f %e %g %x %o %c %% with flags, width and
 // precision, the arguments a tuple's elements or a dict's keys (%(name)s).
 Value python_format(Interpreter& in, const Value& v, CallArgs& a) {
   const std::string f = soft_str(v);
   std::string out;
   size_t next = 0;
-  const Value mapping = !a.kwargs.empty()                           ? Value::dict([&] {
-    auto d = std::make_shared<Value::Dict>();
-    for (const auto& [key, value] : a.kwargs) d->set(Value::string(key), value);
-    return d;
-  }())
-                        : a.args.size() == 1 && a.args[0].is_dict() ? a.args[0]
-                                                                    : Value();
+  const Value mapping = format_mapping(a);
   for (size_t i = 0; i < f.size(); ++i) {
     if (f[i] != '%') {
       out += f[i];
@@ -41,44 +146,8 @@ Value python_format(Interpreter& in, const Value& v, CallArgs& a) {
       arg = *found;
       i = close + 1;
     }
-    bool left = false, plus = false, space = false, zero = false, alternate = false;
-    for (; i < f.size() && std::string_view("-+ 0#").find(f[i]) != std::string_view::npos; ++i) {
-      left = left || f[i] == '-';
-      plus = plus || f[i] == '+';
-      space = space || f[i] == ' ';
-      zero = zero || f[i] == '0';
-      alternate = alternate || f[i] == '#';
-    }
-    // Width and precision, each bounded by the output's bound before fmt pads to them.
-    auto number = [&] {
-      std::string digits;
-      size_t n = 0;
-      while (i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]))) {
-        n = std::min<size_t>(n * 10 + static_cast<size_t>(f[i] - '0'), SIZE_MAX / 20);
-        digits += f[i++];
-      }
-      in.check_size(n);
-      return digits;
-    };
-    const std::string width = number();
-    std::string precision;
-    if (i < f.size() && f[i] == '.') {
-      ++i;
-      precision = "." + number();
-      if (precision == ".") precision = ".0";
-    }
-    if (i >= f.size()) in.fail("incomplete format");
-    const char conv = f[i];
-    // Python's flags in fmt's order: right-aligned unless '-', zero-padded numbers unless '-'.
-    const bool numeric = std::string_view("diouxXeEfFgG").find(conv) != std::string_view::npos;
-    std::string spec = "{:";
-    spec += left ? "<" : zero && numeric ? "" : ">";
-    if (numeric) spec += plus ? "+" : space ? " " : "";
-    if (alternate && numeric) spec += "#";
-    if (zero && numeric && !left) spec += "0";
-    spec += width;
-    if (conv != 'd' && conv != 'i' && conv != 'x' && conv != 'X' && conv != 'o') spec += precision;
-    if (conv == '%') {
+    const std::string spec = conversion_spec(in, f, i);
+    if (f[i] == '%') {
       out += '%';
       continue;
     }
@@ -87,58 +156,7 @@ Value python_format(Interpreter& in, const Value& v, CallArgs& a) {
       arg = a.args[next++];
     }
     try {
-      switch (conv) {
-        case 's':
-          out += fmt::format(fmt::runtime(spec + "}"), to_str(arg));
-          break;
-        case 'r':
-          out += fmt::format(fmt::runtime(spec + "}"), repr(arg));
-          break;
-        case 'd':
-        case 'i':
-          if (!arg.is_number())
-            in.fail(fmt::format("%{} format: a real number is required, not {}", conv,
-                                arg.type_name()));
-          if (arg.kind() == K::kFloat &&
-              !(std::fabs(arg.as_float()) < 9.2e18))  // NaN, inf and past 64 bits
-            in.fail(fmt::format("%{} format: {} does not fit 64 bits", conv,
-                                repr_float(arg.as_float())));
-          out += fmt::format(fmt::runtime(spec + "d}"), arg.kind() == K::kFloat
-                                                            ? static_cast<int64_t>(arg.as_float())
-                                                            : arg.as_int());
-          break;
-        case 'f':
-        case 'F':
-        case 'e':
-        case 'E':
-        case 'g':
-        case 'G':
-          if (!arg.is_number())
-            in.fail(fmt::format("must be real number, not {}", arg.type_name()));
-          out += fmt::format(fmt::runtime(spec + std::string(1, conv) + "}"), arg.as_float());
-          break;
-        case 'x':
-        case 'X':
-        case 'o':
-          if (!arg.is_int()) in.fail(fmt::format("%{} format: an integer is required", conv));
-          out += fmt::format(fmt::runtime(spec + std::string(1, conv) + "}"), arg.as_int());
-          break;
-        case 'c':
-          if (arg.is_string()) {
-            if (code_points(arg.str()) != 1) in.fail("%c requires an int or a unicode character");
-            out += arg.str();
-          } else if (arg.is_int() && arg.as_int() >= 0 && arg.as_int() <= 0x10FFFF &&
-                     !(arg.as_int() >= 0xD800 && arg.as_int() <= 0xDFFF)) {
-            base::append_utf8(out, static_cast<char32_t>(arg.as_int()));
-          } else {
-            in.fail("%c arg not in range(0x110000) (or a surrogate)");
-          }
-          break;
-        default:
-          in.fail(fmt::format(
-              "unsupported format character {}",
-              repr_string(f.substr(i, std::max<size_t>(1, base::utf8_sequence_length(f, i))))));
-      }
+      out += convert(in, f, i, spec, arg);
     } catch (const fmt::format_error& e) {
       in.fail(fmt::format("bad format: {}", e.what()));
     }

@@ -110,6 +110,9 @@ class Interpreter {
 
   Value eval(const Expr& e, Scope& scope);
   Value eval_binary(const Expr& e, Scope& scope);
+  Value eval_slice(const Expr& e, Scope& scope);
+  Value eval_unary(const Expr& e, Scope& scope);
+  Value eval_dict(const Expr& e, Scope& scope);
   Value eval_compare(const Expr& e, Scope& scope);
   Value lookup(const std::string& name, const Scope& scope) const;
   CallArgs eval_args(const Expr& e, Scope& scope, size_t first);
