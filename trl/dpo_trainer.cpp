@@ -30,32 +30,6 @@ const std::vector<std::string>& metric_names() {
   return names;
 }
 
-// While alive, the LoRA adapters of `model` (if it has any) are off.
-class AdaptersOff {
- public:
-  explicit AdaptersOff(models::Model& model)
-      : peft_(models::find_wrapped<models::PeftModel>(model)) {
-    if (peft_) peft_->set_adapters_enabled(false);
-  }
-  ~AdaptersOff() {
-    if (peft_) peft_->set_adapters_enabled(true);
-  }
-  AdaptersOff(const AdaptersOff&) = delete;
-  AdaptersOff& operator=(const AdaptersOff&) = delete;
-
- private:
-  models::PeftModel* peft_;
-};
-
-// TRL's disable_dropout_in_model: every dropout 0, LoRA's too.
-void disable_dropout(models::Model& model) {
-  if (auto* lm = models::find_wrapped<models::HfCausalLM>(model)) lm->disable_dropout();
-  for (const auto& module : model.modules(/*include_self=*/false)) {
-    auto* host = dynamic_cast<models::LoraHost*>(module.get());
-    if (host && host->lora) host->lora->dropout = 0.0;
-  }
-}
-
 }  // namespace
 
 namespace {
@@ -161,23 +135,15 @@ DPOTrainer::DPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments a
                        std::shared_ptr<const data::Dataset> eval_dataset,
                        data::DataCollator collator, std::shared_ptr<models::Model> ref_model)
     : TrlTrainer(model, std::move(args), train_dataset, eval_dataset, collator),
-      ref_model_(std::move(ref_model)),
       collator_(std::move(collator)) {
   aux_ = resolve_router_aux_loss(this->args(), this->model(), /*write_config=*/false);
-  if (this->args().disable_dropout()) {
-    disable_dropout(this->model());
-    if (ref_model_) disable_dropout(*ref_model_);
-  }
-  if (ref_model_) {
-    ref_model_->eval();
-    for (auto& p : ref_model_->parameters()) p.set_requires_grad(false);
-    // On the device, under the run's autocast, never wrapped for training.
-    ref_model_ = accelerator().prepare_model(ref_model_, /*evaluation_mode=*/true);
-  }
+  if (this->args().disable_dropout()) disable_dropout(this->model());
+  set_reference_model(std::move(ref_model), this->args().disable_dropout());
   if (this->args().precompute_ref_log_probs()) {
     const auto& a = this->args();
     // The model as training starts (before a checkpoint is resumed), under the run's autocast.
-    auto prepared = ref_model_ ? ref_model_ : accelerator().prepare_model(model, true);
+    auto prepared =
+        reference_model() ? reference_model() : accelerator().prepare_model(model, true);
     precompute(*prepared, train_dataset,
                a.precompute_ref_batch_size().value_or(a.per_device_train_batch_size()));
     if (eval_dataset) {
@@ -193,15 +159,9 @@ DPOTrainer::Scored DPOTrainer::score(models::Model& model, const data::Batch& in
   batch["input_ids"] = inputs.at("input_ids");
   batch["attention_mask"] = inputs.at("attention_mask");
   batch["labels"] = inputs.at("input_ids").masked_fill(inputs.at("completion_mask").eq(0), -100);
-  batch.token_scores = true;
   batch.token_sum_sq = weighting;
   batch.router_aux_loss = router_aux_loss;
-  models::ModelOutput out = model.forward(batch);
-  if (!out.token_scores.log_probs.defined()) {
-    throw InputError(
-        "trainer dpo: the model does not score its tokens (DPO trains a Hugging Face "
-        "causal language model)");
-  }
+  const models::ModelOutput out = score_tokens(model, std::move(batch));
   Scored scored;
   scored.scores = out.token_scores;
   scored.aux_loss = out.aux_loss;
@@ -223,11 +183,7 @@ DPOTrainer::Scored DPOTrainer::score(models::Model& model, const data::Batch& in
 }
 
 Tensor DPOTrainer::reference_logps(models::Model& model, const data::Batch& inputs) {
-  torch::NoGradGuard no_grad;
-  if (ref_model_) return score(*ref_model_, inputs, false).logps;
-  // PEFT's reference: the model with its adapters off (its base, as training started).
-  AdaptersOff off(model);
-  return score(model, inputs, false).logps;
+  return with_reference(model, [&](models::Model& ref) { return score(ref, inputs, false).logps; });
 }
 
 void DPOTrainer::precompute(models::Model& model,

@@ -106,7 +106,6 @@ class DPOTrainer : public TrlTrainer {
   void precompute(models::Model& model, const std::shared_ptr<const data::Dataset>& dataset,
                   int64_t batch_size);
 
-  std::shared_ptr<models::Model> ref_model_;
   data::DataCollator collator_;
 };
 

@@ -6,6 +6,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/text.h"
 #include "lib/models/hf_causal_lm.h"
+#include "lib/models/linear.h"
 #include "lib/models/lora.h"
 
 namespace trainer::trl {
@@ -55,6 +56,43 @@ RouterAuxLoss resolve_router_aux_loss(const TrainingArguments& args, models::Mod
   aux.enabled = moe && aux.coef != 0;
   if (write_config && moe) hf->set_router_aux_loss(aux.enabled, aux.coef);
   return aux;
+}
+
+void disable_dropout(models::Model& model) {
+  if (auto* lm = models::find_wrapped<models::HfCausalLM>(model)) lm->disable_dropout();
+  for (const auto& module : model.modules(/*include_self=*/false)) {
+    auto* host = dynamic_cast<models::LoraHost*>(module.get());
+    if (host && host->lora) host->lora->dropout = 0.0;
+  }
+}
+
+TrlTrainer::AdaptersOff::AdaptersOff(models::Model& model)
+    : peft_(models::find_wrapped<models::PeftModel>(model)) {
+  if (peft_) peft_->set_adapters_enabled(false);
+}
+
+TrlTrainer::AdaptersOff::~AdaptersOff() {
+  if (peft_) peft_->set_adapters_enabled(true);
+}
+
+void TrlTrainer::set_reference_model(std::shared_ptr<models::Model> ref, bool no_dropout) {
+  ref_model_ = std::move(ref);
+  if (!ref_model_) return;
+  if (no_dropout) disable_dropout(*ref_model_);
+  ref_model_->eval();
+  for (auto& p : ref_model_->parameters()) p.set_requires_grad(false);
+  ref_model_ = accelerator().prepare_model(ref_model_, /*evaluation_mode=*/true);
+}
+
+models::ModelOutput TrlTrainer::score_tokens(models::Model& model, data::Batch batch) {
+  batch.token_scores = true;
+  models::ModelOutput out = model.forward(batch);
+  if (!out.token_scores.log_probs.defined()) {
+    throw InputError(
+        "the model does not score its tokens (TRL's trainers train a Hugging Face causal "
+        "language model)");
+  }
+  return out;
 }
 
 torch::Tensor TrlTrainer::process_sum(const torch::Tensor& sums) {

@@ -1,8 +1,9 @@
 // What every TRL trainer is on the Trainer (SFTTrainer, DPOTrainer and the next ones): TRL's
 // metric bookkeeping (each metric's values since the last log, train and eval, logged as their
-// means), the training tokens counted across the processes, and the router load-balancing loss
-// of a mixture of experts (router_aux_loss_coef). A trainer adds its compute_loss and what else
-// is its own.
+// means), the training tokens counted across the processes, the router load-balancing loss of a
+// mixture of experts (router_aux_loss_coef), how a reference model is held (a frozen copy, or
+// the model with its LoRA adapters off), the per-token log-probabilities a completion is scored
+// by, and TRL's disable_dropout. A trainer adds its compute_loss and what else is its own.
 #pragma once
 
 #include <string>
@@ -12,6 +13,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "lib/models/lora.h"
 #include "trainer/trainer.h"
 
 namespace trainer::trl {
@@ -33,6 +35,9 @@ class TrlMetrics {
   std::vector<double>& values(bool training, const std::string& name);
   Values train_, eval_;
 };
+
+// TRL's disable_dropout_in_model: every dropout 0, LoRA's too.
+void disable_dropout(models::Model& model);
 
 // TRL's router_aux_loss_coef (SFTConfig, DPOConfig): the weight of a mixture of experts' router
 // load-balancing loss, the model config's own when the argument is null (0 for a dense model);
@@ -58,6 +63,25 @@ class TrlTrainer : public Trainer {
   void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) override {
     metrics_.log(logs, prefix);
   }
+  // The reference model: `ref` frozen (eval mode, no gradients, dropout off when
+  // `no_dropout`), on the device under the run's autocast, never wrapped for training; null: the
+  // policy with its LoRA adapters off.
+  void set_reference_model(std::shared_ptr<models::Model> ref, bool no_dropout);
+  const std::shared_ptr<models::Model>& reference_model() const { return ref_model_; }
+  // `f` run on the reference, without gradients: the frozen copy when there is one, else `policy`
+  // with its adapters off (PEFT's reference: its base, as training started).
+  template <typename F>
+  auto with_reference(models::Model& policy, F&& f) {
+    torch::NoGradGuard no_grad;
+    if (ref_model_) return f(*ref_model_);
+    AdaptersOff off(policy);
+    return f(policy);
+  }
+  // The model's scores of `batch`'s label tokens (its per-token log-probabilities, and the
+  // statistics asked for by the batch's flags), with token_scores on. InputError when the model
+  // does not score its tokens (not a Hugging Face causal language model).
+  models::ModelOutput score_tokens(models::Model& model, data::Batch batch);
+
   // `sums` (any float tensor) summed over the processes, on the CPU in float64.
   torch::Tensor process_sum(const torch::Tensor& sums);
   // A scalar's mean over the processes.
@@ -71,6 +95,19 @@ class TrlTrainer : public Trainer {
   RouterAuxLoss aux_;
 
  private:
+  // While alive, the LoRA adapters of a model (if it has any) are off.
+  class AdaptersOff {
+   public:
+    explicit AdaptersOff(models::Model& model);
+    ~AdaptersOff();
+    AdaptersOff(const AdaptersOff&) = delete;
+    AdaptersOff& operator=(const AdaptersOff&) = delete;
+
+   private:
+    models::PeftModel* peft_;
+  };
+
+  std::shared_ptr<models::Model> ref_model_;
   double total_train_tokens_ = 0;
   bool tokens_restored_ = false;
 };
