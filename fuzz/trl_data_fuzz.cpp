@@ -25,6 +25,7 @@
 #include "lib/data/lm_files.h"
 #include "lib/tokenizers/chat_template.h"
 #include "lib/tokenizers/tokenizer.h"
+#include "tests/char_tokenizer.h"
 #include "trl/data_cache.h"
 #include "trl/dpo_data.h"
 #include "trl/sft_data.h"
@@ -41,42 +42,8 @@ void fail(const char* what) {
 
 // Printable ASCII and "\n" as single-character tokens, <|im_start|>, <|im_end|> and </s> added.
 const tokenizers::Tokenizer& tokenizer() {
-  static const tokenizers::Tokenizer t = [] {
-    Json vocab = Json::object();
-    vocab["<unk>"] = 0;
-    vocab["\n"] = 1;
-    for (char c = 32; c < 127; ++c) vocab[std::string(1, c)] = static_cast<int>(vocab.size());
-    Json added = Json::array();
-    for (const char* token : {"<|im_start|>", "<|im_end|>", "</s>"}) {
-      added.push_back({{"id", static_cast<int>(vocab.size() + added.size())},
-                       {"content", token},
-                       {"single_word", false},
-                       {"lstrip", false},
-                       {"rstrip", false},
-                       {"normalized", false},
-                       {"special", true}});
-    }
-    const Json json = {{"version", "1.0"},
-                       {"truncation", nullptr},
-                       {"padding", nullptr},
-                       {"normalizer", nullptr},
-                       {"pre_tokenizer", nullptr},
-                       {"post_processor", nullptr},
-                       {"decoder", nullptr},
-                       {"added_tokens", added},
-                       {"model",
-                        {{"type", "BPE"},
-                         {"dropout", nullptr},
-                         {"unk_token", "<unk>"},
-                         {"continuing_subword_prefix", nullptr},
-                         {"end_of_word_suffix", nullptr},
-                         {"fuse_unk", false},
-                         {"byte_fallback", false},
-                         {"ignore_merges", false},
-                         {"vocab", vocab},
-                         {"merges", Json::array()}}}};
-    return tokenizers::Tokenizer::from_json(json.dump(), "fuzz tokenizer");
-  }();
+  static const tokenizers::Tokenizer t = tokenizers::Tokenizer::from_json(
+      testing::char_tokenizer_json({"<|im_start|>", "<|im_end|>", "</s>"}), "fuzz tokenizer");
   return t;
 }
 

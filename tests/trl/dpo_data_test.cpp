@@ -12,6 +12,7 @@
 
 #include "lib/tokenizers/chat_template.h"
 #include "lib/tokenizers/tokenizer.h"
+#include "tests/char_tokenizer.h"
 #include "tests/test_util.h"
 #include "trl/data_cache.h"
 #include "trl/dpo_data.h"
@@ -85,50 +86,8 @@ TEST(DpoParity, RowsEqualTrlsDpoTrainer) {
 // A folder with a tokenizer of single characters (printable ASCII, ids 1..; <unk> 0), the added
 // tokens <|im_start|> <|im_end|> </s> (its eos_token) and <s>, a BOS its post-processor adds.
 std::string tiny_tokenizer(const testing::TempDir& dir) {
-  Json vocab = Json::object();
-  vocab["<unk>"] = 0;
-  for (char c = 32; c < 127; ++c) vocab[std::string(1, c)] = static_cast<int>(vocab.size());
-  vocab["\n"] = static_cast<int>(vocab.size());
-  Json added = Json::array();
-  for (const char* token : {"<|im_start|>", "<|im_end|>", "</s>", "<s>"}) {
-    added.push_back({{"id", static_cast<int>(vocab.size() + added.size())},
-                     {"content", token},
-                     {"single_word", false},
-                     {"lstrip", false},
-                     {"rstrip", false},
-                     {"normalized", false},
-                     {"special", true}});
-  }
-  const Json single = {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-                       {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}};
-  const Json pair = {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                     {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}};
-  const Json specials = {
-      {"<s>", {{"id", "<s>"}, {"ids", {added.back()["id"]}}, {"tokens", {"<s>"}}}}};
-  const Json model = {{"type", "BPE"},
-                      {"dropout", nullptr},
-                      {"unk_token", "<unk>"},
-                      {"continuing_subword_prefix", nullptr},
-                      {"end_of_word_suffix", nullptr},
-                      {"fuse_unk", false},
-                      {"byte_fallback", false},
-                      {"ignore_merges", false},
-                      {"vocab", vocab},
-                      {"merges", Json::array()}};
-  const Json tokenizer = {{"version", "1.0"},
-                          {"truncation", nullptr},
-                          {"padding", nullptr},
-                          {"added_tokens", added},
-                          {"normalizer", nullptr},
-                          {"pre_tokenizer", nullptr},
-                          {"post_processor",
-                           {{"type", "TemplateProcessing"},
-                            {"single", single},
-                            {"pair", pair},
-                            {"special_tokens", specials}}},
-                          {"decoder", nullptr},
-                          {"model", model}};
-  std::ofstream(dir.file("tokenizer.json")) << tokenizer.dump();
+  std::ofstream(dir.file("tokenizer.json")) << testing::char_tokenizer_json(
+      {"<|im_start|>", "<|im_end|>", "</s>", "<s>"}, "<s>", /*newline_first=*/false);
   std::ofstream(dir.file("tokenizer_config.json"))
       << R"({"bos_token": "<s>", "eos_token": "</s>"})";
   return dir.path();
