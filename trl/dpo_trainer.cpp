@@ -229,10 +229,10 @@ void DPOTrainer::precompute(models::Model& model,
 // TRL's metrics of one micro-batch (entropy, num_tokens, logits, mean_token_accuracy, rewards,
 // logps; aux_loss), summed over the processes in one reduction.
 void DPOTrainer::record_metrics(const DpoLossInputs& in, const Scored& policy,
-                                const data::Batch& inputs, bool training) {
+                                const data::Batch& inputs, const Tensor& shift_mask,
+                                bool training) {
   torch::NoGradGuard no_grad;
   const double beta = args().beta();
-  const Tensor shift_mask = inputs.at("completion_mask").slice(1, 1).to(torch::kFloat);
   const int64_t B = shift_mask.size(0) / 2;
   const Tensor chosen_mask = shift_mask.slice(0, 0, B), rejected_mask = shift_mask.slice(0, B);
   const models::TokenScores& s = policy.scores;
@@ -317,7 +317,7 @@ LossOutput DPOTrainer::compute_loss(models::Model& model, const data::Batch& inp
   const bool aux = aux_.enabled && policy.aux_loss.defined();
   if (aux) loss = loss + aux_.coef * policy.aux_loss;
 
-  record_metrics(in, policy, inputs, model.is_training());
+  record_metrics(in, policy, inputs, shift_mask, model.is_training());
   (void)num_items_in_batch;
   (void)return_outputs;
   return {loss, Tensor()};

@@ -96,9 +96,10 @@ class DPOTrainer : public TrlTrainer {
   };
   Scored score(models::Model& model, const data::Batch& inputs, bool weighting,
                bool router_aux_loss = false);
-  // TRL's metrics of the micro-batch, recorded for the next log.
+  // TRL's metrics of the micro-batch (`shift_mask`: its completion tokens that are predicted),
+  // recorded for the next log.
   void record_metrics(const DpoLossInputs& in, const Scored& policy, const data::Batch& inputs,
-                      bool training);
+                      const torch::Tensor& shift_mask, bool training);
   // The reference's summed log-probabilities of the batch's rows, without gradients.
   torch::Tensor reference_logps(models::Model& model, const data::Batch& inputs);
   // precompute_ref_log_probs: every pair of `dataset` scored by the reference, each process a

@@ -94,16 +94,16 @@ class TrlSource : public data::DataSource {
     data::DataInfo info;
     info.task = data::TaskKind::kCausalLM;
     info.input_shape = {max_length().value_or(longest_)};
-    info.num_labels = common_.tokenizer->vocab_size();
+    info.num_labels = options_.tokenizer->vocab_size();
     return info;
   }
 
   std::shared_ptr<const data::Dataset> split(const std::string& split,
                                              std::optional<int64_t> max_samples) override {
-    const std::string& path = split == "train" ? common_.train_file : common_.eval_file;
+    const std::string& path = split == "train" ? options_.train_file : options_.eval_file;
     if (path.empty()) {
       throw InputError(fmt::format(
-          "trainer {}: no {} data (give {})", common_.command,
+          "trainer {}: no {} data (give {})", options_.command,
           split == "train" ? "training" : "evaluation",
           split == "train" ? "train_file, or dataset_name a file or folder"
                            : "validation_file, or dataset_name a folder with a test file"));
@@ -112,12 +112,12 @@ class TrlSource : public data::DataSource {
     std::optional<Data> prepared;
     bool from_cache = false;
     const std::string cache = cache_path(path, cache_settings(split, max_samples));
-    common_.context.run_first([&] {
-      if (!cache.empty() && !common_.overwrite_cache) read_data_cache(cache, prepared);
+    options_.context.run_first([&] {
+      if (!cache.empty() && !options_.overwrite_cache) read_data_cache(cache, prepared);
       from_cache = prepared.has_value();
       if (prepared) return;
       prepared = prepare(split, path, max_samples);
-      if (!cache.empty() && common_.context.local_main) {
+      if (!cache.empty() && options_.context.local_main) {
         try {
           write_data_cache(cache, *prepared);
         } catch (const std::exception&) {
@@ -125,15 +125,15 @@ class TrlSource : public data::DataSource {
         }
       }
     });
-    if (common_.is_main) report(split, path, *prepared, from_cache);
+    if (options_.is_main) report(split, path, *prepared, from_cache);
     for (const auto& row : prepared->rows) longest_ = std::max(longest_, row_length(row));
     return std::make_shared<RowsDataset>(std::move(prepared->rows));
   }
 
-  std::string location() const override { return common_.train_file; }
+  std::string location() const override { return options_.train_file; }
   std::string split_name(const std::string& split) const override {
-    return split == "train" ? "train_file " + common_.train_file + "'s train"
-                            : "eval file " + common_.eval_file + "'s";
+    return split == "train" ? "train_file " + options_.train_file + "'s train"
+                            : "eval file " + options_.eval_file + "'s";
   }
 
  protected:
@@ -154,11 +154,11 @@ class TrlSource : public data::DataSource {
  private:
   // The split's cache file ("" without a cache folder).
   std::string cache_path(const std::string& path, const std::string& settings) const {
-    if (common_.context.cache_dir.empty()) return "";
+    if (options_.context.cache_dir.empty()) return "";
     const std::string key =
-        data_cache_key(path, common_.tokenizer->fingerprint(),
-                       common_.chat_template ? common_.chat_template->source() : "", settings);
-    return base::join_path(base::join_path(common_.context.cache_dir, common_.command),
+        data_cache_key(path, options_.tokenizer->fingerprint(),
+                       options_.chat_template ? options_.chat_template->source() : "", settings);
+    return base::join_path(base::join_path(options_.context.cache_dir, options_.command),
                            key + ".bin");
   }
 
@@ -166,7 +166,6 @@ class TrlSource : public data::DataSource {
 
  protected:
   Options options_;
-  const TrlSourceOptions& common_ = options_;
 };
 
 }  // namespace trainer::trl

@@ -6,6 +6,8 @@
 #include <functional>
 #include <queue>
 
+#include <fmt/format.h>
+
 #include "lib/base/utf8.h"
 #include "lib/tokenizers/pre_tokenizers.h"
 
@@ -68,6 +70,15 @@ const int32_t* Vocab::find(std::string_view token) const {
   if (slots_.empty()) return nullptr;
   const uint64_t held = slots_[slot_of(token, std::hash<std::string_view>()(token))];
   return held == 0 ? nullptr : &entries_[(held & 0xFFFFFFFF) - 1].id;
+}
+
+std::array<int32_t, 256> byte_fallback_ids(const Vocab& vocab) {
+  std::array<int32_t, 256> ids{};
+  for (int b = 0; b < 256; ++b) {
+    const int32_t* id = vocab.find(fmt::format("<0x{:02X}>", b));
+    ids[b] = id ? *id : -1;
+  }
+  return ids;
 }
 
 // (Three quarters full at most: the 280,147 merges of a Llama 3 tokenizer fit 2^19 slots, 8 MB.)

@@ -73,6 +73,10 @@ class MergeTable {
   size_t size_ = 0;
 };
 
+// The id of each byte's "<0xXX>" token in `vocab` (-1: none): byte_fallback's tokens, BPE's and
+// Unigram's alike.
+std::array<int32_t, 256> byte_fallback_ids(const Vocab& vocab);
+
 class Bpe {
  public:
   Vocab vocab;

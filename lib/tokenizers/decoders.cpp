@@ -181,13 +181,7 @@ void read_into(const json& j, const JsonReader& reader,
     steps.push_back(std::make_unique<Fuse>());
   } else if (type == "Strip") {
     auto s = std::make_unique<Strip>();
-    s->content = reader.string_field(j, "content", "decoder Strip");
-    size_t length = 0;
-    if (!s->content.empty()) base::decode_utf8(s->content, 0, length);
-    if (s->content.empty() || length != s->content.size()) {
-      reader.refuse(fmt::format("decoder Strip's content {} is not one character",
-                                base::shown_text(s->content)));
-    }
+    s->content = reader.character_field(j, "content", "decoder Strip");
     for (const char* key : {"start", "stop"}) {
       const json& v = reader.field(j, key, "decoder Strip");
       if (!v.is_number_integer() || v.get<int64_t>() < 0) {

@@ -7,6 +7,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
+#include "lib/base/utf8.h"
 
 namespace trainer::tokenizers {
 
@@ -25,6 +26,17 @@ std::string JsonReader::string_field(const json& j, const char* key,
   const json& v = field(j, key, within);
   if (!v.is_string()) refuse(fmt::format("{}'s \"{}\" is not a string", within, key));
   return v.get<std::string>();
+}
+
+std::string JsonReader::character_field(const json& j, const char* key,
+                                        std::string_view within) const {
+  std::string text = string_field(j, key, within);
+  size_t length = 0;
+  if (!text.empty()) base::decode_utf8(text, 0, length);
+  if (text.empty() || length != text.size()) {
+    refuse(fmt::format("{}'s {} {} is not one character", within, key, base::shown_text(text)));
+  }
+  return text;
 }
 
 bool JsonReader::flag(const json& j, const char* key, bool fallback) const {

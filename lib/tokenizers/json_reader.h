@@ -20,6 +20,8 @@ class JsonReader {
   // j[key], refused as "<within> has no "<key>"" when missing.
   const json& field(const json& j, const char* key, std::string_view within) const;
   std::string string_field(const json& j, const char* key, std::string_view within) const;
+  // A string field that must be one character (a Metaspace replacement, a Strip's content).
+  std::string character_field(const json& j, const char* key, std::string_view within) const;
   // j[key] as a bool, `fallback` when missing or null.
   bool flag(const json& j, const char* key, bool fallback) const;
   // A Sequence's list under `key` ("normalizers", "decoders", ...), which must be an array.

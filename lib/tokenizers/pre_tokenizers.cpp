@@ -337,13 +337,7 @@ void PreTokenizer::read(const nlohmann::ordered_json& p, const JsonReader& reade
     stage.splitter = Splitter::compile(pattern, regex, fast, reader.where());
   } else if (type == "Metaspace") {
     stage.metaspace = true;
-    stage.replacement = reader.string_field(p, "replacement", "pre_tokenizer Metaspace");
-    size_t length = 0;
-    if (!stage.replacement.empty()) base::decode_utf8(stage.replacement, 0, length);
-    if (stage.replacement.empty() || length != stage.replacement.size()) {
-      reader.refuse(fmt::format("pre_tokenizer Metaspace's replacement {} is not one character",
-                                base::shown_text(stage.replacement)));
-    }
+    stage.replacement = reader.character_field(p, "replacement", "pre_tokenizer Metaspace");
     const std::string scheme =
         p.contains("prepend_scheme") && !p["prepend_scheme"].is_null()
             ? reader.string_field(p, "prepend_scheme", "pre_tokenizer Metaspace")

@@ -372,16 +372,14 @@ class Loader {
     t_.model.byte_level = t_.pre_tokenizer.byte_level;
     t_.origin_matters = t_.pre_tokenizer.origin_matters();
     const std::array<char32_t, 256> chars = bytes_to_unicode();
+    t_.model.fallback_ids = byte_fallback_ids(t_.vocab());
+    const bool fallback = t_.model.byte_fallback || t_.unigram.byte_fallback;
     for (int b = 0; b < 256; ++b) {
       std::string text;
       base::append_utf8(text, chars[b]);
       const int32_t* id = t_.model.vocab.find(text);
       t_.model.byte_ids[b] = id ? *id : -1;
-      const int32_t* fallback = t_.vocab().find(fmt::format("<0x{:02X}>", b));
-      t_.model.fallback_ids[b] = fallback ? *fallback : -1;
-      if (fallback && (t_.model.byte_fallback || t_.unigram.byte_fallback)) {
-        t_.byte_token[*fallback] = true;
-      }
+      if (fallback && t_.model.fallback_ids[b] >= 0) t_.byte_token[t_.model.fallback_ids[b]] = true;
     }
   }
 

@@ -39,10 +39,7 @@ void Unigram::finish() {
       }
     }
   }
-  for (int b = 0; b < 256; ++b) {
-    const int32_t* id = vocab.find(fmt::format("<0x{:02X}>", b));
-    fallback_ids_[b] = id ? *id : -1;
-  }
+  fallback_ids_ = byte_fallback_ids(vocab);
 }
 
 void Unigram::tokenize(std::string_view word, std::vector<int32_t>& out,
