@@ -22,6 +22,7 @@
 #include "lib/models/hf_pretrained.h"
 #include "lib/models/lora.h"
 #include "lib/models/registry.h"
+#include "lib/models/sampling.h"
 #include "lib/tokenizers/tokenizer.h"
 
 namespace trainer {
@@ -50,66 +51,6 @@ std::string sample_text(models::Gpt& model, const cli::GenerateOptions& options,
 }
 
 namespace {
-
-// Transformers' logits processors that generation_config.json may ask for, in their order, on
-// the last position's logits given every id so far (the prompt's included): RepetitionPenalty
-// (each id seen once: a negative score times the penalty, a positive one divided by it),
-// NoRepeatNGram (the token that would repeat an n-gram of the sequence), NoBadWords (a bad
-// word's last token where the sequence ends with the rest of it).
-torch::Tensor process_logits(torch::Tensor logits, const std::vector<int64_t>& ids,
-                             const models::GenerationConfig& g) {
-  if (g.repetition_penalty != 1.0) {
-    std::vector<int64_t> seen(ids);
-    std::sort(seen.begin(), seen.end());
-    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-    torch::Tensor index = torch::tensor(seen, torch::kLong);
-    torch::Tensor score = logits.index_select(0, index);
-    score = torch::where(score < 0, score * g.repetition_penalty, score / g.repetition_penalty);
-    logits = logits.index_copy(0, index, score);
-  }
-  std::vector<int64_t> banned;
-  const auto n = static_cast<size_t>(g.no_repeat_ngram_size);
-  if (n > 0 && ids.size() + 1 >= n) {
-    // The last n - 1 ids, and every earlier n-gram that starts with them.
-    const size_t prefix = ids.size() - (n - 1);
-    for (size_t i = 0; i + n <= ids.size(); ++i) {
-      if (std::equal(ids.begin() + i, ids.begin() + i + n - 1, ids.begin() + prefix)) {
-        banned.push_back(ids[i + n - 1]);
-      }
-    }
-  }
-  for (const auto& word : g.bad_words_ids) {
-    const size_t rest = word.size() - 1;
-    if (rest <= ids.size() && std::equal(word.begin(), word.end() - 1, ids.end() - rest)) {
-      banned.push_back(word.back());
-    }
-  }
-  if (!banned.empty()) {
-    logits = logits.index_fill(0, torch::tensor(banned, torch::kLong), -INFINITY);
-  }
-  return logits;
-}
-
-// One next token from the last position's logits: the argmax (greedy), or drawn after
-// Transformers' processors in their order: temperature, top_k, top_p.
-int64_t next_token(torch::Tensor logits, const cli::GenerateOptions& options, bool sample,
-                   at::Generator& generator) {
-  if (!sample) return logits.argmax(-1).item<int64_t>();
-  logits = logits / options.temperature;
-  const int64_t vocab = logits.size(-1);
-  if (options.top_k > 0 && options.top_k < vocab) {
-    torch::Tensor kth = std::get<0>(logits.topk(options.top_k)).select(0, options.top_k - 1);
-    logits = logits.masked_fill(logits < kth, -INFINITY);
-  }
-  if (options.top_p < 1.0) {
-    auto [sorted, order] = logits.sort(/*dim=*/-1, /*descending=*/false);
-    torch::Tensor cumulative = sorted.softmax(-1).cumsum(-1);
-    torch::Tensor remove = cumulative <= (1 - options.top_p);
-    remove.index_put_({-1}, false);  // keep at least one token
-    logits = logits.scatter(0, order, sorted.masked_fill(remove, -INFINITY));
-  }
-  return torch::multinomial(logits.softmax(-1), 1, false, generator).item<int64_t>();
-}
 
 // The ids generation starts from: the prompt's, or the BOS token alone for an empty prompt
 // (generation_config.json's, else config.json's); refused when it leaves no position to fill.
@@ -173,34 +114,24 @@ HfSession::HfSession(const models::PretrainedSource& source, const cli::Generate
 
 std::vector<int64_t> HfSession::generate(std::vector<int64_t> ids,
                                          const std::function<void(int64_t)>& on_token) {
-  const int64_t limit = model->max_positions();
-  torch::NoGradGuard no_grad;
-  models::KVCache cache;
-  torch::Tensor input = torch::tensor(ids, torch::kLong).unsqueeze(0);
-  for (int64_t step = 0; step < options.max_new_tokens; ++step) {
-    if (static_cast<int64_t>(ids.size()) >= limit) {
-      base::warn("generation stopped after {} new tokens: the model reads at most {} positions",
-                 step, limit);
-      break;
-    }
-    if (options.use_cache &&
-        model->cache_goes_stale(cache.length, static_cast<int64_t>(ids.size()))) {
-      cache = models::KVCache();
-      input = torch::tensor(ids, torch::kLong).unsqueeze(0);
-    }
-    // Only the last position's logits are read: the output layer projects that one alone (a
-    // prompt's [tokens, vocabulary] logits would be the sample's peak of memory).
-    torch::Tensor hidden =
-        options.use_cache ? model->hidden_states(input, {}, &cache)
-                          : model->hidden_states(torch::tensor(ids, torch::kLong).unsqueeze(0));
-    torch::Tensor logits = model->lm_logits(hidden.select(1, -1));
-    const int64_t token = next_token(process_logits(logits[0].to(torch::kFloat), ids, generation),
-                                     warpers, sample, generator);
-    ids.push_back(token);
-    if (on_token) on_token(token);
-    if (std::find(eos.begin(), eos.end(), token) != eos.end()) break;
-    input = torch::full({1, 1}, token, torch::kLong);
-  }
+  models::SamplingSettings settings;
+  settings.do_sample = sample;
+  settings.max_new_tokens = options.max_new_tokens;
+  settings.temperature = warpers.temperature;
+  settings.top_k = warpers.top_k;
+  settings.top_p = warpers.top_p;
+  settings.repetition_penalty = generation.repetition_penalty;
+  settings.no_repeat_ngram_size = generation.no_repeat_ngram_size;
+  settings.bad_words_ids = generation.bad_words_ids;
+  settings.eos_token_ids = eos;
+  settings.use_cache = options.use_cache;
+  const torch::Tensor prompt = torch::tensor(ids, torch::kLong).unsqueeze(0);
+  const torch::Tensor tokens = models::generate_tokens(*model, prompt, {}, settings, generator,
+                                                       [&](const torch::Tensor& step) {
+                                                         if (on_token)
+                                                           on_token(step[0].item<int64_t>());
+                                                       });
+  for (int64_t i = 0; i < tokens.size(1); ++i) ids.push_back(tokens[0][i].item<int64_t>());
   return ids;
 }
 
