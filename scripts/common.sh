@@ -27,6 +27,9 @@ LLAMA_MODELS_VERSION="0.3.0"
 # names both releases on its command line in tests/reference/references, and checks them.)
 MISTRAL_COMMON_RELEASE="1.13.1"
 SENTENCEPIECE_RELEASE="0.2.3"
+# math-verify scores TRL's accuracy rewards: tests/reference/scripts/grpo_rewards_reference.py
+# checks the release it runs (not *_VERSION either).
+MATH_VERIFY_RELEASE="0.9.0"
 TRAINER_CACHE="${TRAINER_CACHE:-$HOME/.cache/trainer}"
 TORCH_VENV="${TORCH_VENV:-$TRAINER_CACHE/venv-torch-$TORCH_VERSION}"
 LLAMA_MODELS_WHEEL="$TRAINER_CACHE/wheels/llama_models-$LLAMA_MODELS_VERSION-py3-none-any.whl"

@@ -26,6 +26,7 @@ const std::string& ddp_basic_bin();
 const std::string& accelerate_worker_bin();
 const std::string& accelerate_basic_bin();
 const std::string& custom_loss_bin();
+const std::string& grpo_worker_bin();
 }  // namespace paths
 
 // The programs under test, built beside the tests (paths from CMake).
@@ -35,6 +36,7 @@ inline const std::string kDdpBasicBin = DDP_BASIC_BIN;
 inline const std::string kAccelerateWorkerBin = ACCELERATE_WORKER_BIN;
 inline const std::string kAccelerateBasicBin = ACCELERATE_BASIC_BIN;
 inline const std::string kCustomLossBin = CUSTOM_LOSS_BIN;
+inline const std::string kGrpoWorkerBin = GRPO_WORKER_BIN;
 
 // A fresh empty directory under the system's temp directory, removed by the destructor (which
 // first checks what start() wrote into it, as run() checks what it captures: see

@@ -116,6 +116,7 @@ void Trainer::write_rank_state(const std::string& staging) const {
                            {"inside_epoch", position_.inside_epoch ? "1" : "0"},
                            {"last_logged_step", std::to_string(last_logged_step_)},
                            {"nonfinite_in_a_row", std::to_string(nonfinite_in_a_row_)}};
+  save_rank_extras(tensors, metadata);
   io::save_safetensors(base::join_path(staging, rank_state_name(accelerator.process_index())),
                        tensors, metadata);
 }

@@ -266,6 +266,7 @@ void Trainer::restore_rank_state(const Resumable& checkpoint, const TrainerState
   total_loss_scalar_ = scalar_value(rank_state.tensors, "total_loss", own);
   if (same_world) {
     tr_loss_.fill_(scalar_value(rank_state.tensors, "tr_loss", own));
+    load_rank_extras(rank_state, own);
   } else {
     double sum = 0;
     for (int64_t r = 0; r < manifest.world_size; ++r) {

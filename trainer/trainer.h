@@ -20,6 +20,7 @@
 #include "lib/base/stopwatch.h"
 #include "lib/data/dataloader.h"
 #include "lib/data/dataset.h"
+#include "lib/io/safetensors.h"
 #include "lib/models/model.h"
 #include "lib/optim/lr_scheduler.h"
 #include "lib/optim/optimizers.h"
@@ -216,6 +217,15 @@ class Trainer {
   // last one's), or an evaluation's prefix ("eval"), whose result gets them too. Called on every
   // process.
   virtual void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) {}
+  // The sampler of the training data (train_sampling_strategy's, seeded by the sampler seed) and
+  // the loader's batch per process (`batch_size`, the train batch size); GRPO's repeat its
+  // prompts and hands out a generation's worth at once.
+  virtual std::shared_ptr<const data::Sampler> make_train_sampler(int64_t batch_size);
+  virtual int64_t train_loader_batch_size(int64_t batch_size) const { return batch_size; }
+  // What a trainer keeps of its own in each process's rank state of a checkpoint (GRPO: its
+  // buffer of sampled completions), and reads back on resume at the same number of processes.
+  virtual void save_rank_extras(io::NamedTensors& tensors, io::Metadata& metadata) const {}
+  virtual void load_rank_extras(const io::MappedSafetensors& state, const std::string& path) {}
   // The micro-batches of the current gradient accumulation window (fewer at an epoch's end).
   int64_t current_gradient_accumulation_steps() const {
     return current_gradient_accumulation_steps_;
@@ -451,6 +461,7 @@ class Trainer {
   int64_t current_gradient_accumulation_steps_ = 1;
   torch::Tensor last_step_loss_;  // the latest optimization step's loss, on the device
   torch::Tensor grad_norm_;       // the latest step's gradient norm, on the device
+  double step_lr_ = 0.0;          // the learning rate the latest step trained with
 
   // Where the loop stands, as a checkpoint records it. The next step starts at `epoch`'s
   // optimization step `steps_in_epoch` (an epoch-end save records the next epoch's step 0).

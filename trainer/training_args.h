@@ -60,6 +60,7 @@ class TrainingArguments {
   TRAINER_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
   TRAINER_SFT_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
   TRAINER_DPO_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
+  TRAINER_GRPO_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
 #undef TRAINER_ARGUMENT_FIELD
 
  public:
@@ -118,15 +119,23 @@ class TrainingArguments {
   // loss_type sigmoid; the DPO arguments (TRAINER_DPO_ARGUMENTS) and the SFT arguments DPOConfig
   // has too (dpo_shared_keys) allowed.
   static TrainingArguments dpo_defaults(bool bf16);
+  // TRL's GRPOConfig: as DPOConfig's base (learning_rate 1e-6, logging_steps 10,
+  // gradient_checkpointing true, bf16 as sft) with loss_type dapo, beta 0, disable_dropout false,
+  // shuffle_dataset true; the GRPO arguments (TRAINER_GRPO_ARGUMENTS) and those of SFTConfig and
+  // DPOConfig GRPOConfig has too (grpo_shared_keys) allowed.
+  static TrainingArguments grpo_defaults(bool bf16);
   // Whether this is an SFTConfig (sft_defaults) or a DPOConfig (dpo_defaults): their own
   // arguments are refused by name elsewhere.
   bool is_sft() const { return config_ == Config::kSft; }
   bool is_dpo() const { return config_ == Config::kDpo; }
+  bool is_grpo() const { return config_ == Config::kGrpo; }
   // The names of the SFT arguments, of the DPO arguments, and of the SFT arguments DPOConfig
   // has too (max_length, truncation_mode, padding_free, loss_type, ...).
   static const std::vector<std::string>& sft_keys();
   static const std::vector<std::string>& dpo_keys();
   static const std::vector<std::string>& dpo_shared_keys();
+  static const std::vector<std::string>& grpo_keys();
+  static const std::vector<std::string>& grpo_shared_keys();
   // TRL's script arguments (ScriptArguments and ModelConfig: dataset_train_split,
   // model_revision, attn_implementation, load_in_4bit, ...): sft and dpo take them.
   static const std::vector<std::string>& script_keys();
@@ -226,7 +235,7 @@ class TrainingArguments {
   std::set<std::string> command_line_;
   // Every name given, in the config or on the command line.
   std::set<std::string> given_;
-  enum class Config { kTraining, kSft, kDpo };
+  enum class Config { kTraining, kSft, kDpo, kGrpo };
   Config config_ = Config::kTraining;
   // Throws InputError for an SFT or DPO argument where it does not belong; records `name` as
   // given.
@@ -257,6 +266,7 @@ class TrainingArguments {
   void validate_stopping() const;
   void validate_sft() const;
   void validate_dpo() const;
+  void validate_grpo() const;
   void validate_script() const;
   void validate_devices() const;
   void validate_reporting_model_and_data() const;

@@ -74,6 +74,8 @@ struct Convert<std::string> {
 template <>
 struct Convert<json> {
   static json from(const std::string& key, const json& v) {
+    // GRPO's reward_funcs: a list, or one entry (a name, a call, an object; checked by the run).
+    if (key == "reward_funcs") return v.is_null() ? json::array() : v;
     if (v.is_null()) return json::object();
     if (!v.is_object()) wrong_type(key, v, "a JSON object of options, e.g. {\"dropout\": 0.1}");
     return v;
@@ -413,6 +415,7 @@ const std::vector<Spec>& specs() {
       [](TrainingArguments& a, const T& v) { a.name(v); }),
         TRAINER_ARGUMENTS(TRAINER_ARGUMENT_SPEC) TRAINER_SFT_ARGUMENTS(TRAINER_ARGUMENT_SPEC)
             TRAINER_DPO_ARGUMENTS(TRAINER_ARGUMENT_SPEC)
+                TRAINER_GRPO_ARGUMENTS(TRAINER_ARGUMENT_SPEC)
 #undef TRAINER_ARGUMENT_SPEC
     };
     for (Spec& spec : rows) {

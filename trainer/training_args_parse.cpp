@@ -310,6 +310,11 @@ void TrainingArguments::note_given(const std::string& name) {
     const auto& shared = dpo_shared_keys();
     const bool in_sft = std::find(sft.begin(), sft.end(), name) != sft.end();
     const bool in_shared = std::find(shared.begin(), shared.end(), name) != shared.end();
+    const auto& grpo = grpo_keys();
+    if (std::find(grpo.begin(), grpo.end(), name) != grpo.end()) {
+      throw InputError(fmt::format(
+          "argument {}: a GRPOConfig argument (TRL's); only `trainer grpo` takes it", name));
+    }
     const auto& script = script_keys();
     if (std::find(script.begin(), script.end(), name) != script.end()) {
       throw InputError(fmt::format(
@@ -337,7 +342,9 @@ bool TrainingArguments::takes(const std::string& name) const {
   auto has = [&name](const std::vector<std::string>& keys) {
     return std::find(keys.begin(), keys.end(), name) != keys.end();
   };
-  if (has(script_keys())) return is_sft() || is_dpo();
+  if (has(script_keys())) return is_sft() || is_dpo() || is_grpo();
+  if (is_grpo() && has(grpo_shared_keys())) return true;
+  if (has(grpo_keys())) return is_grpo();
   if (has(sft_keys())) return is_sft() || (is_dpo() && has(dpo_shared_keys()));
   if (has(dpo_keys())) return is_dpo();
   return true;
@@ -358,6 +365,31 @@ const std::vector<std::string>& TrainingArguments::dpo_keys() {
       TRAINER_DPO_ARGUMENTS(TRAINER_DPO_KEY)
 #undef TRAINER_DPO_KEY
   };
+  return keys;
+}
+
+const std::vector<std::string>& TrainingArguments::grpo_keys() {
+  static const std::vector<std::string> keys = {
+#define TRAINER_GRPO_KEY(T, name, default_value, help) #name,
+      TRAINER_GRPO_ARGUMENTS(TRAINER_GRPO_KEY)
+#undef TRAINER_GRPO_KEY
+  };
+  return keys;
+}
+
+const std::vector<std::string>& TrainingArguments::grpo_shared_keys() {
+  // TRL 1.16's GRPOConfig fields that SFTConfig or DPOConfig have too.
+  static const std::vector<std::string> keys = {"beta",
+                                                "loss_type",
+                                                "disable_dropout",
+                                                "shuffle_dataset",
+                                                "sync_ref_model",
+                                                "ref_model_mixup_alpha",
+                                                "ref_model_sync_steps",
+                                                "model_init_kwargs",
+                                                "pad_to_multiple_of",
+                                                "trust_remote_code",
+                                                "router_aux_loss_coef"};
   return keys;
 }
 
@@ -389,6 +421,17 @@ TrainingArguments TrainingArguments::sft_defaults(bool bf16) {
   args.logging_steps_ = 10;
   args.gradient_checkpointing_ = true;
   args.bf16_ = bf16;
+  return args;
+}
+
+TrainingArguments TrainingArguments::grpo_defaults(bool bf16) {
+  TrainingArguments args = sft_defaults(bf16);
+  args.config_ = Config::kGrpo;
+  args.learning_rate_ = 1e-6;
+  args.loss_type_ = {"dapo"};
+  args.beta_ = 0.0;
+  args.disable_dropout_ = false;
+  args.shuffle_dataset_ = true;
   return args;
 }
 

@@ -28,7 +28,7 @@ using namespace validate;
 // this trainer does is accepted, what it cannot do refused with why. dataset_config is TRL's name
 // there, a JSON object of options for `trainer train`'s data sets.
 void TrainingArguments::validate_script() const {
-  if (!is_sft() && !is_dpo()) {
+  if (!is_sft() && !is_dpo() && !is_grpo()) {
     check(dataset_config_.is_object(), "dataset_config", shown(dataset_config_),
           "a JSON object of the data set's options; a configuration's name is TRL's, for trainer "
           "sft and trainer dpo");

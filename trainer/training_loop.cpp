@@ -199,6 +199,8 @@ Trainer::StepChecks Trainer::optimization_step(const TrainingPlan& plan, int64_t
       optimizer.zero_grad();
     }
   }
+  // The rate this step trained with, which Transformers 5 logs (read before the schedule steps).
+  step_lr_ = lr_scheduler_->get_last_lr().at(0);
   // A skipped update still counts as a step for the schedule, as a scheduler sees it. A
   // scheduler stepped by a metric (reduce_lr_on_plateau) waits for the evaluations instead.
   if ((checks.nonfinite || !optimizer.step_was_skipped()) && !lr_scheduler_->steps_with_metric())
@@ -237,12 +239,12 @@ void Trainer::maybe_log_save_evaluate() {
     flush_step_curve();
     tr_loss_.zero_();
     json logs;
-    logs["loss"] = base::round_to(
-        tr_loss_scalar / static_cast<double>(state_.global_step - last_logged_step_), 4);
+    // Transformers 5: the mean loss of the steps since the last log, unrounded.
+    logs["loss"] = tr_loss_scalar / static_cast<double>(state_.global_step - last_logged_step_);
     if (grad_norm_.defined() && args_.max_grad_norm() > 0) {
       logs["grad_norm"] = grad_norm_.item<double>();
     }
-    logs["learning_rate"] = lr_scheduler_->get_last_lr().at(0);
+    logs["learning_rate"] = step_lr_;
     total_loss_scalar_ += tr_loss_scalar;
     last_logged_step_ = state_.global_step;
     if (args_.include_num_input_tokens_seen() != "no") {

@@ -78,6 +78,22 @@ data::DataLoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_la
   return options;
 }
 
+std::shared_ptr<const data::Sampler> Trainer::make_train_sampler(int64_t batch_size) {
+  // Every process draws the same order (same seed) and runs its share of its batches: Transformers'
+  // _get_train_sampler by train_sampling_strategy.
+  const auto seed = static_cast<uint64_t>(args_.sampler_seed());
+  if (args_.train_sampling_strategy() == "sequential") {
+    return std::make_shared<data::SequentialSampler>(train_dataset_->size());
+  }
+  if (args_.train_sampling_strategy() == "group_by_length") {
+    // Batches of train_batch_size x gradient_accumulation_steps, as Transformers groups them.
+    return std::make_shared<data::LengthGroupedSampler>(
+        data::example_lengths(*train_dataset_), batch_size * args_.gradient_accumulation_steps(),
+        seed);
+  }
+  return std::make_shared<data::RandomSampler>(train_dataset_->size(), seed);
+}
+
 Trainer::TrainingPlan Trainer::set_initial_training_values() {
   if (!train_dataset_ || train_dataset_->size() == 0) {
     throw InputError("Trainer: the training dataset is empty");
@@ -85,23 +101,10 @@ Trainer::TrainingPlan Trainer::set_initial_training_values() {
   Accelerator& accelerator = *accelerator_;
   TrainingPlan plan;
   const int64_t batch_size = process_batch_size(train_batch_size_, "per_device_train_batch_size");
-  // Every process draws the same order (same seed) and runs its share of its batches: Transformers'
-  // _get_train_sampler by train_sampling_strategy.
-  std::shared_ptr<const data::Sampler> sampler;
-  const auto seed = static_cast<uint64_t>(args_.sampler_seed());
-  if (args_.train_sampling_strategy() == "sequential") {
-    sampler = std::make_shared<data::SequentialSampler>(train_dataset_->size());
-  } else if (args_.train_sampling_strategy() == "group_by_length") {
-    // Batches of train_batch_size x gradient_accumulation_steps, as Transformers groups them.
-    sampler = std::make_shared<data::LengthGroupedSampler>(
-        data::example_lengths(*train_dataset_), batch_size * args_.gradient_accumulation_steps(),
-        seed);
-  } else {
-    sampler = std::make_shared<data::RandomSampler>(train_dataset_->size(), seed);
-  }
-  plan.loader = accelerator.prepare(
-      data::DataLoader(train_dataset_, sampler,
-                       loader_options(batch_size, args_.dataloader_drop_last()), data_collator_));
+  plan.loader = accelerator.prepare(data::DataLoader(
+      train_dataset_, make_train_sampler(batch_size),
+      loader_options(train_loader_batch_size(batch_size), args_.dataloader_drop_last()),
+      data_collator_));
   plan.num_batches = plan.loader->size();
   if (plan.num_batches == 0) {
     throw InputError(

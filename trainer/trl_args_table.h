@@ -1,6 +1,7 @@
 // The tables of TRL's configs' own arguments (TRL 1.16's names, defaults and help), in the
 // X(type, name, default, help) form of training_args_table.h, which includes this file:
-// TRAINER_SFT_ARGUMENTS (SFTConfig) and TRAINER_DPO_ARGUMENTS (DPOConfig).
+// TRAINER_SFT_ARGUMENTS (SFTConfig), TRAINER_DPO_ARGUMENTS (DPOConfig) and
+// TRAINER_GRPO_ARGUMENTS (GRPOConfig).
 #pragma once
 
 // clang-format off
@@ -96,4 +97,149 @@
     "DPO: accepted (used only by sync_ref_model).")                                                \
   X(int64_t, ref_model_sync_steps, 512,                                                            \
     "DPO: accepted (used only by sync_ref_model).")                                                \
+
+// GRPOConfig's own arguments (TRL 1.16's names and defaults) and the script's reward_funcs:
+// `trainer grpo` takes them with the DPO and SFT arguments GRPOConfig shares
+// (TrainingArguments::grpo_shared_keys).
+#define TRAINER_GRPO_ARGUMENTS(X) \
+  X(int64_t, num_generations, 8,                                                                   \
+    "GRPO: completions sampled per prompt (a group; at least 2).")                                 \
+  X(std::optional<int64_t>, num_generations_eval, std::nullopt,                                    \
+    "GRPO: completions per prompt in evaluation (null: num_generations).")                         \
+  X(std::optional<int64_t>, generation_batch_size, std::nullopt,                                   \
+    "GRPO: completions sampled at once over all processes (null: per_device_train_batch_size x "   \
+    "processes x steps_per_generation).")                                                          \
+  X(std::optional<int64_t>, steps_per_generation, std::nullopt,                                    \
+    "GRPO: micro-batches each generation feeds (null: gradient_accumulation_steps).")              \
+  X(std::optional<int64_t>, max_completion_length, int64_t{512},                                   \
+    "GRPO: the most tokens sampled per completion.")                                               \
+  X(bool, ds3_gather_for_generation, true,                                                         \
+    "GRPO: under ZeRO-3 the full weights are gathered for sampling (true only).")                  \
+  X(double, temperature, 1.0,                                                                      \
+    "GRPO: sampling temperature (also divides the logits the loss scores).")                       \
+  X(double, top_p, 1.0,                                                                            \
+    "GRPO: nucleus sampling's probability mass (1: off).")                                         \
+  X(int64_t, top_k, 0,                                                                             \
+    "GRPO: sample among the k most likely tokens (0: off).")                                       \
+  X(std::optional<double>, min_p, std::nullopt,                                                    \
+    "GRPO: drop tokens below min_p times the top probability (null: the model's "                  \
+    "generation_config).")                                                                         \
+  X(double, repetition_penalty, 1.0,                                                               \
+    "GRPO: Transformers' repetition penalty over the prompt and completion (1: off).")             \
+  X(nlohmann::ordered_json, generation_kwargs, nlohmann::ordered_json(),                           \
+    "GRPO: more of generate()'s keys, over the ones above (do_sample, max_new_tokens, "            \
+    "temperature, top_p, top_k, min_p, repetition_penalty, no_repeat_ngram_size, bad_words_ids, "  \
+    "eos_token_id).")                                                                              \
+  X(nlohmann::ordered_json, chat_template_kwargs, nlohmann::ordered_json(),                        \
+    "GRPO: variables of the chat template for conversational prompts (e.g. "                       \
+    "{\"enable_thinking\": false}).")                                                              \
+  X(std::optional<std::string>, cache_implementation, std::nullopt,                                \
+    "GRPO: null only (the KV cache is the one built here).")                                       \
+  X(bool, use_transformers_continuous_batching, false,                                             \
+    "GRPO: false only.")                                                                           \
+  X(nlohmann::ordered_json, transformers_continuous_batching_config, nlohmann::ordered_json(),     \
+    "GRPO: null only.")                                                                            \
+  X(bool, use_transformers_paged, false,                                                           \
+    "GRPO: false only.")                                                                           \
+  X(std::optional<int64_t>, max_tool_calling_iterations, std::nullopt,                             \
+    "GRPO: null only (no tools).")                                                                 \
+  X(int64_t, num_iterations, 1,                                                                    \
+    "GRPO: updates per generation (mu); above 1 the old policy's log-probabilities weigh them.")   \
+  X(double, epsilon, 0.2,                                                                          \
+    "GRPO: the ratio's lower clip (1 - epsilon).")                                                 \
+  X(std::optional<double>, epsilon_high, std::nullopt,                                             \
+    "GRPO: the ratio's upper clip (1 + epsilon_high; cispo's cap; null: epsilon).")                \
+  X(std::optional<double>, delta, std::nullopt,                                                    \
+    "GRPO: two-sided clipping's cap on the ratio (null: none).")                                   \
+  X(std::string, importance_sampling_level, "token",                                               \
+    "GRPO: token (a ratio per token) or sequence (GSPO: one per completion).")                     \
+  X(double, sapo_temperature_neg, 1.05,                                                            \
+    "GRPO: sapo's temperature for negative advantages.")                                           \
+  X(double, sapo_temperature_pos, 1.0,                                                             \
+    "GRPO: sapo's temperature for positive advantages.")                                           \
+  X(double, vespo_k_pos, 2.0,                                                                      \
+    "GRPO: vespo's k for positive advantages.")                                                    \
+  X(double, vespo_lambda_pos, 3.0,                                                                 \
+    "GRPO: vespo's lambda for positive advantages.")                                               \
+  X(double, vespo_k_neg, 3.0,                                                                      \
+    "GRPO: vespo's k for negative advantages.")                                                    \
+  X(double, vespo_lambda_neg, 2.0,                                                                 \
+    "GRPO: vespo's lambda for negative advantages.")                                               \
+  X(std::string, scale_rewards, "group",                                                           \
+    "GRPO: group (advantages over the group's std), batch (the batch's std) or none (true: "       \
+    "group, false: none).")                                                                        \
+  X(std::vector<double>, reward_weights, {},                                                       \
+    "GRPO: each reward function's weight ([]: 1 each).")                                           \
+  X(std::string, multi_objective_aggregation, "sum_then_normalize",                                \
+    "GRPO: sum_then_normalize or normalize_then_sum (each reward normalised in its group "         \
+    "first).")                                                                                     \
+  X(bool, mask_truncated_completions, false,                                                       \
+    "GRPO: completions without an EOS take no part in the loss.")                                  \
+  X(double, top_entropy_quantile, 1.0,                                                             \
+    "GRPO: only the tokens of the top quantile of entropy take part in the policy loss (1: "       \
+    "all).")                                                                                       \
+  X(double, entropy_coef, 0.0,                                                                     \
+    "GRPO: 0 only (no entropy bonus).")                                                            \
+  X(bool, use_adaptive_entropy, false,                                                             \
+    "GRPO: false only.")                                                                           \
+  X(std::optional<double>, off_policy_mask_threshold, std::nullopt,                                \
+    "GRPO: null only.")                                                                            \
+  X(bool, use_bias_correction_kl, true,                                                            \
+    "GRPO: the KL term times the importance ratio.")                                               \
+  X(bool, cast_lm_head_to_fp32, false,                                                             \
+    "GRPO: false only.")                                                                           \
+  X(bool, log_completions, false,                                                                  \
+    "GRPO: each logged step's prompts, completions, rewards and advantages as a table "            \
+    "(completions/completions_<step>.jsonl in output_dir, printed, and in TensorBoard).")          \
+  X(std::optional<int64_t>, num_completions_to_print, std::nullopt,                                \
+    "GRPO: how many of them to print (null: all).")                                                \
+  X(bool, log_unique_prompts, false,                                                               \
+    "GRPO: accepted (a table of each prompt once is for wandb; not used here).")                   \
+  X(bool, log_multimodal, true,                                                                    \
+    "GRPO: accepted (no images here).")                                                            \
+  X(std::optional<std::string>, log_completions_hub_repo, std::nullopt,                            \
+    "GRPO: null only (no Hub here).")                                                              \
+  X(nlohmann::ordered_json, reward_funcs, nlohmann::ordered_json::array(),                         \
+    "GRPO: the rewards, a list: TRL's built-ins by name (think_format_reward, accuracy_reward, "   \
+    "reasoning_accuracy_reward, get_soft_overlong_punishment(max_completion_len=..., "             \
+    "soft_punish_cache=...), get_repetition_penalty_reward(...), get_cosine_scaled_reward(...)) "  \
+    "or exec:COMMAND (a program reading JSON lines, writing a number a line).")                    \
+  X(double, reward_timeout, 600.0,                                                                 \
+    "GRPO: seconds an exec: reward program may take to answer (ours; TRL has no such key).")       \
+  X(bool, use_vllm, false,                                                                         \
+    "GRPO: false only (sampling runs in the process).")                                            \
+  X(std::string, vllm_mode, "colocate",                                                            \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(std::string, vllm_model_impl, "vllm",                                                          \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(bool, vllm_enable_sleep_mode, false,                                                           \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(std::optional<std::string>, vllm_structured_outputs_regex, std::nullopt,                       \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(std::optional<std::string>, vllm_server_base_url, std::nullopt,                                \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(std::string, vllm_server_host, "0.0.0.0",                                                      \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(int64_t, vllm_server_port, 8000,                                                               \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(double, vllm_server_timeout, 240.0,                                                            \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(int64_t, vllm_group_port, 51216,                                                               \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(double, vllm_gpu_memory_utilization, 0.3,                                                      \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(std::optional<int64_t>, vllm_max_model_length, std::nullopt,                                   \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(int64_t, vllm_tensor_parallel_size, 1,                                                         \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(bool, vllm_importance_sampling_correction, true,                                               \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(std::string, vllm_importance_sampling_mode, "sequence_mask",                                   \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(double, vllm_importance_sampling_clip_max, 3.0,                                                \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(std::optional<double>, vllm_importance_sampling_clip_min, std::nullopt,                        \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
+  X(std::optional<double>, vllm_importance_sampling_cap, std::nullopt,                             \
+    "GRPO: vLLM's; accepted at its default only.")                                                 \
 // clang-format on

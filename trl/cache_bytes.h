@@ -1,5 +1,6 @@
 // The bytes of the node caches of prepared data (trl/sft_cache.cpp, trl/dpo_cache.cpp): int64
-// values and int32 lists written in the machine's order, read back with every length checked.
+// values, int32 lists and texts written in the machine's order, read back with every length
+// checked.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,11 @@ inline void put(std::string& out, const std::vector<int32_t>& values) {
   if (!values.empty()) {
     out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int32_t));
   }
+}
+
+inline void put(std::string& out, const std::string& text) {
+  put(out, static_cast<int64_t>(text.size()));
+  out.append(text);
 }
 
 // Reads from bytes at `at`, false past the end.
@@ -39,6 +45,13 @@ struct Reader {
     // An empty vector's data() may be null, which memcpy may not be given.
     if (n > 0) std::memcpy(values.data(), bytes.data() + at, values.size() * sizeof(int32_t));
     at += values.size() * sizeof(int32_t);
+    return true;
+  }
+  bool get(std::string& text) {
+    int64_t n = 0;
+    if (!get(n) || n < 0 || static_cast<uint64_t>(n) > bytes.size() - at) return false;
+    text.assign(bytes, at, static_cast<size_t>(n));
+    at += static_cast<size_t>(n);
     return true;
   }
 };

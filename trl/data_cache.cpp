@@ -21,6 +21,7 @@ using cache_bytes::Reader;
 
 constexpr char kSftMagic[8] = {'T', 'R', 'S', 'F', 'T', '1', 0, 0};
 constexpr char kDpoMagic[8] = {'T', 'R', 'D', 'P', 'O', '1', 0, 0};
+constexpr char kGrpoMagic[8] = {'T', 'R', 'G', 'R', 'P', 'O', '1', 0};
 
 // The file: `magic`, the `counts`, then each row's id lists (`lists`, members of Row), written
 // to `path` atomically, its folder made.
@@ -127,6 +128,36 @@ std::optional<DpoData> read_dpo_cache(const std::string& path) {
     }
     tokens += static_cast<int64_t>(2 * row.prompt_ids.size() + row.chosen_ids.size() +
                                    row.rejected_ids.size());
+    data.rows.push_back(std::move(row));
+  }
+  if (in.at != bytes->size() || tokens != data.tokens) return std::nullopt;
+  return data;
+}
+
+void write_grpo_cache(const std::string& path, const GrpoData& data) {
+  write_cache_file(path, kGrpoMagic,
+                   {static_cast<int64_t>(data.conversational), data.examples, data.tokens,
+                    static_cast<int64_t>(data.rows.size())},
+                   data.rows, &GrpoRow::prompt_ids, &GrpoRow::record);
+}
+
+std::optional<GrpoData> read_grpo_cache(const std::string& path) {
+  const std::optional<std::string> bytes = read_cache_file(path, kGrpoMagic);
+  if (!bytes) return std::nullopt;
+  Reader in{*bytes, sizeof kGrpoMagic};
+  GrpoData data;
+  int64_t conversational = 0, rows = 0;
+  if (!in.get(conversational) || !in.get(data.examples) || !in.get(data.tokens) || !in.get(rows) ||
+      conversational < 0 || conversational > 1 || rows < 0 || data.examples < 0 ||
+      data.tokens < 0) {
+    return std::nullopt;
+  }
+  data.conversational = conversational == 1;
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    GrpoRow row;
+    if (!in.get(row.prompt_ids) || !in.get(row.record)) return std::nullopt;
+    tokens += static_cast<int64_t>(row.prompt_ids.size());
     data.rows.push_back(std::move(row));
   }
   if (in.at != bytes->size() || tokens != data.tokens) return std::nullopt;

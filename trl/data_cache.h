@@ -8,6 +8,7 @@
 #include <string>
 
 #include "trl/dpo_data.h"
+#include "trl/grpo_data.h"
 #include "trl/sft_data.h"
 
 namespace trainer::trl {
@@ -21,10 +22,12 @@ std::string data_cache_key(const std::string& path, const std::string& tokenizer
 // Writes `data` to `path` atomically (its folder made).
 void write_sft_cache(const std::string& path, const SftData& data);
 void write_dpo_cache(const std::string& path, const DpoData& data);
+void write_grpo_cache(const std::string& path, const GrpoData& data);
 
 // The data written there, or nothing when the file is absent, not whole, or another trainer's.
 std::optional<SftData> read_sft_cache(const std::string& path);
 std::optional<DpoData> read_dpo_cache(const std::string& path);
+std::optional<GrpoData> read_grpo_cache(const std::string& path);
 
 // The same, chosen by the data's type (as TrlSource reads and writes a split).
 inline void write_data_cache(const std::string& path, const SftData& data) {
@@ -38,6 +41,12 @@ inline void read_data_cache(const std::string& path, std::optional<SftData>& dat
 }
 inline void read_data_cache(const std::string& path, std::optional<DpoData>& data) {
   data = read_dpo_cache(path);
+}
+inline void write_data_cache(const std::string& path, const GrpoData& data) {
+  write_grpo_cache(path, data);
+}
+inline void read_data_cache(const std::string& path, std::optional<GrpoData>& data) {
+  data = read_grpo_cache(path);
 }
 
 }  // namespace trainer::trl

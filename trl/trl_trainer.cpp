@@ -1,6 +1,8 @@
 // The TRL trainers' shared bookkeeping: metrics, tokens, the router loss's weight.
 #include "trl/trl_trainer.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "lib/base/errors.h"
@@ -33,9 +35,16 @@ void TrlMetrics::log(nlohmann::ordered_json& logs, const std::string& prefix) {
   const std::string p = prefix.empty() ? "" : prefix + "_";
   for (auto& [name, list] : all) {
     if (list.empty()) continue;
+    // TRL's log(): the mean of the values that are not NaN; None when none is.
     double sum = 0;
-    for (double x : list) sum += x;
-    logs[p + name] = sum / static_cast<double>(list.size());
+    int64_t count = 0;
+    for (double x : list) {
+      if (std::isnan(x)) continue;
+      sum += x;
+      ++count;
+    }
+    logs[p + name] = count > 0 ? nlohmann::ordered_json(sum / static_cast<double>(count))
+                               : nlohmann::ordered_json();
     list.clear();
   }
 }

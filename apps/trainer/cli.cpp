@@ -38,6 +38,12 @@ const std::vector<CommandHelp> kCommands = {
      "(plain or conversations, the prompt explicit or implicit), against a frozen reference (a "
      "copy, LoRA's base, or log-probabilities computed once), with TRL's DPOConfig arguments and "
      "defaults."},
+    {"grpo", "trainer grpo [CONFIG.json|CONFIG.yaml] [--name value ...]",
+     "Reinforcement learning as TRL's GRPOTrainer: a Hugging Face model samples num_generations "
+     "completions of each prompt in the process, reward_funcs score them (TRL's built-ins or "
+     "exec:COMMAND programs), and the policy moves toward the better ones by TRL's losses "
+     "(dapo, grpo, dr_grpo, bnpo, cispo, sapo, luspo, vespo), with TRL's GRPOConfig arguments and "
+     "defaults."},
     {"evaluate", "trainer evaluate [CONFIG.json] [--name value ...]",
      "Evaluate a trained run (output_dir's weights, or a model or adapter folder) on the eval "
      "dataset."},
@@ -93,8 +99,8 @@ std::string help_of(const std::string& name) {
 }
 
 bool takes_training_arguments(const std::string& name) {
-  return name == "train" || name == "sft" || name == "dpo" || name == "evaluate" ||
-         name == "predict";
+  return name == "train" || name == "sft" || name == "dpo" || name == "grpo" ||
+         name == "evaluate" || name == "predict";
 }
 
 // A first word that is no command names the nearest one.
@@ -111,9 +117,10 @@ void check_command_name(const std::vector<std::string>& args) {
 
 std::string arguments_table(const std::string& command) {
   std::string out = "Training arguments (JSON keys of CONFIG, or --name value, or --name=value):\n";
-  const TrainingArguments kind = command == "sft"   ? TrainingArguments::sft_defaults(false)
-                                 : command == "dpo" ? TrainingArguments::dpo_defaults(false)
-                                                    : TrainingArguments();
+  const TrainingArguments kind = command == "sft"    ? TrainingArguments::sft_defaults(false)
+                                 : command == "dpo"  ? TrainingArguments::dpo_defaults(false)
+                                 : command == "grpo" ? TrainingArguments::grpo_defaults(false)
+                                                     : TrainingArguments();
   for (const auto& d : TrainingArguments::describe(kind)) {
     // The SFT arguments are `trainer sft`'s, the DPO arguments `trainer dpo`'s.
     if (!kind.takes(d.name)) continue;

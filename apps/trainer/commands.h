@@ -13,6 +13,10 @@
 #include "lib/tokenizers/chat_template.h"
 #include "trainer/training_args.h"
 
+namespace trainer::trl {
+class GRPOTrainer;
+}  // namespace trainer::trl
+
 namespace trainer::cli {
 
 // The program without its process set-up (main.cpp's): argv parsed (parse_command_line) and its
@@ -47,6 +51,13 @@ std::function<void()> chat_sample(std::shared_ptr<std::string> train_file,
 // `trainer dpo`: the config and overrides read as TRL's DPOConfig (apps/trainer/dpo.cpp).
 int dpo_command(const std::string& config,
                 const std::vector<std::pair<std::string, std::string>>& overrides);
+
+// `trainer grpo`: the config and overrides read as TRL's GRPOConfig (apps/trainer/grpo.cpp).
+// `hook` sees the GRPOTrainer before it trains (a test's replay of another run's samples).
+using GrpoTrainerHook = std::function<void(trl::GRPOTrainer&)>;
+int grpo_command(const std::string& config,
+                 const std::vector<std::pair<std::string, std::string>>& overrides,
+                 const GrpoTrainerHook& hook = {});
 
 // `trainer evaluate`: output_dir's model on the eval split; eval_results.json, merged into
 // all_results.json.

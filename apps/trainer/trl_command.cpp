@@ -3,6 +3,7 @@
 #include "apps/trainer/trl_command.h"
 
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@
 #include "lib/base/files.h"
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
+#include "lib/io/safetensors.h"
 #include "lib/models/lora.h"
 #include "lib/models/lora_config.h"
 #include "lib/runtime/cuda.h"
@@ -167,6 +169,40 @@ TrainingRecipe trl_recipe(
   };
   recipe.chat_sample = chat_sample(train_file, args);
   return recipe;
+}
+
+// A frozen copy of `model`: the model the arguments name made again, given `model`'s weights.
+// Those that equal the model folder's file (same name, type and shape: the copy is of the
+// starting weights) point into the file mapped, so that the processes of a node share one copy
+// of its pages (and none is made on the CPU); the others are copied.
+std::shared_ptr<models::Model> reference_copy(const models::Model& model,
+                                              const TrainingArguments& args,
+                                              const ModelSource& source,
+                                              const data::DataInfo& info) {
+  auto copy = create_model(args, source, info);
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> mapped;
+  if (source.pretrained && !source.pretrained->is_adapter() && !args.uses_lora()) {
+    for (auto& [name, tensor] : io::map_model_weights(source.pretrained->model_dir))
+      mapped.emplace(name, tensor);
+  }
+  auto from = model.named_parameters(/*recurse=*/true);
+  for (auto& item : copy->named_parameters(/*recurse=*/true)) {
+    const torch::Tensor& start = from[item.key()];
+    auto file = mapped.find(item.key());
+    if (file != mapped.end() && start.device().is_cpu() &&
+        file->second.scalar_type() == start.scalar_type() &&
+        file->second.sizes() == start.sizes() && torch::equal(file->second, start)) {
+      item.value().set_data(file->second);
+    } else {
+      item.value().copy_(start);
+    }
+  }
+  auto buffers = model.named_buffers(/*recurse=*/true);
+  for (auto& item : copy->named_buffers(/*recurse=*/true)) {
+    if (buffers.contains(item.key())) item.value().copy_(buffers[item.key()]);
+  }
+  return copy;
 }
 
 }  // namespace trainer::cli

@@ -51,4 +51,12 @@ TrainingRecipe trl_recipe(
         data,
     TrlTrainerMaker trainer);
 
+// A frozen copy of `model` (a TRL trainer's reference): the model the arguments name made again
+// with `model`'s weights, those equal to the model folder's file mapped from it (the node's
+// processes share its pages), the others copied.
+std::shared_ptr<models::Model> reference_copy(const models::Model& model,
+                                              const TrainingArguments& args,
+                                              const ModelSource& source,
+                                              const data::DataInfo& info);
+
 }  // namespace trainer::cli

@@ -48,6 +48,7 @@ Batch Batch::to(const torch::Device& device) const {
   moved.token_stats = token_stats;
   moved.token_scores = token_scores;
   moved.token_sum_sq = token_sum_sq;
+  moved.score_temperature = score_temperature;
   moved.router_aux_loss = router_aux_loss;
   return moved;
 }

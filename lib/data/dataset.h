@@ -82,6 +82,8 @@ class Batch {
   // (ModelOutput::token_scores), log sum p^2 among them with token_sum_sq. to() carries them.
   bool token_scores = false;
   bool token_sum_sq = false;
+  // The temperature token scores are taken at (the logits divided by it; TRL's GRPO).
+  double score_temperature = 1.0;
   // A mixture of experts also returns its routers' load-balancing loss (ModelOutput::aux_loss) and
   // leaves it out of the loss, for TRL's trainers to weigh (without it, the model adds it times
   // router_aux_loss_coef when its config's output_router_logits is on, as Transformers' does).

@@ -232,7 +232,8 @@ ModelOutput HfCausalLM::outputs(const data::Batch& inputs) {
   if (inputs.token_scores) {
     out.token_scores = causal_lm_token_scores(
         hidden_states(inputs.at("input_ids"), mask, nullptr, positions), output_weight(),
-        inputs.at("labels"), config_.final_logit_softcapping, inputs.token_sum_sq);
+        inputs.at("labels"), config_.final_logit_softcapping, inputs.token_sum_sq, 0,
+        inputs.score_temperature);
     return out;
   }
   if (chunked_loss() && (is_training() || inputs.loss_only) && inputs.contains("labels")) {

@@ -137,8 +137,8 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
 // kept between the passes.
 struct TokenLogProbs : torch::autograd::Function<TokenLogProbs> {
   static variable_list forward(AutogradContext* ctx, const Tensor& hidden, const Tensor& weight,
-                               const Tensor& labels, double softcap, int64_t rows,
-                               bool log_sum_sq) {
+                               const Tensor& labels, double softcap, int64_t rows, bool log_sum_sq,
+                               double temperature) {
     const int64_t N = hidden.size(0), V = weight.size(0);
     if (N > 0) {
       const Tensor bad = labels.lt(0).logical_or(labels.ge(V));
@@ -157,7 +157,8 @@ struct TokenLogProbs : torch::autograd::Function<TokenLogProbs> {
       Tensor z = torch::nn::functional::linear(hidden.slice(0, start, end), weight);
       z_type = z.scalar_type();
       if (softcap > 0) z = torch::tanh(z / softcap) * softcap;
-      const Tensor zf = z.to(torch::kFloat);
+      Tensor zf = z.to(torch::kFloat);
+      if (temperature != 1.0) zf = zf / temperature;
       const Tensor logp = torch::log_softmax(zf, 1);
       log_p.slice(0, start, end).copy_(logp.gather(1, t.unsqueeze(1)).squeeze(1));
       stats[0].slice(0, start, end).copy_(-(logp.exp() * logp).sum(1));
@@ -168,6 +169,7 @@ struct TokenLogProbs : torch::autograd::Function<TokenLogProbs> {
     ctx->save_for_backward({hidden, weight, labels});
     ctx->saved_data["softcap"] = softcap;
     ctx->saved_data["rows"] = rows;
+    ctx->saved_data["temperature"] = temperature;
     ctx->saved_data["z_type"] = static_cast<int64_t>(z_type);
     ctx->mark_non_differentiable({stats});
     return {log_p, stats};
@@ -178,6 +180,7 @@ struct TokenLogProbs : torch::autograd::Function<TokenLogProbs> {
     const Tensor &hidden = saved[0], &weight = saved[1], &labels = saved[2];
     const double softcap = ctx->saved_data.at("softcap").toDouble();
     const int64_t rows = ctx->saved_data.at("rows").toInt();
+    const double temperature = ctx->saved_data.at("temperature").toDouble();
     const auto z_type = static_cast<torch::Dtype>(ctx->saved_data.at("z_type").toInt());
     const Tensor grad = grad_outputs[0];
     const bool need_h = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
@@ -194,25 +197,27 @@ struct TokenLogProbs : torch::autograd::Function<TokenLogProbs> {
       Tensor z = torch::nn::functional::linear(h.to(z_type), w);
       if (softcap > 0) z = torch::tanh(z / softcap) * softcap;
       const Tensor zf = z.to(torch::kFloat);
-      // g (onehot - softmax), through the cap's 1 - (capped / softcap)^2.
+      // g (onehot - softmax(z / temperature)) / temperature, through the cap's
+      // 1 - (capped / softcap)^2.
       const Tensor g_row = grad.slice(0, start, end).to(torch::kFloat).unsqueeze(1);
-      Tensor g = torch::softmax(zf, 1).neg_();
+      Tensor g = torch::softmax(temperature != 1.0 ? zf / temperature : zf, 1).neg_();
       g.scatter_add_(1, t.unsqueeze(1), torch::ones_like(g_row));
-      g.mul_(g_row);
+      g.mul_(temperature != 1.0 ? g_row / temperature : g_row);
       if (softcap > 0) g.mul_(1.0 - (zf / softcap).square());
       if (need_h) grad_h.slice(0, start, end).copy_(torch::mm(g.to(z_type), w));
       if (need_w) grad_w.addmm_(g.t(), h.to(torch::kFloat));
     }
     if (grad_w.defined() && grad_w.scalar_type() != weight.scalar_type())
       grad_w = grad_w.to(weight.scalar_type());
-    return {grad_h, grad_w, Tensor(), Tensor(), Tensor(), Tensor()};
+    return {grad_h, grad_w, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
 }  // namespace
 
 TokenScores causal_lm_token_scores(const Tensor& hidden, const Tensor& weight, const Tensor& labels,
-                                   double softcap, bool log_sum_sq, int64_t chunk_rows) {
+                                   double softcap, bool log_sum_sq, int64_t chunk_rows,
+                                   double temperature) {
   TORCH_CHECK(hidden.dim() == 3 && labels.dim() == 2 && hidden.size(0) == labels.size(0) &&
                   hidden.size(1) == labels.size(1) && hidden.size(2) == weight.size(1),
               "token scores: hidden states [batch, length, hidden] and labels [batch, length], "
@@ -226,8 +231,8 @@ TokenScores causal_lm_token_scores(const Tensor& hidden, const Tensor& weight, c
   const Tensor h = hidden.slice(1, 0, L).reshape({-1, H}).index_select(0, rows);
   const int64_t chunk =
       chunk_rows > 0 ? chunk_rows : std::max<int64_t>(1, kLogitsPerChunk / weight.size(0));
-  variable_list out =
-      TokenLogProbs::apply(h, weight, shifted.index_select(0, rows), softcap, chunk, log_sum_sq);
+  variable_list out = TokenLogProbs::apply(h, weight, shifted.index_select(0, rows), softcap, chunk,
+                                           log_sum_sq, temperature);
   // Back to [B, T-1], zeros where there is no label (index_put keeps log p differentiable).
   auto place = [&](const Tensor& values) {
     return torch::zeros({B * L}, values.options()).index_put({rows}, values).view({B, L});

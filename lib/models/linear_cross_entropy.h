@@ -63,9 +63,12 @@ struct TokenScores {
 // linear_cross_entropy caps them, then float32) for labels [B, T], a chunk of rows at a time, only
 // the rows that have a label: the [rows, V] logits are never held whole, in the forward or in the
 // backward (which computes each chunk's logits again). `chunk_rows` 0: about 2^24 logits a chunk.
+// `temperature` divides the (capped) logits before the softmax, as TRL's GRPO scores its
+// samples (the entropy is then the tempered distribution's).
 TokenScores causal_lm_token_scores(const torch::Tensor& hidden, const torch::Tensor& weight,
                                    const torch::Tensor& labels, double softcap = 0.0,
-                                   bool log_sum_sq = false, int64_t chunk_rows = 0);
+                                   bool log_sum_sq = false, int64_t chunk_rows = 0,
+                                   double temperature = 1.0);
 
 // Transformers' shift of causal-LM labels [B, T]: moved left by one, -100 at the end.
 torch::Tensor shift_labels(const torch::Tensor& labels);

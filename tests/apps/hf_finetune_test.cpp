@@ -23,6 +23,7 @@ namespace {
 using json = nlohmann::json;
 using testing::run;
 
+#undef NEED_FIXTURES  // another test file of the unity batch may define its own
 #define NEED_FIXTURES()                                                                           \
   const std::string fixtures = testing::hf_fixtures_dir();                                        \
   if (fixtures.empty() || !testing::python_has("datasets") || !testing::python_has("accelerate")) \

@@ -36,6 +36,7 @@ std::string corpus_text() {
   return text + slurp(std::string(SOURCE_DIR) + "/tests/reference/inputs/hostile_utf8.txt");
 }
 
+#undef NEED_FIXTURES  // another test file of the unity batch may define its own
 #define NEED_FIXTURES(dir)                            \
   const std::string dir = testing::hf_fixtures_dir(); \
   ASSERT_FALSE(dir.empty())

@@ -32,6 +32,7 @@ double max_diff(const torch::Tensor& a, const torch::Tensor& b, const torch::Ten
   return d.max().item<double>();
 }
 
+#undef NEED_FIXTURES  // another test file of the unity batch may define its own
 #define NEED_FIXTURES()                           \
   const std::string fixtures = hf_fixtures_dir(); \
   ASSERT_FALSE(fixtures.empty())

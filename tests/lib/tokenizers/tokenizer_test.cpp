@@ -94,6 +94,7 @@ std::string fixture(const std::string& name) {
   return dir.empty() ? "" : dir + "/" + name;
 }
 
+#undef NEED_FIXTURES  // another test file of the unity batch may define its own
 #define NEED_FIXTURES(folder) ASSERT_FALSE((folder).empty())
 
 // Encodes every line of corpus() and compares with `tokenizers` (the committed hashes of

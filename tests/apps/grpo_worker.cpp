@@ -1,0 +1,88 @@
+// A program the GRPO parity tests start as each rank (under `trainer launch`): `trainer grpo` on
+// the arguments given, its samples replayed from a TRL run instead of drawn:
+//   grpo_worker REFERENCE.json --name value ...
+// REFERENCE.json is grpo_trl_reference.py's record: each generation of this rank, in order, gives
+// the completions (completion_ids_padded) and the row order (permutation); the prompts the
+// trainer hands over must be TRL's (prompt_ids_padded), else the worker stops with one line.
+#include <csignal>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/trainer/commands.h"
+#include "lib/accelerate/launch.h"
+#include "lib/base/errors.h"
+#include "lib/runtime/torch_logs.h"
+#include "trl/grpo_trainer.h"
+
+using namespace trainer;
+using json = nlohmann::json;
+
+namespace {
+
+torch::Tensor long_tensor(const json& rows) {
+  std::vector<int64_t> flat;
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const int64_t width = n > 0 ? static_cast<int64_t>(rows[0].size()) : 0;
+  for (const auto& row : rows)
+    for (const auto& v : row) flat.push_back(v.get<int64_t>());
+  return torch::tensor(flat, torch::kLong).view({n, width});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  runtime::route_torch_logs();
+  std::signal(SIGPIPE, SIG_IGN);
+  try {
+    if (argc < 2) throw InputError("usage: grpo_worker REFERENCE.json --name value ...");
+    std::ifstream in(argv[1]);
+    const json reference = json::parse(in);
+    std::vector<std::pair<std::string, std::string>> overrides;
+    for (int i = 2; i + 1 < argc; i += 2) {
+      std::string name = argv[i];
+      if (name.rfind("--", 0) == 0) name = name.substr(2);
+      overrides.emplace_back(name, argv[i + 1]);
+    }
+    const char* rank_text = std::getenv("RANK");
+    const int64_t rank = rank_text ? std::stoll(rank_text) : 0;
+    auto generations = std::make_shared<std::vector<json>>();
+    for (const auto& g : reference["generations"]) {
+      if (g["rank"].get<int64_t>() == rank) generations->push_back(g);
+    }
+    auto next = std::make_shared<size_t>(0);
+    auto hook = [generations, next](trl::GRPOTrainer& trainer) {
+      trainer.set_completion_sampler(
+          [generations, next](const torch::Tensor& prompt_ids, const torch::Tensor&) {
+            if (*next >= generations->size()) {
+              throw std::runtime_error("grpo_worker: more generations than TRL's run had");
+            }
+            const json& g = (*generations)[*next];
+            const torch::Tensor theirs = long_tensor(g["prompt_ids_padded"]);
+            if (!torch::equal(theirs, prompt_ids.cpu())) {
+              throw std::runtime_error(fmt::format(
+                  "grpo_worker: generation {}'s prompts differ from TRL's (the sampler or the "
+                  "collator is not TRL's)",
+                  *next));
+            }
+            return long_tensor(g["completion_ids_padded"]);
+          });
+      trainer.set_row_shuffle([generations, next](int64_t n) {
+        const json& g = (*generations)[(*next)++];
+        std::vector<int64_t> order = g["permutation"].get<std::vector<int64_t>>();
+        if (static_cast<int64_t>(order.size()) != n) {
+          throw std::runtime_error("grpo_worker: TRL's permutation has another length");
+        }
+        return torch::tensor(order, torch::kLong);
+      });
+    };
+    return cli::grpo_command("", overrides, hook);
+  } catch (...) {
+    return report_error("grpo_worker: ");
+  }
+}

@@ -1,0 +1,143 @@
+// TRL's GRPOTrainer on the Trainer: prompt-only rows repeated num_generations times (TRL's
+// RepeatSampler), a generation batch sampled in the process every steps_per_generation x
+// num_iterations micro-steps (lib/models/sampling.h: the policy's weights, gathered under ZeRO-3),
+// rewarded by reward_funcs (trl/rewards.h), group advantages, then TRL 1.16's clipped policy loss
+// of each loss_type (grpo, dr_grpo, dapo, bnpo, cispo, sapo, luspo, vespo) with the reference KL
+// when beta > 0, and TRL's metrics and completion logs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/data/dataset.h"
+#include "lib/data/registry.h"
+#include "lib/tokenizers/tokenizer.h"
+#include "trainer/trainer.h"
+#include "trl/grpo_data.h"
+#include "trl/rewards.h"
+#include "trl/trl_source.h"
+#include "trl/trl_trainer.h"
+
+namespace trainer::trl {
+
+// The prompts of prepare_grpo_dataset: example i is its prompt's ids (int64) as input and i as
+// target; record(i) its record for the rewards.
+class GrpoDataset : public RowDataset<GrpoRow> {
+ public:
+  using RowDataset::RowDataset;
+  data::Example get(int64_t index) const override;
+  nlohmann::ordered_json record(int64_t index) const;
+};
+
+// The prompts left-padded with pad_token_id: prompt_ids, prompt_mask [n, longest] (and the same
+// as input_ids, attention_mask) and row [n] (each prompt's index in the data set).
+data::DataCollator grpo_collator(int64_t pad_token_id);
+
+struct GrpoSourceOptions : TrlSourceOptions {
+  GrpoDataOptions data;
+};
+std::unique_ptr<data::DataSource> make_grpo_source(GrpoSourceOptions options);
+
+// TRL's RepeatSampler: the prompts in chunks of `batch_size` (shuffled by one torch.Generator
+// seeded with `seed`, a new torch.randperm each epoch; an incomplete last chunk dropped), each
+// chunk handed out `repeat_count` times, each prompt in it `mini_repeat_count` times in a row.
+class RepeatSampler : public data::Sampler {
+ public:
+  RepeatSampler(int64_t size, int64_t mini_repeat_count, int64_t batch_size, int64_t repeat_count,
+                bool shuffle, uint64_t seed);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+
+ private:
+  int64_t size_, mini_repeat_count_, batch_size_, repeat_count_;
+  bool shuffle_;
+  uint64_t seed_;
+};
+
+// What GRPOTrainer needs besides its arguments: the tokenizer (decoding completions), the ids it
+// stops at and pads with, whether the prompts are conversations, and the rewards.
+struct GrpoSetup {
+  std::shared_ptr<const tokenizers::Tokenizer> tokenizer;
+  std::vector<int64_t> eos_token_ids;  // the tokenizer's first, then generation_config's
+  int64_t pad_token_id = 0;
+  bool conversational = false;
+  std::optional<double> generation_min_p;  // generation_config.json's, when min_p is null
+  std::shared_ptr<RewardFunctions> rewards;
+};
+
+// Samples the completions of a generation batch: prompt_ids, prompt_mask [n, P] (left padded) ->
+// the new tokens [n, N], each row padded after its EOS. The default samples in the process; a
+// test may replay another run's completions.
+using CompletionSampler =
+    std::function<torch::Tensor(const torch::Tensor& prompt_ids, const torch::Tensor& prompt_mask)>;
+// The order a generation batch's n rows are shuffled into before it is cut into micro-batches
+// (TRL's shuffle_sequence_dict: torch.randperm(n) from the process's generator by default).
+using RowShuffle = std::function<torch::Tensor(int64_t n)>;
+
+class GRPOTrainer : public TrlTrainer {
+ public:
+  // `ref`: the reference model when beta > 0 and the model has no LoRA adapters (a frozen copy;
+  // null with adapters: the model with them off).
+  GRPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments args,
+              std::shared_ptr<const data::Dataset> train_dataset,
+              std::shared_ptr<const data::Dataset> eval_dataset, data::DataCollator collator,
+              std::shared_ptr<models::Model> ref, GrpoSetup setup);
+  ~GRPOTrainer() override;
+
+  void set_completion_sampler(CompletionSampler sampler) { sampler_ = std::move(sampler); }
+  void set_row_shuffle(RowShuffle shuffle) { shuffle_ = std::move(shuffle); }
+  const GenerationPlan& generation_plan() const { return plan_; }
+
+  // TRL's _compute_loss on a micro-batch of the buffer (no outputs: GRPO returns none).
+  LossOutput compute_loss(models::Model& model, const data::Batch& inputs,
+                          bool return_outputs = false,
+                          const torch::Tensor& num_items_in_batch = {}) override;
+  // TRL's _prepare_inputs (a generation every steps_per_generation x num_iterations micro-steps,
+  // its batch cut in steps_per_generation) and the loss, already scaled for accumulation.
+  torch::Tensor training_step(models::Model& model, const data::Batch& inputs,
+                              const torch::Tensor& num_items_in_batch = {}) override;
+
+ protected:
+  std::shared_ptr<const data::Sampler> make_train_sampler(int64_t batch_size) override;
+  int64_t train_loader_batch_size(int64_t batch_size) const override {
+    return batch_size * plan_.steps_per_generation;
+  }
+  void save_rank_extras(io::NamedTensors& tensors, io::Metadata& metadata) const override;
+  void load_rank_extras(const io::MappedSafetensors& state, const std::string& path) override;
+  void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) override;
+
+ private:
+  struct Generated;
+  // TRL's _generate_and_score_completions on this process's rows of a generation batch.
+  data::Batch generate_and_score(models::Model& model, const data::Batch& prompts);
+  // Samples the completions (the default sampler).
+  torch::Tensor sample(const torch::Tensor& prompt_ids, const torch::Tensor& prompt_mask);
+  // Per-token log-probabilities (and entropies) of the completions at `temperature`, in chunks of
+  // `chunk` rows (0: all at once): [n, T] each.
+  std::pair<torch::Tensor, torch::Tensor> token_logps(models::Model& model,
+                                                      const data::Batch& batch, int64_t chunk);
+  // The rewards [n, F] of this process's completions (NaN for None), failures agreed on by
+  // every process.
+  torch::Tensor score_rewards(const data::Batch& prompts, const Generated& generated);
+  // The completion table of log_completions, written and printed at each log.
+  void log_completions_table(int64_t step);
+  // The reference's parameters moved toward the policy's (sync_ref_model).
+  void sync_reference();
+
+  GrpoSetup setup_;
+  GenerationPlan plan_;
+  std::shared_ptr<const GrpoDataset> train_rows_;
+  CompletionSampler sampler_;
+  RowShuffle shuffle_;
+  int64_t step_ = 0;  // TRL's _step: micro-steps of this run
+  std::vector<data::Batch> buffer_;
+  int64_t last_synced_step_ = 0;
+  double step_seconds_ = 0;  // this optimizer step's time so far
+  // log_completions' rows since the last log: prompt, completion, each reward, advantage.
+  nlohmann::ordered_json completion_rows_ = nlohmann::ordered_json::array();
+};
+
+}  // namespace trainer::trl
