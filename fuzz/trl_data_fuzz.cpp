@@ -1,13 +1,16 @@
-// libFuzzer target for the TRL trainers' data preparation (trl::prepare_sft_dataset and
-// trl::prepare_dpo_dataset over the records data::parse_json_records and type_like_datasets read,
-// as read_trl_records reads a file), and DPO's node cache. The first byte picks the trainer (bit
-// 0: SFT or DPO), the second its options (SFT: packing and its strategy, the losses, truncation;
-// DPO: truncation_mode, whether there is a max_length, eos_token), the third a max_length of 1 to
-// 64; the rest is a JSON Lines file, prepared with a tokenizer of single characters and a ChatML
-// template with {% generation %} blocks. Only trainer::InputError may come out. SFT: every row
-// has as many labels as ids, each label -100 or its id, no row longer than max_length, a packed
-// row (bfd) made of its seq_lengths. DPO: every row kept has a prompt shorter than max_length
-// under keep_start, the counts add up, the cache reads back what was written.
+// libFuzzer target for the TRL trainers' data preparation (trl::prepare_sft_dataset,
+// trl::prepare_dpo_dataset and trl::prepare_grpo_dataset over the records
+// data::parse_json_records and type_like_datasets read, as read_trl_records reads a file), and
+// DPO's and GRPO's node caches. The first byte picks the trainer (bit 1: GRPO; else bit 0: SFT or
+// DPO), the second its options (GRPO: chat_template_kwargs or none) (SFT: packing and its strategy,
+// the losses, truncation; DPO: truncation_mode, whether there is a max_length, eos_token), the
+// third a max_length of 1 to 64; the rest is a JSON Lines file, prepared with a tokenizer of single
+// characters and a ChatML template with {% generation %} blocks. Only trainer::InputError may come
+// out. SFT: every row has as many labels as ids, each label -100 or its id, no row longer than
+// max_length, a packed row (bfd) made of its seq_lengths. DPO: every row kept has a prompt shorter
+// than max_length under keep_start, the counts add up, the cache reads back what was written. GRPO:
+// every row a non-empty prompt whose record reads back as JSON, the tokens counted, the cache read
+// back.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +31,7 @@
 #include "tests/char_tokenizer.h"
 #include "trl/data_cache.h"
 #include "trl/dpo_data.h"
+#include "trl/grpo_data.h"
 #include "trl/sft_data.h"
 
 namespace {
@@ -146,13 +150,49 @@ void check_dpo(uint8_t flags, int64_t max_length, std::string_view bytes) {
   }
 }
 
+void check_grpo(uint8_t flags, std::string_view bytes) {
+  trl::GrpoDataOptions options;
+  if (flags & 1) options.chat_template_kwargs = Json{{"enable_thinking", false}};
+  trl::GrpoData prepared;
+  try {
+    prepared = trl::prepare_grpo_dataset(records_of(bytes), tokenizer(), &chat_template(), options,
+                                         "fuzz.jsonl");
+  } catch (const InputError&) {
+    return;
+  }
+  int64_t tokens = 0;
+  for (const trl::GrpoRow& row : prepared.rows) {
+    if (row.prompt_ids.empty()) fail("an empty prompt kept");
+    tokens += static_cast<int64_t>(row.prompt_ids.size());
+    const Json record = Json::parse(row.record, nullptr, false);
+    if (record.is_discarded() || !record.contains("prompt"))
+      fail("a record that does not read back");
+  }
+  if (tokens != prepared.tokens) fail("tokens miscounted");
+  if (prepared.rows.size() > 4) return;
+  const std::string path = "/tmp/fuzz_trl_data_grpo_cache." + std::to_string(getpid());
+  trl::write_grpo_cache(path, prepared);
+  const auto back = trl::read_grpo_cache(path);
+  std::remove(path.c_str());
+  if (!back || back->rows.size() != prepared.rows.size() || back->tokens != prepared.tokens)
+    fail("the GRPO cache does not read back what was written");
+  for (size_t i = 0; i < prepared.rows.size(); ++i) {
+    if (back->rows[i].prompt_ids != prepared.rows[i].prompt_ids ||
+        back->rows[i].record != prepared.rows[i].record) {
+      fail("a cached GRPO row differs");
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 3) return 0;
   const std::string_view bytes(reinterpret_cast<const char*>(data) + 3, size - 3);
   const int64_t max_length = 1 + data[2] % 64;
-  if (data[0] & 1) {
+  if (data[0] & 2) {
+    check_grpo(data[1], bytes);
+  } else if (data[0] & 1) {
     check_dpo(data[1], max_length, bytes);
   } else {
     check_sft(data[1], max_length, bytes);

@@ -212,6 +212,11 @@ std::shared_ptr<const data::Sampler> eval_sampler(const data::Dataset& dataset, 
 
 }  // namespace
 
+std::shared_ptr<const data::Sampler> Trainer::make_eval_sampler(const data::Dataset& dataset,
+                                                                int64_t batch_size) {
+  return eval_sampler(dataset, batch_size, args_);
+}
+
 PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Dataset>& dataset,
                                           const std::string& prefix, bool keep_predictions) {
   Accelerator& accelerator = *accelerator_;
@@ -219,7 +224,7 @@ PredictionResult Trainer::evaluation_loop(const std::shared_ptr<const data::Data
   const int64_t batch_size =
       process_batch_size(args_.per_device_eval_batch_size(), "per_device_eval_batch_size");
   auto loader =
-      accelerator.prepare(data::DataLoader(dataset, eval_sampler(*dataset, batch_size, args_),
+      accelerator.prepare(data::DataLoader(dataset, make_eval_sampler(*dataset, batch_size),
                                            loader_options(batch_size, false), data_collator_));
   std::shared_ptr<models::Model> model = model_wrapped_;
   if (!model) {

@@ -222,10 +222,16 @@ class Trainer {
   // prompts and hands out a generation's worth at once.
   virtual std::shared_ptr<const data::Sampler> make_train_sampler(int64_t batch_size);
   virtual int64_t train_loader_batch_size(int64_t batch_size) const { return batch_size; }
+  // The order an evaluation reads `dataset` in batches of `batch_size` (Transformers'
+  // _get_eval_sampler: in order, or grouped by length).
+  virtual std::shared_ptr<const data::Sampler> make_eval_sampler(const data::Dataset& dataset,
+                                                                 int64_t batch_size);
   // What a trainer keeps of its own in each process's rank state of a checkpoint (GRPO: its
   // buffer of sampled completions), and reads back on resume at the same number of processes.
   virtual void save_rank_extras(io::NamedTensors& tensors, io::Metadata& metadata) const {}
   virtual void load_rank_extras(const io::MappedSafetensors& state, const std::string& path) {}
+  // The run's callbacks, in the order they are called.
+  const std::vector<std::shared_ptr<TrainerCallback>>& callbacks() const { return callbacks_; }
   // The micro-batches of the current gradient accumulation window (fewer at an epoch's end).
   int64_t current_gradient_accumulation_steps() const {
     return current_gradient_accumulation_steps_;

@@ -296,7 +296,7 @@ void Trainer::record_step() {
   pending_norms_.push_back(grad_norm_.defined() ? grad_norm_.detach().reshape({}).clone()
                                                 : torch::Tensor());
   pending_steps_.push_back(static_cast<double>(state_.global_step));
-  pending_lrs_.push_back(lr_scheduler_->get_last_lr().at(0));
+  pending_lrs_.push_back(step_lr_);
 }
 
 void Trainer::flush_step_curve() {

@@ -19,6 +19,7 @@
 #include "lib/models/hf_causal_lm.h"
 #include "lib/models/lora.h"
 #include "lib/models/sampling.h"
+#include "trainer/integrations.h"
 #include "trl/reward_program.h"
 
 namespace trainer::trl {
@@ -57,6 +58,26 @@ double nan_of(const Tensor& t) { return t.numel() == 0 ? NAN : t.item<double>();
 
 }  // namespace
 
+// Prints where the main process's time went when training ends.
+class GRPOTrainer::TimingsReport : public TrainerCallback {
+ public:
+  explicit TimingsReport(std::shared_ptr<const Timings> timings) : timings_(std::move(timings)) {}
+  void on_train_end(const TrainingArguments&, TrainerState&, TrainerControl&) override {
+    const Timings& t = *timings_;
+    const double total = t.sampling + t.rewards + t.scoring + t.update;
+    if (total <= 0) return;
+    auto share = [total](double part) {
+      return fmt::format("{:.2f} s ({:.0f}%)", part, 100 * part / total);
+    };
+    fmt::print(
+        "GRPO time: sampling {}, rewards {}, old and reference log-probabilities {}, update {}\n",
+        share(t.sampling), share(t.rewards), share(t.scoring), share(t.update));
+  }
+
+ private:
+  std::shared_ptr<const Timings> timings_;
+};
+
 struct GRPOTrainer::Generated {
   Tensor completion_ids, completion_mask;  // [n, T]
   std::vector<std::vector<int64_t>> ids;   // each completion's kept tokens (EOS included)
@@ -68,15 +89,26 @@ GRPOTrainer::GRPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments
                          std::shared_ptr<const data::Dataset> eval_dataset,
                          data::DataCollator collator, std::shared_ptr<models::Model> ref,
                          GrpoSetup setup)
-    : TrlTrainer(std::move(model), std::move(args), train_dataset, std::move(eval_dataset),
+    : TrlTrainer(std::move(model), std::move(args), train_dataset, eval_dataset,
                  std::move(collator)),
       setup_(std::move(setup)),
-      train_rows_(std::dynamic_pointer_cast<const GrpoDataset>(train_dataset)) {
+      train_rows_(std::dynamic_pointer_cast<const GrpoDataset>(train_dataset)),
+      eval_rows_(std::dynamic_pointer_cast<const GrpoDataset>(eval_dataset)) {
   const TrainingArguments& a = this->args();
   if (!train_rows_) throw std::invalid_argument("GRPOTrainer: the training data are not prompts");
   plan_ = grpo_generation_plan(a.per_device_train_batch_size(), accelerator().num_processes(),
                                a.gradient_accumulation_steps(), a.generation_batch_size(),
                                a.steps_per_generation(), a.num_generations());
+  if (a.do_eval() && a.eval_strategy() != "no") {
+    const int64_t G = a.num_generations_eval().value_or(a.num_generations());
+    const int64_t global = a.per_device_eval_batch_size() * accelerator().num_processes();
+    if (global % G != 0) {
+      throw InputError(fmt::format(
+          "argument per_device_eval_batch_size: The global eval batch size ({} * {}) must be "
+          "divisible by the number of generations used for evaluation ({})",
+          a.per_device_eval_batch_size(), accelerator().num_processes(), G));
+    }
+  }
   if (!models::as_hf_causal_lm(this->model())) {
     throw InputError("trainer grpo: the model is not a Hugging Face causal language model");
   }
@@ -115,6 +147,7 @@ GRPOTrainer::GRPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments
           loss);
     }
   }
+  if (accelerator().is_main_process()) add_callback(std::make_shared<TimingsReport>(timings_));
   // set_seed(args.seed, device_specific=True): each process samples from its own stream.
   torch::manual_seed(static_cast<uint64_t>(a.seed() + accelerator().process_index()));
 }
@@ -210,7 +243,8 @@ std::pair<Tensor, Tensor> GRPOTrainer::token_logps(models::Model& model, const d
   return {torch::cat(logps, 0), torch::cat(entropies, 0)};
 }
 
-Tensor GRPOTrainer::score_rewards(const data::Batch& prompts, const Generated& generated) {
+Tensor GRPOTrainer::score_rewards(const data::Batch& prompts, const Generated& generated,
+                                  const GrpoDataset& data) {
   const Tensor rows = prompts.at("row").to(torch::kCPU);
   const int64_t n = rows.size(0);
   std::vector<RewardRequest> requests;
@@ -218,7 +252,7 @@ Tensor GRPOTrainer::score_rewards(const data::Batch& prompts, const Generated& g
   for (int64_t i = 0; i < n; ++i) {
     const int64_t row = rows[i].item<int64_t>();
     RewardRequest r;
-    r.row = train_rows_->record(row);
+    r.row = data.record(row);
     r.prompt = r.row.contains("prompt") ? r.row["prompt"] : nlohmann::ordered_json();
     r.completion_text = generated.texts[static_cast<size_t>(i)];
     r.completion = setup_.conversational
@@ -227,7 +261,8 @@ Tensor GRPOTrainer::score_rewards(const data::Batch& prompts, const Generated& g
                        : nlohmann::ordered_json(r.completion_text);
     r.completion_ids = generated.ids[static_cast<size_t>(i)];
     r.global_step = state().global_step;
-    r.where = fmt::format("{} row {}", train_rows_ ? "the training data" : "data", row + 1);
+    r.where = fmt::format("the {} data's row {}",
+                          &data == train_rows_.get() ? "training" : "evaluation", row + 1);
     requests.push_back(std::move(r));
   }
   // A reward that fails on one process fails the run on every process, each with one line.
@@ -258,8 +293,10 @@ Tensor GRPOTrainer::score_rewards(const data::Batch& prompts, const Generated& g
   return out;
 }
 
-data::Batch GRPOTrainer::generate_and_score(models::Model& model, const data::Batch& prompts) {
+data::Batch GRPOTrainer::generate_and_score(models::Model& model, const data::Batch& prompts,
+                                            bool training) {
   const TrainingArguments& a = args();
+  const GrpoDataset& rows_data = training ? *train_rows_ : *eval_rows_;
   Accelerator& acc = accelerator();
   const torch::Device dev = device();
   const Tensor prompt_ids = prompts.at("prompt_ids").to(dev);
@@ -267,10 +304,17 @@ data::Batch GRPOTrainer::generate_and_score(models::Model& model, const data::Ba
   const int64_t n = prompt_ids.size(0);
   // Sampling, then each completion cut after its first EOS (kept).
   Tensor tokens;
+  auto since = std::chrono::steady_clock::now();
+  auto lap = [&since](double& total) {
+    const auto now = std::chrono::steady_clock::now();
+    total += std::chrono::duration<double>(now - since).count();
+    since = now;
+  };
   {
     torch::NoGradGuard no_grad;
     tokens = sampler_ ? sampler_(prompt_ids, prompt_mask) : sample(prompt_ids, prompt_mask);
   }
+  lap(timings_->sampling);
   tokens = tokens.to(dev).to(torch::kLong);
   const int64_t width = tokens.size(1);
   const Tensor eos = torch::tensor(setup_.eos_token_ids, torch::kLong).to(dev);
@@ -311,19 +355,22 @@ data::Batch GRPOTrainer::generate_and_score(models::Model& model, const data::Ba
   prompt_lengths = prompt_lengths.cpu();
   completion_lengths = completion_lengths.cpu().to(torch::kDouble);
   is_truncated = is_truncated.cpu().to(torch::kBool);
-  const double tokens_seen = count_train_tokens(
-      (prompt_lengths.sum().item<double>() + completion_lengths.sum().item<double>()), true);
-  metrics_.set(true, "num_tokens", tokens_seen);
-  metrics_.add(true, "completions/mean_length", completion_lengths.mean().item<double>());
-  metrics_.add(true, "completions/min_length", completion_lengths.min().item<double>());
-  metrics_.add(true, "completions/max_length", completion_lengths.max().item<double>());
-  metrics_.add(true, "completions/clipped_ratio",
+  const double tokens_seen = training
+                                 ? count_train_tokens((prompt_lengths.sum().item<double>() +
+                                                       completion_lengths.sum().item<double>()),
+                                                      true)
+                                 : train_tokens();
+  metrics_.set(training, "num_tokens", tokens_seen);
+  metrics_.add(training, "completions/mean_length", completion_lengths.mean().item<double>());
+  metrics_.add(training, "completions/min_length", completion_lengths.min().item<double>());
+  metrics_.add(training, "completions/max_length", completion_lengths.max().item<double>());
+  metrics_.add(training, "completions/clipped_ratio",
                is_truncated.to(torch::kDouble).mean().item<double>());
   Tensor terminated = completion_lengths.masked_select(is_truncated.logical_not());
   if (terminated.numel() == 0) terminated = torch::zeros({1}, torch::kDouble);
-  metrics_.add(true, "completions/mean_terminated_length", terminated.mean().item<double>());
-  metrics_.add(true, "completions/min_terminated_length", terminated.min().item<double>());
-  metrics_.add(true, "completions/max_terminated_length", terminated.max().item<double>());
+  metrics_.add(training, "completions/mean_terminated_length", terminated.mean().item<double>());
+  metrics_.add(training, "completions/min_terminated_length", terminated.min().item<double>());
+  metrics_.add(training, "completions/max_terminated_length", terminated.max().item<double>());
   Tensor completion_mask = g.completion_mask;
   if (a.mask_truncated_completions()) {
     const Tensor local_truncated = torch::tensor(truncated, torch::kLong).to(dev);
@@ -338,25 +385,28 @@ data::Batch GRPOTrainer::generate_and_score(models::Model& model, const data::Ba
   out.num_items_in_batch = num_items.detach();
   // The old policy's and the reference's log-probabilities, without gradients.
   const int64_t every = plan_.steps_per_generation * a.num_iterations();
+  const int64_t chunk = training ? a.per_device_train_batch_size() : a.per_device_eval_batch_size();
   {
     torch::NoGradGuard no_grad;
     if (a.gradient_accumulation_steps() % every != 0) {
-      out["old_per_token_logps"] =
-          token_logps(this->model(), out, a.per_device_train_batch_size()).first.detach();
+      out["old_per_token_logps"] = token_logps(this->model(), out, chunk).first.detach();
     }
     if (a.beta() != 0.0) {
       out["ref_per_token_logps"] = with_reference(this->model(), [&](models::Model& ref) {
-        return token_logps(ref, out, a.per_device_train_batch_size()).first.detach();
+        return token_logps(ref, out, chunk).first.detach();
       });
     }
   }
   (void)model;
+  lap(timings_->scoring);
   // The rewards of every process's completions, then the group advantages.
-  Tensor rewards_per_func = score_rewards(prompts, g).to(dev);
+  Tensor rewards_per_func = score_rewards(prompts, g, rows_data).to(dev);
+  lap(timings_->rewards);
   if (acc.num_processes() > 1) rewards_per_func = acc.gather(rewards_per_func);
   rewards_per_func = rewards_per_func.cpu();
   const int64_t F = rewards_per_func.size(1);
-  const int64_t G = a.num_generations();
+  const int64_t G =
+      training ? a.num_generations() : a.num_generations_eval().value_or(a.num_generations());
   std::vector<float> weight_values(static_cast<size_t>(F), 1.0f);
   const auto& weights_arg = a.reward_weights();
   for (size_t f = 0; f < weights_arg.size() && f < weight_values.size(); ++f)
@@ -402,20 +452,21 @@ data::Batch GRPOTrainer::generate_and_score(models::Model& model, const data::Ba
   for (int64_t f = 0; f < F; ++f) {
     const Tensor column = rewards_per_func.select(1, f);
     const std::string& name = setup_.rewards->names()[static_cast<size_t>(f)];
-    metrics_.add(true, "rewards/" + name + "/mean", nan_of(torch::nanmean(column)));
-    metrics_.add(true, "rewards/" + name + "/std", nan_of(nanstd(column)));
+    metrics_.add(training, "rewards/" + name + "/mean", nan_of(torch::nanmean(column)));
+    metrics_.add(training, "rewards/" + name + "/std", nan_of(nanstd(column)));
   }
   const Tensor rewards = weighted_sum();
-  metrics_.add(true, "reward", nan_of(torch::nanmean(rewards)));
-  metrics_.add(true, "reward_std", nan_of(nanstd(rewards)));
-  metrics_.add(true, "frac_reward_zero_std", is_std_zero.to(torch::kDouble).mean().item<double>());
+  metrics_.add(training, "reward", nan_of(torch::nanmean(rewards)));
+  metrics_.add(training, "reward_std", nan_of(nanstd(rewards)));
+  metrics_.add(training, "frac_reward_zero_std",
+               is_std_zero.to(torch::kDouble).mean().item<double>());
   // log_completions: this process's rows (the main process's table).
-  if (a.log_completions() && acc.is_main_process()) {
+  if (training && a.log_completions() && acc.is_main_process()) {
     const Tensor rows = prompts.at("row").to(torch::kCPU);
     for (int64_t i = 0; i < n; ++i) {
       nlohmann::ordered_json entry;
       entry["step"] = state().global_step + 1;
-      const nlohmann::ordered_json record = train_rows_->record(rows[i].item<int64_t>());
+      const nlohmann::ordered_json record = rows_data.record(rows[i].item<int64_t>());
       entry["prompt"] = record.contains("prompt") ? record["prompt"] : nlohmann::ordered_json();
       entry["completion"] = g.texts[static_cast<size_t>(i)];
       for (int64_t f = 0; f < F; ++f) {
@@ -441,7 +492,7 @@ torch::Tensor GRPOTrainer::training_step(models::Model& model, const data::Batch
   }
   const int64_t S = plan_.steps_per_generation;
   if (step_ % (S * a.num_iterations()) == 0 || buffer_.empty()) {
-    const data::Batch generated = generate_and_score(model, inputs);
+    const data::Batch generated = generate_and_score(model, inputs, /*training=*/true);
     // TRL's shuffle_sequence_dict (the global generator), then steps_per_generation slices.
     const int64_t n = generated.at("prompt_ids").size(0);
     const data::Batch shuffled =
@@ -457,8 +508,11 @@ torch::Tensor GRPOTrainer::training_step(models::Model& model, const data::Batch
     }
   }
   const data::Batch& micro = buffer_[static_cast<size_t>(step_ % S)];
+  const auto update_start = std::chrono::steady_clock::now();
   Tensor loss = compute_loss(model, micro).loss;
   accelerator().backward(loss);
+  timings_->update +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - update_start).count();
   ++step_;
   // TRL's step_time: the optimizer step's micro-steps, generation included.
   step_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -622,6 +676,24 @@ LossOutput GRPOTrainer::compute_loss(models::Model& model, const data::Batch& in
   return out;
 }
 
+PredictionOutput GRPOTrainer::prediction_step(models::Model& model, const data::Batch& inputs,
+                                              bool) {
+  if (!eval_rows_) throw InputError("trainer grpo: the evaluation data are not prompts");
+  const data::Batch generated = generate_and_score(model, inputs, /*training=*/false);
+  torch::NoGradGuard no_grad;
+  PredictionOutput out;
+  out.loss = compute_loss(model, generated).loss.detach();
+  return out;
+}
+
+std::shared_ptr<const data::Sampler> GRPOTrainer::make_eval_sampler(const data::Dataset& dataset,
+                                                                    int64_t) {
+  const TrainingArguments& a = args();
+  return std::make_shared<RepeatSampler>(dataset.size(),
+                                         a.num_generations_eval().value_or(a.num_generations()), 1,
+                                         1, true, static_cast<uint64_t>(a.seed()));
+}
+
 void GRPOTrainer::sync_reference() {
   const std::shared_ptr<models::Model>& ref = reference_model();
   if (!ref) return;
@@ -667,7 +739,38 @@ void GRPOTrainer::log_completions_table(int64_t step) {
                  row["advantage"].get<double>());
     }
   }
+  log_completions_tensorboard(step);
   completion_rows_ = nlohmann::ordered_json::array();
+}
+
+void GRPOTrainer::log_completions_tensorboard(int64_t step) {
+  std::string dir;
+  for (const auto& callback : callbacks()) {
+    if (const auto* tensorboard = dynamic_cast<const TensorBoardCallback*>(callback.get()))
+      dir = tensorboard->logging_dir();
+  }
+  if (dir.empty()) return;
+  if (!completions_writer_) completions_writer_ = std::make_unique<io::EventFileWriter>(dir);
+  // A Markdown table, as TensorBoard's text plugin draws it.
+  auto cell = [](const nlohmann::ordered_json& v) {
+    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    std::string out;
+    for (char c : text)
+      out += c == '|' ? std::string("\\|") : c == '\n' ? std::string("<br>") : std::string(1, c);
+    return out;
+  };
+  std::string table;
+  const auto& first = completion_rows_.front();
+  for (const auto& [key, value] : first.items()) table += "| " + key + " ";
+  table += "|\n";
+  for (size_t i = 0; i < first.size(); ++i) table += "|---";
+  table += "|\n";
+  for (const auto& row : completion_rows_) {
+    for (const auto& [key, value] : row.items()) table += "| " + cell(value) + " ";
+    table += "|\n";
+  }
+  completions_writer_->add_text("completions", table, step);
+  completions_writer_->flush();
 }
 
 void GRPOTrainer::save_rank_extras(io::NamedTensors& tensors, io::Metadata& metadata) const {

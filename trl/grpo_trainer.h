@@ -15,6 +15,7 @@
 
 #include "lib/data/dataset.h"
 #include "lib/data/registry.h"
+#include "lib/io/tensorboard.h"
 #include "lib/tokenizers/tokenizer.h"
 #include "trainer/trainer.h"
 #include "trl/grpo_data.h"
@@ -99,20 +100,29 @@ class GRPOTrainer : public TrlTrainer {
   // its batch cut in steps_per_generation) and the loss, already scaled for accumulation.
   torch::Tensor training_step(models::Model& model, const data::Batch& inputs,
                               const torch::Tensor& num_items_in_batch = {}) override;
+  // An evaluation batch: its completions sampled (num_generations_eval a prompt) and scored, and
+  // the loss on them, as TRL evaluates.
+  PredictionOutput prediction_step(models::Model& model, const data::Batch& inputs,
+                                   bool prediction_loss_only) override;
 
  protected:
   std::shared_ptr<const data::Sampler> make_train_sampler(int64_t batch_size) override;
   int64_t train_loader_batch_size(int64_t batch_size) const override {
     return batch_size * plan_.steps_per_generation;
   }
+  std::shared_ptr<const data::Sampler> make_eval_sampler(const data::Dataset& dataset,
+                                                         int64_t batch_size) override;
   void save_rank_extras(io::NamedTensors& tensors, io::Metadata& metadata) const override;
   void load_rank_extras(const io::MappedSafetensors& state, const std::string& path) override;
   void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) override;
 
  private:
   struct Generated;
+  class TimingsReport;
   // TRL's _generate_and_score_completions on this process's rows of a generation batch.
-  data::Batch generate_and_score(models::Model& model, const data::Batch& prompts);
+  // `training`: a training generation (else an evaluation's: its rows, num_generations_eval, the
+  // eval metrics).
+  data::Batch generate_and_score(models::Model& model, const data::Batch& prompts, bool training);
   // Samples the completions (the default sampler).
   torch::Tensor sample(const torch::Tensor& prompt_ids, const torch::Tensor& prompt_mask);
   // Per-token log-probabilities (and entropies) of the completions at `temperature`, in chunks of
@@ -121,23 +131,34 @@ class GRPOTrainer : public TrlTrainer {
                                                       const data::Batch& batch, int64_t chunk);
   // The rewards [n, F] of this process's completions (NaN for None), failures agreed on by
   // every process.
-  torch::Tensor score_rewards(const data::Batch& prompts, const Generated& generated);
+  torch::Tensor score_rewards(const data::Batch& prompts, const Generated& generated,
+                              const GrpoDataset& rows);
   // The completion table of log_completions, written and printed at each log.
   void log_completions_table(int64_t step);
+  void log_completions_tensorboard(int64_t step);
   // The reference's parameters moved toward the policy's (sync_ref_model).
   void sync_reference();
 
   GrpoSetup setup_;
   GenerationPlan plan_;
-  std::shared_ptr<const GrpoDataset> train_rows_;
+  std::shared_ptr<const GrpoDataset> train_rows_, eval_rows_;
   CompletionSampler sampler_;
   RowShuffle shuffle_;
   int64_t step_ = 0;  // TRL's _step: micro-steps of this run
   std::vector<data::Batch> buffer_;
   int64_t last_synced_step_ = 0;
   double step_seconds_ = 0;  // this optimizer step's time so far
+  // Where this process's training time went (printed at the end of training): sampling, the
+  // rewards, the old policy's and the reference's log-probabilities, and the update's forward and
+  // backward.
+  struct Timings {
+    double sampling = 0, rewards = 0, scoring = 0, update = 0;
+  };
+  std::shared_ptr<Timings> timings_ = std::make_shared<Timings>();
   // log_completions' rows since the last log: prompt, completion, each reward, advantage.
   nlohmann::ordered_json completion_rows_ = nlohmann::ordered_json::array();
+  // The completion tables' event file, beside the TensorBoard callback's (report_to tensorboard).
+  std::unique_ptr<io::EventFileWriter> completions_writer_;
 };
 
 }  // namespace trainer::trl

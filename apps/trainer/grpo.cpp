@@ -75,11 +75,6 @@ int grpo_command(const std::string& config,
                  const GrpoTrainerHook& hook) {
   const TrainingArguments args = parse_trl_arguments(
       "grpo", config, overrides, TrainingArguments::grpo_defaults(machine_has_bf16()));
-  if (args.eval_strategy() != "no" || args.do_eval()) {
-    throw InputError(
-        "argument eval_strategy: trainer grpo does not evaluate yet (give eval_strategy no and "
-        "do_eval false)");
-  }
   // The rewards first: a program that does not start fails before the model loads.
   auto rewards = std::make_shared<trl::RewardFunctions>(reward_specs(args.reward_funcs()),
                                                         args.reward_timeout());

@@ -389,7 +389,8 @@ TEST_F(BadInput, ArgumentsAreOneLineAndExitTwoInTheProgram) {
        "{trainer} trian",
        2,
        {"unknown command 'trian'", "did you mean 'train'?",
-        "train, sft, dpo, evaluate, predict, plot, generate, chat, tokenize, chat-template, merge, "
+        "train, sft, dpo, grpo, evaluate, predict, plot, generate, chat, tokenize, chat-template, "
+        "merge, "
         "env, "
         "launch"}},
       {"launcher: nan grace period",

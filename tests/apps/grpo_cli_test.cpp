@@ -4,6 +4,8 @@
 // run that was never stopped, and bad input (a reward program that dies, hangs or prints junk,
 // num_generations that does not divide the generation batch, a prompt longer than the model,
 // vLLM asked for) is one line with exit 2 or 1, the checkpoints already saved kept.
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -24,14 +26,18 @@ std::string prompts() {
   return testing::paths::source_dir() + "/tests/reference/inputs/grpo/prompts.jsonl";
 }
 
-// `trainer grpo` on the prompts into `out`, with `extra`: its result.
+// `trainer grpo` on the prompts into `out`, with `extra` (over the defaults below): its result.
 testing::ProcessResult grpo(const std::string& out, const std::string& extra) {
+  std::string defaults;
+  for (const char* option :
+       {"--bf16 false", "--gradient_checkpointing false", "--logging_steps 1",
+        "--disable_tqdm true", "--report_to none", "--per_device_train_batch_size 8",
+        "--num_generations 4", "--max_completion_length 8", "--learning_rate 3e-3"}) {
+    const std::string text = option;
+    if (extra.find(text.substr(0, text.find(' ') + 1)) == std::string::npos) defaults += " " + text;
+  }
   return run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " grpo --model_name_or_path " +
-             fixture() + " --train_file " + prompts() + " --output_dir " + out +
-             " --bf16 false --gradient_checkpointing false --logging_steps 1 --disable_tqdm true"
-             " --report_to none --per_device_train_batch_size 8 --max_completion_length 8"
-             " --learning_rate 3e-3 " +
-             (extra.find("--num_generations") == std::string::npos ? "--num_generations 4 " : "") +
+             fixture() + " --train_file " + prompts() + " --output_dir " + out + defaults + " " +
              extra + " 2>&1");
 }
 
@@ -106,6 +112,76 @@ TEST(GrpoRun, AResumedRunEndsAsTheRunThatWasNeverStopped) {
   EXPECT_EQ(a[4]["kl"], b[4]["kl"]);
 }
 
+// LoRA with bf16 autocast, activation checkpointing and the reference as the adapters off, and a
+// full run with TensorBoard and log_completions: the folders load in Transformers and PEFT, the
+// completion tables are written, printed and in the event file.
+TEST(GrpoRun, TheFoldersLoadInTransformersAndPeftWithTheCompletionTables) {
+  testing::TempDir tmp;
+  const auto full = grpo(tmp.file("full"), std::string(kShortReward) +
+                                               " --max_steps 2 --log_completions true"
+                                               " --num_completions_to_print 2 --report_to "
+                                               "tensorboard --logging_dir " +
+                                               tmp.file("tb"));
+  ASSERT_EQ(full.exit_code, 0) << full.out;
+  EXPECT_NE(full.out.find("Step 2: completions"), std::string::npos) << full.out;
+  EXPECT_NE(full.out.find("GRPO time: sampling "), std::string::npos) << full.out;
+  const std::string table =
+      testing::slurp(tmp.file("full") + "/completions/completions_00002.jsonl");
+  EXPECT_NE(table.find("\"soft_overlong_punishment_reward\":"), std::string::npos) << table;
+  EXPECT_NE(table.find("\"advantage\":"), std::string::npos) << table;
+  std::string events;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp.file("tb")))
+    events += testing::slurp(entry.path().string());
+  for (const char* tag :
+       {"train/reward", "train/completions/mean_length", "completions/text_summary"})
+    EXPECT_NE(events.find(tag), std::string::npos) << tag;
+  auto loads = run(std::string(TRAINER_PYTHON) +
+                   " -c \"import sys, torch; from transformers import AutoModelForCausalLM;"
+                   " m = AutoModelForCausalLM.from_pretrained(sys.argv[1]);"
+                   " print(torch.isfinite(m(torch.tensor([[1, 2, 3]])).logits).all().item())\" " +
+                   tmp.file("full") + " 2>&1");
+  ASSERT_EQ(loads.exit_code, 0) << loads.out;
+  EXPECT_NE(loads.out.find("True"), std::string::npos) << loads.out;
+
+  const auto lora = grpo(tmp.file("lora"), std::string(kShortReward) +
+                                               " --max_steps 3 --use_peft true --lora_r 4"
+                                               " --lora_alpha 8 --learning_rate 5e-2 --beta 0.04"
+                                               " --bf16 true --gradient_checkpointing true");
+  ASSERT_EQ(lora.exit_code, 0) << lora.out;
+  const auto steps = steps_of(tmp.file("lora"));
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_GT(steps[2]["kl"].get<double>(), 0.0) << steps[2].dump();
+  auto peft =
+      run(std::string(TRAINER_PYTHON) +
+          " -c \"import sys, torch; from transformers import AutoModelForCausalLM;"
+          " from peft import PeftModel;"
+          " m = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(sys.argv[1]),"
+          " sys.argv[2]); print('moved', sum(p.abs().sum().item() > 0 for n, p in"
+          " m.named_parameters() if 'lora_B' in n))\" " +
+          fixture() + " " + tmp.file("lora") + " 2>&1");
+  ASSERT_EQ(peft.exit_code, 0) << peft.out;
+  EXPECT_NE(peft.out.find("moved "), std::string::npos) << peft.out;
+  EXPECT_EQ(peft.out.find("moved 0"), std::string::npos) << peft.out;
+}
+
+// sync_ref_model with alpha 1 every step: the reference is the policy of the step before, so
+// the KL of an on-policy step after the first is 0; without it the KL grows from the start.
+TEST(GrpoRun, SyncRefModelMovesTheReferenceToThePolicy) {
+  testing::TempDir tmp;
+  const std::string common = std::string(kShortReward) + " --max_steps 3 --beta 0.04";
+  ASSERT_EQ(grpo(tmp.file("plain"), common).exit_code, 0);
+  const auto r = grpo(tmp.file("synced"), common +
+                                              " --sync_ref_model true --ref_model_sync_steps 1"
+                                              " --ref_model_mixup_alpha 1.0");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto plain = steps_of(tmp.file("plain")), synced = steps_of(tmp.file("synced"));
+  ASSERT_EQ(plain.size(), 3u);
+  ASSERT_EQ(synced.size(), 3u);
+  EXPECT_EQ(synced[0]["kl"].get<double>(), plain[0]["kl"].get<double>());
+  EXPECT_GT(plain[2]["kl"].get<double>(), 1e-7);
+  EXPECT_LT(std::abs(synced[2]["kl"].get<double>()), 1e-9);
+}
+
 TEST(GrpoRun, BadInputIsOneLine) {
   testing::TempDir tmp;
   struct Bad {
@@ -115,7 +191,7 @@ TEST(GrpoRun, BadInputIsOneLine) {
   const std::vector<Bad> cases = {
       {"--reward_funcs 'exec:read line; exit 4' --max_steps 2",
        "trainer: error: reward program exec:read line; exit 4 exited with status 4 (at the "
-       "training data row ",
+       "training data's row ",
        1},
       {"--reward_funcs 'exec:while read l; do echo high; done' --max_steps 2",
        "answered 'high' (allowed: one number or null a line)", 1},

@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
     for (const auto& g : reference["generations"]) {
       if (g["rank"].get<int64_t>() == rank) generations->push_back(g);
     }
+    // The generations in the order the trainer asks for them (training's and evaluation's); the
+    // shuffle that follows a training generation is that generation's.
     auto next = std::make_shared<size_t>(0);
     auto hook = [generations, next](trl::GRPOTrainer& trainer) {
       trainer.set_completion_sampler(
@@ -62,18 +64,18 @@ int main(int argc, char** argv) {
             if (*next >= generations->size()) {
               throw std::runtime_error("grpo_worker: more generations than TRL's run had");
             }
-            const json& g = (*generations)[*next];
+            const json& g = (*generations)[(*next)++];
             const torch::Tensor theirs = long_tensor(g["prompt_ids_padded"]);
             if (!torch::equal(theirs, prompt_ids.cpu())) {
               throw std::runtime_error(fmt::format(
                   "grpo_worker: generation {}'s prompts differ from TRL's (the sampler or the "
                   "collator is not TRL's)",
-                  *next));
+                  *next - 1));
             }
             return long_tensor(g["completion_ids_padded"]);
           });
       trainer.set_row_shuffle([generations, next](int64_t n) {
-        const json& g = (*generations)[(*next)++];
+        const json& g = (*generations)[*next - 1];
         std::vector<int64_t> order = g["permutation"].get<std::vector<int64_t>>();
         if (static_cast<int64_t>(order.size()) != n) {
           throw std::runtime_error("grpo_worker: TRL's permutation has another length");

@@ -8,8 +8,9 @@ usage: grpo_trl_reference.py --case NAME --fixtures DIR --data DIR --out OUT.jso
 --fixtures is grpo_fixtures.py's folder (the model is FIXTURES/qwen3_eos), --data
 tests/reference/inputs/grpo (prompts.jsonl: a "prompt" string and a "solution" column, which only
 reaches the reward functions' keyword arguments; conv_prompts.jsonl: "prompt" a conversation of a
-user turn, some after a system turn). A case (CASES) names the data file and the GRPOConfig keys
-beyond COMMON. The reward functions are TRL's completion-only ones, on the completion ids:
+user turn, some after a system turn; eval_prompts.jsonl: 8 more rows as prompts.jsonl's, the eval
+case's eval_dataset). A case (CASES) names the data file and the GRPOConfig keys beyond COMMON.
+The reward functions are TRL's completion-only ones, on the completion ids:
 get_soft_overlong_punishment(max_completion_len=12, soft_punish_cache=6) and
 get_repetition_penalty_reward(ngram_size=2, max_penalty=-1.0), in that order.
 
@@ -26,10 +27,16 @@ as null):
   sampler: {chunks: the train RepeatSampler's prompt indices, a list per generation batch (each
   index once; the sampler yields each num_generations times, the whole chunk repeat_count times),
   repeat_count},
+  with evaluation only: eval_data (the eval file, from the repository's root), num_eval_prompts,
+  eval_sampler: {order: the eval RepeatSampler's prompt indices, each once (it yields each
+  num_generations_eval times in this order, which Trainer.evaluate walks in batches of
+  per_device_eval_batch_size rows; it builds the sampler again, on args.seed, at each evaluation),
+  mini_repeat_count},
   generations: a record per call of _generate_and_score_completions on every rank, in call order
-  and then rank order:
-    index (the call's number, from 0), rank, global_step (state.global_step when it ran), step
-    (the trainer's micro-step counter _step), prompt_indices (the dataset row of each local row),
+  and then rank order, evaluation's calls among them:
+    index (the call's number, from 0), rank, mode (with evaluation only: "train" or "eval"),
+    global_step (state.global_step when it ran), step (the trainer's micro-step counter _step),
+    prompt_indices (the dataset row of each local row, of the eval file in an eval call),
     prompts (the local rows' prompts), prompt_ids (the tokenized prompts, a list each, unpadded),
     completion_ids (each row's completion as TRL keeps it: cut after the first EOS, the EOS kept;
     a row without EOS holds max_completion_length ids), completions (their decoded text, or the
@@ -44,18 +51,26 @@ as null):
     num_iterations does not divide gradient_accumulation_steps, ref only with beta != 0),
     permutation (the local rows' shuffle before the batch is cut into steps_per_generation
     micro-batches: micro-batch k holds rows permutation[k*B:(k+1)*B], B =
-    per_device_train_batch_size),
-  micro_steps: a record per compute_loss call on every rank, in order: rank, step (_step),
-  global_step, generation (the index of the generation it came from), rows (the generation's local
-  rows it holds, in order), loss (what compute_loss returned, which backward() takes as is: TRL
+    per_device_train_batch_size; null in an eval call, whose batch is neither shuffled nor split),
+  micro_steps: a record per compute_loss call on every rank (prediction_step's in evaluation among
+  them, on all of its call's rows in order), each rank's in call order and then rank order: rank,
+  mode (with evaluation only), step (_step, which evaluation leaves as it is), global_step,
+  generation (the index of the generation it came from), rows (the generation's local rows it
+  holds, in order), loss (what compute_loss returned, which backward() takes as is: TRL
   scales it for accumulation itself), per_token_logps and entropies (its rows x padded completion
   length, 0 where the mask is 0),
   logs: every entry of state.log_history but the final summary (a step that reuses a generation
   logs no completions/*, rewards/*, reward, reward_std, frac_reward_zero_std nor num_tokens;
-  step_time is a wall time), train: the final summary (runtime figures left out), params_initial
-  and params: {name: [sum, sum of squares]} (float64) of every trainable tensor before and after
-  training (the PeftModel's names without ".default." with LoRA); with LoRA, the adapter as PEFT
-  initialized it is saved beside OUT.json in initial_adapter/.
+  step_time is a wall time; an evaluation's entry has eval_loss, the eval_ metrics (each the mean
+  of its calls' values; eval_num_tokens the train count) and the wall times eval_runtime,
+  eval_samples_per_second and eval_steps_per_second; eval_loss is the float32 mean of the gathered
+  per-call losses, each repeated per_device_eval_batch_size times, where accelerate's
+  gather_for_metrics keeps only the first len(eval_dataset) % (per_device_eval_batch_size *
+  processes) of the last gather, if that is not 0: on 2 processes rank 1's last call is left out
+  of it), train: the final summary (runtime figures left out), params_initial and params:
+  {name: [sum, sum of squares]} (float64) of every trainable tensor before and after training (the
+  PeftModel's names without ".default." with LoRA); with LoRA, the adapter as PEFT initialized it
+  is saved beside OUT.json in initial_adapter/.
 """
 import argparse
 import contextlib
@@ -83,7 +98,8 @@ COMMON = dict(use_cpu=True, bf16=False, gradient_checkpointing=False, report_to=
               temperature=1.0, top_p=1.0, top_k=0, log_completions=True, beta=0.0, num_iterations=1,
               loss_type="dapo")
 ITER2 = dict(num_iterations=2, max_steps=6)
-# CASE: (data file, GRPOConfig keys beyond COMMON; "lora": the LoraConfig keys).
+# CASE: (data file, GRPOConfig keys beyond COMMON; "lora": the LoraConfig keys; "eval": the eval data
+# file).
 CASES = {
     # Each loss, on-policy (num_iterations 1: the ratios are 1) and without a reference.
     "grpo": ("prompts", {"loss_type": "grpo"}),
@@ -125,6 +141,9 @@ CASES = {
     "temp": ("prompts", {"loss_type": "dapo", "temperature": 0.7, "top_k": 50, "top_p": 0.95}),
     # Two processes only: a group of 8 completions split over the ranks (4 each).
     "span": ("prompts", {"loss_type": "dapo", "per_device_train_batch_size": 4, "num_generations": 8}),
+    # dapo with an evaluation every 2 steps: 8 eval prompts in batches of 2 prompts x 4 generations.
+    "eval": ("prompts", {"loss_type": "dapo", "eval_strategy": "steps", "eval_steps": 2,
+                         "per_device_eval_batch_size": 8, "num_generations_eval": 4, "eval": "eval_prompts"}),
 }
 
 
@@ -163,8 +182,9 @@ def checksums(model, peft):
 class RecordingGRPOTrainer(GRPOTrainer):
     """GRPOTrainer, recording what each generation made and each micro-step computed."""
 
-    def setup_recording(self, prompt_index):
+    def setup_recording(self, prompt_index, eval_prompt_index=None):
         self.rec_prompt_index = prompt_index
+        self.rec_eval_prompt_index = eval_prompt_index
         self.rec_generations, self.rec_micro_steps = [], []
         self.rec_permutation = None
         self.rec_rows = None
@@ -184,8 +204,13 @@ class RecordingGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         rank, n = self.accelerator.process_index, len(inputs)
-        record = dict(index=len(self.rec_generations), rank=rank, global_step=self.state.global_step, step=self._step,
-                      prompt_indices=[self.rec_prompt_index[prompt_key(x["prompt"])] for x in inputs],
+        training = self.model.training
+        index = self.rec_prompt_index if training else self.rec_eval_prompt_index
+        record = dict(index=len(self.rec_generations), rank=rank)
+        if self.rec_eval_prompt_index is not None:
+            record["mode"] = "train" if training else "eval"
+        record.update(global_step=self.state.global_step, step=self._step,
+                      prompt_indices=[index[prompt_key(x["prompt"])] for x in inputs],
                       prompts=[x["prompt"] for x in inputs])
         out = super()._generate_and_score_completions(inputs)
         record.update(self.rec_generated)
@@ -194,10 +219,12 @@ class RecordingGRPOTrainer(GRPOTrainer):
             prompt_ids_padded=tolist(out["prompt_ids"]), prompt_mask=tolist(out["prompt_mask"]),
             completion_ids_padded=tolist(out["completion_ids"]), completion_mask=tolist(out["completion_mask"]),
             rewards_per_func=tolist(gathered[rank * n:(rank + 1) * n]), rewards_per_func_gathered=tolist(gathered),
-            advantages=tolist(out["advantages"]), advantages_gathered=list(self._logs["advantages"]),
+            advantages=tolist(out["advantages"]), advantages_gathered=list(self._logs["advantages"])[-len(gathered):],
             num_items_in_batch=int(out["num_items_in_batch"].item()),
             old_per_token_logps=tolist(out.get("old_per_token_logps")),
             ref_per_token_logps=tolist(out.get("ref_per_token_logps")))
+        if not training:
+            record["permutation"] = None  # evaluation neither shuffles nor splits its batch
         self.rec_generations.append(record)
         return out
 
@@ -207,6 +234,8 @@ class RecordingGRPOTrainer(GRPOTrainer):
             size = self.args.per_device_train_batch_size
             chunk = self._step % self.args.steps_per_generation
             self.rec_rows = self.rec_permutation[chunk * size:(chunk + 1) * size]
+        else:
+            self.rec_rows = list(range(len(inputs["completion_ids"])))
         return inputs
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
@@ -218,10 +247,14 @@ class RecordingGRPOTrainer(GRPOTrainer):
 
     def _compute_loss(self, model, inputs):
         loss = super()._compute_loss(model, inputs)
-        self.rec_micro_steps.append(dict(
-            rank=self.accelerator.process_index, step=self._step, global_step=self.state.global_step,
+        record = dict(rank=self.accelerator.process_index)
+        if self.rec_eval_prompt_index is not None:
+            record["mode"] = "train" if self.model.training else "eval"
+        record.update(
+            step=self._step, global_step=self.state.global_step,
             generation=self.rec_generations[-1]["index"], rows=self.rec_rows, loss=loss.item(),
-            per_token_logps=self.rec_policy[0], entropies=self.rec_policy[1]))
+            per_token_logps=self.rec_policy[0], entropies=self.rec_policy[1])
+        self.rec_micro_steps.append(record)
         return loss
 
 
@@ -254,6 +287,7 @@ def main():
     data_name, extra = CASES[a.case]
     extra = dict(extra)
     lora = extra.pop("lora", None)
+    eval_name = extra.pop("eval", None)
     settings = {**COMMON, **extra}
     model_dir = os.path.join(a.fixtures, "qwen3_eos")
     data_file = os.path.join(a.data, data_name + ".jsonl")
@@ -266,6 +300,12 @@ def main():
         rows = [json.loads(line) for line in f if line.strip()]
     prompt_index = {prompt_key(r["prompt"]): i for i, r in enumerate(rows)}
     assert len(prompt_index) == len(rows), "the prompts must differ"
+    eval_rows = eval_prompt_index = None
+    if eval_name:
+        with open(os.path.join(a.data, eval_name + ".jsonl"), encoding="utf-8") as f:
+            eval_rows = [json.loads(line) for line in f if line.strip()]
+        eval_prompt_index = {prompt_key(r["prompt"]): i for i, r in enumerate(eval_rows)}
+        assert len(eval_prompt_index) == len(eval_rows), "the eval prompts must differ"
 
     peft_config = None
     if lora:
@@ -282,10 +322,11 @@ def main():
                             model_init_kwargs={"dtype": torch.float32, "attn_implementation": "sdpa"}, **settings)
         trainer = RecordingGRPOTrainer(
             model=model_dir, reward_funcs=reward_funcs, args=config,
-            train_dataset=Dataset.from_list(rows), processing_class=AutoTokenizer.from_pretrained(model_dir),
-            peft_config=peft_config)
+            train_dataset=Dataset.from_list(rows),
+            eval_dataset=Dataset.from_list(eval_rows) if eval_rows else None,
+            processing_class=AutoTokenizer.from_pretrained(model_dir), peft_config=peft_config)
         trainer_ref[0] = trainer
-        trainer.setup_recording(prompt_index)
+        trainer.setup_recording(prompt_index, eval_prompt_index)
         params_initial = checksums(trainer.model, lora is not None)
         if lora and rank == 0:
             trainer.model.save_pretrained(os.path.join(out_dir, "initial_adapter"))
@@ -295,6 +336,13 @@ def main():
         order = list(sampler)[::config.num_generations]
         per_chunk = chunk * sampler.repeat_count
         chunks = [order[i:i + chunk] for i in range(0, len(order), per_chunk)]
+        if eval_rows:
+            # A sampler as evaluate() builds each time (its own generator, seeded with args.seed).
+            eval_sampler = trainer._get_eval_sampler(trainer.eval_dataset)
+            eval_order = list(eval_sampler)
+            repeats = eval_sampler.mini_repeat_count
+            assert eval_order == [i for i in eval_order[::repeats] for _ in range(repeats)]
+            eval_sampling = {"order": eval_order[::repeats], "mini_repeat_count": repeats}
         train = trainer.train().metrics
         params = checksums(trainer.model, lora is not None)
         tok = trainer._tokenizer
@@ -325,18 +373,23 @@ def main():
         gathered = [records]
     if rank == 0:
         generations = sorted((g for r in gathered for g in r[0]), key=lambda g: (g["index"], g["rank"]))
-        micro_steps = sorted((m for r in gathered for m in r[1]), key=lambda m: (m["step"], m["rank"]))
+        # Each rank's calls in order, then rank order (evaluation's calls leave _step as it is).
+        micro_steps = [m for _, m in sorted(((i, m) for r in gathered for i, m in enumerate(r[1])),
+                                            key=lambda x: (x[0], x[1]["rank"]))]
         logs = trainer.state.log_history
         out = {"case": a.case, "world_size": world, "fixture": {"ref": "grpo_fixtures", "model": "qwen3_eos"},
                "data": "tests/reference/inputs/grpo/" + data_name + ".jsonl", "num_prompts": len(rows),
                "config": settings, "lora": lora,
                "reward_funcs": [dict(name=n, **p) for n, (_, p) in zip(reward_names, REWARDS)],
                "reward_weights": reward_weights, "resolved": resolved,
-               "sampler": {"chunks": chunks, "repeat_count": sampler.repeat_count},
-               "generations": generations, "micro_steps": micro_steps,
-               "logs": [e for e in logs if "train_runtime" not in e],
-               "train": {k: v for k, v in train.items() if "runtime" not in k and "per_second" not in k},
-               "params_initial": params_initial, "params": params}
+               "sampler": {"chunks": chunks, "repeat_count": sampler.repeat_count}}
+        if eval_rows:
+            out.update({"eval_data": "tests/reference/inputs/grpo/" + eval_name + ".jsonl",
+                        "num_eval_prompts": len(eval_rows), "eval_sampler": eval_sampling})
+        out.update({"generations": generations, "micro_steps": micro_steps,
+                    "logs": [e for e in logs if "train_runtime" not in e],
+                    "train": {k: v for k, v in train.items() if "runtime" not in k and "per_second" not in k},
+                    "params_initial": params_initial, "params": params})
         with open(a.out, "w") as f:
             json.dump(clean(out), f)
         steps = [e for e in logs if "loss" in e]
