@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -15,6 +16,18 @@
 #include "lib/models/models.h"
 
 namespace trainer::testing {
+
+// A JSON list of equal-length integer lists (a Python reference's token ids) as an int64
+// [rows, width] tensor.
+template <typename Json>
+torch::Tensor long_rows(const Json& rows) {
+  std::vector<int64_t> flat;
+  const auto n = static_cast<int64_t>(rows.size());
+  const auto width = n > 0 ? static_cast<int64_t>(rows[0].size()) : 0;
+  for (const auto& row : rows)
+    for (const auto& v : row) flat.push_back(v.template get<int64_t>());
+  return torch::tensor(flat, torch::kLong).view({n, width});
+}
 
 // 784 -> hidden (tanh) -> 10, log-probabilities scored with NLL.
 class TinyNet : public models::Model {

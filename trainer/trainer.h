@@ -217,9 +217,8 @@ class Trainer {
   // last one's), or an evaluation's prefix ("eval"), whose result gets them too. Called on every
   // process.
   virtual void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) {}
-  // The sampler of the training data (train_sampling_strategy's, seeded by the sampler seed) and
-  // the loader's batch per process (`batch_size`, the train batch size); GRPO's repeat its
-  // prompts and hands out a generation's worth at once.
+  // The training data's sampler (train_sampling_strategy's) and the loader's batch per process
+  // (the train batch size): GRPO's repeats its prompts, a generation's worth at once.
   virtual std::shared_ptr<const data::Sampler> make_train_sampler(int64_t batch_size);
   virtual int64_t train_loader_batch_size(int64_t batch_size) const { return batch_size; }
   // The order an evaluation reads `dataset` in batches of `batch_size` (Transformers'

@@ -31,6 +31,16 @@ std::string TrainingArguments::to_json() const {
   return out.dump(2) + "\n";
 }
 
+// The head of arguments.md's section on `trainer grpo`.
+constexpr const char* kGrpoSection =
+    "\n## `trainer grpo`: TRL's GRPOConfig\n\n"
+    "`trainer grpo` takes the Trainer's arguments with GRPOConfig's defaults where they differ "
+    "(learning_rate 1e-6, logging_steps 10, gradient_checkpointing true, bf16 as `trainer "
+    "sft`), the SFT and DPO arguments GRPOConfig has too (with its defaults: loss_type dapo, "
+    "beta 0, disable_dropout false, shuffle_dataset true), GRPOConfig's own and the script's "
+    "reward_funcs; the other commands refuse these by name:\n\n"
+    "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
+
 std::string TrainingArguments::arguments_markdown() {
   // A table cell: pipes escaped, so help text cannot split a row.
   auto cell = [](std::string text) {
@@ -79,14 +89,7 @@ std::string TrainingArguments::arguments_markdown() {
   rows(dpo_defaults(false), dpo);
   std::vector<std::string> grpo = grpo_shared_keys();
   grpo.insert(grpo.end(), grpo_keys().begin(), grpo_keys().end());
-  out +=
-      "\n## `trainer grpo`: TRL's GRPOConfig\n\n"
-      "`trainer grpo` takes the Trainer's arguments with GRPOConfig's defaults where they differ "
-      "(learning_rate 1e-6, logging_steps 10, gradient_checkpointing true, bf16 as `trainer "
-      "sft`), the SFT and DPO arguments GRPOConfig has too (with its defaults: loss_type dapo, "
-      "beta 0, disable_dropout false, shuffle_dataset true), GRPOConfig's own and the script's "
-      "reward_funcs; the other commands refuse these by name:\n\n"
-      "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
+  out += kGrpoSection;
   rows(grpo_defaults(false), grpo);
   out +=
       "\n## `trainer sft` and `trainer dpo`: TRL's script arguments\n\n"

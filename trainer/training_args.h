@@ -267,6 +267,9 @@ class TrainingArguments {
   void validate_sft() const;
   void validate_dpo() const;
   void validate_grpo() const;
+  void check_model_init_kwargs() const;
+  void validate_grpo_unbuilt() const;
+  void validate_grpo_generation() const;
   void validate_script() const;
   void validate_devices() const;
   void validate_reporting_model_and_data() const;

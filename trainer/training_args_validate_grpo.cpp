@@ -38,8 +38,8 @@ void only_default(const char* key, const T& value, const T& default_value, const
 
 }  // namespace
 
-void TrainingArguments::validate_grpo() const {
-  if (!is_grpo()) return;
+// The generation's keys: the groups, the generation batch, the sampling settings.
+void TrainingArguments::validate_grpo_generation() const {
   check(num_generations_ >= 2, "num_generations", std::to_string(num_generations_),
         "at least 2 (GRPO's advantages compare the completions of a prompt)");
   if (num_generations_eval_) {
@@ -73,6 +73,11 @@ void TrainingArguments::validate_grpo() const {
   check(chat_template_kwargs_.is_null() || chat_template_kwargs_.is_object(),
         "chat_template_kwargs", shown(chat_template_kwargs_),
         "a JSON object of the template's variables, or null");
+}
+
+void TrainingArguments::validate_grpo() const {
+  if (!is_grpo()) return;
+  validate_grpo_generation();
   check(num_iterations_ >= 1, "num_iterations", std::to_string(num_iterations_), ">= 1");
   check(std::isfinite(epsilon_) && epsilon_ >= 0, "epsilon", num(epsilon_), "a number >= 0");
   if (epsilon_high_) {
@@ -115,6 +120,12 @@ void TrainingArguments::validate_grpo() const {
     check(*num_completions_to_print_ >= 0, "num_completions_to_print",
           std::to_string(*num_completions_to_print_), ">= 0, or null");
   }
+  validate_grpo_unbuilt();
+  check_model_init_kwargs();
+}
+
+// The keys of what is not built here (vLLM, tools, the Hub, an entropy bonus): their defaults only.
+void TrainingArguments::validate_grpo_unbuilt() const {
   check(!use_vllm_, "use_vllm", "true", "false only: sampling runs in the trainer's processes");
   const char* vllm = "vLLM is not used here (use_vllm false)";
   only_default("vllm_mode", vllm_mode_, std::string("colocate"), vllm);
@@ -160,12 +171,6 @@ void TrainingArguments::validate_grpo() const {
   only_default("cast_lm_head_to_fp32", cast_lm_head_to_fp32_, false,
                "the output layer runs in the model's type");
   check(!push_to_hub_, "push_to_hub", "true", "false only: nothing is pushed to a Hub here");
-  for (const auto& [key, value] : model_init_kwargs_.items()) {
-    if ((key == "dtype" || key == "torch_dtype") && value.is_string()) continue;
-    throw InputError(fmt::format(
-        "argument model_init_kwargs: {} {} is not supported (only dtype or torch_dtype, a string)",
-        key, shown(value)));
-  }
 }
 
 }  // namespace trainer

@@ -130,12 +130,7 @@ void TrainingArguments::validate_sft() const {
         "data is prepared here)",
         key, shown(value)));
   }
-  for (const auto& [key, value] : model_init_kwargs_.items()) {
-    if ((key == "dtype" || key == "torch_dtype") && value.is_string()) continue;
-    throw InputError(fmt::format(
-        "argument model_init_kwargs: {} {} is not supported (only dtype or torch_dtype, a string)",
-        key, shown(value)));
-  }
+  check_model_init_kwargs();
 }
 
 // DPOConfig's own values, as TRL 1.16's DPOConfig and DPOTrainer check them (and where TRL only
@@ -208,6 +203,11 @@ void TrainingArguments::validate_dpo() const {
   }
   check(!sync_ref_model_, "sync_ref_model", "true",
         "false (TR-DPO's reference updates are not supported)");
+  check_model_init_kwargs();
+}
+
+// model_init_kwargs: the model's dtype only (TRL's configs pass the rest to from_pretrained).
+void TrainingArguments::check_model_init_kwargs() const {
   for (const auto& [key, value] : model_init_kwargs_.items()) {
     if ((key == "dtype" || key == "torch_dtype") && value.is_string()) continue;
     throw InputError(fmt::format(

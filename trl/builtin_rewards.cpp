@@ -1,11 +1,10 @@
-// TRL's built-in reward functions (trl/rewards/*.py of TRL 1.16) and the config entries that name
-// them: a name, a Python call of one, or an object of its parameters.
-#include "trl/builtin_rewards.h"
+// TRL 1.16's built-in reward functions (trl/rewards/*.py): how each scores a batch of completions.
+#include "trl/builtin_rewards_internal.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <map>
-
 #include <numeric>
 #include <string_view>
 #include <utility>
@@ -14,111 +13,15 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/json_text.h"
-#include "lib/base/text.h"
 #include "trl/math_answer.h"
 
-namespace trainer::trl {
+namespace trainer::trl::builtin {
 
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
 using Json = nlohmann::ordered_json;
-
-// ---------------------------------------------------------------------------------------------
-// The rewards.
-
-// think_format_reward: re.match(r"^<think>(?!.*<think>)(.*?)</think>.*$", content, re.DOTALL |
-// re.MULTILINE): the text opens with <think>, holds no other <think>, and a </think> after it.
-class ThinkFormatReward : public BuiltinReward {
- public:
-  const std::string& name() const override { return name_; }
-  std::vector<std::optional<double>> score(
-      const std::vector<RewardSample>& samples) const override {
-    std::vector<std::optional<double>> rewards;
-    for (const RewardSample& s : samples) {
-      const std::string_view text = s.completion;
-      constexpr std::string_view kOpen = "<think>", kClose = "</think>";
-      const bool good = text.substr(0, kOpen.size()) == kOpen &&
-                        text.find(kOpen, kOpen.size()) == std::string_view::npos &&
-                        text.find(kClose, kOpen.size()) != std::string_view::npos;
-      rewards.emplace_back(good ? 1.0 : 0.0);
-    }
-    return rewards;
-  }
-
- private:
-  std::string name_ = "think_format_reward";
-};
-
-// get_soft_overlong_punishment: DAPO's length penalty over the completion's token count.
-class SoftOverlongPunishment : public BuiltinReward {
- public:
-  SoftOverlongPunishment(int64_t max_completion_len, int64_t soft_punish_cache)
-      : max_(max_completion_len), cache_(soft_punish_cache) {}
-  const std::string& name() const override { return name_; }
-  std::vector<std::optional<double>> score(
-      const std::vector<RewardSample>& samples) const override {
-    std::vector<std::optional<double>> rewards;
-    for (const RewardSample& s : samples) {
-      const auto length = static_cast<int64_t>(s.completion_ids.size());
-      if (length <= max_ - cache_) {
-        rewards.emplace_back(0.0);
-      } else if (length <= max_) {
-        rewards.emplace_back(static_cast<double>(max_ - cache_ - length) /
-                             static_cast<double>(cache_));
-      } else {
-        rewards.emplace_back(-1.0);
-      }
-    }
-    return rewards;
-  }
-
- private:
-  std::string name_ = "soft_overlong_punishment_reward";
-  int64_t max_, cache_;
-};
-
-// get_repetition_penalty_reward: (1 - unique n-grams / n-grams) * max_penalty over the
-// completion's token ids (TRL 1.16 counts token n-grams, not words).
-class RepetitionPenalty : public BuiltinReward {
- public:
-  RepetitionPenalty(int64_t ngram_size, double max_penalty)
-      : n_(static_cast<size_t>(ngram_size)), max_penalty_(max_penalty) {}
-  const std::string& name() const override { return name_; }
-  std::vector<std::optional<double>> score(
-      const std::vector<RewardSample>& samples) const override {
-    std::vector<std::optional<double>> rewards;
-    for (const RewardSample& s : samples) {
-      const std::vector<int64_t>& ids = s.completion_ids;
-      if (ids.size() < n_) {
-        rewards.emplace_back(0.0);
-        continue;
-      }
-      // The n-grams by their first index, sorted by their ids; equal neighbours are repeats.
-      const size_t count = ids.size() - n_ + 1;
-      std::vector<size_t> starts(count);
-      std::iota(starts.begin(), starts.end(), size_t{0});
-      auto gram = [&](size_t i) { return ids.begin() + static_cast<std::ptrdiff_t>(i); };
-      const auto n = static_cast<std::ptrdiff_t>(n_);
-      std::sort(starts.begin(), starts.end(), [&](size_t a, size_t b) {
-        return std::lexicographical_compare(gram(a), gram(a) + n, gram(b), gram(b) + n);
-      });
-      size_t unique = count == 0 ? 0 : 1;
-      for (size_t k = 1; k < count; ++k) {
-        if (!std::equal(gram(starts[k - 1]), gram(starts[k - 1]) + n, gram(starts[k]))) ++unique;
-      }
-      const double scaling = 1 - static_cast<double>(unique) / static_cast<double>(count);
-      rewards.emplace_back(scaling != 0 ? scaling * max_penalty_ : 0.0);
-    }
-    return rewards;
-  }
-
- private:
-  std::string name_ = "repetition_penalty_reward";
-  size_t n_;
-  double max_penalty_;
-};
 
 // The correctness accuracy_reward gives each completion: 1.0 or 0.0, None where math_verify finds
 // nothing in the solution; `texts` the part of each completion to parse; `reward` the entry that
@@ -176,502 +79,111 @@ std::vector<std::optional<std::string>> completions_of(const std::vector<RewardS
   return texts;
 }
 
-class AccuracyReward : public BuiltinReward {
- public:
-  explicit AccuracyReward(std::string entry) : entry_(std::move(entry)) {}
-  const std::string& name() const override { return name_; }
-  std::vector<std::optional<double>> score(
-      const std::vector<RewardSample>& samples) const override {
-    return accuracy(samples, completions_of(samples), entry_);
+}  // namespace
+
+std::vector<std::optional<double>> ThinkFormatReward::score(
+    const std::vector<RewardSample>& samples) const {
+  std::vector<std::optional<double>> rewards;
+  for (const RewardSample& s : samples) {
+    const std::string_view text = s.completion;
+    constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+    const bool good = text.substr(0, kOpen.size()) == kOpen &&
+                      text.find(kOpen, kOpen.size()) == std::string_view::npos &&
+                      text.find(kClose, kOpen.size()) != std::string_view::npos;
+    rewards.emplace_back(good ? 1.0 : 0.0);
   }
-
- private:
-  std::string name_ = "accuracy_reward";
-  std::string entry_;
-};
-
-// reasoning_accuracy_reward: the answer after the last occurrence of the first delimiter found
-// (in the list's order); 0.0 where none is.
-class ReasoningAccuracyReward : public BuiltinReward {
- public:
-  ReasoningAccuracyReward(std::vector<std::string> delimiters, std::string entry)
-      : delimiters_(std::move(delimiters)), entry_(std::move(entry)) {}
-  const std::string& name() const override { return name_; }
-  std::vector<std::optional<double>> score(
-      const std::vector<RewardSample>& samples) const override {
-    std::vector<std::optional<std::string>> texts;
-    for (const RewardSample& s : samples) {
-      std::optional<std::string> answer;
-      for (const std::string& delimiter : delimiters_) {
-        const size_t at = s.completion.rfind(delimiter);
-        if (at != std::string::npos) {
-          answer = s.completion.substr(at + delimiter.size());
-          break;
-        }
-      }
-      texts.push_back(std::move(answer));
-    }
-    return accuracy(samples, texts, entry_);
-  }
-
- private:
-  std::string name_ = "reasoning_accuracy_reward";
-  std::vector<std::string> delimiters_;
-  std::string entry_;
-};
-
-// get_cosine_scaled_reward: accuracy_reward's correctness scaled by the completion's token count
-// on a cosine from the short bound to the long one (the bounds swapped for a wrong answer).
-class CosineScaledReward : public BuiltinReward {
- public:
-  CosineScaledReward(std::string entry, int64_t max_len, double min_value_wrong,
-                     double max_value_wrong, double min_value_correct, double max_value_correct)
-      : entry_(std::move(entry)),
-        max_len_(max_len),
-        min_value_wrong_(min_value_wrong),
-        max_value_wrong_(max_value_wrong),
-        min_value_correct_(min_value_correct),
-        max_value_correct_(max_value_correct) {}
-  const std::string& name() const override { return name_; }
-  std::vector<std::optional<double>> score(
-      const std::vector<RewardSample>& samples) const override {
-    const std::vector<std::optional<double>> correct =
-        accuracy(samples, completions_of(samples), entry_);
-    std::vector<std::optional<double>> rewards;
-    for (size_t i = 0; i < samples.size(); ++i) {
-      if (!correct[i]) {
-        rewards.emplace_back(std::nullopt);
-        continue;
-      }
-      const double progress = std::min(
-          static_cast<double>(samples[i].completion_ids.size()) / static_cast<double>(max_len_),
-          1.0);
-      const double cosine = std::cos(progress * kPi);
-      const bool right = *correct[i] != 0;
-      const double min_value = right ? min_value_correct_ : max_value_wrong_;
-      const double max_value = right ? max_value_correct_ : min_value_wrong_;
-      // Python's order: min_value + ((0.5 * (max_value - min_value)) * (1.0 + cosine)).
-      const double half_range = 0.5 * (max_value - min_value);
-      const double scaled = half_range * (1.0 + cosine);
-      rewards.emplace_back(min_value + scaled);
-    }
-    return rewards;
-  }
-
- private:
-  std::string name_ = "cosine_scaled_reward";
-  std::string entry_;
-  int64_t max_len_;
-  double min_value_wrong_, max_value_wrong_, min_value_correct_, max_value_correct_;
-};
-
-// ---------------------------------------------------------------------------------------------
-// The entries that name them.
-
-enum class ParamType { kInt, kFloat, kStrings };
-
-struct Param {
-  std::string name;
-  ParamType type;
-  std::optional<Json> default_value;  // none: required
-};
-
-struct Builtin {
-  std::string name;
-  std::vector<Param> params;
-  // The values a name alone takes (TRL's grpo script's registry), when not the defaults.
-  std::vector<std::pair<std::string, Json>> alone;
-};
-
-const std::vector<Builtin>& builtins() {
-  static const std::vector<Builtin> table = {
-      {"accuracy_reward", {}, {}},
-      {"get_cosine_scaled_reward",
-       {{"max_len", ParamType::kInt, std::nullopt},
-        {"min_value_wrong", ParamType::kFloat, Json(-1.0)},
-        {"max_value_wrong", ParamType::kFloat, Json(-0.5)},
-        {"min_value_correct", ParamType::kFloat, Json(0.5)},
-        {"max_value_correct", ParamType::kFloat, Json(1.0)}},
-       {}},
-      {"get_repetition_penalty_reward",
-       {{"ngram_size", ParamType::kInt, Json(3)}, {"max_penalty", ParamType::kFloat, Json(-1.0)}},
-       {}},
-      {"get_soft_overlong_punishment",
-       {{"max_completion_len", ParamType::kInt, std::nullopt},
-        {"soft_punish_cache", ParamType::kInt, std::nullopt}},
-       {{"max_completion_len", Json(1280)}, {"soft_punish_cache", Json(256)}}},
-      {"reasoning_accuracy_reward", {{"reasoning_delimiters", ParamType::kStrings, Json()}}, {}},
-      {"think_format_reward", {}, {}},
-  };
-  return table;
+  return rewards;
 }
 
-std::string python_value(const Json& value) {
-  if (value.is_null()) return "None";
-  if (value.is_boolean()) return value.get<bool>() ? "True" : "False";
-  if (value.is_number_float()) return base::python_float(value.get<double>());
-  return base::shown(value);
+std::vector<std::optional<double>> SoftOverlongPunishment::score(
+    const std::vector<RewardSample>& samples) const {
+  std::vector<std::optional<double>> rewards;
+  for (const RewardSample& s : samples) {
+    const auto length = static_cast<int64_t>(s.completion_ids.size());
+    if (length <= max_ - cache_) {
+      rewards.emplace_back(0.0);
+    } else if (length <= max_) {
+      rewards.emplace_back(static_cast<double>(max_ - cache_ - length) /
+                           static_cast<double>(cache_));
+    } else {
+      rewards.emplace_back(-1.0);
+    }
+  }
+  return rewards;
 }
 
-// "max_len, min_value_wrong=-1.0, ..." as the function's signature names them.
-std::string signature(const Builtin& b) {
-  if (b.params.empty()) return "no parameters";
-  std::string out;
-  for (const Param& p : b.params) {
-    if (!out.empty()) out += ", ";
-    out += p.name;
-    if (p.default_value) out += "=" + python_value(*p.default_value);
+std::vector<std::optional<double>> RepetitionPenalty::score(
+    const std::vector<RewardSample>& samples) const {
+  std::vector<std::optional<double>> rewards;
+  for (const RewardSample& s : samples) {
+    const std::vector<int64_t>& ids = s.completion_ids;
+    if (ids.size() < n_) {
+      rewards.emplace_back(0.0);
+      continue;
+    }
+    // The n-grams by their first index, sorted by their ids; equal neighbours are repeats.
+    const size_t count = ids.size() - n_ + 1;
+    std::vector<size_t> starts(count);
+    std::iota(starts.begin(), starts.end(), size_t{0});
+    auto gram = [&](size_t i) { return ids.begin() + static_cast<std::ptrdiff_t>(i); };
+    const auto n = static_cast<std::ptrdiff_t>(n_);
+    std::sort(starts.begin(), starts.end(), [&](size_t a, size_t b) {
+      return std::lexicographical_compare(gram(a), gram(a) + n, gram(b), gram(b) + n);
+    });
+    size_t unique = count == 0 ? 0 : 1;
+    for (size_t k = 1; k < count; ++k) {
+      if (!std::equal(gram(starts[k - 1]), gram(starts[k - 1]) + n, gram(starts[k]))) ++unique;
+    }
+    const double scaling = 1 - static_cast<double>(unique) / static_cast<double>(count);
+    rewards.emplace_back(scaling != 0 ? scaling * max_penalty_ : 0.0);
   }
-  return "its parameters: " + out;
+  return rewards;
 }
 
-// A Python call's text read: a name, then optionally (arguments).
-struct Call {
-  std::string name;
-  bool called = false;
-  std::vector<Json> positional;
-  std::vector<std::pair<std::string, Json>> keywords;
-};
+std::vector<std::optional<double>> AccuracyReward::score(
+    const std::vector<RewardSample>& samples) const {
+  return accuracy(samples, completions_of(samples), entry_);
+}
 
-class CallReader {
- public:
-  CallReader(std::string_view text, std::string entry) : s_(text), entry_(std::move(entry)) {}
-
-  Call read() {
-    Call call;
-    skip();
-    call.name = dotted_name();
-    skip();
-    if (at_ < s_.size() && s_[at_] == '(') {
-      call.called = true;
-      ++at_;
-      skip();
-      while (at_ < s_.size() && s_[at_] != ')') {
-        const size_t save = at_;
-        std::string keyword = identifier();
-        skip();
-        if (!keyword.empty() && at_ < s_.size() && s_[at_] == '=' &&
-            (at_ + 1 >= s_.size() || s_[at_ + 1] != '=')) {
-          ++at_;
-          call.keywords.emplace_back(std::move(keyword), value());
-        } else {
-          at_ = save;
-          if (!call.keywords.empty()) fail("a positional argument follows a keyword argument");
-          call.positional.push_back(value());
-        }
-        skip();
-        if (at_ >= s_.size()) fail("the call is not closed with ')'");
-        if (s_[at_] == ',') {
-          ++at_;
-          skip();
-        } else if (s_[at_] != ')') {
-          fail("expected ',' or ')'");
-        }
-      }
-      if (at_ >= s_.size()) fail("the call is not closed with ')'");
-      ++at_;
-      skip();
-    }
-    if (at_ < s_.size()) fail(fmt::format("unexpected {}", base::shown_text(s_.substr(at_), 20)));
-    return call;
-  }
-
- private:
-  std::string_view s_;
-  std::string entry_;
-  size_t at_ = 0;
-
-  [[noreturn]] void fail(const std::string& why) const {
-    throw InputError(fmt::format(
-        "argument reward_funcs: {}: not a Python call of a built-in ({} at character {}); write a "
-        "name, "
-        "name(param=value, ...) with numbers, strings, True/False/None or lists of strings, or an "
-        "object {{\"name\": ..., param: value}}",
-        entry_, why, at_ + 1));
-  }
-  void skip() {
-    while (at_ < s_.size() && (s_[at_] == ' ' || s_[at_] == '\t' || s_[at_] == '\n')) ++at_;
-  }
-  static bool word_char(char c, bool first) {
-    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           (!first && c >= '0' && c <= '9');
-  }
-  std::string identifier() {
-    const size_t begin = at_;
-    while (at_ < s_.size() && word_char(s_[at_], at_ == begin)) ++at_;
-    return std::string(s_.substr(begin, at_ - begin));
-  }
-  std::string dotted_name() {
-    std::string name = identifier();
-    while (!name.empty() && at_ < s_.size() && s_[at_] == '.') {
-      ++at_;
-      const std::string part = identifier();
-      if (part.empty()) fail("a name ends with '.'");
-      name += "." + part;
-    }
-    if (name.empty()) fail("no function name");
-    return name;
-  }
-  Json value() {
-    skip();
-    if (at_ >= s_.size()) fail("a value is missing");
-    const char c = s_[at_];
-    if (c == '\'' || c == '"') return string();
-    if (c == '[' || c == '(') {
-      const char close = c == '[' ? ']' : ')';
-      ++at_;
-      Json list = Json::array();
-      skip();
-      while (at_ < s_.size() && s_[at_] != close) {
-        list.push_back(value());
-        skip();
-        if (at_ < s_.size() && s_[at_] == ',') {
-          ++at_;
-          skip();
-        } else if (at_ >= s_.size() || s_[at_] != close) {
-          fail(fmt::format("expected ',' or '{}'", close));
-        }
-      }
-      if (at_ >= s_.size()) fail(fmt::format("a list is not closed with '{}'", close));
-      ++at_;
-      return list;
-    }
-    const std::string word = identifier();
-    if (word == "True") return true;
-    if (word == "False") return false;
-    if (word == "None") return nullptr;
-    if (!word.empty()) fail(fmt::format("'{}' is not a value", word));
-    return number();
-  }
-  Json string() {
-    const char quote = s_[at_++];
-    std::string out;
-    while (at_ < s_.size() && s_[at_] != quote) {
-      char c = s_[at_++];
-      if (c == '\\' && at_ < s_.size()) {
-        const char e = s_[at_++];
-        c = e == 'n' ? '\n' : e == 't' ? '\t' : e;
-        if (e != 'n' && e != 't' && e != '\\' && e != '\'' && e != '"') out += '\\';
-      }
-      out += c;
-    }
-    if (at_ >= s_.size()) fail("a string is not closed");
-    ++at_;
-    return out;
-  }
-  Json number() {
-    const size_t begin = at_;
-    if (at_ < s_.size() && (s_[at_] == '-' || s_[at_] == '+')) ++at_;
-    bool is_float = false;
-    while (at_ < s_.size()) {
-      const char c = s_[at_];
-      if (c >= '0' && c <= '9') {
-        ++at_;
-      } else if (c == '.' || c == 'e' || c == 'E') {
-        is_float = true;
-        ++at_;
-        if ((c == 'e' || c == 'E') && at_ < s_.size() && (s_[at_] == '-' || s_[at_] == '+')) ++at_;
-      } else {
+std::vector<std::optional<double>> ReasoningAccuracyReward::score(
+    const std::vector<RewardSample>& samples) const {
+  std::vector<std::optional<std::string>> texts;
+  for (const RewardSample& s : samples) {
+    std::optional<std::string> answer;
+    for (const std::string& delimiter : delimiters_) {
+      const size_t at = s.completion.rfind(delimiter);
+      if (at != std::string::npos) {
+        answer = s.completion.substr(at + delimiter.size());
         break;
       }
     }
-    const std::string text(s_.substr(begin, at_ - begin));
-    if (text.empty() || text == "-" || text == "+") fail("a value is missing");
-    try {
-      size_t used = 0;
-      if (!is_float) {
-        const long long v = std::stoll(text, &used);
-        if (used == text.size()) return static_cast<int64_t>(v);
-      } else {
-        const double v = std::stod(text, &used);
-        if (used == text.size()) return v;
-      }
-    } catch (const std::exception&) {
-    }
-    fail(fmt::format("'{}' is not a number", text));
+    texts.push_back(std::move(answer));
   }
-};
-
-const Builtin* find_builtin(const std::string& name) {
-  std::string_view n = name;
-  if (n.substr(0, 12) == "trl.rewards.") n.remove_prefix(12);  // the import path names the same
-  for (const Builtin& b : builtins()) {
-    if (b.name == n) return &b;
-  }
-  return nullptr;
+  return accuracy(samples, texts, entry_);
 }
 
-std::string known_names() {
-  std::string out;
-  for (const std::string& name : builtin_reward_names()) out += (out.empty() ? "" : ", ") + name;
-  return out;
+std::vector<std::optional<double>> CosineScaledReward::score(
+    const std::vector<RewardSample>& samples) const {
+  const std::vector<std::optional<double>> correct =
+      accuracy(samples, completions_of(samples), entry_);
+  std::vector<std::optional<double>> rewards;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (!correct[i]) {
+      rewards.emplace_back(std::nullopt);
+      continue;
+    }
+    const double progress = std::min(
+        static_cast<double>(samples[i].completion_ids.size()) / static_cast<double>(max_len_), 1.0);
+    const double cosine = std::cos(progress * kPi);
+    const bool right = *correct[i] != 0;
+    const double min_value = right ? min_value_correct_ : max_value_wrong_;
+    const double max_value = right ? max_value_correct_ : min_value_wrong_;
+    // Python's order: min_value + ((0.5 * (max_value - min_value)) * (1.0 + cosine)).
+    const double half_range = 0.5 * (max_value - min_value);
+    const double scaled = half_range * (1.0 + cosine);
+    rewards.emplace_back(min_value + scaled);
+  }
+  return rewards;
 }
 
-// The parameter's value checked: an int, a float (an int taken), a list of texts (or None).
-Json checked(const Param& p, const Json& value, const std::string& entry, const Builtin& b) {
-  auto wrong = [&](const std::string& allowed) {
-    return InputError(fmt::format("argument reward_funcs: {}: {} is {} ({}); it must be {} ({})",
-                                  entry, p.name, python_value(value), base::a_type(value), allowed,
-                                  signature(b)));
-  };
-  switch (p.type) {
-    case ParamType::kInt: {
-      if (!value.is_number_integer()) throw wrong("a whole number");
-      return value;
-    }
-    case ParamType::kFloat:
-      if (!value.is_number() || value.is_boolean()) throw wrong("a number");
-      return value.get<double>();
-    case ParamType::kStrings:
-      if (value.is_null()) return value;
-      if (!value.is_array()) throw wrong("a list of texts, or None");
-      for (const Json& item : value) {
-        if (!item.is_string()) throw wrong("a list of texts, or None");
-        if (item.get_ref<const std::string&>().empty()) {
-          throw wrong("a list of non-empty texts (Python's str.split refuses \"\")");
-        }
-      }
-      return value;
-  }
-  return value;
-}
-
-}  // namespace
-
-const std::vector<std::string>& builtin_reward_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (const Builtin& b : builtins()) out.push_back(b.name);
-    return out;
-  }();
-  return names;
-}
-
-bool is_builtin_reward(const nlohmann::ordered_json& spec) {
-  if (spec.is_string()) {
-    const std::string& text = spec.get_ref<const std::string&>();
-    std::string name = text.substr(0, text.find('('));
-    name = base::trimmed(name, " \t\n");
-    return find_builtin(name) != nullptr;
-  }
-  if (spec.is_object()) {
-    const auto name = spec.find("name");
-    return name != spec.end() && name->is_string() &&
-           find_builtin(name->get<std::string>()) != nullptr;
-  }
-  return false;
-}
-
-std::unique_ptr<BuiltinReward> make_builtin_reward(const nlohmann::ordered_json& spec) {
-  const std::string entry = base::shown(spec);
-  Call call;
-  if (spec.is_string()) {
-    call = CallReader(spec.get_ref<const std::string&>(), entry).read();
-  } else if (spec.is_object()) {
-    const auto name = spec.find("name");
-    if (name == spec.end() || !name->is_string()) {
-      throw InputError(fmt::format(
-          "argument reward_funcs: {}: an object names its function in \"name\" (one of {})", entry,
-          known_names()));
-    }
-    call.name = name->get<std::string>();
-    for (const auto& [key, value] : spec.items()) {
-      if (key != "name") call.keywords.emplace_back(key, value);
-    }
-    call.called = !call.keywords.empty();
-  } else {
-    throw InputError(fmt::format(
-        "argument reward_funcs: {}: is {}; name a built-in with a text or an object (one of {})",
-        entry, base::a_type(spec), known_names()));
-  }
-  const Builtin* builtin = find_builtin(call.name);
-  if (!builtin) {
-    const std::string near = base::nearest(call.name, builtin_reward_names());
-    throw InputError(fmt::format(
-        "argument reward_funcs: {}: '{}' is not one of TRL's built-ins ({}){}", entry, call.name,
-        known_names(), near.empty() ? "" : fmt::format("; did you mean {}?", near)));
-  }
-  const Builtin& b = *builtin;
-  // The arguments bound to the parameters, as Python binds a call's.
-  std::map<std::string, Json> bound;
-  if (call.positional.size() > b.params.size()) {
-    throw InputError(
-        fmt::format("argument reward_funcs: {}: {} takes {} positional arguments, not {} ({})",
-                    entry, b.name, b.params.size(), call.positional.size(), signature(b)));
-  }
-  for (size_t k = 0; k < call.positional.size(); ++k) {
-    bound[b.params[k].name] = checked(b.params[k], call.positional[k], entry, b);
-  }
-  for (const auto& keyword : call.keywords) {
-    const std::string& key = keyword.first;
-    const auto param = std::find_if(b.params.begin(), b.params.end(),
-                                    [&](const Param& p) { return p.name == key; });
-    if (param == b.params.end()) {
-      std::vector<std::string> names;
-      for (const Param& p : b.params) names.push_back(p.name);
-      const std::string near = base::nearest(key, names);
-      throw InputError(fmt::format(
-          "argument reward_funcs: {}: {} has no parameter '{}'{} ({})", entry, b.name, key,
-          near.empty() ? "" : fmt::format(" (did you mean {}?)", near), signature(b)));
-    }
-    if (bound.count(key)) {
-      throw InputError(fmt::format("argument reward_funcs: {}: {} is given twice ({})", entry, key,
-                                   signature(b)));
-    }
-    bound[key] = checked(*param, keyword.second, entry, b);
-  }
-  if (!call.called) {
-    for (const auto& [key, value] : b.alone) bound[key] = value;
-  }
-  for (const Param& p : b.params) {
-    if (bound.count(p.name)) continue;
-    if (!p.default_value) {
-      throw InputError(fmt::format("argument reward_funcs: {}: {} needs {} ({})", entry, b.name,
-                                   p.name, signature(b)));
-    }
-    bound[p.name] = *p.default_value;
-  }
-  auto at_least = [&](const std::string& key, int64_t least, const std::string& why) {
-    const int64_t v = bound[key].get<int64_t>();
-    if (v < least) {
-      throw InputError(
-          fmt::format("argument reward_funcs: {}: {} is {}; it must be at least {} ({})", entry,
-                      key, v, least, why));
-    }
-    return v;
-  };
-  if (b.name == "think_format_reward") return std::make_unique<ThinkFormatReward>();
-  if (b.name == "accuracy_reward") return std::make_unique<AccuracyReward>(entry);
-  if (b.name == "reasoning_accuracy_reward") {
-    std::vector<std::string> delimiters = {"</think>"};
-    if (!bound["reasoning_delimiters"].is_null()) {
-      delimiters = bound["reasoning_delimiters"].get<std::vector<std::string>>();
-    }
-    return std::make_unique<ReasoningAccuracyReward>(std::move(delimiters), entry);
-  }
-  if (b.name == "get_soft_overlong_punishment") {
-    const int64_t max_len = at_least("max_completion_len", 0, "a completion's token count");
-    const int64_t cache = at_least("soft_punish_cache", 0, "0 is no soft zone");
-    return std::make_unique<SoftOverlongPunishment>(max_len, cache);
-  }
-  if (b.name == "get_repetition_penalty_reward") {
-    const int64_t n = at_least("ngram_size", 1, "TRL divides by the count of n-grams");
-    const double max_penalty = bound["max_penalty"].get<double>();
-    if (max_penalty > 0) {
-      throw InputError(
-          fmt::format("argument reward_funcs: {}: max_penalty {} should not be positive (TRL's "
-                      "check: it is the most "
-                      "negative reward)",
-                      entry, base::python_float(max_penalty)));
-    }
-    return std::make_unique<RepetitionPenalty>(n, max_penalty);
-  }
-  // get_cosine_scaled_reward
-  const int64_t max_len = at_least("max_len", 1, "TRL divides the token count by it");
-  return std::make_unique<CosineScaledReward>(
-      entry, max_len, bound["min_value_wrong"].get<double>(),
-      bound["max_value_wrong"].get<double>(), bound["min_value_correct"].get<double>(),
-      bound["max_value_correct"].get<double>());
-}
-
-}  // namespace trainer::trl
+}  // namespace trainer::trl::builtin

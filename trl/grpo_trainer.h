@@ -19,6 +19,7 @@
 #include "lib/tokenizers/tokenizer.h"
 #include "trainer/trainer.h"
 #include "trl/grpo_data.h"
+#include "trl/grpo_math.h"
 #include "trl/rewards.h"
 #include "trl/trl_source.h"
 #include "trl/trl_trainer.h"
@@ -117,12 +118,35 @@ class GRPOTrainer : public TrlTrainer {
   void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) override;
 
  private:
-  struct Generated;
+  // A generation's completions: each cut after its first EOS (kept), padded.
+  struct Generated {
+    torch::Tensor completion_ids, completion_mask;  // [n, T]
+    std::vector<std::vector<int64_t>> ids;          // each completion's kept tokens
+    std::vector<int64_t> lengths, truncated;        // its length; 1: no EOS (TRL's truncated)
+    std::vector<std::string> texts;                 // decoded without special tokens
+  };
   class TimingsReport;
-  // TRL's _generate_and_score_completions on this process's rows of a generation batch.
+  // TRL's _generate_and_score_completions on this process's rows of a generation batch;
   // `training`: a training generation (else an evaluation's: its rows, num_generations_eval, the
-  // eval metrics).
-  data::Batch generate_and_score(models::Model& model, const data::Batch& prompts, bool training);
+  // eval metrics). Its steps follow (trl/grpo_generation.cpp).
+  data::Batch generate_and_score(const data::Batch& prompts, bool training);
+  Generated cut_completions(torch::Tensor tokens) const;
+  // completions/* and num_tokens over every process.
+  void record_length_metrics(const torch::Tensor& prompt_mask, const Generated& g, bool training);
+  // old_per_token_logps (when the old policy differs) and ref_per_token_logps (beta > 0).
+  void add_old_and_reference(data::Batch& out, bool training);
+  void record_reward_metrics(const torch::Tensor& rewards_per_func,
+                             const grpo::Advantages& advantages, bool training);
+  // log_completions' rows of this process's completions.
+  void keep_completion_rows(const data::Batch& prompts, const Generated& g, const GrpoDataset& data,
+                            const torch::Tensor& rewards_per_func, const torch::Tensor& advantages);
+  // compute_loss's pieces (trl/grpo_loss.cpp): the arguments as grpo::LossSettings, the tokens of
+  // the top entropy quantile over every process, TRL's metrics of the micro-step.
+  grpo::LossSettings loss_settings() const;
+  torch::Tensor high_entropy_mask(const torch::Tensor& entropies, const torch::Tensor& mask);
+  void record_loss_metrics(const grpo::PerTokenLoss& loss, const torch::Tensor& entropies,
+                           const torch::Tensor& advantages, const torch::Tensor& mask,
+                           const grpo::LossSettings& s, bool training);
   // Samples the completions (the default sampler).
   torch::Tensor sample(const torch::Tensor& prompt_ids, const torch::Tensor& prompt_mask);
   // Per-token log-probabilities (and entropies) of the completions at `temperature`, in chunks of

@@ -53,7 +53,7 @@
 
 namespace trainer::trl::math {
 
-// One value math_verify extracted, reduced to what verify looks at (defined in math_answer.cpp).
+// One value math_verify extracted, reduced to what verify looks at (math_answer_internal.h).
 struct MathValue;
 
 // What math_verify's parse returns: the first extracted value that parsed (none when none did)

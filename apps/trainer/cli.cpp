@@ -39,11 +39,9 @@ const std::vector<CommandHelp> kCommands = {
      "copy, LoRA's base, or log-probabilities computed once), with TRL's DPOConfig arguments and "
      "defaults."},
     {"grpo", "trainer grpo [CONFIG.json|CONFIG.yaml] [--name value ...]",
-     "Reinforcement learning as TRL's GRPOTrainer: a Hugging Face model samples num_generations "
-     "completions of each prompt in the process, reward_funcs score them (TRL's built-ins or "
-     "exec:COMMAND programs), and the policy moves toward the better ones by TRL's losses "
-     "(dapo, grpo, dr_grpo, bnpo, cispo, sapo, luspo, vespo), with TRL's GRPOConfig arguments and "
-     "defaults."},
+     "Reinforcement learning as TRL's GRPOTrainer: num_generations completions of each prompt "
+     "sampled in the process, scored by reward_funcs (TRL's built-ins or exec:COMMAND programs), "
+     "the policy moved by TRL's losses, with TRL's GRPOConfig arguments and defaults."},
     {"evaluate", "trainer evaluate [CONFIG.json] [--name value ...]",
      "Evaluate a trained run (output_dir's weights, or a model or adapter folder) on the eval "
      "dataset."},

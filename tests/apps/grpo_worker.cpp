@@ -18,23 +18,11 @@
 #include "lib/accelerate/launch.h"
 #include "lib/base/errors.h"
 #include "lib/runtime/torch_logs.h"
+#include "tests/torch_test_util.h"
 #include "trl/grpo_trainer.h"
 
 using namespace trainer;
 using json = nlohmann::json;
-
-namespace {
-
-torch::Tensor long_tensor(const json& rows) {
-  std::vector<int64_t> flat;
-  const int64_t n = static_cast<int64_t>(rows.size());
-  const int64_t width = n > 0 ? static_cast<int64_t>(rows[0].size()) : 0;
-  for (const auto& row : rows)
-    for (const auto& v : row) flat.push_back(v.get<int64_t>());
-  return torch::tensor(flat, torch::kLong).view({n, width});
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   runtime::route_torch_logs();
@@ -65,14 +53,14 @@ int main(int argc, char** argv) {
               throw std::runtime_error("grpo_worker: more generations than TRL's run had");
             }
             const json& g = (*generations)[(*next)++];
-            const torch::Tensor theirs = long_tensor(g["prompt_ids_padded"]);
+            const torch::Tensor theirs = trainer::testing::long_rows(g["prompt_ids_padded"]);
             if (!torch::equal(theirs, prompt_ids.cpu())) {
               throw std::runtime_error(fmt::format(
                   "grpo_worker: generation {}'s prompts differ from TRL's (the sampler or the "
                   "collator is not TRL's)",
                   *next - 1));
             }
-            return long_tensor(g["completion_ids_padded"]);
+            return trainer::testing::long_rows(g["completion_ids_padded"]);
           });
       trainer.set_row_shuffle([generations, next](int64_t n) {
         const json& g = (*generations)[*next - 1];

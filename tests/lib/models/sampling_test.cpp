@@ -13,20 +13,12 @@
 #include "lib/models/pretrained_source.h"
 #include "lib/models/sampling.h"
 #include "tests/test_util.h"
+#include "tests/torch_test_util.h"
 
 namespace trainer::models {
 namespace {
 
 using json = nlohmann::json;
-
-torch::Tensor long_tensor(const json& rows) {
-  std::vector<int64_t> flat;
-  const auto n = static_cast<int64_t>(rows.size());
-  const auto width = n > 0 ? static_cast<int64_t>(rows[0].size()) : 0;
-  for (const auto& row : rows)
-    for (const auto& v : row) flat.push_back(v.get<int64_t>());
-  return torch::tensor(flat, torch::kLong).view({n, width});
-}
 
 TEST(Sampling, DrawsTransformersTokensForOnePromptAndALeftPaddedBatch) {
   const std::string dir = testing::reference_dir("hf_sample");
@@ -60,11 +52,11 @@ TEST(Sampling, DrawsTransformersTokensForOnePromptAndALeftPaddedBatch) {
     s.no_repeat_ngram_size = e["no_repeat_ngram_size"];
     s.eos_token_ids = {e["eos_token_id"].get<int64_t>()};
     s.pad_token_id = e["pad_token_id"];
-    const torch::Tensor ids = long_tensor(run["input_ids"]);
-    const torch::Tensor mask = long_tensor(run["attention_mask"]);
+    const torch::Tensor ids = testing::long_rows(run["input_ids"]);
+    const torch::Tensor mask = testing::long_rows(run["attention_mask"]);
     at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(run["seed"].get<uint64_t>());
     const torch::Tensor tokens = generate_tokens(*model, ids, mask, s, generator);
-    const torch::Tensor want = long_tensor(run["sequences"]).slice(1, ids.size(1));
+    const torch::Tensor want = testing::long_rows(run["sequences"]).slice(1, ids.size(1));
     const std::string what =
         name + " " + run["prompts"].get<std::string>() + " " + run["setting"].get<std::string>();
     ASSERT_EQ(tokens.sizes(), want.sizes()) << what << ": " << tokens << " vs " << want;
