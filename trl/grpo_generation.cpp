@@ -234,10 +234,20 @@ void GRPOTrainer::add_old_and_reference(data::Batch& out, bool training) {
   torch::NoGradGuard no_grad;
   // The old policy's only when its updates move it away (TRL: GA not a multiple of the
   // generation's micro-steps); otherwise the loss's own detached log-probabilities stand in.
-  if (a.gradient_accumulation_steps() % every != 0) {
-    out["old_per_token_logps"] = token_logps(this->model(), out, chunk).first.detach();
+  // The policy's forwards run on its full weights (gathered under ZeRO-3, as for sampling).
+  const bool old = a.gradient_accumulation_steps() % every != 0;
+  const bool policy_reference = a.beta() != 0.0 && !reference_model();
+  if (old || policy_reference) {
+    accelerator().with_full_params([&] {
+      if (old) out["old_per_token_logps"] = token_logps(this->model(), out, chunk).first.detach();
+      if (policy_reference) {
+        out["ref_per_token_logps"] = with_reference(this->model(), [&](models::Model& ref) {
+          return token_logps(ref, out, chunk).first.detach();
+        });
+      }
+    });
   }
-  if (a.beta() != 0.0) {
+  if (a.beta() != 0.0 && reference_model()) {
     out["ref_per_token_logps"] = with_reference(this->model(), [&](models::Model& ref) {
       return token_logps(ref, out, chunk).first.detach();
     });
