@@ -183,6 +183,14 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
+ProcessResult transformers_loads(const std::string& dir) {
+  return run(std::string(TRAINER_PYTHON) +
+             " -c \"import sys, torch; from transformers import AutoModelForCausalLM;"
+             " m = AutoModelForCausalLM.from_pretrained(sys.argv[1]);"
+             " print(torch.isfinite(m(torch.tensor([[1, 2, 3]])).logits).all().item())\" " +
+             dir + " 2>&1");
+}
+
 ProcessResult run(const std::string& command) {
   TempDir dir;
   std::string full =

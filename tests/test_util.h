@@ -76,6 +76,9 @@ std::string libtorch_text(const std::string& output);
 // programs (and neither Python nor TORCH_CPP_LOG_LEVEL is part of it), LibTorch's own text in
 // what it printed is a test failure naming the line.
 ProcessResult run(const std::string& command);
+// Transformers loading the model folder `dir` (AutoModelForCausalLM) and running three tokens
+// through it: its output ends in "True" when the logits are finite.
+ProcessResult transformers_loads(const std::string& dir);
 
 // `argv` as a command line for run(): its words, each followed by a space (none may need quotes).
 std::string command_line(const std::vector<std::string>& argv);

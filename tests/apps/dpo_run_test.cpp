@@ -248,11 +248,7 @@ TEST(DpoRun, TheFoldersLoadInTransformersAndPeftAndChatAnswers) {
   for (const char* tag :
        {"train/rewards/chosen", "train/rewards/accuracies", "train/logps/rejected"})
     EXPECT_NE(events.find(tag), std::string::npos) << tag;
-  auto loads = run(std::string(TRAINER_PYTHON) +
-                   " -c \"import sys, torch; from transformers import AutoModelForCausalLM;"
-                   " m = AutoModelForCausalLM.from_pretrained(sys.argv[1]);"
-                   " print(torch.isfinite(m(torch.tensor([[1, 2, 3]])).logits).all().item())\" " +
-                   tmp.file("full") + " 2>&1");
+  auto loads = testing::transformers_loads(tmp.file("full"));
   ASSERT_EQ(loads.exit_code, 0) << loads.out;
   EXPECT_NE(loads.out.find("True"), std::string::npos) << loads.out;
 
