@@ -79,7 +79,10 @@ RewardProgram::RewardProgram(std::string command, double timeout_seconds)
   sigemptyset(&defaults);
   sigaddset(&defaults, SIGPIPE);
   posix_spawnattr_setsigdefault(&attributes, &defaults);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF);
+  // A process group of its own: what the shell starts ends with it (a child left running would
+  // hold the trainer's stderr open).
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   const char* argv[] = {"/bin/sh", "-c", command_.c_str(), nullptr};
   const int error = ::posix_spawn(&pid_, "/bin/sh", &actions, &attributes,
                                   const_cast<char* const*>(argv), environ);
@@ -89,8 +92,9 @@ RewardProgram::RewardProgram(std::string command, double timeout_seconds)
   ::close(from_child[1]);
   in_ = to_child[1];
   out_ = from_child[0];
+  group_ = pid_;
   if (error != 0) {
-    pid_ = -1;
+    pid_ = group_ = -1;
     fail(fmt::format("could not start /bin/sh: {}", std::strerror(error)), "");
   }
   ::fcntl(in_, F_SETFL, ::fcntl(in_, F_GETFL) | O_NONBLOCK);
@@ -100,14 +104,14 @@ RewardProgram::RewardProgram(std::string command, double timeout_seconds)
 RewardProgram::~RewardProgram() {
   if (in_ >= 0) ::close(in_);
   if (out_ >= 0) ::close(out_);
-  if (pid_ <= 0) return;
-  // A second to end on its own after its stdin closed, then SIGKILL.
-  for (int i = 0; i < 100; ++i) {
-    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
-    ::usleep(10000);
+  // A second to end on its own after its stdin closed, then SIGKILL to its whole group (what
+  // the shell started and left behind too).
+  for (int i = 0; pid_ > 0 && i < 100; ++i) {
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) pid_ = -1;
+    if (pid_ > 0) ::usleep(10000);
   }
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
+  if (group_ > 0) ::kill(-group_, SIGKILL);
+  if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
 }
 
 std::string RewardProgram::exit_status() {

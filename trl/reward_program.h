@@ -48,6 +48,7 @@ class RewardProgram {
   std::string command_;
   double timeout_;
   pid_t pid_ = -1;
+  pid_t group_ = -1;        // its process group (the program's pid), killed at the end
   int in_ = -1, out_ = -1;  // its stdin (we write), its stdout (we read)
   std::string pending_;     // read past the last full line
 };
