@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "lib/accelerate/mixed_precision.h"
 #include "lib/base/errors.h"
 #include "lib/base/json_text.h"
 #include "lib/base/warn.h"
@@ -80,8 +81,13 @@ Tensor GRPOTrainer::sample(const Tensor& prompt_ids, const Tensor& prompt_mask) 
   models::HfCausalLM* hf = models::as_hf_causal_lm(model());
   at::Generator generator = at::globalContext().defaultGenerator(device().type());
   Tensor tokens;
-  accelerator().with_full_params(
-      [&] { tokens = models::generate_tokens(*hf, prompt_ids, prompt_mask, s, generator); });
+  accelerator().with_full_params([&] {
+    // Under the run's autocast, as TRL's generate runs in the prepared model's forward.
+    std::optional<AutocastGuard> autocast;
+    if (a.bf16()) autocast.emplace(device().type(), torch::kBFloat16);
+    if (a.fp16()) autocast.emplace(device().type(), torch::kHalf);
+    tokens = models::generate_tokens(*hf, prompt_ids, prompt_mask, s, generator);
+  });
   return tokens;
 }
 

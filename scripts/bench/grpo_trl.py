@@ -119,7 +119,8 @@ def train(a):
 
     torch.set_num_threads(a.threads)
     rows = Dataset.from_list([{"prompt": p} for p in read_prompts(a.train_file)])
-    args = GRPOConfig(output_dir=a.output_dir, use_cpu=True, bf16=False, gradient_checkpointing=False,
+    args = GRPOConfig(output_dir=a.output_dir, use_cpu=True, bf16=a.bf16 == "true",
+                      gradient_checkpointing=False,
                       per_device_train_batch_size=a.per_device_train_batch_size,
                       num_generations=a.num_generations, max_completion_length=a.max_completion_length,
                       max_steps=a.max_steps, learning_rate=a.learning_rate, logging_steps=1, seed=42,
@@ -202,6 +203,7 @@ def main():
     t.add_argument("--max_steps", type=int, default=8)
     t.add_argument("--learning_rate", type=float, default=1e-5)
     t.add_argument("--threads", type=int, default=torch.get_num_threads())
+    t.add_argument("--bf16", choices=["true", "false"], default="false")
     g = sub.add_parser("generate")
     g.add_argument("model_dir")
     g.add_argument("prompts")
