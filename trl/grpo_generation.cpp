@@ -13,6 +13,7 @@
 #include "lib/base/errors.h"
 #include "lib/base/json_text.h"
 #include "lib/base/warn.h"
+#include "lib/models/generation_config.h"
 #include "lib/models/hf_causal_lm.h"
 #include "lib/models/lora.h"
 #include "lib/models/sampling.h"
@@ -30,7 +31,7 @@ double nan_of(const Tensor& t) { return t.numel() == 0 ? NAN : t.item<double>();
 
 }  // namespace
 
-Tensor GRPOTrainer::sample(const Tensor& prompt_ids, const Tensor& prompt_mask) {
+models::SamplingSettings GRPOTrainer::sampling_settings(int64_t vocab_size) const {
   const TrainingArguments& a = args();
   models::SamplingSettings s;
   s.do_sample = true;
@@ -42,42 +43,42 @@ Tensor GRPOTrainer::sample(const Tensor& prompt_ids, const Tensor& prompt_mask) 
   s.repetition_penalty = a.repetition_penalty();
   s.eos_token_ids = setup_.eos_token_ids;
   s.pad_token_id = setup_.pad_token_id;
-  // generation_kwargs over those, as TRL updates its GenerationConfig's keyword arguments.
-  const auto& kw = a.generation_kwargs();
-  if (kw.is_object()) {
-    for (const auto& [key, value] : kw.items()) {
-      if (key == "do_sample" && value.is_boolean())
-        s.do_sample = value.get<bool>();
-      else if (key == "max_new_tokens" && value.is_number_integer())
-        s.max_new_tokens = value.get<int64_t>();
-      else if (key == "temperature" && value.is_number())
-        s.temperature = value.get<double>();
-      else if (key == "top_k" && value.is_number_integer())
-        s.top_k = value.get<int64_t>();
-      else if (key == "top_p" && value.is_number())
-        s.top_p = value.get<double>();
-      else if (key == "min_p" && (value.is_number() || value.is_null()))
-        s.min_p = value.is_null() ? std::nullopt : std::optional<double>(value.get<double>());
-      else if (key == "repetition_penalty" && value.is_number())
-        s.repetition_penalty = value.get<double>();
-      else if (key == "no_repeat_ngram_size" && value.is_number_integer())
-        s.no_repeat_ngram_size = value.get<int64_t>();
-      else if (key == "bad_words_ids" && value.is_array())
-        s.bad_words_ids = value.get<std::vector<std::vector<int64_t>>>();
-      else if (key == "eos_token_id" && (value.is_number_integer() || value.is_array()))
-        s.eos_token_ids = value.is_array() ? value.get<std::vector<int64_t>>()
-                                           : std::vector<int64_t>{value.get<int64_t>()};
-      else if (key == "use_cache" && value.is_boolean())
-        s.use_cache = value.get<bool>();
-      else {
-        throw InputError(
-            fmt::format("argument generation_kwargs: {} {} is not built here (allowed: do_sample, "
-                        "max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, "
-                        "no_repeat_ngram_size, bad_words_ids, eos_token_id, use_cache)",
-                        key, base::shown(value)));
-      }
+  // generation_kwargs over those, as TRL updates its GenerationConfig's keyword arguments: only
+  // the keys whose decoding is built here, each value checked as generation_config.json's are.
+  const nlohmann::ordered_json& kw = a.generation_kwargs();
+  if (!kw.is_object() || kw.empty()) return s;
+  static const std::vector<std::string> kBuilt = {
+      "do_sample",     "max_new_tokens", "temperature",        "top_k",
+      "top_p",         "min_p",          "repetition_penalty", "no_repeat_ngram_size",
+      "bad_words_ids", "eos_token_id",   "use_cache"};
+  for (const auto& [key, value] : kw.items()) {
+    if (std::find(kBuilt.begin(), kBuilt.end(), key) == kBuilt.end() ||
+        (key == "use_cache" && !value.is_boolean())) {
+      throw InputError(
+          fmt::format("argument generation_kwargs: {} {} is not built here (allowed: do_sample, "
+                      "max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, "
+                      "no_repeat_ngram_size, bad_words_ids, eos_token_id, use_cache)",
+                      key, base::shown(value)));
     }
   }
+  const models::GenerationConfig g =
+      models::parse_generation_config(kw, "argument generation_kwargs", vocab_size);
+  if (g.do_sample) s.do_sample = *g.do_sample;
+  if (kw.contains("max_new_tokens")) s.max_new_tokens = kw["max_new_tokens"].get<int64_t>();
+  if (g.temperature) s.temperature = *g.temperature;
+  if (g.top_k) s.top_k = *g.top_k;
+  if (g.top_p) s.top_p = *g.top_p;
+  if (kw.contains("min_p")) s.min_p = g.min_p;
+  if (kw.contains("repetition_penalty")) s.repetition_penalty = g.repetition_penalty;
+  if (kw.contains("no_repeat_ngram_size")) s.no_repeat_ngram_size = g.no_repeat_ngram_size;
+  if (kw.contains("bad_words_ids")) s.bad_words_ids = g.bad_words_ids;
+  if (g.has_eos) s.eos_token_ids = g.eos_token_ids;
+  if (kw.contains("use_cache")) s.use_cache = kw["use_cache"].get<bool>();
+  return s;
+}
+
+Tensor GRPOTrainer::sample(const Tensor& prompt_ids, const Tensor& prompt_mask) {
+  const TrainingArguments& a = args();
   models::HfCausalLM* hf = models::as_hf_causal_lm(model());
   at::Generator generator = at::globalContext().defaultGenerator(device().type());
   Tensor tokens;
@@ -86,7 +87,7 @@ Tensor GRPOTrainer::sample(const Tensor& prompt_ids, const Tensor& prompt_mask) 
     std::optional<AutocastGuard> autocast;
     if (a.bf16()) autocast.emplace(device().type(), torch::kBFloat16);
     if (a.fp16()) autocast.emplace(device().type(), torch::kHalf);
-    tokens = models::generate_tokens(*hf, prompt_ids, prompt_mask, s, generator);
+    tokens = models::generate_tokens(*hf, prompt_ids, prompt_mask, sampling_, generator);
   });
   return tokens;
 }
@@ -337,8 +338,7 @@ data::Batch GRPOTrainer::generate_and_score(const data::Batch& prompts, bool tra
   if (acc.num_processes() > 1) rewards_per_func = acc.gather(rewards_per_func);
   rewards_per_func = rewards_per_func.cpu();
   grpo::AdvantageSettings settings;
-  settings.num_generations =
-      training ? a.num_generations() : a.num_generations_eval().value_or(a.num_generations());
+  settings.num_generations = training ? a.num_generations() : eval_generations();
   settings.scale_rewards = a.scale_rewards();
   settings.aggregation = a.multi_objective_aggregation();
   settings.weights = a.reward_weights();

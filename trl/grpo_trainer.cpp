@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 
-#include <ATen/Context.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -18,9 +16,7 @@
 #include "lib/base/warn.h"
 #include "lib/models/hf_causal_lm.h"
 #include "lib/models/lora.h"
-#include "lib/models/sampling.h"
 #include "trainer/integrations.h"
-#include "trl/reward_program.h"
 
 namespace trainer::trl {
 
@@ -76,7 +72,7 @@ GRPOTrainer::GRPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments
                                a.gradient_accumulation_steps(), a.generation_batch_size(),
                                a.steps_per_generation(), a.num_generations());
   if (a.do_eval() && a.eval_strategy() != "no") {
-    const int64_t G = a.num_generations_eval().value_or(a.num_generations());
+    const int64_t G = eval_generations();
     const int64_t global = a.per_device_eval_batch_size() * accelerator().num_processes();
     if (global % G != 0) {
       throw InputError(fmt::format(
@@ -85,11 +81,11 @@ GRPOTrainer::GRPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments
           a.per_device_eval_batch_size(), accelerator().num_processes(), G));
     }
   }
-  if (!models::as_hf_causal_lm(this->model())) {
-    throw InputError("trainer grpo: the model is not a Hugging Face causal language model");
-  }
+  const models::HfCausalLM* hf = models::as_hf_causal_lm(this->model());
+  if (!hf) throw InputError("trainer grpo: the model is not a Hugging Face causal language model");
+  sampling_ = sampling_settings(hf->config().vocab_size);
   // A prompt the model cannot read with room for one token more fails before anything trains.
-  const int64_t positions = models::as_hf_causal_lm(this->model())->max_positions();
+  const int64_t positions = hf->max_positions();
   for (size_t i = 0; i < train_rows_->rows().size(); ++i) {
     const int64_t length = row_length(train_rows_->rows()[i]);
     if (length >= positions) {
@@ -193,9 +189,8 @@ PredictionOutput GRPOTrainer::prediction_step(models::Model& model, const data::
 std::shared_ptr<const data::Sampler> GRPOTrainer::make_eval_sampler(const data::Dataset& dataset,
                                                                     int64_t) {
   const TrainingArguments& a = args();
-  return std::make_shared<RepeatSampler>(dataset.size(),
-                                         a.num_generations_eval().value_or(a.num_generations()), 1,
-                                         1, true, static_cast<uint64_t>(a.seed()));
+  return std::make_shared<RepeatSampler>(dataset.size(), eval_generations(), 1, 1, true,
+                                         static_cast<uint64_t>(a.seed()));
 }
 
 void GRPOTrainer::sync_reference() {

@@ -16,6 +16,7 @@
 #include "lib/data/dataset.h"
 #include "lib/data/registry.h"
 #include "lib/io/tensorboard.h"
+#include "lib/models/sampling.h"
 #include "lib/tokenizers/tokenizer.h"
 #include "trainer/trainer.h"
 #include "trl/grpo_data.h"
@@ -143,10 +144,18 @@ class GRPOTrainer : public TrlTrainer {
   // compute_loss's pieces (trl/grpo_loss.cpp): the arguments as grpo::LossSettings, the tokens of
   // the top entropy quantile over every process, TRL's metrics of the micro-step.
   grpo::LossSettings loss_settings() const;
+  // num_generations_eval, else num_generations.
+  int64_t eval_generations() const {
+    return args().num_generations_eval().value_or(args().num_generations());
+  }
   torch::Tensor high_entropy_mask(const torch::Tensor& entropies, const torch::Tensor& mask);
   void record_loss_metrics(const grpo::PerTokenLoss& loss, const torch::Tensor& entropies,
                            const torch::Tensor& advantages, const torch::Tensor& mask,
                            const grpo::LossSettings& s, bool training);
+  // The sampling settings of the arguments (generation_kwargs over GRPOConfig's keys, the model's
+  // min_p where min_p is null), read once for a model of `vocab_size` tokens: InputError for a
+  // generation_kwargs key not built or a value Transformers refuses.
+  models::SamplingSettings sampling_settings(int64_t vocab_size) const;
   // Samples the completions (the default sampler).
   torch::Tensor sample(const torch::Tensor& prompt_ids, const torch::Tensor& prompt_mask);
   // Per-token log-probabilities (and entropies) of the completions at `temperature`, in chunks of
@@ -165,6 +174,7 @@ class GRPOTrainer : public TrlTrainer {
 
   GrpoSetup setup_;
   GenerationPlan plan_;
+  models::SamplingSettings sampling_;
   std::shared_ptr<const GrpoDataset> train_rows_, eval_rows_;
   CompletionSampler sampler_;
   RowShuffle shuffle_;

@@ -120,6 +120,7 @@ std::vector<int64_t> HfSession::generate(std::vector<int64_t> ids,
   settings.temperature = warpers.temperature;
   settings.top_k = warpers.top_k;
   settings.top_p = warpers.top_p;
+  settings.min_p = generation.min_p;
   settings.repetition_penalty = generation.repetition_penalty;
   settings.no_repeat_ngram_size = generation.no_repeat_ngram_size;
   settings.bad_words_ids = generation.bad_words_ids;

@@ -37,14 +37,14 @@ nlohmann::ordered_json reward_specs(const nlohmann::ordered_json& given) {
 
 // GRPOTrainer's stop ids: the tokenizer's EOS first, then generation_config.json's (TRL's
 // eos_token_ids); its padding: the source's pad token.
-trl::GrpoSetup grpo_setup(const models::Model& model, const ModelSource& source,
+trl::GrpoSetup grpo_setup(models::Model& model, const ModelSource& source,
                           const trl::GrpoSourceOptions& options,
                           std::shared_ptr<trl::RewardFunctions> rewards,
                           const trl::GrpoDataset& rows) {
   trl::GrpoSetup setup;
   setup.tokenizer = options.tokenizer;
   setup.pad_token_id = options.pad_token_id;
-  const auto* hf = models::as_hf_causal_lm(const_cast<models::Model&>(model));
+  const auto* hf = models::as_hf_causal_lm(model);
   const models::GenerationConfig generation =
       source.pretrained
           ? models::read_generation_config(source.pretrained->model_dir, hf->config().vocab_size)
@@ -60,6 +60,7 @@ trl::GrpoSetup grpo_setup(const models::Model& model, const ModelSource& source,
         "(give the tokenizer an eos_token)");
   }
   setup.eos_token_ids = eos;
+  setup.generation_min_p = generation.min_p;
   setup.rewards = std::move(rewards);
   if (rows.size() > 0) {
     const nlohmann::ordered_json first = rows.record(0);

@@ -43,7 +43,6 @@ const std::vector<NotBuilt>& not_built() {
       {"typical_p", 1.0, "TypicalLogitsWarper"},
       {"epsilon_cutoff", 0.0, "EpsilonLogitsWarper"},
       {"eta_cutoff", 0.0, "EtaLogitsWarper"},
-      {"min_p", nullptr, "MinPLogitsWarper"},
       {"guidance_scale", 1.0, "classifier-free guidance"},
       {"renormalize_logits", false, "LogitNormalization"},
       {"force_words_ids", nullptr, "constrained beam search"},
@@ -79,6 +78,10 @@ void read_sampling(base::JsonFields& f, GenerationConfig& c) {
   if (f.has("top_p")) {
     c.top_p = f.number("top_p");
     f.check(*c.top_p >= 0 && *c.top_p <= 1, "top_p", "a number in [0, 1]");
+  }
+  if (f.has("min_p")) {
+    c.min_p = f.number("min_p");
+    f.check(*c.min_p >= 0 && *c.min_p <= 1, "min_p", "a number in [0, 1]");
   }
   for (const char* key : {"max_new_tokens", "max_length"}) f.integer(key, 1, 1);
 }

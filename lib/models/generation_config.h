@@ -14,8 +14,9 @@ namespace trainer::models {
 
 struct GenerationConfig {
   std::optional<bool> do_sample;  // unset: greedy (Transformers' default)
-  // Sampling's warpers (unset: Transformers' defaults, temperature 1.0, top_k 50, top_p 1.0).
-  std::optional<double> temperature, top_p;
+  // Sampling's warpers (unset: Transformers' defaults, temperature 1.0, top_k 50, top_p 1.0, no
+  // min_p).
+  std::optional<double> temperature, top_p, min_p;
   std::optional<int64_t> top_k;
   std::vector<int64_t> eos_token_ids;  // empty with !has_eos: the model config's
   bool has_eos = false;

@@ -205,6 +205,13 @@ TEST(GrpoRun, BadInputIsOneLine) {
        "trainer: error: argument use_vllm: true is not allowed (false only", 2},
       {std::string(kShortReward) + " --vllm_server_port 9000",
        "trainer: error: argument vllm_server_port: 9000 is not allowed (8000 only", 2},
+      {std::string(kShortReward) + " --generation_kwargs '{\"num_beams\": 2}'",
+       "trainer: error: argument generation_kwargs: num_beams 2 is not built here (allowed: "
+       "do_sample, max_new_tokens,",
+       2},
+      {std::string(kShortReward) + " --generation_kwargs '{\"temperature\": 0}'",
+       "trainer: error: argument generation_kwargs: temperature 0 is not allowed (a number > 0)",
+       2},
       {std::string(kShortReward) + " --loss_type sigmoid",
        "trainer: error: argument loss_type: \"sigmoid\" is not allowed (allowed: grpo, dr_grpo, "
        "dapo, bnpo, cispo, sapo, luspo, vespo)",

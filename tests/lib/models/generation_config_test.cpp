@@ -33,7 +33,10 @@ TEST(GenerationConfig, ReadsWhatGenerateUses) {
   EXPECT_EQ(g.bad_words_ids, (std::vector<std::vector<int64_t>>{{5}, {9, 10}, {3}}));
   EXPECT_EQ(parse(R"({"eos_token_id": 3, "bad_words_ids": [[3], [4]]})").bad_words_ids,
             (std::vector<std::vector<int64_t>>{{4}}));
+  // min_p: built (MinPLogitsWarper, lib/models/sampling.cpp), read like the other warpers.
+  EXPECT_EQ(parse(R"({"min_p": 0.05})").min_p, 0.05);
   const GenerationConfig empty = parse("{}");
+  EXPECT_FALSE(empty.min_p.has_value());
   EXPECT_FALSE(empty.do_sample.has_value());
   EXPECT_FALSE(empty.has_eos);
 }
@@ -51,6 +54,7 @@ TEST(GenerationConfig, ValuesTransformersRefusesAreOneLine) {
       {R"({"top_k": -5})", "top_k -5 is not allowed (an integer >= 0)"},
       {R"({"top_p": 2})", "top_p 2 is not allowed (a number in [0, 1])"},
       {R"({"top_p": -0.5})", "top_p -0.5 is not allowed (a number in [0, 1])"},
+      {R"({"min_p": 1.5})", "min_p 1.5 is not allowed (a number in [0, 1])"},
       {R"({"max_new_tokens": "x"})", "max_new_tokens \"x\" is not allowed (an integer)"},
       {R"({"max_new_tokens": -1})", "max_new_tokens -1 is not allowed (an integer >= 1)"},
       {R"({"repetition_penalty": 0})", "repetition_penalty 0 is not allowed (a number > 0)"},
