@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -26,6 +28,29 @@ std::string trimmed(const std::string& s) {
   const auto first = s.find_first_not_of(" \t\r");
   if (first == std::string::npos) return "";
   return s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
+}
+
+// write() whose closed reader is EPIPE and never SIGPIPE, whatever the host process does with
+// the signal (the trainer ignores it; a test binary or a user's program may not): the signal is
+// blocked on this thread for the call and, if the write raised it, taken back.
+ssize_t write_without_sigpipe(int fd, const char* data, size_t size) {
+  sigset_t pipe_only, previous, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  sigemptyset(&pending);
+  ::sigpending(&pending);
+  const bool already_pending = sigismember(&pending, SIGPIPE) == 1;
+  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &previous);
+  const ssize_t n = ::write(fd, data, size);
+  const int error = errno;
+  if (n < 0 && error == EPIPE && !already_pending) {
+    const timespec now{0, 0};
+    while (::sigtimedwait(&pipe_only, nullptr, &now) < 0 && errno == EINTR) {
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  errno = error;
+  return n;
 }
 
 }  // namespace
@@ -145,6 +170,7 @@ std::vector<std::optional<double>> RewardProgram::score(
   std::vector<std::optional<double>> answers;
   answers.reserve(requests.size());
   size_t written = 0;
+  bool input_closed = false;
   auto row_of = [&](size_t i) { return i < rows.size() ? rows[i] : std::string(); };
   auto last = std::chrono::steady_clock::now();
   while (answers.size() < requests.size()) {
@@ -168,16 +194,21 @@ std::vector<std::optional<double>> RewardProgram::score(
     const auto waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - last);
     const double left = timeout_ - waited.count();
     if (left <= 0) {
-      fail(fmt::format("gave no answer within {} s", base::python_float(timeout_)),
+      fail(input_closed ? std::string("closed its input before reading every request")
+                        : fmt::format("gave no answer within {} s", base::python_float(timeout_)),
            row_of(answers.size()));
     }
     const int ready = ::poll(fds, count, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) fail(std::strerror(errno), row_of(answers.size()));
     if (count == 2 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      const ssize_t n = ::write(in_, outgoing.data() + written, outgoing.size() - written);
+      const ssize_t n =
+          write_without_sigpipe(in_, outgoing.data() + written, outgoing.size() - written);
+      // Its input is gone: what it still answers is read, and its end (the usual case: it
+      // exited) is said when its output closes.
       if (n < 0 && errno == EPIPE) {
-        fail(fmt::format("{} before reading every request", exit_status()), row_of(answers.size()));
+        input_closed = true;
+        written = outgoing.size();
       }
       if (n > 0) {
         written += static_cast<size_t>(n);

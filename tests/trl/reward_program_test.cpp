@@ -109,6 +109,39 @@ TEST(RewardProgram, DeathSilenceAndJunkAreOneLineNamingTheProgramAndTheRow) {
   }
 }
 
+std::string error_of_many(RewardProgram& program) {
+  std::vector<json> many;
+  for (int i = 0; i < 3000; ++i) many.push_back(json{{"completion", std::string(2000, 'z')}});
+  try {
+    program.score(many, rows(3000));
+  } catch (const RewardProgramError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RewardProgram, AProgramThatStopsReadingIsALineAndNeverSigpipe) {
+  // 6 MB of requests to programs that stop reading: the writes meet a closed pipe. This test
+  // binary leaves SIGPIPE at its default, which would end it there.
+  {
+    RewardProgram program("read line; exit 4", 30);
+    EXPECT_EQ(error_of_many(program),
+              "reward program exec:read line; exit 4 exited with status 4 (at data.jsonl row 1)");
+  }
+  {
+    RewardProgram program("exec 0<&-; sleep 30", 1);
+    EXPECT_EQ(error_of_many(program),
+              "reward program exec:exec 0<&-; sleep 30 closed its input before reading every "
+              "request (at data.jsonl row 1)");
+  }
+  for (int round = 0; round < 20; ++round) {
+    RewardProgram program("no-such-reward-program-here 2>/dev/null", 30);
+    EXPECT_EQ(error_of_many(program),
+              "reward program exec:no-such-reward-program-here 2>/dev/null exited with status 127 "
+              "(at data.jsonl row 1)");
+  }
+}
+
 TEST(RewardProgram, MetricNamesComeFromTheProgramsFile) {
   EXPECT_EQ(reward_program_name("python3 rewards/length.py --n 3"), "length");
   EXPECT_EQ(reward_program_name("./score"), "score");
