@@ -62,7 +62,7 @@ set(TRAINER_TEST_GROUPS
   "^(Jinja|Language/JinjaRenders)\\."                         "unit|sanitize"          300 SUITE
   "^(Tokenizer|LmFiles|LengthGroupedAgainstTransformers|Gpt|HfModels|Sampling|HfFamilies|Lora|TorchScript|ChatTemplate|Sft[A-Za-z]*|Dpo[A-Za-z]*|GrpoRewards|GrpoMathAnswer|RewardProgram)\\."
                                                             "unit|reference|sanitize" 600 SUITE
-  "^(Cases/LoraAgainstPeft|Models/HfLogits|Families/HfFamily|Hub/HubCheckpoint|Optimizers)\\."  "unit|reference|sanitize" 600 SUITE
+  "^(Cases/LoraAgainstPeft|Models/HfLogits|Families/HfFamily|Hub/HubCheckpoint|SeqCls/SequenceClassifier|SequenceClassifiers|Optimizers)\\."  "unit|reference|sanitize" 600 SUITE
   "^SchedulesReference\\."                                   "unit|reference|sanitize" 300 SUITE
   "^(Cuda|DeviceLoader)\\."                                 "unit|sanitize"          300 SUITE
   "."                                                       "unit|sanitize"          300 SUITE

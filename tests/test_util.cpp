@@ -191,6 +191,15 @@ ProcessResult transformers_loads(const std::string& dir) {
              dir + " 2>&1");
 }
 
+ProcessResult transformers_classifies(const std::string& dir) {
+  return run(std::string(TRAINER_PYTHON) +
+             " -c \"import json, sys, torch; from transformers import "
+             "AutoModelForSequenceClassification as A;"
+             " m = A.from_pretrained(sys.argv[1]).eval();"
+             " print(json.dumps(m(torch.tensor([[1, 2, 3]])).logits.tolist()))\" " +
+             dir + " 2>/dev/null");
+}
+
 ProcessResult run(const std::string& command) {
   TempDir dir;
   std::string full =

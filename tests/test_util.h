@@ -79,6 +79,9 @@ ProcessResult run(const std::string& command);
 // Transformers loading the model folder `dir` (AutoModelForCausalLM) and running three tokens
 // through it: its output ends in "True" when the logits are finite.
 ProcessResult transformers_loads(const std::string& dir);
+// Transformers loading the classifier folder `dir` (AutoModelForSequenceClassification) and
+// scoring the tokens 1, 2, 3: its output's last line is the logits as a JSON list of one row.
+ProcessResult transformers_classifies(const std::string& dir);
 
 // `argv` as a command line for run(): its words, each followed by a space (none may need quotes).
 std::string command_line(const std::vector<std::string>& argv);

@@ -222,7 +222,7 @@ torch::Tensor Trainer::forward_backward(int64_t window,
   // num_items_in_batch): the window's batches are read first to count them.
   std::vector<data::Batch> batches;
   torch::Tensor num_items;
-  if (model_->task().kind == data::TaskKind::kCausalLM) {
+  if (model_->task().kind == data::TaskKind::kCausalLM || model_->task().loss_kwargs) {
     for (int64_t k = 0; k < window; ++k) batches.push_back(batch_at(k));
     // Batches without labels (DPO's pairs) have a loss of their own, a mean per micro-batch.
     if (batches.front().contains("labels")) num_items = count_label_tokens(batches);

@@ -166,6 +166,14 @@ class Gpt2 : public HfCausalLM {
 
 HfCausalLM::HfCausalLM(HfConfig config) : config_(std::move(config)) {
   task_.kind = data::TaskKind::kCausalLM;
+  if (config_.sequence_classification) {
+    task_.kind = config_.num_labels == 1 || config_.problem_type == "regression"
+                     ? data::TaskKind::kRegression
+                     : data::TaskKind::kClassification;
+    // Transformers' classifiers take **kwargs: the Trainer counts the window's labels and does
+    // not divide their (mean) loss by the accumulation steps.
+    task_.loss_kwargs = true;
+  }
 }
 
 torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits,
@@ -197,8 +205,9 @@ torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logit
 
 ModelOutput HfCausalLM::forward(const data::Batch& inputs) {
   // A mixture of experts' routers' logits are kept while it runs, for their load-balancing loss.
-  const bool aux =
-      config_.num_experts > 0 && (config_.output_router_logits || inputs.router_aux_loss);
+  // (Transformers' classifiers never add it, whatever output_router_logits says.)
+  const bool aux = config_.num_experts > 0 && !config_.sequence_classification &&
+                   (config_.output_router_logits || inputs.router_aux_loss);
   router_logits_.clear();
   keep_router_logits_ = aux;
   ModelOutput out;
@@ -222,7 +231,68 @@ ModelOutput HfCausalLM::forward(const data::Batch& inputs) {
   return out;
 }
 
+torch::Tensor HfCausalLM::classifier_logits(const torch::Tensor& input_ids,
+                                            const torch::Tensor& attention_mask,
+                                            const torch::Tensor& position_ids) {
+  if (!config_.sequence_classification) {
+    throw std::logic_error("classifier_logits of a model that is not a classifier");
+  }
+  const int64_t B = input_ids.size(0), T = input_ids.size(1);
+  torch::Tensor last;
+  if (config_.pad_token_id < 0 && B != 1) {
+    throw InputError(fmt::format(
+        "{}: a batch of {} rows needs config.json's pad_token_id to find each row's last token "
+        "(Transformers: cannot handle batch sizes > 1 if no padding token is defined); set it",
+        hf_architecture(config_), B));
+  }
+  if (config_.pad_token_id < 0) {
+    last = torch::full({B}, T - 1, input_ids.options().dtype(torch::kLong));
+  } else {
+    // The rightmost token that is not the pad id, whichever side the padding is on (a row of
+    // pads only: the first).
+    const torch::Tensor indices = torch::arange(T, input_ids.options().dtype(torch::kInt));
+    last = (indices * input_ids.ne(config_.pad_token_id).to(torch::kInt)).argmax(-1);
+  }
+  const torch::Tensor hidden = hidden_states(input_ids, attention_mask, nullptr, position_ids);
+  const torch::Tensor rows = torch::arange(B, last.options().dtype(torch::kLong));
+  return torch::nn::functional::linear(hidden.index({rows, last}), score_weight_);
+}
+
+ModelOutput HfCausalLM::classifier_outputs(const data::Batch& inputs) {
+  ModelOutput out;
+  out.logits = classifier_logits(
+      inputs.at("input_ids"),
+      inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor(),
+      inputs.contains("position_ids") ? inputs.at("position_ids") : torch::Tensor());
+  if (!inputs.contains("labels")) return out;
+  const torch::Tensor& labels = inputs.at("labels");
+  if (config_.problem_type.empty()) {
+    // ForSequenceClassificationLoss decides it once and keeps it in the config (and so in the
+    // saved config.json).
+    config_.problem_type =
+        config_.num_labels == 1 ? "regression"
+        : labels.scalar_type() == torch::kLong || labels.scalar_type() == torch::kInt
+            ? "single_label_classification"
+            : "multi_label_classification";
+    config_.json["problem_type"] = config_.problem_type;
+  }
+  const torch::Tensor logits = out.logits;
+  if (config_.problem_type == "regression") {
+    const torch::Tensor target = labels.to(logits.scalar_type());
+    out.loss = config_.num_labels == 1 ? torch::mse_loss(logits.squeeze(), target.squeeze())
+                                       : torch::mse_loss(logits, target);
+  } else if (config_.problem_type == "single_label_classification") {
+    out.loss = torch::nn::functional::cross_entropy(
+        logits.view({-1, config_.num_labels}).to(torch::kFloat), labels.view({-1}).to(torch::kLong),
+        torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+  } else {
+    out.loss = torch::binary_cross_entropy_with_logits(logits, labels.to(logits.scalar_type()));
+  }
+  return out;
+}
+
 ModelOutput HfCausalLM::outputs(const data::Batch& inputs) {
+  if (config_.sequence_classification) return classifier_outputs(inputs);
   ModelOutput out;
   const torch::Tensor mask =
       inputs.contains("attention_mask") ? inputs.at("attention_mask") : torch::Tensor();
@@ -271,6 +341,9 @@ void HfCausalLM::disable_dropout() {
 }
 
 torch::Tensor HfCausalLM::lm_logits(const torch::Tensor& hidden) const {
+  if (config_.sequence_classification) {
+    throw std::logic_error("lm_logits of a sequence classifier (it has no language model head)");
+  }
   torch::Tensor out = torch::nn::functional::linear(hidden, output_weight());
   if (config_.final_logit_softcapping > 0) {
     const double cap = config_.final_logit_softcapping;
@@ -280,6 +353,12 @@ torch::Tensor HfCausalLM::lm_logits(const torch::Tensor& hidden) const {
 }
 
 void HfCausalLM::register_lm_head() {
+  if (config_.sequence_classification) {
+    auto score = register_module("score", std::make_shared<torch::nn::Module>());
+    score_weight_ = score->register_parameter(
+        "weight", torch::empty({config_.num_labels, config_.hidden_size}));
+    return;
+  }
   if (config_.tie_word_embeddings) return;
   auto head = register_module("lm_head", std::make_shared<torch::nn::Module>());
   lm_head_weight_ =

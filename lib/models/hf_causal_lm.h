@@ -78,7 +78,16 @@ class HfCausalLM : public Model {
                                       const torch::Tensor& position_ids = {}) = 0;
   // The output layer: hidden [..., hidden_size] -> logits [..., vocab_size] (lm_head, or the
   // tied embedding), capped as tanh(x / c) * c with final_logit_softcapping c > 0 (Gemma 3).
+  // A classifier has none: std::logic_error.
   torch::Tensor lm_logits(const torch::Tensor& hidden) const;
+  // A classifier's (config().sequence_classification) logits [B, num_labels] of input_ids int64
+  // [B, T] (attention_mask as logits takes it): `score` at each row's rightmost token that is not
+  // pad_token_id (the last one without a pad id; then a batch of one row only, as Transformers:
+  // InputError otherwise).
+  torch::Tensor classifier_logits(const torch::Tensor& input_ids,
+                                  const torch::Tensor& attention_mask = {},
+                                  const torch::Tensor& position_ids = {});
+  bool is_classifier() const { return config_.sequence_classification; }
 
   const HfConfig& config() const { return config_; }
   // The longest sequence the model reads (generation stops there): max_position_embeddings, or
@@ -126,7 +135,8 @@ class HfCausalLM : public Model {
   // initializer_range), biases 0, norms 1 (and 0); GPT-2's c_proj weights normal(0,
   // initializer_range / sqrt(2 n_layer)).
   void init_weights();
-  // lm_head.weight [vocab_size, hidden_size] unless tie_word_embeddings (then the file has none).
+  // lm_head.weight [vocab_size, hidden_size] unless tie_word_embeddings (then the file has none);
+  // a classifier's score.weight [num_labels, hidden_size] instead.
   void register_lm_head();
   // The input embedding's weight [vocab_size, hidden_size].
   virtual const torch::Tensor& embedding_weight() const = 0;
@@ -137,10 +147,13 @@ class HfCausalLM : public Model {
 
   HfConfig config_;
   torch::Tensor lm_head_weight_;
+  torch::Tensor score_weight_;  // a classifier's
 
  private:
   // forward's outputs before the load-balancing loss.
   ModelOutput outputs(const data::Batch& inputs);
+  // A classifier's: its logits and, with "labels", Transformers' ForSequenceClassificationLoss.
+  ModelOutput classifier_outputs(const data::Batch& inputs);
 };
 
 // A freshly initialised model of the config (random weights as Transformers draws them in

@@ -51,6 +51,52 @@ void read_shared_fields(base::JsonFields& f, HfConfig& c) {
             "true is not supported (decoder-only causal language models only)");
 }
 
+// The head that config.json's architectures names, and a classifier's labels (PretrainedConfig's
+// num_labels, id2label, problem_type) and pad_token_id.
+void read_head(base::JsonFields& f, HfConfig& c) {
+  const std::vector<std::string> names = f.strings("architectures");
+  const std::string name = names.empty() ? "" : names.front();
+  auto ends_with = [&](const std::string& tail) {
+    return name.size() >= tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (ends_with("ForSequenceClassification")) {
+    f.fail_if(!hf_has_sequence_classifier(c.model_type), "architectures",
+              fmt::format("\"{}\" is not supported (Transformers 5.24 has no sequence classifier "
+                          "for model_type {})",
+                          name, c.model_type));
+    c.sequence_classification = true;
+    const std::string expected = hf_architecture(c);
+    f.fail_if(name != expected, "architectures",
+              fmt::format("\"{}\" does not match model_type {} (its classifier is {})", name,
+                          c.model_type, expected));
+  } else if (ends_with("ForTokenClassification") || ends_with("ForQuestionAnswering") ||
+             (ends_with("Model") && !ends_with("LMHeadModel"))) {
+    f.fail("architectures",
+           fmt::format("\"{}\" is not supported (a causal language model: {}, or a sequence "
+                       "classifier: {}ForSequenceClassification)",
+                       name, hf_architecture(c), hf_class_prefix(c.model_type)));
+  }
+  int64_t labels = 2;
+  if (f.has("id2label")) {
+    const json& id2label = f.at("id2label");
+    f.fail_if(
+        !id2label.is_object() || id2label.empty(), "id2label",
+        fmt::format("{} is not allowed (an object of label names by id)", base::shown(id2label)));
+    labels = static_cast<int64_t>(id2label.size());
+  }
+  c.num_labels = f.positive("num_labels", labels);
+  c.problem_type =
+      f.choice("problem_type", "",
+               {"regression", "single_label_classification", "multi_label_classification"});
+  if (f.has("pad_token_id")) {
+    const json& pad = f.at("pad_token_id");
+    f.fail_if(!pad.is_number_integer(), "pad_token_id",
+              fmt::format("{} is not a token id", base::shown(pad)));
+    c.pad_token_id = pad.get<int64_t>();
+  }
+}
+
 // GPT2Config's fields and defaults.
 void read_gpt2_fields(base::JsonFields& f, HfConfig& c) {
   c.hidden_size = f.positive("n_embd", 768);
@@ -413,6 +459,7 @@ HfConfig parse_hf_config(const json& j, const std::string& source) {
   c.json = j;
   read_model_type(f, c);
   read_shared_fields(f, c);
+  read_head(f, c);
   if (c.model_type == "gpt2") {
     read_gpt2_fields(f, c);
   } else {

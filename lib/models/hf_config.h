@@ -140,6 +140,18 @@ struct HfConfig {
     return sliding_window > 0 && layer >= sliding_from_layer &&
            (sliding_pattern <= 0 || (layer + 1) % sliding_pattern != 0);
   }
+  // The head, from config.json's architectures: a language model's (...ForCausalLM,
+  // GPT2LMHeadModel: lm_head) or a classifier's (...ForSequenceClassification: `score`, a linear
+  // layer [num_labels, hidden_size] without bias, read at each row's rightmost token that is not
+  // pad_token_id, as Transformers' GenericForSequenceClassification and
+  // GPT2ForSequenceClassification read it).
+  bool sequence_classification = false;
+  int64_t num_labels = 2;  // num_labels, else id2label's size, else 2 (PretrainedConfig's)
+  // "" (decided by the first loss, as Transformers decides it: regression for one label,
+  // single_label_classification for integer labels, multi_label_classification otherwise),
+  // "regression", "single_label_classification" or "multi_label_classification".
+  std::string problem_type;
+  int64_t pad_token_id = -1;  // config.json's (-1: none; a negative one counted from the end)
   // "float32", "bfloat16", "float16" (config's dtype or torch_dtype), "" when absent.
   std::string dtype;
   std::vector<int64_t> eos_token_ids;  // config's eos_token_id (one or a list)
@@ -189,8 +201,21 @@ const std::vector<std::string>& hf_model_types();
 // Qwen3, Mistral, Gemma3 (Gemma3ForCausalLM, Gemma3DecoderLayer), Phi3, Gemma2, Olmo2, SmolLM3,
 // Granite.
 std::string hf_class_prefix(const std::string& model_type);
-// The `architectures` entry save_pretrained writes: GPT2LMHeadModel, LlamaForCausalLM, ...
-std::string hf_architecture(const std::string& model_type);
+// The `architectures` entry save_pretrained writes: GPT2LMHeadModel, LlamaForCausalLM, ...; a
+// classifier's GPT2ForSequenceClassification, LlamaForSequenceClassification, ...,
+// Gemma3TextForSequenceClassification.
+std::string hf_architecture(const HfConfig& config);
+
+// The model types whose classifier Transformers 5.24 builds (all but granite).
+bool hf_has_sequence_classifier(const std::string& model_type);
+
+// The config of `config`'s model with a classifier's head of `num_labels` (as
+// AutoModelForSequenceClassification.from_pretrained(folder, num_labels=...) makes one from a
+// causal language model's folder: the same body, a fresh `score`), pad_token_id set to
+// `pad_token_id` when it has none and that is >= 0; json updated as save_pretrained writes it
+// (architectures, id2label, label2id). A classifier's config keeps its own labels unless
+// `num_labels` differs. Throws InputError for a model type without a classifier.
+HfConfig as_sequence_classifier(HfConfig config, int64_t num_labels, int64_t pad_token_id = -1);
 
 // PEFT's default LoRA target modules for a model type
 // (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING): gpt2 c_attn, the others q_proj and

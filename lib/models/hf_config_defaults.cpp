@@ -47,8 +47,44 @@ std::string hf_class_prefix(const std::string& model_type) {
   return "Llama";
 }
 
-std::string hf_architecture(const std::string& model_type) {
-  return model_type == "gpt2" ? "GPT2LMHeadModel" : hf_class_prefix(model_type) + "ForCausalLM";
+std::string hf_architecture(const HfConfig& config) {
+  const std::string& type = config.model_type;
+  if (config.sequence_classification) {
+    return (type == "gemma3_text" ? std::string("Gemma3Text") : hf_class_prefix(type)) +
+           "ForSequenceClassification";
+  }
+  return type == "gpt2" ? "GPT2LMHeadModel" : hf_class_prefix(type) + "ForCausalLM";
+}
+
+bool hf_has_sequence_classifier(const std::string& model_type) { return model_type != "granite"; }
+
+HfConfig as_sequence_classifier(HfConfig config, int64_t num_labels, int64_t pad_token_id) {
+  if (!hf_has_sequence_classifier(config.model_type)) {
+    throw InputError(fmt::format(
+        "model_type {} has no sequence classifier (Transformers 5.24 builds none for it; "
+        "supported: every other model type)",
+        config.model_type));
+  }
+  const bool relabel = !config.sequence_classification || config.num_labels != num_labels;
+  config.sequence_classification = true;
+  config.json["architectures"] = {hf_architecture(config)};
+  if (relabel) {
+    // PretrainedConfig's num_labels setter: LABEL_i names.
+    config.num_labels = num_labels;
+    json id2label = json::object(), label2id = json::object();
+    for (int64_t i = 0; i < num_labels; ++i) {
+      id2label[std::to_string(i)] = fmt::format("LABEL_{}", i);
+      label2id[fmt::format("LABEL_{}", i)] = i;
+    }
+    config.json["id2label"] = id2label;
+    config.json["label2id"] = label2id;
+    config.json.erase("num_labels");
+  }
+  if (config.pad_token_id < 0 && pad_token_id >= 0) {
+    config.pad_token_id = pad_token_id;
+    config.json["pad_token_id"] = pad_token_id;
+  }
+  return config;
 }
 
 std::vector<std::string> peft_default_target_modules(const std::string& model_type) {

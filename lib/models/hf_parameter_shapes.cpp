@@ -124,7 +124,11 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> hf_parameter_shapes(co
     for (int64_t l = 0; l < layers; ++l) decoder_layer(c, l, shapes);
     add(shapes, "model.norm.weight", {E});
   }
-  if (!c.tie_word_embeddings) add(shapes, "lm_head.weight", {V, E});
+  if (c.sequence_classification) {
+    add(shapes, "score.weight", {c.num_labels, E});
+  } else if (!c.tie_word_embeddings) {
+    add(shapes, "lm_head.weight", {V, E});
+  }
   return shapes;
 }
 

@@ -14,6 +14,7 @@
 #include "lib/base/hf_files.h"
 #include "lib/base/json_text.h"
 #include "lib/base/text.h"
+#include "lib/base/warn.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/generation_config.h"
 
@@ -26,7 +27,10 @@ std::string gpt2_name(const std::string& name) {
   if (base::ends_with(name, ".attn.bias") || base::ends_with(name, ".attn.masked_bias")) {
     return "";
   }
-  if (base::starts_with(name, "transformer.") || base::starts_with(name, "lm_head.")) return name;
+  if (base::starts_with(name, "transformer.") || base::starts_with(name, "lm_head.") ||
+      base::starts_with(name, "score.")) {
+    return name;
+  }
   return "transformer." + name;
 }
 
@@ -83,6 +87,28 @@ void check_weights_fit_config(const std::string& dir, const HfConfig& config,
           dir, name, base::shape_text(tensor.sizes().vec()), model, base::shape_text(shape)));
     }
   }
+}
+
+// A classifier's weights from a folder that may be a language model's
+// (AutoModelForSequenceClassification.from_pretrained over a ...ForCausalLM folder): its lm_head
+// is not used, and a score the folder lacks is drawn as from_pretrained initialises a missing
+// weight (normal(0, initializer_range)), with a warning.
+void classifier_weights(const std::string& dir, const HfConfig& config, io::NamedTensors& weights) {
+  bool has_score = false;
+  for (auto it = weights.begin(); it != weights.end();) {
+    has_score = has_score || it->first == "score.weight";
+    it = it->first == "lm_head.weight" ? weights.erase(it) : it + 1;
+  }
+  if (has_score) return;
+  base::warn(
+      fmt::format("{} holds no score.weight: the classifier's head ({} labels) starts from "
+                  "normal(0, {}), as Transformers initialises it; train it before using its "
+                  "scores",
+                  dir, config.num_labels, base::python_float(config.initializer_range)));
+  torch::NoGradGuard no_grad;
+  weights.emplace_back(
+      "score.weight",
+      torch::empty({config.num_labels, config.hidden_size}).normal_(0.0, config.initializer_range));
 }
 
 }  // namespace
@@ -151,6 +177,7 @@ std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir, const HfConfig
       dtype == "auto" ? (config.dtype.empty() ? "float32" : config.dtype) : dtype;
   const torch::Dtype type = hf_dtype(chosen, dtype == "auto" ? "config.json dtype" : "torch_dtype");
   io::NamedTensors weights = read_hf_weights(dir, config);
+  if (config.sequence_classification) classifier_weights(dir, config, weights);
   check_weights_fit_config(dir, config, weights);
   for (const auto& [name, tensor] : weights) {
     if (!torch::isfinite(tensor).all().item<bool>()) {
@@ -167,7 +194,7 @@ std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir, const HfConfig
 std::map<std::string, std::string> hf_pretrained_files(const HfCausalLM& model,
                                                        const std::string& source_dir) {
   nlohmann::ordered_json config = model.config().json;
-  config["architectures"] = {hf_architecture(model.config().model_type)};
+  config["architectures"] = {hf_architecture(model.config())};
   const auto type = model.dtype();
   config["dtype"] = type == torch::kBFloat16 ? "bfloat16"
                     : type == torch::kHalf   ? "float16"

@@ -40,6 +40,10 @@ struct ModelOutput {
 struct Task {
   data::TaskKind kind = data::TaskKind::kClassification;
   bool log_probs = false;  // classification outputs are log-probabilities (NLL), not logits
+  // Transformers' model_accepts_loss_kwargs for a model whose loss is its own mean (a sequence
+  // classifier): the Trainer counts the window's labels as num_items_in_batch, and so neither
+  // divides the loss by the accumulation steps nor leaves it unscaled over processes.
+  bool loss_kwargs = false;
 };
 
 // The task's loss; labels equal to -100 are ignored (classification, causal_lm):
