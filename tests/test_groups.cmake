@@ -41,6 +41,7 @@ set(TRAINER_TEST_GROUPS
   "^(Processes/SftAgainstTrl|SftRun)\\."                    "e2e|reference"          900 EACH
   "^(Processes/DpoAgainstTrl|DpoRun)\\."                    "e2e|reference"          900 EACH
   "^(Processes/GrpoAgainstTrl|GrpoRun)\\."                  "e2e|reference"          900 EACH
+  "^(Processes/RewardAgainstTrl|RewardRun)\\."              "e2e|reference"          600 EACH
   "^Adapters/LoraRun\\."                                    "e2e|reference"          600 EACH
   "^Models/ShardingModels\\."                               "e2e"                    600 EACH
   "^BadInput\\.(ARunWhose|AnEarlierRun|AJsonlLog|AFullDisk|OneRunAtATime|Sigint|AClosedStdout|ALauncherKilled)"

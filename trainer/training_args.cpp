@@ -91,6 +91,17 @@ std::string TrainingArguments::arguments_markdown() {
   grpo.insert(grpo.end(), grpo_keys().begin(), grpo_keys().end());
   out += kGrpoSection;
   rows(grpo_defaults(false), grpo);
+  std::vector<std::string> reward = reward_shared_keys();
+  reward.insert(reward.end(), reward_keys().begin(), reward_keys().end());
+  out +=
+      "\n## `trainer reward`: TRL's RewardConfig\n\n"
+      "`trainer reward` takes the Trainer's arguments with RewardConfig's defaults where they "
+      "differ (learning_rate 1e-4, logging_steps 10, gradient_checkpointing true, bf16 as "
+      "`trainer sft`), the SFT and DPO arguments RewardConfig has too (max_length filters pairs "
+      "instead of cutting them; disable_dropout true) and RewardConfig's own; the other commands "
+      "refuse center_rewards_coefficient by name:\n\n"
+      "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
+  rows(reward_defaults(false), reward);
   out +=
       "\n## `trainer sft` and `trainer dpo`: TRL's script arguments\n\n"
       "What `trl sft` and `trl dpo` read beside their configs (ScriptArguments, ModelConfig), "

@@ -61,6 +61,7 @@ class TrainingArguments {
   TRAINER_SFT_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
   TRAINER_DPO_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
   TRAINER_GRPO_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
+  TRAINER_REWARD_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
 #undef TRAINER_ARGUMENT_FIELD
 
  public:
@@ -124,11 +125,17 @@ class TrainingArguments {
   // shuffle_dataset true; the GRPO arguments (TRAINER_GRPO_ARGUMENTS) and those of SFTConfig and
   // DPOConfig GRPOConfig has too (grpo_shared_keys) allowed.
   static TrainingArguments grpo_defaults(bool bf16);
+  // TRL's RewardConfig: as SFTConfig's base (logging_steps 10, gradient_checkpointing true, bf16
+  // as sft) with learning_rate 1e-4; its own argument (TRAINER_REWARD_ARGUMENTS) and those of
+  // SFTConfig and DPOConfig it has too (reward_shared_keys: max_length, disable_dropout,
+  // pad_to_multiple_of, eos_token, pad_token, chat_template_path, ...) allowed.
+  static TrainingArguments reward_defaults(bool bf16);
   // Whether this is an SFTConfig (sft_defaults) or a DPOConfig (dpo_defaults): their own
   // arguments are refused by name elsewhere.
   bool is_sft() const { return config_ == Config::kSft; }
   bool is_dpo() const { return config_ == Config::kDpo; }
   bool is_grpo() const { return config_ == Config::kGrpo; }
+  bool is_reward() const { return config_ == Config::kReward; }
   // The names of the SFT arguments, of the DPO arguments, and of the SFT arguments DPOConfig
   // has too (max_length, truncation_mode, padding_free, loss_type, ...).
   static const std::vector<std::string>& sft_keys();
@@ -136,6 +143,8 @@ class TrainingArguments {
   static const std::vector<std::string>& dpo_shared_keys();
   static const std::vector<std::string>& grpo_keys();
   static const std::vector<std::string>& grpo_shared_keys();
+  static const std::vector<std::string>& reward_keys();
+  static const std::vector<std::string>& reward_shared_keys();
   // TRL's script arguments (ScriptArguments and ModelConfig: dataset_train_split,
   // model_revision, attn_implementation, load_in_4bit, ...): sft and dpo take them.
   static const std::vector<std::string>& script_keys();
@@ -235,7 +244,7 @@ class TrainingArguments {
   std::set<std::string> command_line_;
   // Every name given, in the config or on the command line.
   std::set<std::string> given_;
-  enum class Config { kTraining, kSft, kDpo, kGrpo };
+  enum class Config { kTraining, kSft, kDpo, kGrpo, kReward };
   Config config_ = Config::kTraining;
   // Throws InputError for an SFT or DPO argument where it does not belong; records `name` as
   // given.
@@ -266,6 +275,7 @@ class TrainingArguments {
   void validate_stopping() const;
   void validate_sft() const;
   void validate_dpo() const;
+  void validate_reward() const;
   void validate_grpo() const;
   void check_model_init_kwargs() const;
   void validate_grpo_unbuilt() const;

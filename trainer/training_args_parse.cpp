@@ -7,6 +7,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "lib/base/errors.h"
@@ -311,6 +312,17 @@ void TrainingArguments::note_given(const std::string& name) {
     const bool in_sft = std::find(sft.begin(), sft.end(), name) != sft.end();
     const bool in_shared = std::find(shared.begin(), shared.end(), name) != shared.end();
     const auto& grpo = grpo_keys();
+    const auto& reward = reward_keys();
+    if (std::find(reward.begin(), reward.end(), name) != reward.end()) {
+      throw InputError(fmt::format(
+          "argument {}: a RewardConfig argument (TRL's); only `trainer reward` takes it", name));
+    }
+    if (is_reward()) {
+      throw InputError(fmt::format(
+          "argument {}: not a RewardConfig argument (TRL's); `trainer reward` takes the "
+          "Trainer's and {}",
+          name, fmt::join(reward_shared_keys(), ", ")));
+    }
     if (std::find(grpo.begin(), grpo.end(), name) != grpo.end()) {
       throw InputError(fmt::format(
           "argument {}: a GRPOConfig argument (TRL's); only `trainer grpo` takes it", name));
@@ -342,6 +354,8 @@ bool TrainingArguments::takes(const std::string& name) const {
   auto has = [&name](const std::vector<std::string>& keys) {
     return std::find(keys.begin(), keys.end(), name) != keys.end();
   };
+  if (has(reward_keys())) return is_reward();
+  if (is_reward() && (has(reward_shared_keys()) || has(script_keys()))) return true;
   if (has(script_keys())) return is_sft() || is_dpo() || is_grpo();
   if (is_grpo() && has(grpo_shared_keys())) return true;
   if (has(grpo_keys())) return is_grpo();
@@ -393,6 +407,24 @@ const std::vector<std::string>& TrainingArguments::grpo_shared_keys() {
   return keys;
 }
 
+const std::vector<std::string>& TrainingArguments::reward_keys() {
+  static const std::vector<std::string> keys = {
+#define TRAINER_REWARD_KEY(T, name, default_value, help) #name,
+      TRAINER_REWARD_ARGUMENTS(TRAINER_REWARD_KEY)
+#undef TRAINER_REWARD_KEY
+  };
+  return keys;
+}
+
+const std::vector<std::string>& TrainingArguments::reward_shared_keys() {
+  // TRL 1.16's RewardConfig fields that SFTConfig or DPOConfig have too.
+  static const std::vector<std::string> keys = {
+      "max_length",        "disable_dropout",      "pad_to_multiple_of", "eos_token",
+      "pad_token",         "chat_template_path",   "dataset_num_proc",   "model_init_kwargs",
+      "trust_remote_code", "activation_offloading"};
+  return keys;
+}
+
 const std::vector<std::string>& TrainingArguments::script_keys() {
   // TRL's ScriptArguments and ModelConfig fields that `trl sft` and `trl dpo` read beside
   // their configs (and that TrainingArguments has no other use for).
@@ -432,6 +464,13 @@ TrainingArguments TrainingArguments::grpo_defaults(bool bf16) {
   args.beta_ = 0.0;
   args.disable_dropout_ = false;
   args.shuffle_dataset_ = true;
+  return args;
+}
+
+TrainingArguments TrainingArguments::reward_defaults(bool bf16) {
+  TrainingArguments args = sft_defaults(bf16);
+  args.config_ = Config::kReward;
+  args.learning_rate_ = 1e-4;
   return args;
 }
 

@@ -35,6 +35,7 @@ void TrainingArguments::validate() const {
   validate_lora();
   validate_sft();
   validate_dpo();
+  validate_reward();
   validate_grpo();
   validate_transformers_keys();
   validate_data_loading();

@@ -28,7 +28,7 @@ using namespace validate;
 // this trainer does is accepted, what it cannot do refused with why. dataset_config is TRL's name
 // there, a JSON object of options for `trainer train`'s data sets.
 void TrainingArguments::validate_script() const {
-  if (!is_sft() && !is_dpo() && !is_grpo()) {
+  if (!is_sft() && !is_dpo() && !is_grpo() && !is_reward()) {
     check(dataset_config_.is_object(), "dataset_config", shown(dataset_config_),
           "a JSON object of the data set's options; a configuration's name is TRL's, for trainer "
           "sft and trainer dpo");
@@ -129,6 +129,27 @@ void TrainingArguments::validate_sft() const {
         "argument dataset_kwargs: {} {} is not supported (only skip_prepare_dataset false: the "
         "data is prepared here)",
         key, shown(value)));
+  }
+  check_model_init_kwargs();
+}
+
+// RewardConfig's values, as TRL 1.16's RewardConfig and RewardTrainer check them.
+void TrainingArguments::validate_reward() const {
+  if (!is_reward()) return;
+  if (max_length_)
+    check(*max_length_ > 0, "max_length", std::to_string(*max_length_), "> 0, or null");
+  if (pad_to_multiple_of_) {
+    check(*pad_to_multiple_of_ > 0 && *pad_to_multiple_of_ <= (int64_t{1} << 20),
+          "pad_to_multiple_of", std::to_string(*pad_to_multiple_of_),
+          "from 1 to 2^20, \"auto\" or null");
+  }
+  if (dataset_num_proc_) {
+    check(*dataset_num_proc_ > 0, "dataset_num_proc", std::to_string(*dataset_num_proc_),
+          "> 0, or null");
+  }
+  if (center_rewards_coefficient_) {
+    check(std::isfinite(*center_rewards_coefficient_), "center_rewards_coefficient",
+          num(*center_rewards_coefficient_), "a finite number, or null");
   }
   check_model_init_kwargs();
 }

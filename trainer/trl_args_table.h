@@ -1,7 +1,7 @@
 // The tables of TRL's configs' own arguments (TRL 1.16's names, defaults and help), in the
 // X(type, name, default, help) form of training_args_table.h, which includes this file:
-// TRAINER_SFT_ARGUMENTS (SFTConfig), TRAINER_DPO_ARGUMENTS (DPOConfig) and
-// TRAINER_GRPO_ARGUMENTS (GRPOConfig).
+// TRAINER_SFT_ARGUMENTS (SFTConfig), TRAINER_DPO_ARGUMENTS (DPOConfig),
+// TRAINER_GRPO_ARGUMENTS (GRPOConfig) and TRAINER_REWARD_ARGUMENTS (RewardConfig).
 #pragma once
 
 // clang-format off
@@ -242,4 +242,11 @@
     "GRPO: vLLM's; accepted at its default only.")                                                 \
   X(std::optional<double>, vllm_importance_sampling_cap, std::nullopt,                             \
     "GRPO: vLLM's; accepted at its default only.")                                                 \
+
+// RewardConfig's own argument (TRL 1.16's name and default): `trainer reward` takes it with the
+// SFT and DPO arguments RewardConfig shares (TrainingArguments::reward_shared_keys).
+#define TRAINER_REWARD_ARGUMENTS(X) \
+  X(std::optional<double>, center_rewards_coefficient, std::nullopt,                               \
+    "Reward: the weight of the mean squared sum of each pair's rewards added to the loss, which "  \
+    "keeps the rewards centred on 0 (null: none).")
 // clang-format on

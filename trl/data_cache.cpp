@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <initializer_list>
 #include <vector>
@@ -22,6 +24,7 @@ using cache_bytes::Reader;
 constexpr char kSftMagic[8] = {'T', 'R', 'S', 'F', 'T', '1', 0, 0};
 constexpr char kDpoMagic[8] = {'T', 'R', 'D', 'P', 'O', '1', 0, 0};
 constexpr char kGrpoMagic[8] = {'T', 'R', 'G', 'R', 'P', 'O', '1', 0};
+constexpr char kRewardMagic[8] = {'T', 'R', 'R', 'W', 'D', '1', 0, 0};
 
 // The file: `magic`, the `counts`, then each row's id lists (`lists`, members of Row), written
 // to `path` atomically, its folder made.
@@ -128,6 +131,55 @@ std::optional<DpoData> read_dpo_cache(const std::string& path) {
     }
     tokens += static_cast<int64_t>(2 * row.prompt_ids.size() + row.chosen_ids.size() +
                                    row.rejected_ids.size());
+    data.rows.push_back(std::move(row));
+  }
+  if (in.at != bytes->size() || tokens != data.tokens) return std::nullopt;
+  return data;
+}
+
+void write_reward_cache(const std::string& path, const RewardData& data) {
+  std::string bytes(kRewardMagic, sizeof kRewardMagic);
+  for (int64_t v : {static_cast<int64_t>(data.shape), static_cast<int64_t>(data.implicit_prompt),
+                    static_cast<int64_t>(data.margins), data.examples, data.dropped, data.tokens,
+                    static_cast<int64_t>(data.rows.size())}) {
+    put(bytes, v);
+  }
+  for (const RewardRow& row : data.rows) {
+    put(bytes, row.chosen_ids);
+    put(bytes, row.rejected_ids);
+    int64_t bits = 0;
+    std::memcpy(&bits, &row.margin, sizeof bits);
+    put(bytes, bits);
+  }
+  std::filesystem::create_directories(base::parent_dir(path));
+  base::write_file_atomic(path, bytes);
+}
+
+std::optional<RewardData> read_reward_cache(const std::string& path) {
+  const std::optional<std::string> bytes = read_cache_file(path, kRewardMagic);
+  if (!bytes) return std::nullopt;
+  Reader in{*bytes, sizeof kRewardMagic};
+  RewardData data;
+  int64_t shape = 0, implicit = 0, margins = 0, rows = 0;
+  if (!in.get(shape) || !in.get(implicit) || !in.get(margins) || !in.get(data.examples) ||
+      !in.get(data.dropped) || !in.get(data.tokens) || !in.get(rows) || shape < 0 || shape > 1 ||
+      implicit < 0 || implicit > 1 || margins < 0 || margins > 1 || rows < 0 || data.examples < 0 ||
+      data.dropped < 0 || data.tokens < 0) {
+    return std::nullopt;
+  }
+  data.shape = static_cast<DpoShape>(shape);
+  data.implicit_prompt = implicit == 1;
+  data.margins = margins == 1;
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    RewardRow row;
+    int64_t bits = 0;
+    if (!in.get(row.chosen_ids) || !in.get(row.rejected_ids) || !in.get(bits)) {
+      return std::nullopt;
+    }
+    std::memcpy(&row.margin, &bits, sizeof bits);
+    if (!std::isfinite(row.margin)) return std::nullopt;
+    tokens += static_cast<int64_t>(row.chosen_ids.size() + row.rejected_ids.size());
     data.rows.push_back(std::move(row));
   }
   if (in.at != bytes->size() || tokens != data.tokens) return std::nullopt;

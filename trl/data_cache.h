@@ -9,6 +9,7 @@
 
 #include "trl/dpo_data.h"
 #include "trl/grpo_data.h"
+#include "trl/reward_data.h"
 #include "trl/sft_data.h"
 
 namespace trainer::trl {
@@ -23,11 +24,13 @@ std::string data_cache_key(const std::string& path, const std::string& tokenizer
 void write_sft_cache(const std::string& path, const SftData& data);
 void write_dpo_cache(const std::string& path, const DpoData& data);
 void write_grpo_cache(const std::string& path, const GrpoData& data);
+void write_reward_cache(const std::string& path, const RewardData& data);
 
 // The data written there, or nothing when the file is absent, not whole, or another trainer's.
 std::optional<SftData> read_sft_cache(const std::string& path);
 std::optional<DpoData> read_dpo_cache(const std::string& path);
 std::optional<GrpoData> read_grpo_cache(const std::string& path);
+std::optional<RewardData> read_reward_cache(const std::string& path);
 
 // The same, chosen by the data's type (as TrlSource reads and writes a split).
 inline void write_data_cache(const std::string& path, const SftData& data) {
@@ -47,6 +50,12 @@ inline void write_data_cache(const std::string& path, const GrpoData& data) {
 }
 inline void read_data_cache(const std::string& path, std::optional<GrpoData>& data) {
   data = read_grpo_cache(path);
+}
+inline void write_data_cache(const std::string& path, const RewardData& data) {
+  write_reward_cache(path, data);
+}
+inline void read_data_cache(const std::string& path, std::optional<RewardData>& data) {
+  data = read_reward_cache(path);
 }
 
 }  // namespace trainer::trl

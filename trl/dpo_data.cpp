@@ -25,10 +25,18 @@ using Json = nlohmann::ordered_json;
 using records::columns_of;
 using records::value_of;
 
-constexpr const char* kShapes =
-    "TRL's DPOTrainer reads 'chosen' and 'rejected' (two texts, or two lists of {role, content} "
-    "messages), with a 'prompt' of the same kind, or without one when row 1 has none (the prompt "
-    "is then their common start)";
+// How preference data is read (`format`: whose, and whether an implicit prompt is extracted).
+struct PreferenceFormat {
+  const char* trainer;  // "DPOTrainer", "RewardTrainer"
+  bool extract;         // an implicit prompt is the common start of chosen and rejected
+};
+
+std::string shapes_text(const PreferenceFormat& format) {
+  return fmt::format(
+      "TRL's {} reads 'chosen' and 'rejected' (two texts, or two lists of {{role, content}} "
+      "messages), with a 'prompt' of the same kind, or without one when row 1 has none{}",
+      format.trainer, format.extract ? " (the prompt is then their common start)" : "");
+}
 
 const char* kind_of(DpoShape shape) {
   return shape == DpoShape::kPlain ? "a text" : "a list of messages";
@@ -36,11 +44,12 @@ const char* kind_of(DpoShape shape) {
 
 // The kind of `column` of `record`: a text, or a non-empty list of message objects (the first
 // with a "role", as TRL's is_conversational looks at it). InputError naming `where` otherwise.
-DpoShape column_shape(const Json& record, const std::string& column, const std::string& where) {
+DpoShape column_shape(const Json& record, const std::string& column, const std::string& where,
+                      const PreferenceFormat& format) {
   const Json* value = value_of(record, column);
   if (!value) {
     throw InputError(fmt::format("{} has no '{}' (its columns: {}); {}", where, column,
-                                 columns_of(record), kShapes));
+                                 columns_of(record), shapes_text(format)));
   }
   if (value->is_string()) return DpoShape::kPlain;
   if (!value->is_array()) {
@@ -59,25 +68,27 @@ DpoShape column_shape(const Json& record, const std::string& column, const std::
         "{}: message {} of '{}' is {} ({}), not a message (an object with 'role' and "
         "'content'){}",
         where, i + 1, column, base::a_type(message), base::shown(message),
-        sharegpt ? "; TRL's DPOTrainer does not convert ShareGPT's {from, value} messages (it "
-                   "fails on them): give {role, content}"
-                 : ""));
+        sharegpt ? fmt::format("; TRL's {} does not convert ShareGPT's {{from, value}} messages "
+                               "(it fails on them): give {{role, content}}",
+                               format.trainer)
+                 : std::string()));
   }
   return DpoShape::kConversational;
 }
 
 // The record's shape, its columns checked: "prompt" (unless `implicit`), "chosen", "rejected".
-DpoShape row_shape(const Json& record, bool implicit, const std::string& where) {
+DpoShape row_shape(const Json& record, bool implicit, const std::string& where,
+                   const PreferenceFormat& format) {
   if (!value_of(record, "chosen") && !value_of(record, "rejected") &&
       (implicit || !value_of(record, "prompt"))) {
     throw InputError(
         fmt::format("{} is no shape of preference data TRL knows (its columns: {}); {}", where,
-                    columns_of(record), kShapes));
+                    columns_of(record), shapes_text(format)));
   }
   std::vector<std::pair<const char*, DpoShape>> shapes;
   for (const char* column : {"prompt", "chosen", "rejected"}) {
     if (implicit && column == std::string("prompt")) continue;
-    shapes.emplace_back(column, column_shape(record, column, where));
+    shapes.emplace_back(column, column_shape(record, column, where, format));
   }
   for (const auto& [column, shape] : shapes) {
     if (shape == shapes[0].second) continue;
@@ -160,22 +171,23 @@ void extract_prompt(Json& record, DpoShape shape, const std::string& where) {
   record["prompt"] = c.substr(0, cp[kc]);  // last: a new key moves the record's values
 }
 
-// The records checked (their shape, row 1's for all), and the implicit prompt extracted: the
-// rows as TRL's maps hand them to tokenize.
-std::vector<Json> shaped_rows(const std::vector<Json>& input, DpoData& data,
-                              const std::string& source) {
+}  // namespace
+
+PreferenceRecords preference_records(const std::vector<Json>& input, const std::string& source,
+                                     const char* trainer, bool extract) {
+  const PreferenceFormat format{trainer, extract};
+  PreferenceRecords data;
   // `"prompt" not in first_example`: `datasets` gives every record every column (null where a
   // record lacks it), so one record with a prompt makes the prompt explicit.
   data.implicit_prompt = !input[0].contains("prompt");
-  std::vector<Json> rows;
-  rows.reserve(input.size());
+  data.rows.reserve(input.size());
   for (size_t i = 0; i < input.size(); ++i) {
     const std::string at = records::row_name(source, i);
     if (!input[i].is_object()) {
       throw InputError(fmt::format("{} is {} ({}), not a record (a JSON object)", at,
                                    base::a_type(input[i]), base::shown(input[i])));
     }
-    const DpoShape shape = row_shape(input[i], data.implicit_prompt, at);
+    const DpoShape shape = row_shape(input[i], data.implicit_prompt, at, format);
     if (i == 0) {
       data.shape = shape;
     } else if (shape != data.shape) {
@@ -186,11 +198,13 @@ std::vector<Json> shaped_rows(const std::vector<Json>& input, DpoData& data,
           kind_of(data.shape)));
     }
     Json row = input[i];
-    if (data.implicit_prompt) extract_prompt(row, shape, at);
-    rows.push_back(std::move(row));
+    if (data.implicit_prompt && extract) extract_prompt(row, shape, at);
+    data.rows.push_back(std::move(row));
   }
-  return rows;
+  return data;
 }
+
+namespace {
 
 // One pair tokenized (add_eos on plain completions first: `eos` not empty) and cut where the
 // prompt stops starting both sequences.
@@ -234,7 +248,10 @@ DpoData prepare_dpo_dataset(const std::vector<Json>& input, const tokenizers::To
   records::check_input(input, options.eos_token, tokenizer, source);
   DpoData data;
   data.examples = static_cast<int64_t>(input.size());
-  std::vector<Json> rows = shaped_rows(input, data, source);
+  PreferenceRecords shaped = preference_records(input, source, "DPOTrainer", /*extract=*/true);
+  data.shape = shaped.shape;
+  data.implicit_prompt = shaped.implicit_prompt;
+  std::vector<Json>& rows = shaped.rows;
   const std::string first = records::row_name(source, 0);
   const bool conversational = data.shape == DpoShape::kConversational;
   if (conversational)

@@ -49,6 +49,19 @@ struct DpoData {
   int64_t tokens = 0;     // over the rows kept: 2 * prompt + chosen + rejected, before truncation
 };
 
+// Preference records checked as TRL reads them: 'chosen' and 'rejected' (texts, or non-empty
+// lists of {role, content} messages) with a 'prompt' of the same kind unless row 1 has none
+// (implicit_prompt), every row of row 1's shape. `trainer` names TRL's class in messages; with
+// `extract` (DPOTrainer) an implicit prompt is extracted as extract_prompt does (see below),
+// otherwise (RewardTrainer) each row stays whole. Throws InputError naming the row.
+struct PreferenceRecords {
+  std::vector<nlohmann::ordered_json> rows;
+  DpoShape shape = DpoShape::kPlain;
+  bool implicit_prompt = false;
+};
+PreferenceRecords preference_records(const std::vector<nlohmann::ordered_json>& input,
+                                     const std::string& source, const char* trainer, bool extract);
+
 // TRL's _prepare_dataset of `records` (as read_trl_records gives them):
 //
 // - no "prompt" in the first record: extract_prompt on every record, TRL's exact rule. Lists of

@@ -127,7 +127,7 @@ class TrlSource : public data::DataSource {
     });
     if (options_.is_main) report(split, path, *prepared, from_cache);
     for (const auto& row : prepared->rows) longest_ = std::max(longest_, row_length(row));
-    return std::make_shared<RowsDataset>(std::move(prepared->rows));
+    return make_dataset(*prepared);
   }
 
   std::string location() const override { return options_.train_file; }
@@ -147,6 +147,10 @@ class TrlSource : public data::DataSource {
   // TRL's preparation of one split's file.
   virtual Data prepare(const std::string& split, const std::string& path,
                        std::optional<int64_t> max_samples) const = 0;
+  // The split's Dataset of the prepared data (default: its rows alone).
+  virtual std::shared_ptr<const data::Dataset> make_dataset(Data& prepared) const {
+    return std::make_shared<RowsDataset>(std::move(prepared.rows));
+  }
   // One line on what the data became; warnings with the counts where TRL drops rows silently.
   virtual void report(const std::string& split, const std::string& path, const Data& data,
                       bool from_cache) const = 0;

@@ -42,6 +42,11 @@ const std::vector<CommandHelp> kCommands = {
      "Reinforcement learning as TRL's GRPOTrainer: num_generations completions of each prompt "
      "sampled in the process, scored by reward_funcs (TRL's built-ins or exec:COMMAND programs), "
      "the policy moved by TRL's losses, with TRL's GRPOConfig arguments and defaults."},
+    {"reward", "trainer reward [CONFIG.json|CONFIG.yaml] [--name value ...]",
+     "A reward model as TRL's RewardTrainer: a Hugging Face model (a causal folder gets a "
+     "classifier's head of one label) learns to score chosen above rejected (plain or "
+     "conversations, optional margins) by the Bradley-Terry loss, with TRL's RewardConfig "
+     "arguments and defaults."},
     {"evaluate", "trainer evaluate [CONFIG.json] [--name value ...]",
      "Evaluate a trained run (output_dir's weights, or a model or adapter folder) on the eval "
      "dataset."},
@@ -97,7 +102,7 @@ std::string help_of(const std::string& name) {
 }
 
 bool takes_training_arguments(const std::string& name) {
-  return name == "train" || name == "sft" || name == "dpo" || name == "grpo" ||
+  return name == "train" || name == "sft" || name == "dpo" || name == "grpo" || name == "reward" ||
          name == "evaluate" || name == "predict";
 }
 
@@ -115,10 +120,11 @@ void check_command_name(const std::vector<std::string>& args) {
 
 std::string arguments_table(const std::string& command) {
   std::string out = "Training arguments (JSON keys of CONFIG, or --name value, or --name=value):\n";
-  const TrainingArguments kind = command == "sft"    ? TrainingArguments::sft_defaults(false)
-                                 : command == "dpo"  ? TrainingArguments::dpo_defaults(false)
-                                 : command == "grpo" ? TrainingArguments::grpo_defaults(false)
-                                                     : TrainingArguments();
+  const TrainingArguments kind = command == "sft"      ? TrainingArguments::sft_defaults(false)
+                                 : command == "dpo"    ? TrainingArguments::dpo_defaults(false)
+                                 : command == "grpo"   ? TrainingArguments::grpo_defaults(false)
+                                 : command == "reward" ? TrainingArguments::reward_defaults(false)
+                                                       : TrainingArguments();
   for (const auto& d : TrainingArguments::describe(kind)) {
     // The SFT arguments are `trainer sft`'s, the DPO arguments `trainer dpo`'s.
     if (!kind.takes(d.name)) continue;

@@ -52,6 +52,10 @@ std::function<void()> chat_sample(std::shared_ptr<std::string> train_file,
 int dpo_command(const std::string& config,
                 const std::vector<std::pair<std::string, std::string>>& overrides);
 
+// `trainer reward`: the config and overrides read as TRL's RewardConfig (apps/trainer/reward.cpp).
+int reward_command(const std::string& config,
+                   const std::vector<std::pair<std::string, std::string>>& overrides);
+
 // `trainer grpo`: the config and overrides read as TRL's GRPOConfig (apps/trainer/grpo.cpp).
 // `hook` sees the GRPOTrainer before it trains (a test's replay of another run's samples).
 using GrpoTrainerHook = std::function<void(trl::GRPOTrainer&)>;

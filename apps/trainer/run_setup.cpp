@@ -266,7 +266,19 @@ std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
                                                const ModelSource& source,
                                                const data::DataInfo& info) {
   const models::HfConfig& config = *source.config;
-  if (info.task != data::TaskKind::kCausalLM) {
+  if (config.sequence_classification) {
+    if (info.task == data::TaskKind::kCausalLM ||
+        (info.task == data::TaskKind::kClassification && info.num_labels != config.num_labels) ||
+        (info.task == data::TaskKind::kRegression && config.num_labels != 1)) {
+      throw InputError(
+          fmt::format("{} is a sequence classifier of {} label{}; the data set's task is {}{}",
+                      models::hf_architecture(config), config.num_labels,
+                      config.num_labels == 1 ? "" : "s", data::task_name(info.task),
+                      info.task == data::TaskKind::kClassification
+                          ? fmt::format(" with {} classes", info.num_labels)
+                          : std::string()));
+    }
+  } else if (info.task != data::TaskKind::kCausalLM) {
     throw InputError(fmt::format(
         "a {} model learns causal language modeling; the data set's task is {} (give train_file)",
         config.model_type, data::task_name(info.task)));
@@ -277,7 +289,7 @@ std::shared_ptr<models::Model> create_hf_model(const TrainingArguments& args,
         "model_config {} is not used with a pretrained folder: its config.json gives the model",
         base::shown(args.model_config())));
   }
-  if (config.vocab_size < info.num_labels) {
+  if (!config.sequence_classification && config.vocab_size < info.num_labels) {
     throw InputError(fmt::format("the tokenizer has {} tokens, more than the model's vocab_size {}",
                                  info.num_labels, config.vocab_size));
   }
@@ -371,7 +383,14 @@ std::shared_ptr<models::Model> with_lora(const TrainingArguments& args,
     }
   }
   if (hf) config.base_model_name_or_path = *args.model_name_or_path();
-  config.task_type = hf ? "CAUSAL_LM" : "";
+  config.task_type = hf ? (hf->is_classifier() ? "SEQ_CLS" : "CAUSAL_LM") : "";
+  // PEFT's PeftModelForSequenceClassification trains the classifier's head in full beside the
+  // adapters (its modules_to_save gain "classifier" and "score"; this model's head is score).
+  if (hf && hf->is_classifier() &&
+      std::find(config.modules_to_save.begin(), config.modules_to_save.end(), "score") ==
+          config.modules_to_save.end()) {
+    config.modules_to_save.push_back("score");
+  }
   // Transformers' from_pretrained draws nothing: PEFT's adapters are the first draws after
   // set_seed(seed) (our loading initialised the layers first), so they start as PEFT's would.
   if (hf) torch::manual_seed(static_cast<uint64_t>(args.seed()));

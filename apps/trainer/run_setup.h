@@ -120,6 +120,9 @@ struct TrainingRecipe {
       trainer;
   // The sample that ends the run, on the main process (default: print_sample's).
   std::function<void()> chat_sample;
+  // What the command makes of the model the arguments name, once its data source is made (a
+  // reward model: a classifier of one label whose pad id is its data's).
+  std::function<void(ModelSource&)> model_source;
 };
 // `trainer train`'s run (train.cpp) with the recipe's data and Trainer: the data and the model
 // checked before output_dir is touched, training, the results saved together, the sample.

@@ -240,9 +240,10 @@ int train_command(const TrainingArguments& args) { return run_training(args, {})
 int run_training(const TrainingArguments& args, const TrainingRecipe& recipe) {
   check_auto_find_batch_size(args, dist::read_dist_env().world_size);
   Accelerator accelerator(accelerator_options(args));
-  const ModelSource model_source = resolve_model_source(args);
+  ModelSource model_source = resolve_model_source(args);
   auto source = recipe.data ? recipe.data(accelerator, args, model_source)
                             : data_source(accelerator, args, model_source);
+  if (recipe.model_source) recipe.model_source(model_source);
   auto train_dataset = source->split("train", args.max_train_samples());
   auto eval_dataset =
       needs_eval_split(args) ? source->split("eval", args.max_eval_samples()) : nullptr;
