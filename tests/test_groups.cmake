@@ -42,6 +42,7 @@ set(TRAINER_TEST_GROUPS
   "^(Processes/DpoAgainstTrl|DpoRun)\\."                    "e2e|reference"          900 EACH
   "^(Processes/GrpoAgainstTrl|GrpoRun)\\."                  "e2e|reference"          900 EACH
   "^(Processes/RewardAgainstTrl|RewardRun)\\."              "e2e|reference"          600 EACH
+  "^(Cases/SeqClsAgainstTransformers|SeqClsRun)\\."         "e2e|reference"          600 EACH
   "^Adapters/LoraRun\\."                                    "e2e|reference"          600 EACH
   "^Models/ShardingModels\\."                               "e2e"                    600 EACH
   "^BadInput\\.(ARunWhose|AnEarlierRun|AJsonlLog|AFullDisk|OneRunAtATime|Sigint|AClosedStdout|ALauncherKilled)"

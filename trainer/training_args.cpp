@@ -102,6 +102,22 @@ std::string TrainingArguments::arguments_markdown() {
       "refuse center_rewards_coefficient by name:\n\n"
       "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
   rows(reward_defaults(false), reward);
+  std::vector<std::string> rloo;
+  for (const std::string& key : grpo_shared_keys()) rloo.push_back(key);
+  for (const std::string& key : grpo_keys()) rloo.push_back(key);
+  for (const std::string& key : rloo_keys()) rloo.push_back(key);
+  const TrainingArguments rloo_config = rloo_defaults(false);
+  rloo.erase(std::remove_if(rloo.begin(), rloo.end(),
+                            [&](const std::string& key) { return !rloo_config.takes(key); }),
+             rloo.end());
+  out +=
+      "\n## `trainer rloo`: TRL's RLOOConfig\n\n"
+      "`trainer rloo` takes GRPOConfig's arguments above but those RLOOConfig lacks (loss_type, "
+      "importance_sampling_level, scale_rewards, multi_objective_aggregation, delta, the sapo, "
+      "vespo and entropy keys, ...), with RLOOConfig's defaults where they differ (beta 0.05, "
+      "num_generations 2), and RLOOConfig's own:\n\n"
+      "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
+  rows(rloo_config, rloo);
   out +=
       "\n## `trainer sft` and `trainer dpo`: TRL's script arguments\n\n"
       "What `trl sft` and `trl dpo` read beside their configs (ScriptArguments, ModelConfig), "

@@ -62,6 +62,7 @@ class TrainingArguments {
   TRAINER_DPO_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
   TRAINER_GRPO_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
   TRAINER_REWARD_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
+  TRAINER_RLOO_ARGUMENTS(TRAINER_ARGUMENT_FIELD)
 #undef TRAINER_ARGUMENT_FIELD
 
  public:
@@ -130,11 +131,16 @@ class TrainingArguments {
   // SFTConfig and DPOConfig it has too (reward_shared_keys: max_length, disable_dropout,
   // pad_to_multiple_of, eos_token, pad_token, chat_template_path, ...) allowed.
   static TrainingArguments reward_defaults(bool bf16);
+  // TRL's RLOOConfig: GRPOConfig's with beta 0.05 and num_generations 2; its own arguments
+  // (TRAINER_RLOO_ARGUMENTS) and GRPOConfig's but grpo_only_keys allowed. is_grpo() holds for it
+  // too (GRPOConfig's checks apply), is_rloo() only for it.
+  static TrainingArguments rloo_defaults(bool bf16);
   // Whether this is an SFTConfig (sft_defaults) or a DPOConfig (dpo_defaults): their own
   // arguments are refused by name elsewhere.
   bool is_sft() const { return config_ == Config::kSft; }
   bool is_dpo() const { return config_ == Config::kDpo; }
-  bool is_grpo() const { return config_ == Config::kGrpo; }
+  bool is_grpo() const { return config_ == Config::kGrpo || config_ == Config::kRloo; }
+  bool is_rloo() const { return config_ == Config::kRloo; }
   bool is_reward() const { return config_ == Config::kReward; }
   // The names of the SFT arguments, of the DPO arguments, and of the SFT arguments DPOConfig
   // has too (max_length, truncation_mode, padding_free, loss_type, ...).
@@ -144,6 +150,9 @@ class TrainingArguments {
   static const std::vector<std::string>& grpo_keys();
   static const std::vector<std::string>& grpo_shared_keys();
   static const std::vector<std::string>& reward_keys();
+  static const std::vector<std::string>& rloo_keys();
+  // GRPOConfig's arguments RLOOConfig lacks (loss_type, scale_rewards, delta, ...).
+  static const std::vector<std::string>& grpo_only_keys();
   static const std::vector<std::string>& reward_shared_keys();
   // TRL's script arguments (ScriptArguments and ModelConfig: dataset_train_split,
   // model_revision, attn_implementation, load_in_4bit, ...): sft and dpo take them.
@@ -244,7 +253,7 @@ class TrainingArguments {
   std::set<std::string> command_line_;
   // Every name given, in the config or on the command line.
   std::set<std::string> given_;
-  enum class Config { kTraining, kSft, kDpo, kGrpo, kReward };
+  enum class Config { kTraining, kSft, kDpo, kGrpo, kReward, kRloo };
   Config config_ = Config::kTraining;
   // Throws InputError for an SFT or DPO argument where it does not belong; records `name` as
   // given.

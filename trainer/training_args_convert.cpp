@@ -417,6 +417,7 @@ const std::vector<Spec>& specs() {
             TRAINER_DPO_ARGUMENTS(TRAINER_ARGUMENT_SPEC)
                 TRAINER_GRPO_ARGUMENTS(TRAINER_ARGUMENT_SPEC)
                     TRAINER_REWARD_ARGUMENTS(TRAINER_ARGUMENT_SPEC)
+                        TRAINER_RLOO_ARGUMENTS(TRAINER_ARGUMENT_SPEC)
 #undef TRAINER_ARGUMENT_SPEC
     };
     for (Spec& spec : rows) {

@@ -313,6 +313,17 @@ void TrainingArguments::note_given(const std::string& name) {
     const bool in_shared = std::find(shared.begin(), shared.end(), name) != shared.end();
     const auto& grpo = grpo_keys();
     const auto& reward = reward_keys();
+    const auto& rloo = rloo_keys();
+    if (std::find(rloo.begin(), rloo.end(), name) != rloo.end()) {
+      throw InputError(fmt::format(
+          "argument {}: an RLOOConfig argument (TRL's); only `trainer rloo` takes it", name));
+    }
+    if (is_rloo()) {
+      throw InputError(fmt::format(
+          "argument {}: a GRPOConfig argument that RLOOConfig lacks (TRL's RLOO has one loss: "
+          "the clipped sequence-level ratio, the KL in the reward); only `trainer grpo` takes it",
+          name));
+    }
     if (std::find(reward.begin(), reward.end(), name) != reward.end()) {
       throw InputError(fmt::format(
           "argument {}: a RewardConfig argument (TRL's); only `trainer reward` takes it", name));
@@ -355,6 +366,8 @@ bool TrainingArguments::takes(const std::string& name) const {
     return std::find(keys.begin(), keys.end(), name) != keys.end();
   };
   if (has(reward_keys())) return is_reward();
+  if (has(rloo_keys())) return is_rloo();
+  if (is_rloo() && has(grpo_only_keys())) return false;
   if (is_reward() && (has(reward_shared_keys()) || has(script_keys()))) return true;
   if (has(script_keys())) return is_sft() || is_dpo() || is_grpo();
   if (is_grpo() && has(grpo_shared_keys())) return true;
@@ -416,6 +429,44 @@ const std::vector<std::string>& TrainingArguments::reward_keys() {
   return keys;
 }
 
+const std::vector<std::string>& TrainingArguments::rloo_keys() {
+  static const std::vector<std::string> keys = {
+#define TRAINER_RLOO_KEY(T, name, default_value, help) #name,
+      TRAINER_RLOO_ARGUMENTS(TRAINER_RLOO_KEY)
+#undef TRAINER_RLOO_KEY
+  };
+  return keys;
+}
+
+const std::vector<std::string>& TrainingArguments::grpo_only_keys() {
+  // TRL 1.16: the fields of GRPOConfig that RLOOConfig does not have.
+  static const std::vector<std::string> keys = {"loss_type",
+                                                "importance_sampling_level",
+                                                "scale_rewards",
+                                                "multi_objective_aggregation",
+                                                "delta",
+                                                "sapo_temperature_pos",
+                                                "sapo_temperature_neg",
+                                                "vespo_k_pos",
+                                                "vespo_k_neg",
+                                                "vespo_lambda_pos",
+                                                "vespo_lambda_neg",
+                                                "top_entropy_quantile",
+                                                "entropy_coef",
+                                                "use_adaptive_entropy",
+                                                "use_bias_correction_kl",
+                                                "cast_lm_head_to_fp32",
+                                                "off_policy_mask_threshold",
+                                                "max_tool_calling_iterations",
+                                                "log_completions_hub_repo",
+                                                "vllm_importance_sampling_correction",
+                                                "vllm_importance_sampling_mode",
+                                                "vllm_importance_sampling_clip_max",
+                                                "vllm_importance_sampling_clip_min",
+                                                "vllm_importance_sampling_cap"};
+  return keys;
+}
+
 const std::vector<std::string>& TrainingArguments::reward_shared_keys() {
   // TRL 1.16's RewardConfig fields that SFTConfig or DPOConfig have too.
   static const std::vector<std::string> keys = {
@@ -464,6 +515,14 @@ TrainingArguments TrainingArguments::grpo_defaults(bool bf16) {
   args.beta_ = 0.0;
   args.disable_dropout_ = false;
   args.shuffle_dataset_ = true;
+  return args;
+}
+
+TrainingArguments TrainingArguments::rloo_defaults(bool bf16) {
+  TrainingArguments args = grpo_defaults(bf16);
+  args.config_ = Config::kRloo;
+  args.beta_ = 0.05;
+  args.num_generations_ = 2;
   return args;
 }
 

@@ -474,7 +474,7 @@
     "cross-entropy are Triton's (GPU Python).")                                                    \
   X(nlohmann::ordered_json, parallelism_config, nlohmann::ordered_json::object(),                  \
     "Accepted as null or {} only: Accelerate's tensor, context and sequence parallelism are not "  \
-    "built here (data parallelism and sharding are: fsdp, deepspeed).")                            \
+    "built here (data parallelism and sharding are: fsdp, deepspeed).")
 
 // clang-format on
 

@@ -122,6 +122,12 @@ void TrainingArguments::validate_grpo() const {
   }
   validate_grpo_unbuilt();
   check_model_init_kwargs();
+  if (is_rloo() && !reward_clip_range_.empty()) {
+    const auto& r = reward_clip_range_;
+    check(r.size() == 2 && std::isfinite(r[0]) && std::isfinite(r[1]) && r[0] <= r[1],
+          "reward_clip_range", shown(nlohmann::ordered_json(r)),
+          "[min, max]: two finite numbers, min <= max (or [] for none)");
+  }
 }
 
 // The keys of what is not built here (vLLM, tools, the Hub, an entropy bonus): their defaults only.

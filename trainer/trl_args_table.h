@@ -1,7 +1,8 @@
 // The tables of TRL's configs' own arguments (TRL 1.16's names, defaults and help), in the
 // X(type, name, default, help) form of training_args_table.h, which includes this file:
 // TRAINER_SFT_ARGUMENTS (SFTConfig), TRAINER_DPO_ARGUMENTS (DPOConfig),
-// TRAINER_GRPO_ARGUMENTS (GRPOConfig) and TRAINER_REWARD_ARGUMENTS (RewardConfig).
+// TRAINER_GRPO_ARGUMENTS (GRPOConfig), TRAINER_REWARD_ARGUMENTS (RewardConfig) and
+// TRAINER_RLOO_ARGUMENTS (RLOOConfig).
 #pragma once
 
 // clang-format off
@@ -249,4 +250,11 @@
   X(std::optional<double>, center_rewards_coefficient, std::nullopt,                               \
     "Reward: the weight of the mean squared sum of each pair's rewards added to the loss, which "  \
     "keeps the rewards centred on 0 (null: none).")
+// RLOOConfig's own arguments (TRL 1.16's names and defaults): `trainer rloo` takes them with
+// GRPOConfig's but those only GRPO has (TrainingArguments::grpo_only_keys).
+#define TRAINER_RLOO_ARGUMENTS(X) \
+  X(bool, normalize_advantages, false,                                                             \
+    "RLOO: the advantages of each generation batch standardised over all processes.")              \
+  X(std::vector<double>, reward_clip_range, {},                                                    \
+    "RLOO: [min, max] the weighted reward is clamped to before the KL penalty ([]: none).")
 // clang-format on

@@ -296,6 +296,16 @@ void GRPOTrainer::keep_completion_rows(const data::Batch& prompts, const Generat
   }
 }
 
+grpo::Advantages GRPOTrainer::compute_advantages(const Tensor& rewards_per_func, bool training) {
+  const TrainingArguments& a = args();
+  grpo::AdvantageSettings settings;
+  settings.num_generations = training ? a.num_generations() : eval_generations();
+  settings.scale_rewards = a.scale_rewards();
+  settings.aggregation = a.multi_objective_aggregation();
+  settings.weights = a.reward_weights();
+  return grpo::group_advantages(rewards_per_func, settings);
+}
+
 data::Batch GRPOTrainer::generate_and_score(const data::Batch& prompts, bool training) {
   const TrainingArguments& a = args();
   const GrpoDataset& data = training ? *train_rows_ : *eval_rows_;
@@ -337,12 +347,7 @@ data::Batch GRPOTrainer::generate_and_score(const data::Batch& prompts, bool tra
   lap(timings_->rewards);
   if (acc.num_processes() > 1) rewards_per_func = acc.gather(rewards_per_func);
   rewards_per_func = rewards_per_func.cpu();
-  grpo::AdvantageSettings settings;
-  settings.num_generations = training ? a.num_generations() : eval_generations();
-  settings.scale_rewards = a.scale_rewards();
-  settings.aggregation = a.multi_objective_aggregation();
-  settings.weights = a.reward_weights();
-  const grpo::Advantages advantages = grpo::group_advantages(rewards_per_func, settings);
+  const grpo::Advantages advantages = compute_advantages(rewards_per_func, training);
   if (advantages.unscorable.any().item<bool>() && acc.is_main_process()) {
     base::warn(
         "All reward functions returned None for a completion. Please ensure that at least one "

@@ -39,7 +39,8 @@ data::Batch take_rows(const data::Batch& batch, const Tensor& order) {
 // Prints where the main process's time went when training ends.
 class GRPOTrainer::TimingsReport : public TrainerCallback {
  public:
-  explicit TimingsReport(std::shared_ptr<const Timings> timings) : timings_(std::move(timings)) {}
+  TimingsReport(std::shared_ptr<const Timings> timings, std::string name)
+      : timings_(std::move(timings)), name_(std::move(name)) {}
   void on_train_end(const TrainingArguments&, TrainerState&, TrainerControl&) override {
     const Timings& t = *timings_;
     const double total = t.sampling + t.rewards + t.scoring + t.update;
@@ -48,12 +49,13 @@ class GRPOTrainer::TimingsReport : public TrainerCallback {
       return fmt::format("{:.2f} s ({:.0f}%)", part, 100 * part / total);
     };
     fmt::print(
-        "GRPO time: sampling {}, rewards {}, old and reference log-probabilities {}, update {}\n",
-        share(t.sampling), share(t.rewards), share(t.scoring), share(t.update));
+        "{} time: sampling {}, rewards {}, old and reference log-probabilities {}, update {}\n",
+        name_, share(t.sampling), share(t.rewards), share(t.scoring), share(t.update));
   }
 
  private:
   std::shared_ptr<const Timings> timings_;
+  std::string name_;
 };
 
 GRPOTrainer::GRPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments args,
@@ -82,7 +84,10 @@ GRPOTrainer::GRPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments
     }
   }
   const models::HfCausalLM* hf = models::as_hf_causal_lm(this->model());
-  if (!hf) throw InputError("trainer grpo: the model is not a Hugging Face causal language model");
+  const std::string command = a.is_rloo() ? "trainer rloo" : "trainer grpo";
+  if (!hf) {
+    throw InputError(command + ": the model is not a Hugging Face causal language model");
+  }
   sampling_ = sampling_settings(hf->config().vocab_size);
   // A prompt the model cannot read with room for one token more fails before anything trains.
   const int64_t positions = hf->max_positions();
@@ -90,9 +95,9 @@ GRPOTrainer::GRPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments
     const int64_t length = row_length(train_rows_->rows()[i]);
     if (length >= positions) {
       throw InputError(fmt::format(
-          "trainer grpo: the training data's row {} has a prompt of {} tokens; the model reads at "
-          "most {} positions (max_position_embeddings) and needs room for the completion",
-          i + 1, length, positions));
+          "{}: the training data's row {} has a prompt of {} tokens; the model reads at most {} "
+          "positions (max_position_embeddings) and needs room for the completion",
+          command, i + 1, length, positions));
     }
   }
   if (a.disable_dropout()) disable_dropout(this->model());
@@ -119,7 +124,10 @@ GRPOTrainer::GRPOTrainer(std::shared_ptr<models::Model> model, TrainingArguments
           loss);
     }
   }
-  if (accelerator().is_main_process()) add_callback(std::make_shared<TimingsReport>(timings_));
+  if (accelerator().is_main_process()) {
+    // The trainer's own name: a virtual call here would be GRPOTrainer's.
+    add_callback(std::make_shared<TimingsReport>(timings_, a.is_rloo() ? "RLOO" : "GRPO"));
+  }
   // set_seed(args.seed, device_specific=True): each process samples from its own stream.
   torch::manual_seed(static_cast<uint64_t>(a.seed() + accelerator().process_index()));
 }

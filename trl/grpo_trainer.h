@@ -118,6 +118,23 @@ class GRPOTrainer : public TrlTrainer {
   void load_rank_extras(const io::MappedSafetensors& state, const std::string& path) override;
   void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) override;
 
+ protected:
+  // What RLOOTrainer changes of a generation: the old policy's and the reference's
+  // log-probabilities it keeps (GRPO: old_per_token_logps when the old policy differs,
+  // ref_per_token_logps with beta > 0), and the advantages of every process's rewards (GRPO: the
+  // group advantages of scale_rewards and multi_objective_aggregation).
+  virtual void add_old_and_reference(data::Batch& out, bool training);
+  virtual grpo::Advantages compute_advantages(const torch::Tensor& rewards_per_func, bool training);
+  // num_generations_eval, else num_generations.
+  int64_t eval_generations() const {
+    return args().num_generations_eval().value_or(args().num_generations());
+  }
+  // Per-token log-probabilities (and entropies) of the completions at `temperature`, in chunks of
+  // `chunk` rows (0: all at once): [n, T] each.
+  std::pair<torch::Tensor, torch::Tensor> token_logps(models::Model& model,
+                                                      const data::Batch& batch, int64_t chunk);
+  const GenerationPlan& plan() const { return plan_; }
+
  private:
   // A generation's completions: each cut after its first EOS (kept), padded.
   struct Generated {
@@ -134,8 +151,6 @@ class GRPOTrainer : public TrlTrainer {
   Generated cut_completions(torch::Tensor tokens) const;
   // completions/* and num_tokens over every process.
   void record_length_metrics(const torch::Tensor& prompt_mask, const Generated& g, bool training);
-  // old_per_token_logps (when the old policy differs) and ref_per_token_logps (beta > 0).
-  void add_old_and_reference(data::Batch& out, bool training);
   void record_reward_metrics(const torch::Tensor& rewards_per_func,
                              const grpo::Advantages& advantages, bool training);
   // log_completions' rows of this process's completions.
@@ -144,10 +159,6 @@ class GRPOTrainer : public TrlTrainer {
   // compute_loss's pieces (trl/grpo_loss.cpp): the arguments as grpo::LossSettings, the tokens of
   // the top entropy quantile over every process, TRL's metrics of the micro-step.
   grpo::LossSettings loss_settings() const;
-  // num_generations_eval, else num_generations.
-  int64_t eval_generations() const {
-    return args().num_generations_eval().value_or(args().num_generations());
-  }
   torch::Tensor high_entropy_mask(const torch::Tensor& entropies, const torch::Tensor& mask);
   void record_loss_metrics(const grpo::PerTokenLoss& loss, const torch::Tensor& entropies,
                            const torch::Tensor& advantages, const torch::Tensor& mask,
@@ -158,10 +169,6 @@ class GRPOTrainer : public TrlTrainer {
   models::SamplingSettings sampling_settings(int64_t vocab_size) const;
   // Samples the completions (the default sampler).
   torch::Tensor sample(const torch::Tensor& prompt_ids, const torch::Tensor& prompt_mask);
-  // Per-token log-probabilities (and entropies) of the completions at `temperature`, in chunks of
-  // `chunk` rows (0: all at once): [n, T] each.
-  std::pair<torch::Tensor, torch::Tensor> token_logps(models::Model& model,
-                                                      const data::Batch& batch, int64_t chunk);
   // The rewards [n, F] of this process's completions (NaN for None), failures agreed on by
   // every process.
   torch::Tensor score_rewards(const data::Batch& prompts, const Generated& generated,

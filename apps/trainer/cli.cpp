@@ -42,6 +42,10 @@ const std::vector<CommandHelp> kCommands = {
      "Reinforcement learning as TRL's GRPOTrainer: num_generations completions of each prompt "
      "sampled in the process, scored by reward_funcs (TRL's built-ins or exec:COMMAND programs), "
      "the policy moved by TRL's losses, with TRL's GRPOConfig arguments and defaults."},
+    {"rloo", "trainer rloo [CONFIG.json|CONFIG.yaml] [--name value ...]",
+     "Reinforcement learning as TRL's RLOOTrainer: num_generations (2) completions of each prompt "
+     "sampled in the process, scored by reward_funcs, the KL to the reference folded into the "
+     "reward, REINFORCE's leave-one-out baseline, with TRL's RLOOConfig arguments and defaults."},
     {"reward", "trainer reward [CONFIG.json|CONFIG.yaml] [--name value ...]",
      "A reward model as TRL's RewardTrainer: a Hugging Face model (a causal folder gets a "
      "classifier's head of one label) learns to score chosen above rejected (plain or "
@@ -102,8 +106,8 @@ std::string help_of(const std::string& name) {
 }
 
 bool takes_training_arguments(const std::string& name) {
-  return name == "train" || name == "sft" || name == "dpo" || name == "grpo" || name == "reward" ||
-         name == "evaluate" || name == "predict";
+  return name == "train" || name == "sft" || name == "dpo" || name == "grpo" || name == "rloo" ||
+         name == "reward" || name == "evaluate" || name == "predict";
 }
 
 // A first word that is no command names the nearest one.
@@ -124,6 +128,7 @@ std::string arguments_table(const std::string& command) {
                                  : command == "dpo"    ? TrainingArguments::dpo_defaults(false)
                                  : command == "grpo"   ? TrainingArguments::grpo_defaults(false)
                                  : command == "reward" ? TrainingArguments::reward_defaults(false)
+                                 : command == "rloo"   ? TrainingArguments::rloo_defaults(false)
                                                        : TrainingArguments();
   for (const auto& d : TrainingArguments::describe(kind)) {
     // The SFT arguments are `trainer sft`'s, the DPO arguments `trainer dpo`'s.

@@ -62,6 +62,11 @@ using GrpoTrainerHook = std::function<void(trl::GRPOTrainer&)>;
 int grpo_command(const std::string& config,
                  const std::vector<std::pair<std::string, std::string>>& overrides,
                  const GrpoTrainerHook& hook = {});
+// `trainer rloo`: the config and overrides read as TRL's RLOOConfig, on GRPO's machinery
+// (apps/trainer/grpo.cpp); the hook sees the RLOOTrainer.
+int rloo_command(const std::string& config,
+                 const std::vector<std::pair<std::string, std::string>>& overrides,
+                 const GrpoTrainerHook& hook = {});
 
 // `trainer evaluate`: output_dir's model on the eval split; eval_results.json, merged into
 // all_results.json.

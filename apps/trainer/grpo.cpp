@@ -15,6 +15,7 @@
 #include "lib/models/hf_causal_lm.h"
 #include "lib/models/lora.h"
 #include "trl/grpo_trainer.h"
+#include "trl/rloo_trainer.h"
 
 namespace trainer::cli {
 namespace {
@@ -69,13 +70,11 @@ trl::GrpoSetup grpo_setup(models::Model& model, const ModelSource& source,
   return setup;
 }
 
-}  // namespace
-
-int grpo_command(const std::string& config,
-                 const std::vector<std::pair<std::string, std::string>>& overrides,
-                 const GrpoTrainerHook& hook) {
-  const TrainingArguments args = parse_trl_arguments(
-      "grpo", config, overrides, TrainingArguments::grpo_defaults(machine_has_bf16()));
+// `trainer grpo` and `trainer rloo`: one machinery, RLOOTrainer what differs.
+int online_command(const std::string& name, const std::string& config,
+                   const std::vector<std::pair<std::string, std::string>>& overrides,
+                   TrainingArguments defaults, const GrpoTrainerHook& hook) {
+  const TrainingArguments args = parse_trl_arguments(name, config, overrides, std::move(defaults));
   // The rewards first: a program that does not start fails before the model loads.
   auto rewards = std::make_shared<trl::RewardFunctions>(reward_specs(args.reward_funcs()),
                                                         args.reward_timeout());
@@ -87,23 +86,24 @@ int grpo_command(const std::string& config,
   }
   auto source = std::make_shared<ModelSource>();
   auto options = std::make_shared<trl::GrpoSourceOptions>();
-  auto data = [source, options](Accelerator& accelerator, const TrainingArguments& a,
-                                const ModelSource& model,
-                                std::string& train_file) -> std::unique_ptr<data::DataSource> {
+  auto data = [source, options, name](
+                  Accelerator& accelerator, const TrainingArguments& a, const ModelSource& model,
+                  std::string& train_file) -> std::unique_ptr<data::DataSource> {
     *source = model;
     *options = trl::source_options<trl::GrpoSourceOptions>(
-        a, trl_tokenizer("grpo", model), tokenizer_dir(model.tokenizer_path), "grpo");
+        a, trl_tokenizer(name, model), tokenizer_dir(model.tokenizer_path), name);
     if (a.chat_template_kwargs().is_object())
       options->data.chat_template_kwargs = a.chat_template_kwargs();
     finish_trl_source_options(*options, accelerator, a, train_file);
     return trl::make_grpo_source(*options);
   };
-  auto trainer = [source, options, rewards, hook](
+  auto trainer = [source, options, rewards, hook, name](
                      std::shared_ptr<models::Model> model, const TrainingArguments& a,
                      std::shared_ptr<const data::Dataset> train,
                      std::shared_ptr<const data::Dataset> eval, data::DataCollator collator) {
     const auto* rows = dynamic_cast<const trl::GrpoDataset*>(train.get());
-    if (!rows) throw std::invalid_argument("trainer grpo: the training data are not prompts");
+    if (!rows)
+      throw std::invalid_argument("trainer " + name + ": the training data are not prompts");
     trl::GrpoSetup setup = grpo_setup(*model, *source, *options, rewards, *rows);
     std::shared_ptr<models::Model> ref;
     if (a.beta() != 0.0 && !models::find_wrapped<models::PeftModel>(*model)) {
@@ -117,13 +117,33 @@ int grpo_command(const std::string& config,
           "argument sync_ref_model: not with a LoRA adapter (the reference is the model with its "
           "adapters off; TRL refuses it too)");
     }
-    auto grpo =
-        std::make_unique<trl::GRPOTrainer>(std::move(model), a, std::move(train), std::move(eval),
-                                           std::move(collator), std::move(ref), std::move(setup));
-    if (hook) hook(*grpo);
-    return std::unique_ptr<Trainer>(std::move(grpo));
+    std::unique_ptr<trl::GRPOTrainer> made =
+        a.is_rloo() ? std::make_unique<trl::RLOOTrainer>(std::move(model), a, std::move(train),
+                                                         std::move(eval), std::move(collator),
+                                                         std::move(ref), std::move(setup))
+                    : std::make_unique<trl::GRPOTrainer>(std::move(model), a, std::move(train),
+                                                         std::move(eval), std::move(collator),
+                                                         std::move(ref), std::move(setup));
+    if (hook) hook(*made);
+    return std::unique_ptr<Trainer>(std::move(made));
   };
-  return run_training(args, trl_recipe("grpo", args, data, trainer));
+  return run_training(args, trl_recipe(name, args, data, trainer));
+}
+
+}  // namespace
+
+int grpo_command(const std::string& config,
+                 const std::vector<std::pair<std::string, std::string>>& overrides,
+                 const GrpoTrainerHook& hook) {
+  return online_command("grpo", config, overrides,
+                        TrainingArguments::grpo_defaults(machine_has_bf16()), hook);
+}
+
+int rloo_command(const std::string& config,
+                 const std::vector<std::pair<std::string, std::string>>& overrides,
+                 const GrpoTrainerHook& hook) {
+  return online_command("rloo", config, overrides,
+                        TrainingArguments::rloo_defaults(machine_has_bf16()), hook);
 }
 
 }  // namespace trainer::cli

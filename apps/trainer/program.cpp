@@ -43,6 +43,7 @@ int run_program(int argc, char** argv) {
     if (command->name == "dpo") return dpo_command(command->config, command->overrides);
     if (command->name == "grpo") return grpo_command(command->config, command->overrides);
     if (command->name == "reward") return reward_command(command->config, command->overrides);
+    if (command->name == "rloo") return rloo_command(command->config, command->overrides);
     TrainingArguments args = TrainingArguments::parse(command->config, command->overrides);
     if (command->name == "predict") return predict_command(args);
     return command->name == "train" ? train_command(args) : evaluate_command(args);

@@ -135,6 +135,7 @@ std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
                                               const TrainingArguments& args,
                                               const ModelSource& model) {
   data::LoadContext context = node_load_context(accelerator);
+  if (uses_text_classification(args, model)) return text_classification_source(args, model);
   if (uses_text_files(args)) {
     data::ClmOptions options;
     options.train_file = args.train_file().value_or("");

@@ -53,6 +53,18 @@ std::unique_ptr<data::DataSource> data_source(Accelerator& accelerator,
                                               const TrainingArguments& args,
                                               const ModelSource& model);
 
+// run_glue.py's text classification (apps/trainer/classification_setup.cpp): train_file and
+// validation_file (CSV or JSON with a `label` column) when the model is a sequence classifier,
+// tokenized with its tokenizer, cut at block_size (default min(128, its positions): run_glue's
+// max_seq_length), padded with its pad_token_id.
+bool uses_text_classification(const TrainingArguments& args, const ModelSource& model);
+std::unique_ptr<data::DataSource> text_classification_source(const TrainingArguments& args,
+                                                             const ModelSource& model);
+// What run_glue writes into the classifier's config once the data's labels are known: label2id
+// and id2label where the ids come from the train file's sorted labels, and the problem_type the
+// first loss would set (so that the saved config.json is Transformers'). Nothing for other data.
+void adopt_data_labels(ModelSource& model, data::DataSource& source);
+
 // Whether the run evaluates: an eval_strategy, or do_eval.
 bool wants_eval(const TrainingArguments& args);
 // Whether the run needs the eval split: wants_eval, eval_on_start, or do_predict.

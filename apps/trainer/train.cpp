@@ -243,6 +243,7 @@ int run_training(const TrainingArguments& args, const TrainingRecipe& recipe) {
   ModelSource model_source = resolve_model_source(args);
   auto source = recipe.data ? recipe.data(accelerator, args, model_source)
                             : data_source(accelerator, args, model_source);
+  adopt_data_labels(model_source, *source);
   if (recipe.model_source) recipe.model_source(model_source);
   auto train_dataset = source->split("train", args.max_train_samples());
   auto eval_dataset =

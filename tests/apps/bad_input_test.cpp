@@ -389,7 +389,7 @@ TEST_F(BadInput, ArgumentsAreOneLineAndExitTwoInTheProgram) {
        "{trainer} trian",
        2,
        {"unknown command 'trian'", "did you mean 'train'?",
-        "train, sft, dpo, grpo, reward, evaluate, predict, plot, generate, chat, tokenize, chat-template, "
+        "train, sft, dpo, grpo, rloo, reward, evaluate, predict, plot, generate, chat, tokenize, chat-template, "
         "merge, "
         "env, "
         "launch"}},

@@ -25,7 +25,8 @@ using testing::run;
 struct Case {
   std::string name;
   int processes = 1;
-  std::string extra = "";  // ours only: the same run sharded (ZeRO-3, ZeRO-2, ZeRO-1)
+  std::string extra = "";        // ours only: the same run sharded (ZeRO-3, ZeRO-2, ZeRO-1)
+  std::string trainer = "grpo";  // or rloo: TRL's RLOOTrainer (rloo_trl_reference.py)
 };
 
 const Case kCases[] = {{"grpo"},
@@ -60,11 +61,27 @@ const Case kCases[] = {{"grpo"},
                        {"grpo_beta", 2, "--fsdp shard_grad_op"},
                        {"dapo_iter2", 2, "--deepspeed {zero1}"},
                        {"dapo_iter2", 2, "--fsdp full_shard"},
-                       {"lora_beta", 1, "--gradient_checkpointing true"}};
+                       {"lora_beta", 1, "--gradient_checkpointing true"},
+                       // RLOO on the same machinery (its defaults: beta 0.05, 2 generations).
+                       {"default", 1, "", "rloo"},
+                       {"norm_g4", 1, "", "rloo"},
+                       {"clip", 1, "", "rloo"},
+                       {"beta0", 1, "", "rloo"},
+                       {"iter2", 1, "", "rloo"},
+                       {"accum", 1, "", "rloo"},
+                       {"mask_trunc", 1, "", "rloo"},
+                       {"eval", 1, "", "rloo"},
+                       {"default", 2, "", "rloo"},
+                       {"norm_g4", 2, "", "rloo"},
+                       {"iter2", 2, "", "rloo"}};
+
+// The reference's name: grpo_trl_<case>_np<processes> (or rloo_trl_...).
+std::string reference_name(const Case& c) {
+  return c.trainer + "_trl_" + c.name + "_np" + std::to_string(c.processes);
+}
 
 json reference(const Case& c) {
-  const std::string dir =
-      testing::reference_dir("grpo_trl_" + c.name + "_np" + std::to_string(c.processes));
+  const std::string dir = testing::reference_dir(reference_name(c));
   if (dir.empty()) return json();
   std::ifstream in(dir + "/reference.json");
   return json::parse(in);
@@ -113,9 +130,7 @@ std::string ours(const Case& c, const json& ref, const std::string& out) {
     for (size_t i = 0; i < lora["target_modules"].size(); ++i)
       arguments += (i ? "," : "") + lora["target_modules"][i].get<std::string>();
   }
-  const std::string file =
-      testing::reference_dir("grpo_trl_" + c.name + "_np" + std::to_string(c.processes)) +
-      "/reference.json";
+  const std::string file = testing::reference_dir(reference_name(c)) + "/reference.json";
   // ZeRO-1 through a DeepSpeed config (the optimizer's state sharded, the weights whole).
   std::string extra = c.extra;
   if (const auto at = extra.find("{zero1}"); at != std::string::npos) {
@@ -126,7 +141,8 @@ std::string ours(const Case& c, const json& ref, const std::string& out) {
                           << R"( "gradient_clipping": "auto"})";
     extra.replace(at, 7, config);
   }
-  const std::string worker = testing::kGrpoWorkerBin + " " + file + arguments + " " + extra;
+  const std::string worker = testing::kGrpoWorkerBin + (c.trainer == "rloo" ? " --rloo " : " ") +
+                             file + arguments + " " + extra;
   const std::string command =
       c.processes == 1
           ? "OMP_NUM_THREADS=1 " + worker
@@ -222,13 +238,14 @@ TEST_P(GrpoAgainstTrl, EachStepsLossMetricsAndWeightsEqualTrls) {
     std::ifstream in(out + "/trainer_state.json");
     ASSERT_TRUE(in.good()) << c.name;
     const json state = json::parse(in);
-    const std::string what = c.name + " on " + std::to_string(processes) + " " + c.extra;
+    const std::string what =
+        c.trainer + " " + c.name + " on " + std::to_string(processes) + " " + c.extra;
     expect_trl_steps(state, ref, what);
     expect_trl_parameters(out, ref, what);
   }
   // Every case of the table ran: 21 on one process plus evaluation and LoRA with activation
-  // checkpointing; 5 on two plus ZeRO-3 (twice), ZeRO-2 and ZeRO-1.
-  EXPECT_EQ(ran, processes == 1 ? 23 : 9);
+  // checkpointing; 5 on two plus ZeRO-3 (twice), ZeRO-2 and ZeRO-1; RLOO's 8 and 3.
+  EXPECT_EQ(ran, processes == 1 ? 31 : 12);
 }
 
 INSTANTIATE_TEST_SUITE_P(Processes, GrpoAgainstTrl, ::testing::Values(1, 2));

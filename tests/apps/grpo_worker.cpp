@@ -1,6 +1,7 @@
-// A program the GRPO parity tests start as each rank (under `trainer launch`): `trainer grpo` on
-// the arguments given, its samples replayed from a TRL run instead of drawn:
-//   grpo_worker REFERENCE.json --name value ...
+// A program the GRPO and RLOO parity tests start as each rank (under `trainer launch`): `trainer
+// grpo` (or with --rloo `trainer rloo`) on the arguments given, its samples replayed from a TRL
+// run instead of drawn:
+//   grpo_worker [--rloo] REFERENCE.json --name value ...
 // REFERENCE.json is grpo_trl_reference.py's record: each generation of this rank, in order, gives
 // the completions (completion_ids_padded) and the row order (permutation); the prompts the
 // trainer hands over must be TRL's (prompt_ids_padded), else the worker stops with one line.
@@ -28,7 +29,12 @@ int main(int argc, char** argv) {
   runtime::route_torch_logs();
   std::signal(SIGPIPE, SIG_IGN);
   try {
-    if (argc < 2) throw InputError("usage: grpo_worker REFERENCE.json --name value ...");
+    const bool rloo = argc > 1 && std::string(argv[1]) == "--rloo";
+    if (rloo) {
+      --argc;
+      ++argv;
+    }
+    if (argc < 2) throw InputError("usage: grpo_worker [--rloo] REFERENCE.json --name value ...");
     std::ifstream in(argv[1]);
     const json reference = json::parse(in);
     std::vector<std::pair<std::string, std::string>> overrides;
@@ -71,7 +77,7 @@ int main(int argc, char** argv) {
         return torch::tensor(order, torch::kLong);
       });
     };
-    return cli::grpo_command("", overrides, hook);
+    return rloo ? cli::rloo_command("", overrides, hook) : cli::grpo_command("", overrides, hook);
   } catch (...) {
     return report_error("grpo_worker: ");
   }
