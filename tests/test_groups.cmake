@@ -40,7 +40,7 @@ set(TRAINER_TEST_GROUPS
   "^(Models/HfFineTune(OneProcess)?|Keys/HfFineTuneKeys|Families/FamilyFineTune|Families/MoeFineTuneTwoProcesses)\\." "e2e|reference"          600 EACH
   "^(Processes/SftAgainstTrl|SftRun)\\."                    "e2e|reference"          900 EACH
   "^(Processes/DpoAgainstTrl|DpoRun)\\."                    "e2e|reference"          900 EACH
-  "^(Processes/GrpoAgainstTrl|GrpoRun)\\."                  "e2e|reference"          900 EACH
+  "^(Processes/GrpoAgainstTrl|GrpoRun|RlooRun)\\."          "e2e|reference"          900 EACH
   "^(Processes/RewardAgainstTrl|RewardRun)\\."              "e2e|reference"          600 EACH
   "^(Cases/SeqClsAgainstTransformers|SeqClsRun)\\."         "e2e|reference"          600 EACH
   "^Adapters/LoraRun\\."                                    "e2e|reference"          600 EACH
@@ -62,7 +62,7 @@ set(TRAINER_TEST_GROUPS
   "^(Plot|StepCurve|Docs|FusedAdamW|Registry|Tasks)\\."     "e2e|sanitize"           300 SUITE
   "^(MemoryMetrics|AutoFindBatchSize|DataLoading)\\."      "e2e|sanitize"           300 SUITE
   "^(Jinja|Language/JinjaRenders)\\."                         "unit|sanitize"          300 SUITE
-  "^(Tokenizer|LmFiles|LengthGroupedAgainstTransformers|Gpt|HfModels|Sampling|HfFamilies|Lora|TorchScript|ChatTemplate|Sft[A-Za-z]*|Dpo[A-Za-z]*|GrpoRewards|GrpoMathAnswer|RewardProgram)\\."
+  "^(Tokenizer|LmFiles|LengthGroupedAgainstTransformers|Gpt|HfModels|Sampling|HfFamilies|Lora|TorchScript|ChatTemplate|Sft[A-Za-z]*|Dpo[A-Za-z]*|GrpoRewards|GrpoMathAnswer|RewardProgram|RewardModel)\\."
                                                             "unit|reference|sanitize" 600 SUITE
   "^(Cases/LoraAgainstPeft|Models/HfLogits|Families/HfFamily|Hub/HubCheckpoint|SeqCls/SequenceClassifier|SequenceClassifiers|Optimizers)\\."  "unit|reference|sanitize" 600 SUITE
   "^SchedulesReference\\."                                   "unit|reference|sanitize" 300 SUITE

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "lib/base/errors.h"
+#include "lib/base/files.h"
 #include "lib/base/json_text.h"
 #include "trl/builtin_rewards.h"
 #include "trl/reward_program.h"
@@ -27,13 +28,14 @@ std::string reward_program_name(const std::string& command) {
   return slash == std::string::npos ? first : first.substr(slash + 1);
 }
 
-RewardFunctions::RewardFunctions(const nlohmann::ordered_json& specs, double timeout_seconds) {
+RewardFunctions::RewardFunctions(const nlohmann::ordered_json& specs, double timeout_seconds,
+                                 const RewardModelLoader& load_model) {
   nlohmann::ordered_json list = specs;
   if (list.is_string() || list.is_object()) list = nlohmann::ordered_json::array({list});
   if (!list.is_array() || list.empty()) {
     throw InputError(fmt::format(
         "argument reward_funcs: {} (give a list of rewards: TRL's built-ins by name, e.g. "
-        "think_format_reward, or exec:COMMAND programs)",
+        "think_format_reward, exec:COMMAND programs, or reward model folders)",
         list.is_array() ? "no reward functions" : base::shown(specs)));
   }
   for (const auto& entry : list) {
@@ -47,6 +49,16 @@ RewardFunctions::RewardFunctions(const nlohmann::ordered_json& specs, double tim
       }
       f.program = std::make_unique<RewardProgram>(command, timeout_seconds);
       names_.push_back(reward_program_name(command));
+    } else if (entry.is_string() && base::is_directory(entry.get<std::string>()) &&
+               base::exists(base::join_path(entry.get<std::string>(), "config.json"))) {
+      if (!load_model) {
+        throw InputError(fmt::format(
+            "argument reward_funcs: {} is a model folder, which only trainer grpo and trainer "
+            "rloo score with",
+            base::shown(entry)));
+      }
+      f.model = load_model(entry.get<std::string>());
+      names_.push_back(f.model->name());
     } else {
       f.builtin = make_builtin_reward(entry);
       names_.push_back(f.builtin->name());
@@ -64,7 +76,9 @@ std::vector<std::vector<std::optional<double>>> RewardFunctions::score(
       requests.size(), std::vector<std::optional<double>>(functions_.size()));
   for (size_t f = 0; f < functions_.size(); ++f) {
     std::vector<std::optional<double>> scores;
-    if (functions_[f].builtin) {
+    if (functions_[f].model) {
+      scores = functions_[f].model->score(requests);
+    } else if (functions_[f].builtin) {
       std::vector<RewardSample> samples;
       samples.reserve(requests.size());
       for (const auto& r : requests)

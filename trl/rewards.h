@@ -1,10 +1,12 @@
 // GRPO's reward functions as `reward_funcs` lists them: TRL's built-ins by name
-// (trl/builtin_rewards.h) and `exec:COMMAND` programs (trl/reward_program.h), each scoring every
-// completion of a generation (nullopt: TRL's None), named as TRL logs them
+// (trl/builtin_rewards.h), `exec:COMMAND` programs (trl/reward_program.h) and reward models
+// (a classifier's folder, scored by a RewardScorer the caller loads: trl/reward_model.h), each
+// scoring every completion of a generation (nullopt: TRL's None), named as TRL logs them
 // (rewards/<name>/mean). Torch-free.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,13 +30,27 @@ struct RewardRequest {
   std::string where;                    // "data.jsonl row 3", for messages
 };
 
+// A reward function scored outside this file (a reward model, on LibTorch).
+class RewardScorer {
+ public:
+  virtual ~RewardScorer() = default;
+  // The name TRL logs it under (a model folder's last component).
+  virtual const std::string& name() const = 0;
+  virtual std::vector<std::optional<double>> score(const std::vector<RewardRequest>& requests) = 0;
+};
+// Loads the reward model of a folder (InputError, one line, for a folder that is not one).
+using RewardModelLoader = std::function<std::unique_ptr<RewardScorer>(const std::string& folder)>;
+
 class RewardFunctions {
  public:
   // `specs`: a list of entries (or one entry): a built-in's name or call, a JSON object naming
-  // one, or "exec:COMMAND". Programs start here, once, each reading JSON lines (kept alive until
+  // one, "exec:COMMAND", or a model folder's path (a folder holding config.json: loaded by
+  // `load_model`). Programs start here, once, each reading JSON lines (kept alive until
   // destruction); `timeout_seconds` bounds each of their answers. InputError (one line naming the
-  // entry) for an empty list, an unknown name, bad arguments, or an empty command.
-  RewardFunctions(const nlohmann::ordered_json& specs, double timeout_seconds);
+  // entry) for an empty list, an unknown name, bad arguments, an empty command, or a model
+  // folder without a loader.
+  RewardFunctions(const nlohmann::ordered_json& specs, double timeout_seconds,
+                  const RewardModelLoader& load_model = {});
   ~RewardFunctions();
   RewardFunctions(RewardFunctions&&) noexcept;
 
@@ -52,6 +68,7 @@ class RewardFunctions {
   struct Function {
     std::unique_ptr<BuiltinReward> builtin;
     std::unique_ptr<RewardProgram> program;
+    std::unique_ptr<RewardScorer> model;
   };
   std::vector<Function> functions_;
   std::vector<std::string> names_;

@@ -15,6 +15,7 @@
 #include "lib/models/hf_causal_lm.h"
 #include "lib/models/lora.h"
 #include "trl/grpo_trainer.h"
+#include "trl/reward_model.h"
 #include "trl/rloo_trainer.h"
 
 namespace trainer::cli {
@@ -76,8 +77,11 @@ int online_command(const std::string& name, const std::string& config,
                    TrainingArguments defaults, const GrpoTrainerHook& hook) {
   const TrainingArguments args = parse_trl_arguments(name, config, overrides, std::move(defaults));
   // The rewards first: a program that does not start fails before the model loads.
-  auto rewards = std::make_shared<trl::RewardFunctions>(reward_specs(args.reward_funcs()),
-                                                        args.reward_timeout());
+  // Reward models load on every process (as TRL loads them), with the run's template variables.
+  const nlohmann::ordered_json kwargs = args.chat_template_kwargs();
+  auto rewards = std::make_shared<trl::RewardFunctions>(
+      reward_specs(args.reward_funcs()), args.reward_timeout(),
+      [kwargs](const std::string& folder) { return trl::load_reward_model(folder, kwargs); });
   if (!args.reward_weights().empty() && args.reward_weights().size() != rewards->size()) {
     throw InputError(fmt::format(
         "argument reward_weights: Number of reward weights ({}) must match number of reward "

@@ -26,8 +26,10 @@ std::string prompts() {
   return testing::paths::source_dir() + "/tests/reference/inputs/grpo/prompts.jsonl";
 }
 
-// `trainer grpo` on the prompts into `out`, with `extra` (over the defaults below): its result.
-testing::ProcessResult grpo(const std::string& out, const std::string& extra) {
+// `trainer grpo` (or `command`) on the prompts into `out`, with `extra` (over the defaults
+// below): its result.
+testing::ProcessResult grpo(const std::string& out, const std::string& extra,
+                            const std::string& command = "grpo") {
   std::string defaults;
   for (const char* option :
        {"--bf16 false", "--gradient_checkpointing false", "--logging_steps 1",
@@ -36,9 +38,9 @@ testing::ProcessResult grpo(const std::string& out, const std::string& extra) {
     const std::string text = option;
     if (extra.find(text.substr(0, text.find(' ') + 1)) == std::string::npos) defaults += " " + text;
   }
-  return run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " grpo --model_name_or_path " +
-             fixture() + " --train_file " + prompts() + " --output_dir " + out + defaults + " " +
-             extra + " 2>&1");
+  return run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " " + command +
+             " --model_name_or_path " + fixture() + " --train_file " + prompts() +
+             " --output_dir " + out + defaults + " " + extra + " 2>&1");
 }
 
 std::vector<json> steps_of(const std::string& out) {
@@ -245,6 +247,64 @@ TEST(GrpoRun, BadInputIsOneLine) {
   EXPECT_NE(f.out.find("exited with status 5"), std::string::npos) << f.out;
   EXPECT_FALSE(testing::slurp(tmp.file("flaky") + "/checkpoint-3/model.safetensors").empty())
       << f.out;
+}
+
+// The whole loop of TRL's online toolkit: `trainer reward` makes a reward model of the policy's
+// own kind (a causal folder given a head) from preference pairs, and `trainer rloo` scored by it
+// (its folder in reward_funcs, as TRL takes a model id) raises the reward it gives.
+TEST(RlooRun, ARewardModelFromTrainerRewardRaisesItsReward) {
+  testing::TempDir tmp;
+  const std::string rm = tmp.file("rm");
+  auto r = run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " reward --model_name_or_path " +
+               fixture() + " --train_file " + testing::paths::source_dir() +
+               "/tests/reference/inputs/grpo/pref_length.jsonl --output_dir " + rm +
+               " --bf16 false --gradient_checkpointing false --logging_steps 10 --learning_rate "
+               "3e-3 --num_train_epochs 4 --per_device_train_batch_size 8 --report_to none "
+               "--disable_tqdm true 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  r = grpo(tmp.file("rloo"),
+           "--reward_funcs " + rm +
+               " --per_device_train_batch_size 16 --learning_rate 1e-2 --max_steps 60",
+           "rloo");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::vector<json> steps = steps_of(tmp.file("rloo"));
+  ASSERT_EQ(steps.size(), 60u);
+  EXPECT_TRUE(steps[0].contains("rewards/rm/mean")) << steps[0].dump();
+  EXPECT_TRUE(steps[0].contains("kl")) << steps[0].dump();  // beta 0.05: RLOO's default
+  const double first = mean_reward(steps, 0, 10), last = mean_reward(steps, 50, 60);
+  EXPECT_GT(last, first + 0.3) << "first ten steps " << first << ", last ten " << last;
+  EXPECT_NE(r.out.find("RLOO time: sampling"), std::string::npos) << r.out;
+}
+
+TEST(RlooRun, BadInputIsOneLine) {
+  testing::TempDir tmp;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {std::string(kShortReward) + " --loss_type dapo",
+       "trainer: error: argument loss_type: a GRPOConfig argument that RLOOConfig lacks (TRL's "
+       "RLOO has one loss: the clipped sequence-level ratio, the KL in the reward); only `trainer "
+       "grpo` takes it"},
+      {std::string(kShortReward) + " --reward_clip_range '[1, 0]'",
+       "trainer: error: argument reward_clip_range: [1.0,0.0] is not allowed ([min, max]: two "
+       "finite numbers, min <= max (or [] for none))"},
+      {"--reward_funcs " + testing::reference_dir("seq_cls") + "/llama",
+       "trainer: error: argument reward_funcs: " + testing::reference_dir("seq_cls") +
+           "/llama is a classifier of 3 labels; a reward model is a sequence classifier of one "
+           "label"},
+      {"--reward_funcs " + fixture(),
+       "trainer: error: argument reward_funcs: " + fixture() +
+           " is not a sequence classifier (architectures: Qwen3ForCausalLM)"},
+  };
+  for (const auto& [extra, message] : cases) {
+    const auto r = grpo(tmp.file("bad"), extra, "rloo");
+    EXPECT_EQ(r.exit_code, 2) << extra << "\n" << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << extra << "\n" << r.out;
+  }
+  const auto r = grpo(tmp.file("bad"), std::string(kShortReward) + " --normalize_advantages true");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("trainer: error: argument normalize_advantages: an RLOOConfig argument "
+                       "(TRL's); only `trainer rloo` takes it"),
+            std::string::npos)
+      << r.out;
 }
 
 }  // namespace
