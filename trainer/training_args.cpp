@@ -31,23 +31,93 @@ std::string TrainingArguments::to_json() const {
   return out.dump(2) + "\n";
 }
 
-// The head of arguments.md's section on `trainer grpo`.
-constexpr const char* kGrpoSection =
-    "\n## `trainer grpo`: TRL's GRPOConfig\n\n"
-    "`trainer grpo` takes the Trainer's arguments with GRPOConfig's defaults where they differ "
-    "(learning_rate 1e-6, logging_steps 10, gradient_checkpointing true, bf16 as `trainer "
-    "sft`), the SFT and DPO arguments GRPOConfig has too (with its defaults: loss_type dapo, "
-    "beta 0, disable_dropout false, shuffle_dataset true), GRPOConfig's own and the script's "
-    "reward_funcs; the other commands refuse these by name:\n\n"
-    "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
+namespace {
+
+// A TRL config's section of arguments.md: its head, its defaults and the keys it lists.
+struct ConfigSection {
+  std::string head;
+  TrainingArguments defaults;
+  std::vector<std::string> keys;
+};
+
+std::vector<std::string> joined(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+constexpr const char* kTableHead = "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
+
+std::vector<ConfigSection> config_sections() {
+  using A = TrainingArguments;
+  std::vector<ConfigSection> out;
+  out.push_back(
+      {"\n## `trainer sft`: TRL's SFTConfig\n\n"
+       "`trainer sft` takes the arguments above with SFTConfig's defaults where they "
+       "differ (learning_rate 2e-5, logging_steps 10, gradient_checkpointing true, bf16 "
+       "true where the machine has bf16: a CUDA device, or a CPU with AVX512_BF16 or "
+       "AMX), and these of SFTConfig's own, which `trainer train` refuses by name:\n\n",
+       A::sft_defaults(false), A::sft_keys()});
+  out.push_back(
+      {"\n## `trainer dpo`: TRL's DPOConfig\n\n"
+       "`trainer dpo` takes the Trainer's arguments with DPOConfig's defaults where they "
+       "differ (learning_rate 1e-6, logging_steps 10, gradient_checkpointing true, bf16 "
+       "as `trainer sft`), the SFT arguments DPOConfig has too, and DPOConfig's own; "
+       "`trainer train` and `trainer sft` refuse these by name (`trainer sft` takes the "
+       "SFT ones):\n\n",
+       A::dpo_defaults(false), joined(A::dpo_shared_keys(), A::dpo_keys())});
+  out.push_back(
+      {"\n## `trainer grpo`: TRL's GRPOConfig\n\n"
+       "`trainer grpo` takes the Trainer's arguments with GRPOConfig's defaults where "
+       "they differ (learning_rate 1e-6, logging_steps 10, gradient_checkpointing true, "
+       "bf16 as `trainer sft`), the SFT and DPO arguments GRPOConfig has too (with its "
+       "defaults: loss_type dapo, beta 0, disable_dropout false, shuffle_dataset true), "
+       "GRPOConfig's own and the script's reward_funcs; the other commands refuse these "
+       "by name:\n\n",
+       A::grpo_defaults(false), joined(A::grpo_shared_keys(), A::grpo_keys())});
+  out.push_back(
+      {"\n## `trainer reward`: TRL's RewardConfig\n\n"
+       "`trainer reward` takes the Trainer's arguments with RewardConfig's defaults "
+       "where they differ (learning_rate 1e-4, logging_steps 10, gradient_checkpointing "
+       "true, bf16 as `trainer sft`), the SFT and DPO arguments RewardConfig has too "
+       "(max_length filters pairs instead of cutting them; disable_dropout true) and "
+       "RewardConfig's own; the other commands refuse center_rewards_coefficient by "
+       "name:\n\n",
+       A::reward_defaults(false), joined(A::reward_shared_keys(), A::reward_keys())});
+  const A rloo = A::rloo_defaults(false);
+  std::vector<std::string> rloo_keys;
+  for (const std::string& key :
+       joined(joined(A::grpo_shared_keys(), A::grpo_keys()), A::rloo_keys())) {
+    if (rloo.takes(key)) rloo_keys.push_back(key);
+  }
+  out.push_back(
+      {"\n## `trainer rloo`: TRL's RLOOConfig\n\n"
+       "`trainer rloo` takes GRPOConfig's arguments above but those RLOOConfig lacks "
+       "(loss_type, importance_sampling_level, scale_rewards, "
+       "multi_objective_aggregation, delta, the sapo, vespo and entropy keys, ...), "
+       "with RLOOConfig's defaults where they differ (beta 0.05, num_generations 2), "
+       "and RLOOConfig's own:\n\n",
+       rloo, rloo_keys});
+  out.push_back(
+      {"\n## `trainer sft` and `trainer dpo`: TRL's script arguments\n\n"
+       "What `trl sft` and `trl dpo` read beside their configs (ScriptArguments, "
+       "ModelConfig), as keys of a JSON or YAML config (`trainer sft recipe.yaml`, "
+       "`--config recipe.yaml`) or `--name value`; `trainer train` refuses them by name. "
+       "TRL's dataset_name, dataset_config and use_peft, lora_r, lora_alpha, "
+       "lora_dropout, use_rslora are the rows above.\n\n",
+       A::sft_defaults(false), A::script_keys()});
+  return out;
+}
+
+// A table cell: pipes escaped, so help text cannot split a row.
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+}  // namespace
 
 std::string TrainingArguments::arguments_markdown() {
-  // A table cell: pipes escaped, so help text cannot split a row.
-  auto cell = [](std::string text) {
-    std::string out;
-    for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
-    return out;
-  };
   std::string out =
       "# Training arguments\n\n"
       "Generated from the argument table in `trainer/training_args_table.h` "
@@ -56,8 +126,8 @@ std::string TrainingArguments::arguments_markdown() {
       "--gtest_filter=Docs.*` rewrites it.\n\n"
       "Each is a key of the JSON config or a `--name value` option of `trainer train`, `trainer "
       "sft` and "
-      "`trainer evaluate`, with Transformers' name and meaning.\n\n"
-      "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
+      "`trainer evaluate`, with Transformers' name and meaning.\n\n";
+  out += kTableHead;
   // Each section's rows with that configuration's defaults.
   auto rows = [&](const TrainingArguments& defaults, const std::vector<std::string>& keys) {
     for (const auto& d : describe(defaults)) {
@@ -69,64 +139,10 @@ std::string TrainingArguments::arguments_markdown() {
     }
   };
   rows(TrainingArguments(), {});
-  out +=
-      "\n## `trainer sft`: TRL's SFTConfig\n\n"
-      "`trainer sft` takes the arguments above with SFTConfig's defaults where they differ "
-      "(learning_rate 2e-5, logging_steps 10, gradient_checkpointing true, bf16 true where the "
-      "machine has bf16: a CUDA device, or a CPU with AVX512_BF16 or AMX), and these of "
-      "SFTConfig's own, which `trainer train` refuses by name:\n\n"
-      "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
-  rows(sft_defaults(false), sft_keys());
-  std::vector<std::string> dpo = dpo_shared_keys();
-  dpo.insert(dpo.end(), dpo_keys().begin(), dpo_keys().end());
-  out +=
-      "\n## `trainer dpo`: TRL's DPOConfig\n\n"
-      "`trainer dpo` takes the Trainer's arguments with DPOConfig's defaults where they differ "
-      "(learning_rate 1e-6, logging_steps 10, gradient_checkpointing true, bf16 as `trainer "
-      "sft`), the SFT arguments DPOConfig has too, and DPOConfig's own; `trainer train` and "
-      "`trainer sft` refuse these by name (`trainer sft` takes the SFT ones):\n\n"
-      "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
-  rows(dpo_defaults(false), dpo);
-  std::vector<std::string> grpo = grpo_shared_keys();
-  grpo.insert(grpo.end(), grpo_keys().begin(), grpo_keys().end());
-  out += kGrpoSection;
-  rows(grpo_defaults(false), grpo);
-  std::vector<std::string> reward = reward_shared_keys();
-  reward.insert(reward.end(), reward_keys().begin(), reward_keys().end());
-  out +=
-      "\n## `trainer reward`: TRL's RewardConfig\n\n"
-      "`trainer reward` takes the Trainer's arguments with RewardConfig's defaults where they "
-      "differ (learning_rate 1e-4, logging_steps 10, gradient_checkpointing true, bf16 as "
-      "`trainer sft`), the SFT and DPO arguments RewardConfig has too (max_length filters pairs "
-      "instead of cutting them; disable_dropout true) and RewardConfig's own; the other commands "
-      "refuse center_rewards_coefficient by name:\n\n"
-      "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
-  rows(reward_defaults(false), reward);
-  std::vector<std::string> rloo;
-  for (const std::string& key : grpo_shared_keys()) rloo.push_back(key);
-  for (const std::string& key : grpo_keys()) rloo.push_back(key);
-  for (const std::string& key : rloo_keys()) rloo.push_back(key);
-  const TrainingArguments rloo_config = rloo_defaults(false);
-  rloo.erase(std::remove_if(rloo.begin(), rloo.end(),
-                            [&](const std::string& key) { return !rloo_config.takes(key); }),
-             rloo.end());
-  out +=
-      "\n## `trainer rloo`: TRL's RLOOConfig\n\n"
-      "`trainer rloo` takes GRPOConfig's arguments above but those RLOOConfig lacks (loss_type, "
-      "importance_sampling_level, scale_rewards, multi_objective_aggregation, delta, the sapo, "
-      "vespo and entropy keys, ...), with RLOOConfig's defaults where they differ (beta 0.05, "
-      "num_generations 2), and RLOOConfig's own:\n\n"
-      "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
-  rows(rloo_config, rloo);
-  out +=
-      "\n## `trainer sft` and `trainer dpo`: TRL's script arguments\n\n"
-      "What `trl sft` and `trl dpo` read beside their configs (ScriptArguments, ModelConfig), "
-      "as keys of a JSON or YAML config (`trainer sft recipe.yaml`, `--config recipe.yaml`) or "
-      "`--name value`; `trainer train` refuses them by name. TRL's dataset_name, "
-      "dataset_config and use_peft, lora_r, lora_alpha, lora_dropout, use_rslora are the rows "
-      "above.\n\n"
-      "| Argument | Type | Default | Meaning |\n|---|---|---|---|\n";
-  rows(sft_defaults(false), script_keys());
+  for (const ConfigSection& section : config_sections()) {
+    out += section.head + kTableHead;
+    rows(section.defaults, section.keys);
+  }
   out += "\nOther names, read as the argument they name (both given must agree):\n\n";
   for (const auto& [old_name, name] : other_names()) {
     out += fmt::format("- `{}`: `{}`\n", old_name, name);
