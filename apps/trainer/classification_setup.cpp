@@ -1,5 +1,4 @@
-// run_glue.py's text classification for a sequence classifier: its data source and the label
-// names its config takes from the data.
+// run_glue.py's text classification for a sequence classifier: its data and its config's labels.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -53,9 +52,8 @@ std::unique_ptr<data::DataSource> text_classification_source(const TrainingArgum
   options.tokenizer = model.tokenizer;
   // DataCollatorWithPadding pads with the tokenizer's pad token, which run_glue's classifiers
   // find by config.json's pad_token_id: that one first.
-  options.pad_token_id = config.pad_token_id >= 0
-                             ? config.pad_token_id
-                             : model.tokenizer->pad_token_id().value_or(-1);
+  options.pad_token_id =
+      config.pad_token_id >= 0 ? config.pad_token_id : model.tokenizer->pad_token_id().value_or(-1);
   return data::make_text_classification_source(std::move(options));
 }
 

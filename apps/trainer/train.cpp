@@ -66,6 +66,8 @@ std::string write_loss_svg(const Trainer& trainer, const TrainingArguments& args
 // A language model's run ends with a sample of what it learned: what `trainer generate
 // OUTPUT_DIR --seed <seed>` prints for the saved weights.
 void print_sample(models::Model& model, const TrainingArguments& args, const data::DataInfo& info) {
+  // A sequence classifier scores; it does not write.
+  if (const auto* hf = models::as_hf_causal_lm(model); hf && hf->is_classifier()) return;
   // A Hugging Face model: output_dir is its folder now, model and tokenizer.
   const bool folder =
       models::is_hf_model_dir(args.output_dir()) || models::is_adapter_dir(args.output_dir());

@@ -212,6 +212,10 @@ std::vector<std::string> take_modules_to_save(Model& model, const LoraConfig& co
           "(tie_word_embeddings true); a tied head is not trained apart from the embedding here "
           "(PEFT would train an untied copy): leave it out");
     }
+    // PEFT's SEQ_CLS lists "classifier" beside "score" for the heads of other models.
+    if (!saved_modules.count(name) && name == "classifier" && config.task_type == "SEQ_CLS") {
+      continue;
+    }
     if (!saved_modules.count(name)) {
       throw InputError(fmt::format(
           "modules_to_save: {} matches no module of the model (e.g. lm_head, or a layer's name)",

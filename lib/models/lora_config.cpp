@@ -227,9 +227,9 @@ LoraConfig parse_adapter_config(const nlohmann::ordered_json& j, const std::stri
   c.fan_in_fan_out = f.boolean("fan_in_fan_out", false);
   c.base_model_name_or_path = f.string("base_model_name_or_path", "");
   c.task_type = f.string("task_type", "");
-  if (!c.task_type.empty() && c.task_type != "CAUSAL_LM") {
-    f.fail("task_type", fmt::format("\"{}\" is not supported (CAUSAL_LM, or null for a model of "
-                                    "no task head)",
+  if (!c.task_type.empty() && c.task_type != "CAUSAL_LM" && c.task_type != "SEQ_CLS") {
+    f.fail("task_type", fmt::format("\"{}\" is not supported (CAUSAL_LM, SEQ_CLS, or null for a "
+                                    "model of no task head)",
                                     c.task_type));
   }
   refuse_unsupported(f);

@@ -1,7 +1,11 @@
 // A model folder or an adapter folder over one, read once.
 #include "lib/models/pretrained_source.h"
 
+#include <cstring>
+#include <fstream>
+
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "lib/base/errors.h"
 #include "lib/base/files.h"
@@ -37,6 +41,29 @@ const std::string& checked_base_model(const LoraConfig& config, const std::strin
   return base_dir;
 }
 
+// The rows of the classifier's head an adapter of task SEQ_CLS saves beside its adapters (PEFT's
+// copy of `score`: base_model.model.score.weight [num_labels, hidden]), read from the header of
+// dir's adapter_model.safetensors; 0 where there is none (loading the adapter says what is wrong
+// with a missing or damaged file).
+int64_t adapter_score_rows(const std::string& dir) {
+  std::ifstream in(base::join_path(dir, base::hf::kAdapterWeights), std::ios::binary);
+  char length[8];
+  if (!in.read(length, sizeof length)) return 0;
+  uint64_t size = 0;
+  std::memcpy(&size, length, sizeof size);  // little-endian, as safetensors writes it
+  if (size > (uint64_t{1} << 26)) return 0;
+  std::string header(size, '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(size))) return 0;
+  const auto json = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("base_model.model.score.weight")) return 0;
+  const auto& entry = json["base_model.model.score.weight"];
+  if (!entry.is_object() || !entry.contains("shape") || !entry["shape"].is_array() ||
+      entry["shape"].size() != 2 || !entry["shape"][0].is_number_unsigned()) {
+    return 0;
+  }
+  return entry["shape"][0].get<int64_t>();
+}
+
 }  // namespace
 
 std::optional<PretrainedSource> read_pretrained_source(const std::string& path) {
@@ -58,6 +85,13 @@ PretrainedSource adapter_source(const std::string& dir, LoraConfig adapter) {
   source.tokenizer_dir =
       base::exists(base::join_path(dir, base::hf::kTokenizer)) ? dir : source.model_dir;
   source.config = read_hf_config(source.model_dir);
+  // PEFT's SEQ_CLS: the base is a sequence classifier (AutoModelForSequenceClassification of the
+  // base folder) with as many labels as the adapter's head has rows.
+  if (source.adapter->task_type == "SEQ_CLS") {
+    const int64_t rows = adapter_score_rows(dir);
+    source.config =
+        as_sequence_classifier(source.config, rows > 0 ? rows : source.config.num_labels);
+  }
   return source;
 }
 

@@ -315,38 +315,7 @@ class Loader {
     }
     if (t_.post_processor.present)
       refuse("a second post_processor TemplateProcessing is not supported");
-    t_.post_processor.present = true;
-    const json& single = reader_.field(p, "single", "post_processor TemplateProcessing");
-    const json& specials = reader_.field(p, "special_tokens", "post_processor TemplateProcessing");
-    if (!single.is_array()) refuse("post_processor TemplateProcessing's single is not an array");
-    for (const json& piece : single) {
-      if (piece.contains("Sequence")) {
-        if (piece["Sequence"].value("id", "") != "A") {
-          refuse("post_processor TemplateProcessing's single names a sequence other than $A");
-        }
-        t_.post_processor.parts.push_back({-1});
-      } else if (piece.contains("SpecialToken")) {
-        const std::string name = piece["SpecialToken"].value("id", "");
-        if (!specials.contains(name) || !specials[name].contains("ids") ||
-            !specials[name]["ids"].is_array()) {
-          refuse(fmt::format("post_processor TemplateProcessing: special token {} has no ids",
-                             base::shown_text(name)));
-        }
-        std::vector<int32_t> ids;
-        for (const json& id : specials[name]["ids"]) {
-          if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-            refuse(fmt::format("post_processor TemplateProcessing: special token {} has id {}",
-                               base::shown_text(name), base::shown(id)));
-          }
-          ids.push_back(id.get<int32_t>());
-          template_tokens_.emplace_back(name, ids.back());
-        }
-        t_.post_processor.parts.push_back(std::move(ids));
-      } else {
-        refuse(fmt::format("post_processor TemplateProcessing: piece {} is not understood",
-                           base::shown(piece)));
-      }
-    }
+    t_.post_processor = read_template_processing(p, reader_, template_tokens_);
   }
 
   void finish() {
@@ -489,9 +458,15 @@ void read_tokenizer_config(const json& config, const std::string& where, Impl& t
     const bool eos = reader.flag(config, "add_eos_token", false) && t.eos;
     t.post_processor = TemplateProcessing{};
     t.post_processor.present = true;
-    if (bos) t.post_processor.parts.push_back({*t.bos});
-    t.post_processor.parts.push_back({-1});
-    if (eos) t.post_processor.parts.push_back({*t.eos});
+    auto& single = t.post_processor.parts;
+    if (bos) single.push_back({*t.bos});
+    single.push_back({TemplateProcessing::kTextA});
+    if (eos) single.push_back({*t.eos});
+    // pair: the single template, then (bos) $B (eos).
+    t.post_processor.pair_parts = single;
+    if (bos) t.post_processor.pair_parts.push_back({*t.bos});
+    t.post_processor.pair_parts.push_back({TemplateProcessing::kTextB});
+    if (eos) t.post_processor.pair_parts.push_back({*t.eos});
   }
 }
 

@@ -2,6 +2,9 @@
 // pre-tokenizer, BPE and the template; ids back to text through the decoder; the files saved.
 #include "lib/tokenizers/tokenizer.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -216,6 +219,64 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   }
   impl_->post_processor.apply(ids,
                               [&](std::vector<int32_t>& out) { impl_->encode_text(text, out); });
+  return ids;
+}
+
+namespace {
+
+// `tokenizers`' truncate_encodings with LongestFirst (no stride, the right side cut) to
+// `max_length` ids in all.
+void truncate_longest_first(std::vector<int32_t>& a, std::vector<int32_t>* b, size_t max_length) {
+  const size_t total = a.size() + (b ? b->size() : 0);
+  if (total <= max_length) return;
+  if (!b) {
+    a.resize(max_length);
+    return;
+  }
+  // n1 the shorter: it keeps its length where the longer one can give up the rest.
+  const bool swap = a.size() > b->size();
+  size_t n1 = swap ? b->size() : a.size(), n2 = swap ? a.size() : b->size();
+  n2 = n1 > max_length ? n1 : std::max(n1, max_length - n1);
+  if (n1 + n2 > max_length) {
+    n1 = max_length / 2;
+    n2 = n1 + max_length % 2;
+  }
+  if (swap) std::swap(n1, n2);
+  a.resize(std::min(a.size(), n1));
+  b->resize(std::min(b->size(), n2));
+}
+
+}  // namespace
+
+size_t Tokenizer::special_tokens_added(bool pair) const {
+  return impl_->post_processor.present ? impl_->post_processor.added_tokens(pair) : 0;
+}
+
+std::vector<int32_t> Tokenizer::encode_truncated(std::string_view text,
+                                                 const std::string_view* pair,
+                                                 size_t max_length) const {
+  const size_t added = special_tokens_added(pair != nullptr);
+  if (max_length < added) {
+    throw std::invalid_argument(
+        fmt::format("max_length {} is shorter than the {} special tokens the tokenizer adds",
+                    max_length, added));
+  }
+  std::string fixed_a, fixed_b;
+  std::vector<int32_t> a, b;
+  impl_->encode_text(as_utf8(text, fixed_a), a);
+  if (pair) impl_->encode_text(as_utf8(*pair, fixed_b), b);
+  truncate_longest_first(a, pair ? &b : nullptr, max_length - added);
+  if (!impl_->post_processor.present) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+  std::vector<int32_t> ids;
+  if (!pair) {
+    impl_->post_processor.apply(
+        ids, [&](std::vector<int32_t>& out) { out.insert(out.end(), a.begin(), a.end()); });
+  } else {
+    impl_->post_processor.apply_pair(ids, a, b);
+  }
   return ids;
 }
 

@@ -16,8 +16,8 @@
 //                   end_of_word_suffix. Unigram (unk_id, byte_fallback)
 //   added_tokens    normalized ones matched (and decoded) in their normalized form, single_word,
 //                   lstrip, rstrip; ids by content as tokenizers gives them
-//   post_processor  null, ByteLevel (no effect on ids), TemplateProcessing (its `single`),
-//                   Sequence of those
+//   post_processor  null, ByteLevel (no effect on ids), TemplateProcessing (its `single`, and
+//                   `pair` for a pair of texts), Sequence of those
 //   decoder         null, ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence
 //   truncation, padding: null
 // tokenizer_config.json's tokenizer_class: PreTrainedTokenizerFast, TokenizersBackend and
@@ -74,6 +74,17 @@ class Tokenizer {
   // The ids `tokenizers` gives for `text` (tokenizer(text)["input_ids"] in Transformers: with the
   // post-processor's special tokens when add_special_tokens). Thread-safe.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
+  // tokenizer(text, pair, truncation=True, max_length=max_length)["input_ids"] of a fast
+  // tokenizer, with the special tokens: the text's ids (and the pair's, when `pair` is given) cut
+  // by `tokenizers`' LongestFirst truncation (right side, no stride) to max_length less the
+  // tokens the template adds, then the template (`single`, or `pair`) around them; without a
+  // template a pair's ids follow the text's. Throws std::invalid_argument when max_length is
+  // shorter than the tokens the template adds (special_tokens_added). Thread-safe.
+  std::vector<int32_t> encode_truncated(std::string_view text, const std::string_view* pair,
+                                        size_t max_length) const;
+  // How many special tokens encoding adds to a text (pair false) or a pair of texts
+  // (num_special_tokens_to_add).
+  size_t special_tokens_added(bool pair) const;
   // encode(text, false) with each id's byte span in `text` (tokenizers' offsets, in bytes: a
   // byte-level token's bytes are its characters; an added token its match), as the assistant
   // mask of a chat template reads them. Text that is not UTF-8 is fixed first (spans then refer

@@ -76,7 +76,7 @@ double expect_close(const std::vector<double>& ours, const json& theirs, double 
   double largest = 0;
   for (size_t i = 0; i < std::min(ours.size(), theirs.size()); ++i) {
     const double want = theirs[i].get<double>();
-    EXPECT_NEAR(ours[i], want, tolerance * std::abs(want)) << what << " " << i + 1;
+    EXPECT_NEAR(ours[i], want, tolerance * std::abs(want) + 1e-7) << what << " " << i + 1;
     largest = std::max(largest, std::abs(ours[i] - want) / std::abs(want));
   }
   return largest;
@@ -113,7 +113,8 @@ json flat_logits(const json& ref) {
 
 // Each step's loss, gradient norm and learning rate against Transformers'; returns the largest
 // relative difference of the losses and of the norms.
-std::pair<double, double> expect_steps(const json& state, const json& ref, const std::string& what) {
+std::pair<double, double> expect_steps(const json& state, const json& ref,
+                                       const std::string& what) {
   std::vector<double> losses, norms, rates;
   for (const auto& e : state["log_history"]) {
     if (!e.contains("loss")) continue;
@@ -123,27 +124,34 @@ std::pair<double, double> expect_steps(const json& state, const json& ref, const
   }
   expect_close(rates, ref["learning_rates"], 1e-9, what + " learning_rate");
   return {expect_close(losses, ref["losses"], 1e-5, what + " loss"),
-          expect_close(norms, ref["grad_norms"], 1e-4, what + " grad_norm")};
+          expect_close(norms, ref["grad_norms"], 1e-5, what + " grad_norm")};
 }
 
-// The trained tensors' sums and sums of squares (relative 1e-4), named as the reference's file.
+// The trained tensors' sums and sums of squares (relative 1e-5; a sum 1e-4 of its tensor's scale),
+// named as the reference's file names them.
 void expect_parameters(const std::string& file, const json& ref, const std::string& what) {
   const io::NamedTensors tensors = io::load_safetensors(file);
   ASSERT_EQ(tensors.size(), ref["parameters"].size()) << what;
+  double largest = 0;
   for (const auto& [name, tensor] : tensors) {
     ASSERT_TRUE(ref["parameters"].contains(name)) << what << ": " << name;
     const json& want = ref["parameters"][name];
     const torch::Tensor t = tensor.to(torch::kDouble);
-    EXPECT_NEAR(t.sum().item<double>(), want[0].get<double>(),
-                1e-4 * std::abs(want[0].get<double>()) + 1e-5)
+    const double sum = t.sum().item<double>(), squares = t.pow(2).sum().item<double>();
+    // A sum cancels: its tolerance is relative to the tensor's scale (sqrt(n sum x^2) >= sum |x|),
+    // 1e-4 of it: GPT-2's key bias has no gradient but rounding noise, which AdamW's steps follow.
+    const double scale = std::sqrt(static_cast<double>(t.numel()) * want[1].get<double>());
+    EXPECT_NEAR(sum, want[0].get<double>(), 1e-4 * scale) << what << ", " << name;
+    EXPECT_NEAR(squares, want[1].get<double>(), 1e-5 * std::abs(want[1].get<double>()) + 1e-7)
         << what << ", " << name;
-    EXPECT_NEAR(t.pow(2).sum().item<double>(), want[1].get<double>(),
-                1e-4 * std::abs(want[1].get<double>()) + 1e-6)
-        << what << ", " << name;
+    largest = std::max(largest, std::abs(squares - want[1].get<double>()) / want[1].get<double>());
   }
+  std::printf("%s: the weights' sums of squares within %.2e of Transformers'\n", what.c_str(),
+              largest);
 }
 
-// The evaluation and predictions of a run (or of evaluate/predict into `dir`) equal the reference's.
+// The evaluation and predictions of a run (or of evaluate/predict into `dir`) equal the
+// reference's.
 void expect_evaluation(const std::string& dir, const json& ref, const std::string& prefix,
                        const std::string& what) {
   const json results = read_json(dir + "/all_results.json");
@@ -155,12 +163,14 @@ void expect_evaluation(const std::string& dir, const json& ref, const std::strin
       << what;
   if (prefix == "eval") return;
   const std::vector<double> logits = npy_values(dir + "/predictions.npy", "<f4");
-  expect_close(logits, flat_logits(ref), 1e-4, what + " logit");
+  const double largest = expect_close(logits, flat_logits(ref), 1e-5, what + " logit");
+  std::printf("%s: eval logits within %.2e of Transformers'\n", what.c_str(), largest);
   const int64_t k = ref["num_labels"].get<int64_t>();
   for (size_t row = 0; row < ref["eval_predictions"].size() && logits.size() >= (row + 1) * k;
        ++row) {
     const auto begin = logits.begin() + static_cast<int64_t>(row) * k;
-    EXPECT_EQ(std::max_element(begin, begin + k) - begin, ref["eval_predictions"][row].get<int64_t>())
+    EXPECT_EQ(std::max_element(begin, begin + k) - begin,
+              ref["eval_predictions"][row].get<int64_t>())
         << what << " row " << row;
   }
   const std::vector<double> labels = npy_values(dir + "/label_ids.npy", "<i8");
@@ -193,6 +203,9 @@ TEST_P(SeqClsAgainstTransformers, RowsStepsEvaluationAndWeightsEqualTransformers
   const std::string out = tmp.file("out");
   const auto r = train(c, folder(c.family), out);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // A classifier's run ends without a language model's sample, and without a warning.
+  EXPECT_EQ(r.out.find("Sample"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");
   const auto [loss, norm] = expect_steps(read_json(out + "/trainer_state.json"), ref, c.name);
   std::printf("%s: largest relative difference to Transformers: loss %.2e, grad_norm %.2e\n",
               c.name.c_str(), loss, norm);
@@ -227,8 +240,8 @@ testing::ProcessResult scores(const std::string& command, const std::string& mod
 json python_json(const std::string& code, const std::string& arguments,
                  const testing::TempDir& tmp) {
   std::ofstream(tmp.file("check.py")) << code;
-  const auto r = run(std::string(TRAINER_PYTHON) + " " + tmp.file("check.py") + " " + arguments +
-                     " 2>&1");
+  const auto r =
+      run(std::string(TRAINER_PYTHON) + " " + tmp.file("check.py") + " " + arguments + " 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   const auto lines = testing::lines_of(r.out);
   return lines.empty() || r.exit_code != 0 ? json() : json::parse(lines.back());
@@ -343,7 +356,7 @@ TEST(SeqClsRun, AFloatLabelColumnIsARegression) {
   EXPECT_NEAR(got["eval_mae"].get<double>(), want["mae"].get<double>(), 1e-5);
 
   r = trainer("train", "--model_name_or_path " + rm + " --train_file " + tmp.file("scores.csv") +
-                           " --max_steps 2 --output_dir " + tmp.file("trained"));
+                           " --output_dir " + tmp.file("trained"));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(read_json(tmp.file("trained/config.json"))["problem_type"], "regression");
 }

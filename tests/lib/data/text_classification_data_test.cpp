@@ -43,14 +43,16 @@ TEST(TextClassificationData, LabelColumnsAreTypedAsDatasetsTypesThem) {
   auto names = typed("c.csv", "text,label\nx,01\ny,pos\n");
   EXPECT_EQ(names.kind, LabelKind::kString);
   EXPECT_EQ(names.labels, (std::vector<std::string>{"01", "pos"}));
-  EXPECT_EQ(typed("d.jsonl", "{\"text\": \"x\", \"label\": 1}\n{\"text\": \"y\", \"label\": 2.0}\n")
-                .kind,
-            LabelKind::kFloat);
+  EXPECT_EQ(
+      typed("d.jsonl", "{\"text\": \"x\", \"label\": 1}\n{\"text\": \"y\", \"label\": 2.0}\n").kind,
+      LabelKind::kFloat);
   auto pair = typed("e.jsonl", "{\"label\": 0, \"q\": \"a\", \"p\": \"b\"}\n");
   EXPECT_EQ(pair.first, std::vector<std::string>{"a"});
   EXPECT_EQ(pair.second, std::vector<std::string>{"b"});
   testing::expect_input_error(
-      [&] { typed("f.jsonl", "{\"text\": \"x\", \"label\": 1}\n{\"text\": \"y\", \"label\": \"a\"}\n"); },
+      [&] {
+        typed("f.jsonl", "{\"text\": \"x\", \"label\": 1}\n{\"text\": \"y\", \"label\": \"a\"}\n");
+      },
       {"f.jsonl line 2: the label is \"a\", but line 1's is 1 (a label column holds names or "
        "numbers, not both)"});
   testing::expect_input_error(
@@ -67,8 +69,7 @@ TEST(TextClassificationData, SortedLabelsBecomeTheIdsAndTheConfigsNames) {
   testing::TempDir tmp;
   std::ofstream(tmp.file("train.csv")) << "text,label\nx,10\ny,2\nz,7\nw,2\n";
   std::ofstream(tmp.file("eval.csv")) << "text,label\nx,7\ny,3\n";
-  const auto tokenizer =
-      tokenizers::Tokenizer::load(testing::reference_dir("seq_cls") + "/llama");
+  const auto tokenizer = tokenizers::Tokenizer::load(testing::reference_dir("seq_cls") + "/llama");
   data::TextClassificationOptions options;
   options.train_file = tmp.file("train.csv");
   options.model_label2id = {{"LABEL_0", 0}, {"LABEL_1", 1}, {"LABEL_2", 2}};
@@ -101,13 +102,13 @@ TEST(TextClassificationData, PairsAreCutLongestFirstAsTokenizersCutsThem) {
   EXPECT_EQ(llama.encode_truncated(a, &second, 12),
             (std::vector<int32_t>{0, 319, 279, 80, 87, 444, 0, 56, 73, 270, 260, 283}));
   EXPECT_EQ(llama.encode_truncated(a, &second, 20),
-            (std::vector<int32_t>{0, 319, 279, 80, 87, 444, 431, 266, 264, 69, 0, 56, 73, 270,
-                                  260, 283, 416, 489, 304, 449}));
+            (std::vector<int32_t>{0, 319, 279, 80,  87,  444, 431, 266, 264, 69,
+                                  0, 56,  73,  270, 260, 283, 416, 489, 304, 449}));
   const std::string longer = b + " " + a;
   const std::string_view long_second = longer;
   EXPECT_EQ(llama.encode_truncated("Hi there", &long_second, 16),
-            (std::vector<int32_t>{0, 41, 74, 265, 263, 0, 56, 73, 270, 260, 283, 416, 489, 304,
-                                  449, 68}));
+            (std::vector<int32_t>{0, 41, 74, 265, 263, 0, 56, 73, 270, 260, 283, 416, 489, 304, 449,
+                                  68}));
   EXPECT_EQ(llama.encode_truncated(a, nullptr, 5), (std::vector<int32_t>{0, 319, 279, 80, 87}));
   EXPECT_EQ(llama.encode_truncated(a, &second, 100).size(), 42u);
   EXPECT_THROW(llama.encode_truncated(a, &second, 1), std::invalid_argument);
@@ -115,8 +116,8 @@ TEST(TextClassificationData, PairsAreCutLongestFirstAsTokenizersCutsThem) {
   EXPECT_EQ(gpt2.encode_truncated(a, &second, 12),
             (std::vector<int32_t>{316, 276, 79, 86, 438, 426, 55, 72, 269, 259, 280, 411}));
   EXPECT_EQ(gpt2.encode_truncated("Hi there", &long_second, 16),
-            (std::vector<int32_t>{40, 73, 264, 262, 55, 72, 269, 259, 280, 411, 482, 301, 443,
-                                  67, 261, 84}));
+            (std::vector<int32_t>{40, 73, 264, 262, 55, 72, 269, 259, 280, 411, 482, 301, 443, 67,
+                                  261, 84}));
 }
 
 }  // namespace
