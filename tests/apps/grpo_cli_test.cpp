@@ -257,7 +257,7 @@ TEST(RlooRun, ARewardModelFromTrainerRewardRaisesItsReward) {
   const std::string rm = tmp.file("rm");
   auto r = run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " reward --model_name_or_path " +
                fixture() + " --train_file " + testing::paths::source_dir() +
-               "/tests/reference/inputs/grpo/pref_length.jsonl --output_dir " + rm +
+               "/tests/reference/inputs/reward/pref_length.jsonl --output_dir " + rm +
                " --bf16 false --gradient_checkpointing false --logging_steps 10 --learning_rate "
                "3e-3 --num_train_epochs 4 --per_device_train_batch_size 8 --report_to none "
                "--disable_tqdm true 2>&1");

@@ -107,11 +107,13 @@ TEST(TrainingArguments, ToJsonRoundTrips) {
   auto j = nlohmann::json::parse(a.to_json());
   EXPECT_EQ(j["learning_rate"], 3e-4);
   EXPECT_TRUE(j["data_seed"].is_null());
-  // Every argument but SFTConfig's, DPOConfig's, GRPOConfig's and TRL's script arguments, which
-  // their runs' files have.
+  // Every argument but SFTConfig's, DPOConfig's, GRPOConfig's, RewardConfig's, RLOOConfig's and
+  // TRL's script arguments, which their runs' files have.
   EXPECT_EQ(j.size(), TrainingArguments::describe().size() - TrainingArguments::sft_keys().size() -
                           TrainingArguments::dpo_keys().size() -
                           TrainingArguments::grpo_keys().size() -
+                          TrainingArguments::reward_keys().size() -
+                          TrainingArguments::rloo_keys().size() -
                           TrainingArguments::script_keys().size());
 }
 
