@@ -24,12 +24,16 @@ Tensor nanstd(const Tensor& x, int64_t dim, bool keepdim) {
   return keepdim ? std : std.squeeze(dim);
 }
 
+Tensor reward_weights(int64_t functions, const std::vector<double>& weights) {
+  std::vector<float> values(static_cast<size_t>(functions), 1.0f);
+  for (size_t f = 0; f < weights.size() && f < values.size(); ++f)
+    values[f] = static_cast<float>(weights[f]);
+  return torch::tensor(values, torch::kFloat).unsqueeze(0);
+}
+
 Advantages group_advantages(const Tensor& rewards_per_func, const AdvantageSettings& s) {
   const int64_t F = rewards_per_func.size(1), G = s.num_generations;
-  std::vector<float> values(static_cast<size_t>(F), 1.0f);
-  for (size_t f = 0; f < s.weights.size() && f < values.size(); ++f)
-    values[f] = static_cast<float>(s.weights[f]);
-  const Tensor weights = torch::tensor(values, torch::kFloat).unsqueeze(0);
+  const Tensor weights = reward_weights(F, s.weights);
   Advantages out;
   out.unscorable = rewards_per_func.isnan().all(1);
   out.rewards = (rewards_per_func * weights).nansum(1).masked_fill(out.unscorable, NAN);

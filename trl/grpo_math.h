@@ -16,6 +16,9 @@ namespace trainer::trl::grpo {
 // than two) along `dim`, or of all of them when dim < 0.
 torch::Tensor nanstd(const torch::Tensor& x, int64_t dim = -1, bool keepdim = false);
 
+// reward_weights as a row [1, functions] float32 (1 where none is given).
+torch::Tensor reward_weights(int64_t functions, const std::vector<double>& weights);
+
 struct AdvantageSettings {
   int64_t num_generations = 2;
   std::string scale_rewards = "group";             // group, batch or none

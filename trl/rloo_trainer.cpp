@@ -16,14 +16,12 @@ namespace grpo {
 
 Advantages rloo_advantages(const Tensor& rewards_per_func, const Tensor& kl,
                            const RlooSettings& s) {
-  const int64_t F = rewards_per_func.size(1), G = s.num_generations;
-  std::vector<float> values(static_cast<size_t>(F), 1.0f);
-  for (size_t f = 0; f < s.weights.size() && f < values.size(); ++f)
-    values[f] = static_cast<float>(s.weights[f]);
-  const Tensor weights = torch::tensor(values, torch::kFloat).unsqueeze(0);
+  const int64_t G = s.num_generations;
   Advantages out;
   out.unscorable = rewards_per_func.isnan().all(1);
-  out.rewards = (rewards_per_func * weights).nansum(1).masked_fill(out.unscorable, NAN);
+  out.rewards = (rewards_per_func * reward_weights(rewards_per_func.size(1), s.weights))
+                    .nansum(1)
+                    .masked_fill(out.unscorable, NAN);
   Tensor shaped = out.rewards;
   if (s.clip_range) shaped = shaped.clamp(s.clip_range->first, s.clip_range->second);
   if (s.beta != 0.0 && kl.defined()) shaped = shaped - s.beta * kl.to(shaped.scalar_type());
