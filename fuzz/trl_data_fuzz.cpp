@@ -1,16 +1,20 @@
 // libFuzzer target for the TRL trainers' data preparation (trl::prepare_sft_dataset,
-// trl::prepare_dpo_dataset and trl::prepare_grpo_dataset over the records
+// trl::prepare_dpo_dataset, trl::prepare_grpo_dataset and trl::prepare_reward_dataset over the
+// records
 // data::parse_json_records and type_like_datasets read, as read_trl_records reads a file), and
-// DPO's and GRPO's node caches. The first byte picks the trainer (bit 1: GRPO; else bit 0: SFT or
-// DPO), the second its options (GRPO: chat_template_kwargs or none) (SFT: packing and its strategy,
-// the losses, truncation; DPO: truncation_mode, whether there is a max_length, eos_token), the
-// third a max_length of 1 to 64; the rest is a JSON Lines file, prepared with a tokenizer of single
-// characters and a ChatML template with {% generation %} blocks. Only trainer::InputError may come
-// out. SFT: every row has as many labels as ids, each label -100 or its id, no row longer than
-// max_length, a packed row (bfd) made of its seq_lengths. DPO: every row kept has a prompt shorter
-// than max_length under keep_start, the counts add up, the cache reads back what was written. GRPO:
-// every row a non-empty prompt whose record reads back as JSON, the tokens counted, the cache read
-// back.
+// DPO's, GRPO's and the reward model's node caches. The first byte picks the trainer (bit 2:
+// reward; else bit 1: GRPO; else bit 0: SFT or DPO; reward's options: whether there is a
+// max_length, eos_token), the second its options (GRPO: chat_template_kwargs or none) (SFT: packing
+// and its strategy, the losses, truncation; DPO: truncation_mode, whether there is a max_length,
+// eos_token), the third a max_length of 1 to 64; the rest is a JSON Lines file, prepared with a
+// tokenizer of single characters and a ChatML template with {% generation %} blocks. Only
+// trainer::InputError may come out. SFT: every row has as many labels as ids, each label -100 or
+// its id, no row longer than max_length, a packed row (bfd) made of its seq_lengths. DPO: every row
+// kept has a prompt shorter than max_length under keep_start, the counts add up, the cache reads
+// back what was written. GRPO: every row a non-empty prompt whose record reads back as JSON, the
+// tokens counted, the cache read back. Reward: no pair kept with a side longer than max_length or
+// an empty side, margins finite, the counts add up, the cache read back.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +36,7 @@
 #include "trl/data_cache.h"
 #include "trl/dpo_data.h"
 #include "trl/grpo_data.h"
+#include "trl/reward_data.h"
 #include "trl/sft_data.h"
 
 namespace {
@@ -184,13 +189,55 @@ void check_grpo(uint8_t flags, std::string_view bytes) {
   }
 }
 
+void check_reward(uint8_t flags, int64_t max_length, std::string_view bytes) {
+  trl::RewardDataOptions options;
+  options.max_length = (flags & 1) ? std::nullopt : std::optional<int64_t>(max_length);
+  options.eos_token = (flags & 2) ? std::optional<std::string>("</s>") : std::nullopt;
+  trl::RewardData prepared;
+  try {
+    prepared = trl::prepare_reward_dataset(records_of(bytes), tokenizer(), &chat_template(),
+                                           options, "fuzz.jsonl");
+  } catch (const InputError&) {
+    return;
+  }
+  if (prepared.examples != static_cast<int64_t>(prepared.rows.size()) + prepared.dropped) {
+    fail("reward pairs and dropped pairs do not add up to the records");
+  }
+  int64_t tokens = 0;
+  for (const trl::RewardRow& row : prepared.rows) {
+    if (row.chosen_ids.empty() || row.rejected_ids.empty()) fail("an empty side kept");
+    if (options.max_length && trl::row_length(row) > *options.max_length)
+      fail("a pair longer than max_length kept");
+    if (!std::isfinite(row.margin)) fail("a margin that is not finite");
+    tokens += static_cast<int64_t>(row.chosen_ids.size() + row.rejected_ids.size());
+  }
+  if (tokens != prepared.tokens) fail("reward tokens miscounted");
+  if (prepared.rows.size() > 4) return;
+  const std::string path = "/tmp/fuzz_trl_data_reward_cache." + std::to_string(getpid());
+  trl::write_reward_cache(path, prepared);
+  const auto back = trl::read_reward_cache(path);
+  std::remove(path.c_str());
+  if (!back || back->rows.size() != prepared.rows.size() || back->tokens != prepared.tokens ||
+      back->margins != prepared.margins)
+    fail("the reward cache does not read back what was written");
+  for (size_t i = 0; i < prepared.rows.size(); ++i) {
+    if (back->rows[i].chosen_ids != prepared.rows[i].chosen_ids ||
+        back->rows[i].rejected_ids != prepared.rows[i].rejected_ids ||
+        back->rows[i].margin != prepared.rows[i].margin) {
+      fail("a cached reward pair differs");
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 3) return 0;
   const std::string_view bytes(reinterpret_cast<const char*>(data) + 3, size - 3);
   const int64_t max_length = 1 + data[2] % 64;
-  if (data[0] & 2) {
+  if (data[0] & 4) {
+    check_reward(data[1], max_length, bytes);
+  } else if (data[0] & 2) {
     check_grpo(data[1], bytes);
   } else if (data[0] & 1) {
     check_dpo(data[1], max_length, bytes);
