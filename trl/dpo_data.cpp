@@ -276,6 +276,14 @@ DpoData prepare_dpo_dataset(const std::vector<Json>& input, const tokenizers::To
                                         out.rejected_ids.size());
     data.rows.push_back(std::move(out));
   }
+  if (data.rows.empty() && data.dropped > 0) {
+    // The cause, not the symptom ("the training dataset is empty").
+    throw InputError(fmt::format(
+        "{}: every one of the {} pairs has a prompt of max_length {} tokens or more, and TRL "
+        "drops such pairs under keep_start (they would keep no completion token): raise "
+        "max_length, or give truncation_mode keep_end",
+        source, data.dropped, *options.max_length));
+  }
   misses.warn(source, rows.size(), "the tokenized prompt+chosen or prompt+rejected",
               "the completions start");
   return data;

@@ -99,6 +99,17 @@ class SftSource : public TrlSource<SftData, SftSourceOptions, SftDataset> {
                split, data.examples, shape_name(data.shape), path, data.rows.size(),
                packed ? fmt::format(" ({} packed)", options.packing_strategy) : "", tokens, labels,
                from_cache ? " (from the node's cache)" : "");
+    // A setting that would do nothing is said, not accepted in silence.
+    if (options.completion_only_loss.value_or(false) && data.shape != SftShape::kPromptCompletion &&
+        data.shape != SftShape::kConversationalPromptCompletion) {
+      base::warn(
+          "completion_only_loss true does nothing for {} data: only prompt-completion data has a "
+          "prompt to leave out of the loss{}",
+          shape_name(data.shape),
+          data.shape == SftShape::kConversational
+              ? " (for conversations, assistant_only_loss keeps the assistant's tokens alone)"
+              : "");
+    }
     if (data.truncated > 0 && options.max_length) {
       base::warn("{} of the {} examples are longer than max_length {}: {} (as TRL does)",
                  data.truncated, data.examples, *options.max_length,

@@ -292,10 +292,15 @@ TEST(SftRun, RowsWithNothingToPredictAreALossOfZero) {
   std::ofstream(tmp.file("empty.jsonl")) << "{\"text\": \"\"}\n{\"text\": \"\"}\n";
   auto r = run("OMP_NUM_THREADS=1 " + testing::kTrainerBin + " sft --model_name_or_path " +
                fixtures + "/qwen3 --train_file " + tmp.file("empty.jsonl") +
-               " --max_steps 2 --bf16 false --logging_steps 1 --save_strategy no --output_dir " +
+               " --max_steps 2 --bf16 false --logging_steps 1 --save_strategy no "
+               "--completion_only_loss true --output_dir " +
                tmp.file("out") + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("-> 2 rows, 2 tokens, 0 with a label"), std::string::npos) << r.out;
+  // A setting that does nothing here is said.
+  EXPECT_NE(r.out.find("trainer: warning: completion_only_loss true does nothing for "),
+            std::string::npos)
+      << r.out;
   EXPECT_EQ(r.out.find("not finite"), std::string::npos) << r.out;
   const json state = json::parse(testing::slurp(tmp.file("out") + "/trainer_state.json"));
   EXPECT_EQ(state["log_history"][0]["loss"].get<double>(), 0.0);

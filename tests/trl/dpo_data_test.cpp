@@ -156,6 +156,20 @@ TEST(DpoInput, PlainRowsAndCounts) {
   EXPECT_EQ(all.rows.size(), 1u);
   EXPECT_EQ(all.dropped, 0);
   EXPECT_EQ(all.rows[0].prompt_ids.size(), 5u);  // the collator truncates, not this
+  // Every prompt too long: the cause in one line, not an empty data set later.
+  short_prompts.truncation_mode = "keep_start";
+  try {
+    f.prepare(R"({"prompt": "abcd", "chosen": "e", "rejected": "f"})"
+              "\n"
+              R"({"prompt": "abcde", "chosen": "e", "rejected": "f"})",
+              short_prompts);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "data.jsonl: every one of the 2 pairs has a prompt of max_length 4 tokens or more, "
+              "and TRL drops such pairs under keep_start (they would keep no completion token): "
+              "raise max_length, or give truncation_mode keep_end");
+  }
 }
 
 // Implicit prompts: texts split at their common start (a space before the difference goes to
