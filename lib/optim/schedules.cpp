@@ -225,7 +225,15 @@ LrSchedule::LrSchedule(std::string type, const json& kwargs, int64_t warmup, int
           "num_decay_steps (the steps of its decay phase)");
     }
     num_decay_steps_ = *number(type_, kw, "num_decay_steps");
+    // A phase of negative length: Transformers' lambda then runs its phases out of order (and
+    // 1-sqrt takes the root of a negative number).
+    if (num_decay_steps_ < 0) {
+      refuse(type_, "num_decay_steps", num_decay_steps_, "a number of steps >= 0");
+    }
     const std::optional<double> stable = number(type_, kw, "num_stable_steps", true);
+    if (stable && *stable < 0) {
+      refuse(type_, "num_stable_steps", *stable, "a number of steps >= 0, or null");
+    }
     if (stable) {
       base::warn_once(
           "lr_scheduler_kwargs num_stable_steps is set: warmup_stable_decay uses it, not the "

@@ -77,6 +77,19 @@ TEST(LrSchedule, KwargsRefusedByName) {
       {"warmup_stable_decay needs num_decay_steps"});
   testing::expect_input_error(
       [] {
+        check_lr_scheduler_kwargs("warmup_stable_decay", {{"num_decay_steps", -3}}, 1e-3);
+      },
+      {"argument lr_scheduler_kwargs: num_decay_steps -3.0 is not allowed with lr_scheduler_type "
+       "warmup_stable_decay (a number of steps >= 0)"});
+  testing::expect_input_error(
+      [] {
+        check_lr_scheduler_kwargs("warmup_stable_decay",
+                                  {{"num_decay_steps", 3}, {"num_stable_steps", -1}}, 1e-3);
+      },
+      {"num_stable_steps -1.0 is not allowed with lr_scheduler_type warmup_stable_decay (a "
+       "number of steps >= 0, or null)"});
+  testing::expect_input_error(
+      [] {
         Plateau(parse_plateau_options({{"min_lr", {1e-4}}}), 2);
       },
       {"min_lr lists 1 rates; the optimizer has 2 parameter groups"});
