@@ -212,6 +212,7 @@ void Trainer::write_checkpoint_files(const std::string& staging, const std::stri
 
 std::string Trainer::save_checkpoint() {
   flush_step_curve();  // every process: the curve's pending steps are reduced together
+  store_flos();        // every process: its flos summed into trainer_state's total_flos
   Accelerator& accelerator = *accelerator_;
   const int64_t step = state_.global_step;
   const std::string output_dir = args_.output_dir();

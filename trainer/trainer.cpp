@@ -235,6 +235,7 @@ torch::Tensor Trainer::forward_backward(int64_t window,
       torch::Tensor count = count_input_tokens(batch);
       tokens = tokens.defined() ? tokens + count : count;
     }
+    current_flos_ += floating_point_ops(batch);
     const bool sync = k + 1 == window;
     accelerator.set_sync_gradients(sync);
     torch::Tensor loss;
@@ -252,6 +253,34 @@ torch::Tensor Trainer::forward_backward(int64_t window,
     state_.num_input_tokens_seen += tokens.item<int64_t>();
   }
   return step_loss;
+}
+
+double Trainer::floating_point_ops(const data::Batch& inputs) {
+  if (!inputs.contains("input_ids") || !models::find_wrapped<models::HfCausalLM>(*model_)) return 0;
+  if (non_embedding_parameters_ < 0) {
+    // Transformers' num_parameters(exclude_embeddings=True): every parameter but the embeddings'
+    // weights (a tied head is the embedding's, so left out too).
+    non_embedding_parameters_ = 0;
+    for (const auto& item : model_->named_parameters()) {
+      const std::string& name = item.key();
+      const bool embedding = base::ends_with(name, "embed_tokens.weight") ||
+                             base::ends_with(name, "transformer.wte.weight") ||
+                             base::ends_with(name, "transformer.wpe.weight");
+      if (!embedding) non_embedding_parameters_ += item.value().numel();
+    }
+  }
+  return 6.0 * static_cast<double>(inputs.at("input_ids").numel()) *
+         static_cast<double>(non_embedding_parameters_);
+}
+
+void Trainer::store_flos() {
+  double flos = current_flos_;
+  if (accelerator_->num_processes() > 1) {
+    torch::Tensor all = torch::tensor({flos}, torch::kDouble).to(device());
+    flos = accelerator_->reduce(all, Reduction::kSum).cpu().item<double>();
+  }
+  state_.total_flos += flos;
+  current_flos_ = 0;
 }
 
 torch::Tensor Trainer::clip_gradients() {

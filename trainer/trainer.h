@@ -217,6 +217,11 @@ class Trainer {
   // last one's), or an evaluation's prefix ("eval"), whose result gets them too. Called on every
   // process.
   virtual void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) {}
+  // Transformers' floating_point_ops of a micro-batch the loader handed over: a Hugging Face
+  // model's 6 x its non-embedding parameters x the batch's input_ids (0 for other models and
+  // batches without input_ids, as Transformers counts them). GRPO's prompts count nothing, as in
+  // TRL (its loader hands over records).
+  virtual double floating_point_ops(const data::Batch& inputs);
   // The training data's sampler (train_sampling_strategy's) and the loader's batch per process
   // (the train batch size): GRPO's repeats its prompts, a generation's worth at once.
   virtual std::shared_ptr<const data::Sampler> make_train_sampler(int64_t batch_size);
@@ -478,6 +483,12 @@ class Trainer {
   Position position_;
   torch::Tensor tr_loss_;         // this process's loss sum since the last log, on the device
   double total_loss_scalar_ = 0;  // sum of the logged (process-mean) losses
+  // Transformers' current_flos (this process's since the last store_flos) and the model's
+  // non-embedding parameters (-1: not counted yet).
+  double current_flos_ = 0;
+  int64_t non_embedding_parameters_ = -1;
+  // Transformers' store_flos: every process's current_flos added to total_flos.
+  void store_flos();
   int64_t last_logged_step_ = 0;
   // include_num_input_tokens_seen: when this session's training began, and the count then.
   std::chrono::steady_clock::time_point train_start_ = std::chrono::steady_clock::now();

@@ -335,6 +335,7 @@ TrainOutput Trainer::finish_training(const TrainingPlan& plan, const base::Stopw
   logs["train_runtime"] = base::round_to(runtime, 4);
   logs["train_samples_per_second"] = base::round_to(plan.num_train_samples / runtime, 3);
   logs["train_steps_per_second"] = base::round_to(static_cast<double>(plan.max_steps) / runtime, 3);
+  store_flos();
   logs["total_flos"] = state_.total_flos;
   logs["train_loss"] = output.training_loss;
   // skip_memory_metrics false: init's (the first time) and train's memory, before the log as in

@@ -117,6 +117,8 @@ class GRPOTrainer : public TrlTrainer {
   void save_rank_extras(io::NamedTensors& tensors, io::Metadata& metadata) const override;
   void load_rank_extras(const io::MappedSafetensors& state, const std::string& path) override;
   void add_logged_metrics(nlohmann::ordered_json& logs, const std::string& prefix) override;
+  // TRL's loader hands over records, whose floating_point_ops Transformers counts as 0.
+  double floating_point_ops(const data::Batch&) override { return 0; }
 
  protected:
   // What RLOOTrainer changes of a generation: the old policy's and the reference's

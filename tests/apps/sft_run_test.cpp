@@ -304,6 +304,18 @@ TEST(SftRun, RowsWithNothingToPredictAreALossOfZero) {
   EXPECT_EQ(r.out.find("not finite"), std::string::npos) << r.out;
   const json state = json::parse(testing::slurp(tmp.file("out") + "/trainer_state.json"));
   EXPECT_EQ(state["log_history"][0]["loss"].get<double>(), 0.0);
+  // Transformers' total_flos: 6 x the non-embedding parameters (all trainable here, less the
+  // embedding's vocab_size x hidden_size) x the input tokens of both steps (two rows of one).
+  const json config = json::parse(testing::slurp(fixtures + "/qwen3/config.json"));
+  const std::string marker = "Number of trainable parameters = ";
+  const size_t at = r.out.find(marker);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::string digits;
+  for (size_t i = at + marker.size(); i < r.out.size() && r.out[i] != '\n'; ++i)
+    if (r.out[i] != ',') digits += r.out[i];
+  const double non_embedding =
+      std::stod(digits) - config["vocab_size"].get<double>() * config["hidden_size"].get<double>();
+  EXPECT_EQ(state["total_flos"].get<double>(), 6.0 * non_embedding * 4) << r.out;
 }
 
 // Bad input said in one line, exit 2, before output_dir is touched.
