@@ -64,9 +64,9 @@ void Interpreter::fail(const std::string& what, TemplateError::Kind kind) const 
   throw error;
 }
 
-void Interpreter::check_size(size_t size) const {
+void Interpreter::check_size(size_t size, const std::string& what) const {
   if (size > limits_.max_output_bytes) {
-    fail(fmt::format("the output passes {} bytes (a string or list that large is refused)",
+    fail(fmt::format("{} passes {} bytes (a string or list that large is refused)", what,
                      base::thousands(static_cast<int64_t>(limits_.max_output_bytes))),
          TemplateError::Kind::kLimit);
   }

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "lib/base/text.h"
 #include "lib/tokenizers/jinja_interpreter.h"
 
 namespace trainer::tokenizers::jinja {
@@ -54,7 +55,16 @@ Value repeat(Interpreter& in, const Value& seq, int64_t count) {
   const size_t unit = seq.is_string() ? seq.str().size() : seq.items().size() * sizeof(Value);
   size_t total = 0;
   if (__builtin_mul_overflow(unit, static_cast<size_t>(count), &total)) total = SIZE_MAX;
-  in.check_size(total);
+  if (total > in.limits().max_output_bytes) {
+    // What grew, not the output (which may be a short text: ([1] * 10**8)|length).
+    const auto n = static_cast<int64_t>(seq.is_string() ? seq.str().size() : seq.items().size());
+    const std::string unit_text =
+        seq.is_string()
+            ? fmt::format("a string of {} byte{}", base::thousands(n), n == 1 ? "" : "s")
+            : fmt::format("a {} of {} item{}", seq.kind() == K::kTuple ? "tuple" : "list",
+                          base::thousands(n), n == 1 ? "" : "s");
+    in.check_size(total, fmt::format("{} repeated {} times", unit_text, base::thousands(count)));
+  }
   if (seq.is_string()) {
     std::string out;
     out.reserve(total);

@@ -77,8 +77,11 @@ class Interpreter {
   // A runtime error at the current line; kRaised for raise_exception.
   [[noreturn]] void fail(const std::string& what,
                          TemplateError::Kind kind = TemplateError::Kind::kRuntime) const;
-  // Fails when a string or list of `size` bytes (or elements) would pass max_output_bytes.
-  void check_size(size_t size) const;
+  // Fails when a string or list of `size` bytes (or elements) would pass max_output_bytes;
+  // `what` names what grew ("a list of 1 item repeated 100,000,000 times"), "the output" when it
+  // is the rendered text or the value at large.
+  void check_size(size_t size, const std::string& what = "the output") const;
+  const Limits& limits() const { return limits_; }
   // Counts a step and fails past the time bound.
   void step();
 

@@ -138,16 +138,24 @@ TEST(Jinja, BoundsAreOneLineNamingTheTemplate) {
   small.max_output_bytes = 1 << 20;
   small.max_seconds = 0.5;
   expect_error("{{ 'a' * 10**12 }}", TemplateError::Kind::kLimit,
-               "chat template t.jinja line 1: the output passes 1,048,576 bytes", small);
+               "chat template t.jinja line 1: a string of 1 byte repeated 1,000,000,000,000 times "
+               "passes 1,048,576 bytes",
+               small);
+  // What grew is named, not the output (9 characters here).
+  expect_error("{{ ([1] * 100000000)|length }}", TemplateError::Kind::kLimit,
+               "chat template t.jinja line 1: a list of 1 item repeated 100,000,000 times passes "
+               "1,048,576 bytes (a string or list that large is refused)",
+               small);
   expect_error("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", TemplateError::Kind::kLimit,
                "macro 'm' nests deeper than 100 calls");
   expect_error("{% for i in range(10**9) %}{% endfor %}", TemplateError::Kind::kRuntime,
                "Range too big");
   expect_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
                TemplateError::Kind::kLimit, "rendering takes longer than 0.5 s", small);
-  expect_error("{{ range(100000)|map('string')|list|sort|unique|list|length }}{% for i in "
-               "range(100000) %}{{ range(100000)|unique|list|length }}{% endfor %}",
-               TemplateError::Kind::kLimit, "rendering takes longer than 0.5 s", small);
+  expect_error(
+      "{{ range(100000)|map('string')|list|sort|unique|list|length }}{% for i in "
+      "range(100000) %}{{ range(100000)|unique|list|length }}{% endfor %}",
+      TemplateError::Kind::kLimit, "rendering takes longer than 0.5 s", small);
   expect_error("{{ ('x' * 1000000).split('x')|length }}", TemplateError::Kind::kLimit,
                "the output passes 1,048,576 bytes", small);
   expect_error("{{ " + std::string(300, '(') + "1" + std::string(300, ')') + " }}",
