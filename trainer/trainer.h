@@ -28,24 +28,11 @@
 #include "trainer/checkpoint_manifest.h"
 #include "trainer/memory_tracker.h"
 #include "trainer/metrics.h"
+#include "trainer/trainer_results.h"
 #include "trainer/trainer_state.h"
 #include "trainer/training_args.h"
 
 namespace trainer {
-
-// compute_loss's result: the loss, and the model's outputs when asked for them.
-struct LossOutput {
-  torch::Tensor loss;
-  torch::Tensor outputs;
-};
-
-// prediction_step's result for one batch: the loss (when the batch has labels), and unless only
-// the loss was asked for, the model's outputs and the labels.
-struct PredictionOutput {
-  torch::Tensor loss;
-  torch::Tensor logits;
-  torch::Tensor labels;
-};
 
 // The Accelerator the arguments ask for: use_cpu, bf16 / fp16, ddp_backend, ddp_timeout, the
 // DDP options and data_on_device. Accumulation stays with the Trainer, which counts micro-batches
@@ -60,24 +47,6 @@ optim::OptimizerChoice optimizer_choice(const TrainingArguments& args);
 // a collective), or for a TRAINER_MAX_ALLOCATION_BYTES that is not a byte count. Trainer::train
 // checks it too; the trainer program before output_dir is touched.
 void check_auto_find_batch_size(const TrainingArguments& args, int64_t num_processes);
-
-// Trainer::predict's result, as Transformers' PredictionOutput: the model's outputs for every
-// example in order, the labels when the data has them, and the metrics ("test_loss",
-// "test_accuracy", ... with the default prefix).
-// With prediction_loss_only, only the metrics. With eval_do_concat_batches false, the outputs and
-// labels one tensor per batch in the *_batches lists (predictions and label_ids undefined).
-struct PredictionResult {
-  torch::Tensor predictions;
-  torch::Tensor label_ids;  // undefined when the batches have no labels
-  Metrics metrics;
-  std::vector<torch::Tensor> prediction_batches, label_id_batches;
-};
-
-struct TrainOutput {
-  int64_t global_step = 0;
-  double training_loss = 0;  // mean loss over all optimization steps
-  Metrics metrics;           // train_runtime, train_samples_per_second, ..., train_loss, epoch
-};
 
 class Trainer {
  public:
