@@ -234,31 +234,39 @@ void GRPOTrainer::record_length_metrics(const Tensor& prompt_mask, const Generat
   metrics_.add(training, "completions/max_terminated_length", terminated.max().item<double>());
 }
 
-void GRPOTrainer::add_old_and_reference(data::Batch& out, bool training) {
+std::pair<Tensor, Tensor> GRPOTrainer::old_and_reference_logps(const data::Batch& out,
+                                                               bool training, bool old) {
   const TrainingArguments& a = args();
-  const int64_t every = plan_.steps_per_generation * a.num_iterations();
   const int64_t chunk = training ? a.per_device_train_batch_size() : a.per_device_eval_batch_size();
   torch::NoGradGuard no_grad;
-  // The old policy's only when its updates move it away (TRL: GA not a multiple of the
-  // generation's micro-steps); otherwise the loss's own detached log-probabilities stand in.
-  // The policy's forwards run on its full weights (gathered under ZeRO-3, as for sampling).
-  const bool old = a.gradient_accumulation_steps() % every != 0;
+  // The policy's forwards run on its full weights (gathered under ZeRO-3, as for sampling); a
+  // frozen reference copy is never sharded.
   const bool policy_reference = a.beta() != 0.0 && !reference_model();
-  if (old || policy_reference) {
-    accelerator().with_full_params([&] {
-      if (old) out["old_per_token_logps"] = token_logps(this->model(), out, chunk).first.detach();
-      if (policy_reference) {
-        out["ref_per_token_logps"] = with_reference(this->model(), [&](models::Model& ref) {
-          return token_logps(ref, out, chunk).first.detach();
-        });
-      }
-    });
-  }
-  if (a.beta() != 0.0 && reference_model()) {
-    out["ref_per_token_logps"] = with_reference(this->model(), [&](models::Model& ref) {
+  auto reference = [&] {
+    return with_reference(this->model(), [&](models::Model& ref) {
       return token_logps(ref, out, chunk).first.detach();
     });
+  };
+  Tensor old_logps, ref_logps;
+  if (old || policy_reference) {
+    accelerator().with_full_params([&] {
+      if (old) old_logps = token_logps(this->model(), out, chunk).first.detach();
+      if (policy_reference) ref_logps = reference();
+    });
   }
+  if (a.beta() != 0.0 && reference_model()) ref_logps = reference();
+  return {old_logps, ref_logps};
+}
+
+void GRPOTrainer::add_old_and_reference(data::Batch& out, bool training) {
+  const TrainingArguments& a = args();
+  // The old policy's only when its updates move it away (TRL: GA not a multiple of the
+  // generation's micro-steps); otherwise the loss's own detached log-probabilities stand in.
+  const int64_t every = plan_.steps_per_generation * a.num_iterations();
+  auto [old, ref] =
+      old_and_reference_logps(out, training, a.gradient_accumulation_steps() % every != 0);
+  if (old.defined()) out["old_per_token_logps"] = old;
+  if (ref.defined()) out["ref_per_token_logps"] = ref;
 }
 
 void GRPOTrainer::record_reward_metrics(const Tensor& rewards_per_func,

@@ -127,6 +127,11 @@ class GRPOTrainer : public TrlTrainer {
   // group advantages of scale_rewards and multi_objective_aggregation).
   virtual void add_old_and_reference(data::Batch& out, bool training);
   virtual grpo::Advantages compute_advantages(const torch::Tensor& rewards_per_func, bool training);
+  // The old policy's per-token log-probabilities of a generation's completions (when `old`) and
+  // the reference's (beta != 0: the frozen copy, or the policy with its adapters off), [n, T]
+  // each, without gradients; undefined where not asked for.
+  std::pair<torch::Tensor, torch::Tensor> old_and_reference_logps(const data::Batch& out,
+                                                                  bool training, bool old);
   // num_generations_eval, else num_generations.
   int64_t eval_generations() const {
     return args().num_generations_eval().value_or(args().num_generations());

@@ -55,24 +55,10 @@ SequenceLoss rloo_sequence_loss(const Tensor& logps, const Tensor& old_logps,
 }  // namespace grpo
 
 void RLOOTrainer::add_old_and_reference(data::Batch& out, bool training) {
-  const TrainingArguments& a = args();
-  const int64_t chunk = training ? a.per_device_train_batch_size() : a.per_device_eval_batch_size();
+  // The old policy's always (RLOO's ratio is against it), the reference's with beta != 0.
+  auto [old, ref] = old_and_reference_logps(out, training, /*old=*/true);
   torch::NoGradGuard no_grad;
   const Tensor mask = out.at("completion_mask").to(torch::kFloat);
-  Tensor old, ref;
-  // The policy's forwards on its full weights (gathered under ZeRO-3, as for sampling).
-  accelerator().with_full_params([&] {
-    old = token_logps(this->model(), out, chunk).first.detach();
-    if (a.beta() != 0.0 && !reference_model()) {
-      ref = with_reference(this->model(), [&](models::Model& m) {
-        return token_logps(m, out, chunk).first.detach();
-      });
-    }
-  });
-  if (a.beta() != 0.0 && reference_model()) {
-    ref = with_reference(
-        this->model(), [&](models::Model& m) { return token_logps(m, out, chunk).first.detach(); });
-  }
   out["old_logps"] = (old * mask).sum(1);
   token_kl_ = ref.defined() ? (old - ref) * mask : Tensor();
   kl_mask_ = mask;
