@@ -61,7 +61,7 @@ set(TRAINER_TEST_GROUPS
                                                             "e2e|sanitize"           600 SUITE
   "^(Plot|StepCurve|Docs|FusedAdamW|Registry|Tasks)\\."     "e2e|sanitize"           300 SUITE
   "^(MemoryMetrics|AutoFindBatchSize|DataLoading)\\."      "e2e|sanitize"           300 SUITE
-  "^(Jinja|Language/JinjaRenders)\\."                         "unit|sanitize"          300 SUITE
+  "^(Jinja|JinjaDifferential|Language/JinjaRenders)\\."       "unit|sanitize"          300 SUITE
   "^(Tokenizer|LmFiles|LengthGroupedAgainstTransformers|Gpt|HfModels|Sampling|HfFamilies|Lora|TorchScript|ChatTemplate|Sft[A-Za-z]*|Dpo[A-Za-z]*|GrpoRewards|GrpoMathAnswer|RewardProgram|RewardModel)\\."
                                                             "unit|reference|sanitize" 600 SUITE
   "^(Cases/LoraAgainstPeft|Models/HfLogits|Families/HfFamily|Hub/HubCheckpoint|SeqCls/SequenceClassifier|SequenceClassifiers|Optimizers)\\."  "unit|reference|sanitize" 600 SUITE

@@ -101,7 +101,7 @@ Value strftime_now(jinja::Interpreter& in, jinja::CallArgs& a,
   localtime_r(&now, &local);
   const std::string& f = format.str();
   if (f.empty()) return Value::string("");
-  in.check_size(f.size() * 64);
+  in.check_size(f.size() * 64, "strftime_now's text");
   std::string out(f.size() * 64 + 64, '\0');
   const size_t n = std::strftime(out.data(), out.size(), f.c_str(), &local);
   out.resize(n);

@@ -95,6 +95,7 @@ struct Stmt {
     kMacro,        // macro name(params = defaults) body
     kCallBlock,    // generation body (the one call block templates use)
     kFilterBlock,  // filter ... body
+    kWith,         // with assignments body
     kBreak,
     kContinue
   };
@@ -107,7 +108,8 @@ struct Stmt {
   std::vector<std::pair<ExprPtr, Body>> branches;
   Body body, else_body;
   std::vector<std::string> params;
-  std::vector<ExprPtr> defaults;  // aligned to the end of params, as Python's
+  std::vector<ExprPtr> defaults;                        // aligned to the end of params, as Python's
+  std::vector<std::pair<Target, ExprPtr>> assignments;  // with's
 };
 
 // The statements of a template. Throws TemplateError(kSyntax) with the line; nesting deeper

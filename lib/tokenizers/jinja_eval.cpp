@@ -2,6 +2,7 @@
 // generation and filter blocks) and expressions (operators with Python's semantics, the
 // sandbox's attribute and item lookup), under the bounds of Limits; and Template, the door.
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -106,7 +107,7 @@ List Interpreter::iterate(const Value& v) const {
     case Value::Kind::kString: {
       List chars;
       const std::string& s = v.str();
-      check_size(code_points(s) * sizeof(Value));
+      check_size(code_points(s) * sizeof(Value), "the list of a string's characters");
       for (size_t i = 0; i < s.size();) {
         const size_t n = std::max<size_t>(1, base::utf8_sequence_length(s, i));
         chars.push_back(Value::string(s.substr(i, n)));
@@ -124,6 +125,12 @@ List Interpreter::iterate(const Value& v) const {
 Value Interpreter::lookup(const std::string& name, const Scope& scope) const {
   for (const Scope* s = &scope; s; s = s->parent.get()) {
     if (const Value* v = s->find(name)) return *v;
+  }
+  if (name == "self") {
+    // jinja2's TemplateReference of a template made from a string (it has no blocks here).
+    static const auto self = std::make_shared<const Value::Object>(
+        Value::Object{"TemplateReference", "<TemplateReference None>", {}});
+    return Value::object(self);
   }
   Value global = find_global(name);
   if (!global.is_undefined()) return global;
@@ -148,6 +155,17 @@ Value Interpreter::getattr(const Value& object, const std::string& name) {
     if (const Value* v = object.dict().find(std::string_view(name))) return *v;
   } else if (object.kind() == K::kNamespace) {
     if (const Value* v = object.ns().find(name)) return *v;
+  } else if (object.kind() == K::kObject) {
+    if (const Value* v = object.obj().find(name)) return *v;
+  } else if (object.is_number()) {
+    // Python's int and float attributes (a bool's are its int's).
+    const bool is_float = object.kind() == K::kFloat;
+    const Value whole =
+        is_float || object.kind() != K::kBool ? object : Value::integer(object.as_int());
+    if (name == "real") return whole;
+    if (name == "imag") return is_float ? Value::number(0.0) : Value::integer(0);
+    if (!is_float && name == "numerator") return whole;
+    if (!is_float && name == "denominator") return Value::integer(1);
   }
   return Value::undefined(
       fmt::format("'{} object' has no attribute '{}'", object.type_name(), name));
@@ -187,7 +205,7 @@ Value Interpreter::call(const Value& callee, CallArgs& args) {
 
 Value Interpreter::apply_filter(const std::string& name, const Value& subject, CallArgs& args) {
   FilterFn f = find_filter(name);
-  if (!f) fail(fmt::format("no filter named '{}'", name));
+  if (!f) fail(missing_filter(name));
   return f(*this, subject, args);
 }
 
@@ -291,6 +309,13 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>&
     case Stmt::Kind::kMacro:
       exec_macro(s, scope);
       return Flow::kNormal;
+    case Stmt::Kind::kWith: {
+      List values;
+      for (const auto& [target, expr] : s.assignments) values.push_back(eval(*expr, *scope));
+      auto inner = child_of(scope);
+      for (size_t k = 0; k < values.size(); ++k) assign(s.assignments[k].first, values[k], *inner);
+      return exec(s.body, inner);
+    }
     case Stmt::Kind::kCallBlock: {
       // Transformers' AssistantTracker: the block's text, and its span counted from the length
       // of the top-level output at the time the block ends.
@@ -325,15 +350,21 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const std::shared_ptr<Sco
   }
   if (items.empty()) return exec(s.else_body, child_of(scope));
   const auto n = static_cast<int64_t>(items.size());
+  // loop.changed's last arguments, kept across the iterations (none before the first call).
+  auto last_changed = std::make_shared<std::optional<Value>>();
+  struct Forget {  // the arguments may hold the loop itself: the cycle is broken at the end
+    ~Forget() { last->reset(); }
+    std::shared_ptr<std::optional<Value>> last;
+  } forget{last_changed};
   for (int64_t i = 0; i < n; ++i) {
     step();  // an empty body still takes time
     // Each iteration is a scope of its own: a set in the body is gone by the next one (jinja2).
     auto inner = child_of(scope);
-    auto loop = std::make_shared<Value::Dict>();
-    loop->entries.reserve(11);
-    auto put = [&](const char* key, Value v) {
-      loop->entries.emplace_back(Value::string(key), std::move(v));
-    };
+    auto loop = std::make_shared<Value::Object>();
+    loop->type = "LoopContext";
+    loop->text = fmt::format("<LoopContext {}/{}>", i + 1, n);
+    loop->attrs.reserve(13);
+    auto put = [&](const char* key, Value v) { loop->attrs.emplace_back(key, std::move(v)); };
     put("index", Value::integer(i + 1));
     put("index0", Value::integer(i));
     put("revindex", Value::integer(n - i));
@@ -349,7 +380,13 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const std::shared_ptr<Sco
           if (args.args.empty()) in.fail("no items for cycling given");
           return args.args[static_cast<size_t>(i) % args.args.size()];
         }));
-    inner->set("loop", Value::dict(std::move(loop)));
+    put("changed", Value::callable("changed", [last_changed](Interpreter&, CallArgs& args) {
+          Value values = Value::tuple(args.args);
+          if (*last_changed && equal(**last_changed, values)) return Value::boolean(false);
+          *last_changed = std::move(values);
+          return Value::boolean(true);
+        }));
+    inner->set("loop", Value::object(std::move(loop)));
     assign(s.target, items[static_cast<size_t>(i)], *inner);
     if (exec(s.body, inner) == Flow::kBreak) break;
   }

@@ -1,11 +1,13 @@
 // Jinja expressions: literals, names, attributes, subscripts and slices, calls, filters and
-// tests, and the operators with Python's semantics (int overflow refused rather than promoted to
-// a big integer; sizes checked before a string or list is made).
+// tests, and the operators with Python's semantics (ints of any size, jinja_int.h; sizes checked
+// before a string or list is made).
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "lib/base/text.h"
+#include "lib/tokenizers/jinja_int.h"
 #include "lib/tokenizers/jinja_interpreter.h"
 
 namespace trainer::tokenizers::jinja {
@@ -36,18 +38,9 @@ std::vector<int64_t> slice_indices(Interpreter& in, int64_t n, const Value& star
 
 bool slice_part_ok(const Value& v) { return v.is_none() || v.is_undefined() || v.is_int(); }
 
-// a op b on int64, refusing what would pass 64 bits (Python would make a big integer).
-template <typename Op>
-int64_t checked(Interpreter& in, Op op, int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (op(a, b, &r)) in.fail("integer overflow (a value past 64 bits)");
-  return r;
-}
-const auto kAdd = [](int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); };
-const auto kSub = [](int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); };
-const auto kMul = [](int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); };
-
-Value repeat(Interpreter& in, const Value& seq, int64_t count) {
+Value repeat(Interpreter& in, const Value& seq, const Value& times) {
+  if (times.big() && times.as_int() > 0) in.fail("cannot fit 'int' into an index-sized integer");
+  const int64_t count = times.as_int();
   if (count <= 0)
     return seq.is_string()           ? Value::string("")
            : seq.kind() == K::kTuple ? Value::tuple({})
@@ -77,7 +70,7 @@ Value repeat(Interpreter& in, const Value& seq, int64_t count) {
   return seq.kind() == K::kTuple ? Value::tuple(std::move(out)) : Value::list(std::move(out));
 }
 
-[[noreturn]] void unsupported(Interpreter& in, const std::string& op, const Value& a,
+[[noreturn]] void unsupported(Interpreter& in, std::string_view op, const Value& a,
                               const Value& b) {
   in.fail(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, a.type_name(),
                       b.type_name()));
@@ -85,14 +78,15 @@ Value repeat(Interpreter& in, const Value& seq, int64_t count) {
 
 // Python's + : numbers, strings and sequences of one kind joined.
 Value plus(Interpreter& in, const Value& a, const Value& b) {
-  if (a.is_int() && b.is_int()) return Value::integer(checked(in, kAdd, a.as_int(), b.as_int()));
-  if (a.is_number() && b.is_number()) return Value::number(a.as_float() + b.as_float());
+  if (a.is_int() && b.is_int()) return int_arithmetic(in, "+", a, b);
+  if (a.is_number() && b.is_number()) return Value::number(to_float(a) + to_float(b));
   if (a.is_string() && b.is_string()) {
-    in.check_size(a.str().size() + b.str().size());
+    in.check_size(a.str().size() + b.str().size(), "a string joined by +");
     return Value::string(a.str() + b.str());
   }
   if (a.is_sequence() && a.kind() == b.kind()) {
-    in.check_size((a.items().size() + b.items().size()) * sizeof(Value));
+    in.check_size((a.items().size() + b.items().size()) * sizeof(Value),
+                  fmt::format("a {} joined by +", a.type_name()));
     List out = a.items();
     out.insert(out.end(), b.items().begin(), b.items().end());
     return a.kind() == K::kTuple ? Value::tuple(std::move(out)) : Value::list(std::move(out));
@@ -120,7 +114,7 @@ std::pair<double, double> float_divmod(double x, double y) {
 }
 
 // Python's // and % (a string's % its format, as jinja2 passes it).
-Value floor_division(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
+Value floor_division(Interpreter& in, std::string_view op, const Value& a, const Value& b) {
   if (a.is_string() && op == "%") {
     CallArgs args;
     if (b.kind() == K::kTuple) {
@@ -133,60 +127,72 @@ Value floor_division(Interpreter& in, const std::string& op, const Value& a, con
   const bool ints = a.is_int() && b.is_int();
   if (!(a.is_number() && b.is_number())) unsupported(in, op, a, b);
   if (b.as_float() == 0) in.fail(ints ? "integer division or modulo by zero" : "float divmod()");
-  if (ints) {
-    const int64_t x = a.as_int(), y = b.as_int();
-    if (x == INT64_MIN && y == -1) in.fail("integer overflow (a value past 64 bits)");
-    int64_t q = x / y, m = x % y;
-    if (m != 0 && ((m < 0) != (y < 0))) {
-      --q;
-      m += y;
-    }
-    return Value::integer(op == "//" ? q : m);
-  }
-  const auto [quotient, remainder] = float_divmod(a.as_float(), b.as_float());
+  if (ints) return int_arithmetic(in, op, a, b);
+  const auto [quotient, remainder] = float_divmod(to_float(a), to_float(b));
   return Value::number(op == "//" ? quotient : remainder);
 }
 
-// Python's ** : integers by squaring (checked), else floats.
+// Python's ** : an int to a power >= 0 is an int (of any size), else floats; a negative number
+// to a fractional power is complex in Python, refused here by name.
 Value power(Interpreter& in, const Value& a, const Value& b) {
-  if (a.is_int() && b.is_int() && b.as_int() >= 0) {
-    int64_t result = 1, base = a.as_int();
-    for (int64_t e = b.as_int(); e > 0; e >>= 1) {
-      if (e & 1) result = checked(in, kMul, result, base);
-      if (e > 1) base = checked(in, kMul, base, base);
-    }
-    return Value::integer(result);
-  }
+  if (a.is_int() && b.is_int() && b.as_int() >= 0) return int_power(in, a, b);
   if (!(a.is_number() && b.is_number())) unsupported(in, "**", a, b);
-  if (a.as_float() == 0 && b.as_float() < 0) in.fail("0.0 cannot be raised to a negative power");
-  return Value::number(std::pow(a.as_float(), b.as_float()));
+  const double x = to_float(a), y = to_float(b);
+  if (x == 0 && y < 0) in.fail("0.0 cannot be raised to a negative power");
+  if (x < 0 && std::isfinite(x) && std::isfinite(y) && y != std::floor(y)) {
+    in.fail(fmt::format("{} ** {} is a complex number, which chat templates here do not support",
+                        repr(a), repr(b)));
+  }
+  const double result = std::pow(x, y);
+  if (std::isinf(result) && std::isfinite(x) && std::isfinite(y))
+    in.fail("(34, 'Numerical result out of range')");  // CPython's OverflowError
+  return Value::number(result);
 }
 
-Value arithmetic(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
+}  // namespace
+
+bool ordered(std::string_view op, const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {  // every comparison with a NaN is false
+    const std::optional<int> order = number_compare(a, b);
+    return order && (op == "<"    ? *order < 0
+                     : op == ">"  ? *order > 0
+                     : op == "<=" ? *order <= 0
+                                  : *order >= 0);
+  }
+  if (op == "<") return less(a, b);
+  if (op == ">") return less(b, a);
+  if (op == "<=") return !less(b, a);
+  return !less(a, b);
+}
+
+Value binary_operator(Interpreter& in, std::string_view op, const Value& a, const Value& b) {
   const bool ints = a.is_int() && b.is_int();
   const bool numbers = a.is_number() && b.is_number();
   if (op == "+") return plus(in, a, b);
   if (op == "-") {
-    if (ints) return Value::integer(checked(in, kSub, a.as_int(), b.as_int()));
-    if (numbers) return Value::number(a.as_float() - b.as_float());
+    if (ints) return int_arithmetic(in, op, a, b);
+    if (numbers) return Value::number(to_float(a) - to_float(b));
     unsupported(in, op, a, b);
   }
   if (op == "*") {
-    if (ints) return Value::integer(checked(in, kMul, a.as_int(), b.as_int()));
-    if (numbers) return Value::number(a.as_float() * b.as_float());
-    if ((a.is_string() || a.is_sequence()) && b.is_int()) return repeat(in, a, b.as_int());
-    if ((b.is_string() || b.is_sequence()) && a.is_int()) return repeat(in, b, a.as_int());
+    if (ints) return int_arithmetic(in, op, a, b);
+    if (numbers) return Value::number(to_float(a) * to_float(b));
+    if ((a.is_string() || a.is_sequence()) && b.is_int()) return repeat(in, a, b);
+    if ((b.is_string() || b.is_sequence()) && a.is_int()) return repeat(in, b, a);
     unsupported(in, op, a, b);
   }
   if (op == "/") {
     if (!numbers) unsupported(in, op, a, b);
     if (b.as_float() == 0) in.fail("division by zero");
-    return Value::number(a.as_float() / b.as_float());
+    if (ints) return Value::number(int_true_divide(in, a, b));
+    return Value::number(to_float(a) / to_float(b));
   }
   if (op == "//" || op == "%") return floor_division(in, op, a, b);
   if (op == "**") return power(in, a, b);
   in.fail(fmt::format("unknown operator {}", op));
 }
+
+namespace {
 
 bool contains(Interpreter& in, const Value& container, const Value& item) {
   switch (container.kind()) {
@@ -325,8 +331,7 @@ Value Interpreter::eval_unary(const Expr& e, Scope& scope) {
     fail(fmt::format("bad operand type for unary {}: '{}'", e.name, v.type_name()));
   if (e.name == "+") return v.kind() == K::kBool ? Value::integer(v.as_int()) : v;
   if (v.kind() == K::kFloat) return Value::number(-v.as_float());
-  if (v.as_int() == INT64_MIN) fail("integer overflow (a value past 64 bits)");
-  return Value::integer(-v.as_int());
+  return int_negate(v);
 }
 
 // A dict display: its keys (hashable) and values in order.
@@ -347,12 +352,12 @@ Value Interpreter::eval_binary(const Expr& e, Scope& scope) {
   line_ = e.line;
   if (e.name == "~") {
     std::string left = to_str(a), right = to_str(b);
-    check_size(left.size() + right.size());
+    check_size(left.size() + right.size(), "a string joined by ~");
     return Value::string(left + right);
   }
   require_defined(a);
   require_defined(b);
-  return arithmetic(*this, e.name, a, b);
+  return binary_operator(*this, e.name, a, b);
 }
 
 Value Interpreter::eval_compare(const Expr& e, Scope& scope) {
@@ -371,15 +376,7 @@ Value Interpreter::eval_compare(const Expr& e, Scope& scope) {
     } else {
       require_defined(left);
       require_defined(right);
-      if (op == "<") {
-        result = less(left, right);
-      } else if (op == ">") {
-        result = less(right, left);
-      } else if (op == "<=") {
-        result = !less(right, left);
-      } else {
-        result = !less(left, right);
-      }
+      result = ordered(op, left, right);
     }
     if (!result) return Value::boolean(false);
     left = std::move(right);

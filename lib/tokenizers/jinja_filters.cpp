@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "lib/base/utf8.h"
+#include "lib/tokenizers/jinja_int.h"
 #include "lib/tokenizers/jinja_interpreter.h"
 
 namespace trainer::tokenizers::jinja {
@@ -84,7 +85,7 @@ Value tojson(Interpreter& in, const Value& v, CallArgs& a) {
   }
   o.sort_keys = flag(a, 3, "sort_keys");
   std::string out = to_json(v, o);
-  in.check_size(out.size());
+  in.check_size(out.size(), "tojson's text");
   return Value::string(std::move(out));
 }
 
@@ -98,7 +99,7 @@ Value join(Interpreter& in, const Value& v, CallArgs& a) {
     if (!first) out += sep;
     first = false;
     out += soft_str(attribute.is_none() ? item : attribute_of(in, item, soft_str(attribute)));
-    in.check_size(out.size());
+    in.check_size(out.size(), "the join filter's text");
   }
   return Value::string(std::move(out));
 }
@@ -142,6 +143,7 @@ Value select(Interpreter& in, const Value& v, CallArgs& a, bool attr, bool keep)
   test_args.args.assign(a.args.begin() + static_cast<long>(std::min(next, a.args.size())),
                         a.args.end());
   List out;
+  if (!v.truthy()) return Value::list({});  // jinja2 iterates only a true value (0 gives [])
   for (const auto& item : in.iterate(v)) {
     in.step();
     const Value subject = attr ? attribute_of(in, item, attribute) : item;
@@ -155,6 +157,7 @@ Value select(Interpreter& in, const Value& v, CallArgs& a, bool attr, bool keep)
 
 Value map(Interpreter& in, const Value& v, CallArgs& a) {
   List out;
+  if (!v.truthy()) return Value::list({});  // as select
   if (a.args.empty()) {
     const std::string attribute = soft_str(argument(a, 99, "attribute"));
     const Value fallback = argument(a, 99, "default");
@@ -217,10 +220,11 @@ Value unique(Interpreter& in, const Value& v, CallArgs& a) {
     std::string hashed;
     if (k.is_string()) {
       hashed = "s" + k.str();
-    } else if (k.is_int() ||
-               (k.kind() == Value::Kind::kFloat && std::isfinite(k.as_float()) &&
-                k.as_float() == std::trunc(k.as_float()) && std::fabs(k.as_float()) < 9e18)) {
-      hashed = "n" + std::to_string(k.is_int() ? k.as_int() : static_cast<int64_t>(k.as_float()));
+    } else if (k.is_int()) {
+      hashed = "n" + int_to_string(k, 16);
+    } else if (k.kind() == Value::Kind::kFloat && std::isfinite(k.as_float()) &&
+               k.as_float() == std::trunc(k.as_float())) {
+      hashed = "n" + int_to_string(int_from_float(k.as_float()), 16);
     } else if (k.is_undefined()) {
       hashed = "u";
     } else if (k.is_sequence() || k.is_dict()) {
@@ -240,13 +244,19 @@ Value indent(Interpreter& in, const Value& v, CallArgs& a) {
           ? width.str()
           : std::string(static_cast<size_t>(std::clamp<int64_t>(width.as_int(), 0, 1 << 16)), ' ');
   const bool first = flag(a, 1, "first"), blank = flag(a, 2, "blank");
-  const std::vector<std::string> lines = py_splitlines(soft_str(v) + "\n");
+  // jinja2 adds "\n" to the value and splits its lines: a string's only.
+  in.require_defined(v);
+  if (v.kind() == Value::Kind::kTuple) in.fail("can only concatenate tuple (not \"str\") to tuple");
+  if (v.kind() == Value::Kind::kList) in.fail("'list' object has no attribute 'splitlines'");
+  if (!v.is_string())
+    in.fail(fmt::format("unsupported operand type(s) for +=: '{}' and 'str'", v.type_name()));
+  const std::vector<std::string> lines = py_splitlines(v.str() + "\n");
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i) out += '\n';
     if (i > 0 && (blank || !lines[i].empty())) out += pad;
     out += lines[i];
-    in.check_size(out.size());
+    in.check_size(out.size(), "the indent filter's text");
   }
   return Value::string(first ? pad + out : out);
 }
@@ -330,6 +340,10 @@ const Filter kFilters[] = {
     {"int", filter_int},
     {"float", filter_float},
     {"round", filter_round},
+    {"center", filter_center},
+    {"truncate", filter_truncate},
+    {"batch", filter_batch},
+    {"slice", filter_slice},
     {"format", python_format},
     {"e", escape},
     {"escape", escape},
@@ -384,8 +398,7 @@ const Filter kFilters[] = {
      [](Interpreter& in, const Value& v, CallArgs&) {
        if (!v.is_number()) in.fail(fmt::format("bad operand type for abs(): '{}'", v.type_name()));
        if (v.kind() == K::kFloat) return Value::number(std::fabs(v.as_float()));
-       if (v.as_int() == INT64_MIN) in.fail("integer overflow (a value past 64 bits)");
-       return Value::integer(std::llabs(v.as_int()));
+       return int_abs(v);
      }},
     {"sum",
      [](Interpreter& in, const Value& v, CallArgs& a) {
@@ -394,9 +407,8 @@ const Filter kFilters[] = {
        for (const auto& item : in.iterate(v)) {
          in.step();
          const Value x = attribute.is_none() ? item : attribute_of(in, item, soft_str(attribute));
-         if (!x.is_number() || !total.is_number()) in.fail("sum needs numbers");
-         total = total.is_int() && x.is_int() ? Value::integer(total.as_int() + x.as_int())
-                                              : Value::number(total.as_float() + x.as_float());
+         in.require_defined(x);
+         total = binary_operator(in, "+", total, x);
        }
        return total;
      }},
@@ -424,6 +436,17 @@ const Filter kFilters[] = {
 };
 
 }  // namespace
+
+std::string missing_filter(std::string_view name) {
+  static const char* const kUnbuilt[] = {"filesizeformat", "groupby",   "pprint",
+                                         "random",         "striptags", "urlencode",
+                                         "urlize",         "wordwrap",  "xmlattr"};
+  for (const char* unbuilt : kUnbuilt) {
+    if (name == unbuilt)
+      return fmt::format("jinja2's filter '{}' is not supported in chat templates here", name);
+  }
+  return fmt::format("no filter named '{}'", name);
+}
 
 FilterFn find_filter(std::string_view name) {
   for (const auto& f : kFilters)

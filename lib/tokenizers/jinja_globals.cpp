@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "lib/base/utf8.h"
+#include "lib/tokenizers/jinja_int.h"
 #include "lib/tokenizers/jinja_interpreter.h"
 
 namespace trainer::tokenizers::jinja {
@@ -44,7 +45,7 @@ std::string conversion_spec(Interpreter& in, const std::string& f, size_t& i) {
       n = std::min<size_t>(n * 10 + static_cast<size_t>(f[i] - '0'), SIZE_MAX / 20);
       digits += f[i++];
     }
-    in.check_size(n);
+    in.check_size(n, "a format's width or precision");
     return digits;
   };
   const std::string width = number();
@@ -67,6 +68,32 @@ std::string conversion_spec(Interpreter& in, const std::string& f, size_t& i) {
   return spec;
 }
 
+// An int past 64 bits under conversion d, x, X or o and fmt's `spec` (as conversion_spec makes
+// it: an alignment, a sign, '#', '0', a width), which fmt itself cannot format.
+std::string big_conversion(const std::string& spec, const Value& arg, char conv) {
+  size_t at = 2;  // past "{:"
+  const bool left = spec.compare(at, 1, "<") == 0;
+  if (spec.compare(at, 1, "<") == 0 || spec.compare(at, 1, ">") == 0) ++at;
+  std::string sign = arg.as_int() < 0 ? "-" : "";
+  if (at < spec.size() && (spec[at] == '+' || spec[at] == ' ')) {
+    if (sign.empty()) sign = spec.substr(at, 1);
+    ++at;
+  }
+  const bool alternate = at < spec.size() && spec[at] == '#';
+  at += alternate ? 1 : 0;
+  const bool zero = at < spec.size() && spec[at] == '0';
+  at += zero ? 1 : 0;
+  const size_t width = at < spec.size() ? std::stoul(spec.substr(at)) : 0;
+  std::string digits = int_to_string(int_abs(arg), conv == 'd' ? 10 : conv == 'o' ? 8 : 16);
+  if (conv == 'X') digits = py_upper(digits);
+  const std::string prefix = sign + (alternate && conv != 'd' ? std::string("0") + conv : "");
+  const size_t length = prefix.size() + digits.size();
+  if (length >= width) return prefix + digits;
+  if (zero) return prefix + std::string(width - length, '0') + digits;
+  const std::string pad(width - length, ' ');
+  return left ? prefix + digits + pad : pad + prefix + digits;
+}
+
 // `arg` converted by conversion character f[i] under fmt's `spec`.
 std::string convert(Interpreter& in, const std::string& f, size_t i, const std::string& spec,
                     const Value& arg) {
@@ -77,17 +104,18 @@ std::string convert(Interpreter& in, const std::string& f, size_t i, const std::
     case 'r':
       return fmt::format(fmt::runtime(spec + "}"), repr(arg));
     case 'd':
-    case 'i':
+    case 'i': {
       if (!arg.is_number())
         in.fail(
             fmt::format("%{} format: a real number is required, not {}", conv, arg.type_name()));
-      if (arg.kind() == K::kFloat &&
-          !(std::fabs(arg.as_float()) < 9.2e18))  // NaN, inf and past 64 bits
-        in.fail(
-            fmt::format("%{} format: {} does not fit 64 bits", conv, repr_float(arg.as_float())));
-      return fmt::format(fmt::runtime(spec + "d}"), arg.kind() == K::kFloat
-                                                        ? static_cast<int64_t>(arg.as_float())
-                                                        : arg.as_int());
+      const double f = arg.as_float();
+      if (arg.kind() == K::kFloat && !std::isfinite(f))
+        in.fail(std::isnan(f) ? "cannot convert float NaN to integer"
+                              : "cannot convert float infinity to integer");
+      const Value whole = arg.kind() == K::kFloat ? int_from_float(f) : arg;
+      if (whole.big()) return big_conversion(spec, whole, 'd');
+      return fmt::format(fmt::runtime(spec + "d}"), whole.as_int());
+    }
     case 'f':
     case 'F':
     case 'e':
@@ -95,11 +123,14 @@ std::string convert(Interpreter& in, const std::string& f, size_t i, const std::
     case 'g':
     case 'G':
       if (!arg.is_number()) in.fail(fmt::format("must be real number, not {}", arg.type_name()));
-      return fmt::format(fmt::runtime(spec + std::string(1, conv) + "}"), arg.as_float());
+      // Python prints a NaN without its sign.
+      return fmt::format(fmt::runtime(spec + std::string(1, conv) + "}"),
+                         std::isnan(arg.as_float()) ? std::fabs(arg.as_float()) : to_float(arg));
     case 'x':
     case 'X':
     case 'o':
       if (!arg.is_int()) in.fail(fmt::format("%{} format: an integer is required", conv));
+      if (arg.big()) return big_conversion(spec, arg, conv);
       return fmt::format(fmt::runtime(spec + std::string(1, conv) + "}"), arg.as_int());
     case 'c': {
       if (arg.is_string()) {
@@ -160,7 +191,7 @@ Value python_format(Interpreter& in, const Value& v, CallArgs& a) {
     } catch (const fmt::format_error& e) {
       in.fail(fmt::format("bad format: {}", e.what()));
     }
-    in.check_size(out.size());
+    in.check_size(out.size(), "a formatted string");
   }
   if (!mapping.is_dict() && next < a.args.size())
     in.fail("not all arguments converted during string formatting");
@@ -168,6 +199,15 @@ Value python_format(Interpreter& in, const Value& v, CallArgs& a) {
 }
 
 Value find_global(std::string_view name) {
+  if (name == "joiner") return Value::callable("joiner", make_joiner);
+  if (name == "lipsum" || name == "cycler") {
+    const std::string line =
+        name == "lipsum"
+            ? "jinja2's lipsum() is not supported in chat templates here (its text is random)"
+            : "jinja2's cycler() is not supported in chat templates here (loop.cycle is)";
+    return Value::callable(std::string(name),
+                           [line](Interpreter& in, CallArgs&) -> Value { in.fail(line); });
+  }
   if (name == "range") {
     return Value::callable("range", [](Interpreter& in, CallArgs& a) {
       for (const auto& arg : a.args)

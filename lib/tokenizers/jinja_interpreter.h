@@ -47,6 +47,19 @@ Value find_global(std::string_view name);
 Value filter_int(Interpreter& in, const Value& v, CallArgs& args);
 Value filter_float(Interpreter& in, const Value& v, CallArgs& args);
 Value filter_round(Interpreter& in, const Value& v, CallArgs& args);
+// center, truncate, batch and slice, and the joiner() global (jinja_layout.cpp).
+Value filter_center(Interpreter& in, const Value& v, CallArgs& args);
+Value filter_truncate(Interpreter& in, const Value& v, CallArgs& args);
+Value filter_batch(Interpreter& in, const Value& v, CallArgs& args);
+Value filter_slice(Interpreter& in, const Value& v, CallArgs& args);
+Value make_joiner(Interpreter& in, CallArgs& args);
+// The line for a filter that is not there: jinja2's own filters this engine does not build are
+// named as not supported, any other name as unknown.
+std::string missing_filter(std::string_view name);
+// Python's a < b, a > b, a <= b or a >= b (op "<", ">", "<=", ">="): false with a NaN.
+bool ordered(std::string_view op, const Value& a, const Value& b);
+// Python's binary operator `op` (+ - * / // % **) on two defined values (jinja_expr.cpp).
+Value binary_operator(Interpreter& in, std::string_view op, const Value& a, const Value& b);
 // Python's `format % args` (args: the call's positional arguments, or its keywords or one dict
 // for %(name)s), as the format filter and the % operator use it.
 Value python_format(Interpreter& in, const Value& format, CallArgs& args);

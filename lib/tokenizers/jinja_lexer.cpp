@@ -9,6 +9,7 @@
 
 #include "lib/base/utf8.h"
 #include "lib/tokenizers/jinja_ast.h"
+#include "lib/tokenizers/jinja_int.h"
 
 namespace trainer::tokenizers::jinja {
 namespace {
@@ -394,15 +395,20 @@ class Lexer {
       }
       if (!body.empty()) {
         i = j;
-        text = std::to_string(std::strtoll(body.c_str(), nullptr, radix));
+        // Kept in its radix (the parser reads it): its decimal digits may pass CPython's limit.
+        text = std::string("0") + static_cast<char>(std::tolower(s_[pos_ + 1])) + body;
+        if (body.size() * 4 > static_cast<size_t>(kMaxIntBits))
+          fail(line_, fmt::format("integer literal of {} digits is too large", body.size()));
       }
     }
     if (is_float) {
       tokens_.push_back({Type::kFloat, text, line_});
     } else {
-      errno = 0;
-      std::strtoll(text.c_str(), nullptr, 10);
-      if (errno == ERANGE) fail(line_, fmt::format("integer literal {} is too large", text));
+      if (text.size() > kMaxIntStrDigits && text[1] != 'x' && text[1] != 'o' && text[1] != 'b') {
+        fail(line_, fmt::format("integer literal of {} digits passes CPython's limit of {} digits "
+                                "for integer string conversion",
+                                text.size(), kMaxIntStrDigits));
+      }
       tokens_.push_back({Type::kInteger, text, line_});
     }
     pos_ = i;

@@ -1,6 +1,7 @@
 // Python's str, list and dict methods as chat templates call them ('a,b'.split(','),
 // message.get('content'), tools.items()), jinja2's tests (is defined, is string, is mapping, ...),
 // and the string helpers the filters share. Case mappings are ICU's full mappings, as Python's.
+#include <cmath>
 #include <optional>
 
 #include <unicode/locid.h>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "lib/base/utf8.h"
+#include "lib/tokenizers/jinja_int.h"
 #include "lib/tokenizers/jinja_interpreter.h"
 
 namespace trainer::tokenizers::jinja {
@@ -63,7 +65,7 @@ Value split(Interpreter& in, const Value& self, CallArgs& args, bool from_right)
         words[keep].second = end;
       }
     }
-    in.check_size(words.size() * sizeof(Value));
+    in.check_size(words.size() * sizeof(Value), "the list str.split makes");
     for (const auto& [b, e] : words) parts.push_back(Value::string(encode(cps, b, e)));
     return Value::list(std::move(parts));
   }
@@ -76,7 +78,7 @@ Value split(Interpreter& in, const Value& self, CallArgs& args, bool from_right)
       const size_t found = s.find(d, at);
       if (found == std::string::npos) break;
       pieces.push_back(s.substr(at, found - at));
-      in.check_size(pieces.size() * sizeof(Value));
+      in.check_size(pieces.size() * sizeof(Value), "the list str.split makes");
       at = found + d.size();
     }
     pieces.push_back(s.substr(at));
@@ -88,7 +90,7 @@ Value split(Interpreter& in, const Value& self, CallArgs& args, bool from_right)
       const size_t found = s.rfind(d, end - d.size());
       if (found == std::string::npos) break;
       reversed.push_back(s.substr(found + d.size(), end - found - d.size()));
-      in.check_size(reversed.size() * sizeof(Value));
+      in.check_size(reversed.size() * sizeof(Value), "the list str.rsplit makes");
       end = found;
     }
     reversed.push_back(s.substr(0, end));
@@ -218,7 +220,7 @@ Value pad(Interpreter& in, const std::string& s, CallArgs& args, std::string_vie
   const int64_t n = static_cast<int64_t>(code_points(s));
   const int64_t width = width_value.as_int();
   if (width <= n) return Value::string(s);
-  in.check_size(static_cast<size_t>(width) * 4);
+  in.check_size(static_cast<size_t>(width) * 4, fmt::format("a string padded by str.{}", name));
   std::string fill = " ";
   if (name != "zfill") {
     const Value f = argument(args, 1, "fillchar", Value::string(" "));
@@ -319,7 +321,7 @@ Value str_method(Interpreter& in, const Value& self, CallArgs& args, std::string
       if (!first) out += s;
       first = false;
       out += item.str();
-      in.check_size(out.size());
+      in.check_size(out.size(), "the string str.join makes");
     }
     return Value::string(std::move(out));
   }
@@ -378,6 +380,66 @@ Value dict_method(Interpreter& in, const Value& self, CallArgs& args, std::strin
   return Value::list(std::move(out));
 }
 
+// Python's str.hex of a float ('0x1.8000000000000p+0').
+std::string float_hex(double f) {
+  if (std::isnan(f)) return "nan";
+  if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
+  const std::string sign = std::signbit(f) ? "-" : "";
+  if (f == 0) return sign + "0x0.0p+0";
+  int exponent = 0;
+  double m = std::frexp(std::fabs(f), &exponent);  // m in [0.5, 1)
+  int leading = 1;
+  exponent -= 1;
+  m *= 2;                  // [1, 2)
+  if (exponent < -1022) {  // subnormal: 0x0.xxxp-1022
+    m = std::ldexp(m, exponent + 1022);
+    exponent = -1022;
+    leading = 0;
+  }
+  auto fraction = static_cast<uint64_t>(std::ldexp(m - leading, 52));
+  return fmt::format("{}0x{}.{:013x}p{}{}", sign, leading, fraction, exponent < 0 ? '-' : '+',
+                     std::abs(exponent));
+}
+
+// The methods of an int, a bool or a float that take no argument (Python's).
+Value number_method(Interpreter& in, const Value& self, CallArgs&, std::string_view name) {
+  const bool is_float = self.kind() == K::kFloat;
+  const double f = self.as_float();
+  if (name == "conjugate")
+    return is_float ? self : self.kind() == K::kBool ? Value::integer(self.as_int()) : self;
+  if (name == "is_integer") return Value::boolean(std::isfinite(f) && f == std::trunc(f));
+  if (name == "hex") return Value::string(float_hex(f));
+  if (name == "as_integer_ratio") {
+    if (!is_float)
+      return Value::tuple({binary_operator(in, "+", self, Value::integer(0)), Value::integer(1)});
+    if (!std::isfinite(f))
+      in.fail(std::isnan(f) ? "cannot convert NaN to integer ratio"
+                            : "cannot convert Infinity to integer ratio");
+    if (f == 0) return Value::tuple({Value::integer(0), Value::integer(1)});
+    int exponent = 0;
+    const double m = std::frexp(f, &exponent);
+    int64_t numerator = static_cast<int64_t>(std::ldexp(m, 53));
+    exponent -= 53;
+    while (numerator % 2 == 0 && numerator != 0 && exponent < 0) numerator /= 2, ++exponent;
+    Value num = Value::integer(numerator), den = Value::integer(1);
+    const Value two_power =
+        binary_operator(in, "**", Value::integer(2), Value::integer(std::abs(exponent)));
+    if (exponent > 0) num = binary_operator(in, "*", num, two_power);
+    if (exponent < 0) den = two_power;
+    return Value::tuple({num, den});
+  }
+  if (name == "bit_length") return Value::integer(int_bits(self, false));
+  return Value::integer(int_bits(self, true));  // bit_count
+}
+
+// Python's str methods that chat templates here do not build: one line naming the method.
+Value unbuilt_str_method(Interpreter& in, const Value&, CallArgs&, std::string_view name) {
+  in.fail(fmt::format("str.{} is not supported in chat templates here{}", name,
+                      name == "format" || name == "format_map"
+                          ? " (the format filter and '%' format as printf does)"
+                          : ""));
+}
+
 }  // namespace
 
 MethodFn find_method(const Value& self, std::string_view name, bool& unsafe) {
@@ -391,6 +453,11 @@ MethodFn find_method(const Value& self, std::string_view name, bool& unsafe) {
   static const char* const kList[] = {"count", "index"};
   static const char* const kListUnsafe[] = {"append", "extend",  "insert", "pop",
                                             "remove", "reverse", "sort",   "clear"};
+  static const char* const kStrUnbuilt[] = {
+      "format",       "format_map",  "casefold", "encode",    "expandtabs", "isascii",
+      "isidentifier", "isprintable", "istitle",  "translate", "maketrans"};
+  static const char* const kInt[] = {"bit_length", "bit_count", "conjugate", "as_integer_ratio"};
+  static const char* const kFloat[] = {"conjugate", "is_integer", "hex", "as_integer_ratio"};
   static const char* const kDict[] = {"get", "items", "keys", "values", "copy"};
   static const char* const kDictUnsafe[] = {"clear", "pop", "popitem", "setdefault", "update"};
   auto among = [&](const auto& names) {
@@ -399,7 +466,11 @@ MethodFn find_method(const Value& self, std::string_view name, bool& unsafe) {
     return false;
   };
   unsafe = false;
-  if (self.is_string()) return among(kStr) ? str_method : nullptr;
+  if (self.is_string()) {
+    return among(kStr) ? str_method : among(kStrUnbuilt) ? unbuilt_str_method : nullptr;
+  }
+  if (self.is_int()) return among(kInt) ? number_method : nullptr;
+  if (self.kind() == K::kFloat) return among(kFloat) ? number_method : nullptr;
   if (self.is_sequence()) {
     unsafe = self.kind() == K::kList && among(kListUnsafe);
     return among(kList) || unsafe ? list_method : nullptr;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "lib/tokenizers/jinja_int.h"
 #include "lib/tokenizers/jinja_interpreter.h"
 
 namespace trainer::tokenizers::jinja {
@@ -16,7 +17,7 @@ using K = Value::Kind;
 // the base's prefix (0x, 0o, 0b; base 0 takes it from the prefix).
 namespace {
 
-std::optional<int64_t> parse_int(const std::string& text, int64_t base) {
+std::optional<Value> parse_int(const std::string& text, int64_t base) {
   std::string s = py_strip(text, Value::none(), true, true);
   s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
   size_t at = s.empty() || (s[0] != '-' && s[0] != '+') ? 0 : 1;
@@ -28,12 +29,11 @@ std::optional<int64_t> parse_int(const std::string& text, int64_t base) {
   if ((base == 16 && prefix('x')) || (base == 8 && prefix('o')) || (base == 2 && prefix('b')))
     at += 2;
   if (base < 2 || base > 36 || at >= s.size()) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  const long long magnitude = std::strtoll(s.c_str() + at, &end, static_cast<int>(base));
-  if (errno != 0 || *end != 0 || s[at] == '-' || s[at] == '+' || std::isspace(s[at]))
-    return std::nullopt;
-  return negative ? -magnitude : magnitude;
+  // CPython refuses longer decimal text (a ValueError, which the filter takes as not an int).
+  if (base == 10 && s.size() - at > kMaxIntStrDigits) return std::nullopt;
+  const std::string digits = (negative ? "-" : "") + s.substr(at);
+  if (s[at] == '-' || s[at] == '+') return std::nullopt;
+  return int_from_digits(digits, static_cast<int>(base));
 }
 
 // Python's float(text): white space around, underscores between digits, inf and nan.
@@ -54,24 +54,25 @@ std::optional<double> parse_float(const std::string& text) {
 }  // namespace
 
 // jinja2's int filter: int(value) (a string in `base`), else int(float(value)), else default.
-Value filter_int(Interpreter&, const Value& v, CallArgs& a) {
+Value filter_int(Interpreter& in, const Value& v, CallArgs& a) {
   const Value fallback = argument(a, 0, "default", Value::integer(0));
   const int64_t base = argument(a, 1, "base", Value::integer(10)).as_int();
   auto from_float = [&](double f) {
-    if (!std::isfinite(f) || std::fabs(f) >= 9.2e18) return fallback;
-    return Value::integer(static_cast<int64_t>(f));
+    if (std::isnan(f)) return fallback;  // int(nan) is a ValueError, which the filter catches
+    if (std::isinf(f)) in.fail("cannot convert float infinity to integer");  // OverflowError
+    return int_from_float(f);
   };
-  if (v.is_int()) return Value::integer(v.as_int());
+  if (v.is_int()) return v.kind() == K::kBool ? Value::integer(v.as_int()) : v;
   if (v.kind() == K::kFloat) return from_float(v.as_float());
   if (!v.is_string()) return fallback;
-  if (auto i = parse_int(v.str(), base)) return Value::integer(*i);
+  if (auto i = parse_int(v.str(), base)) return *i;
   if (auto f = parse_float(v.str())) return from_float(*f);
   return fallback;
 }
 
 Value filter_float(Interpreter&, const Value& v, CallArgs& a) {
   const Value fallback = argument(a, 0, "default", Value::number(0.0));
-  if (v.is_number()) return Value::number(v.as_float());
+  if (v.is_number()) return Value::number(v.big() ? int_to_float(v) : v.as_float());
   if (!v.is_string()) return fallback;
   const auto f = parse_float(v.str());
   return f ? Value::number(*f) : fallback;
@@ -89,20 +90,22 @@ Value filter_round(Interpreter& in, const Value& v, CallArgs& a) {
     in.fail("method must be 'common', 'ceil' or 'floor'");
   const double scale = std::pow(10.0, static_cast<double>(precision));
   if (method != "common") {
-    const double x = v.as_float() * scale;
-    return Value::number((method == "ceil" ? std::ceil(x) : std::floor(x)) / scale);
+    // math.ceil/floor(value * 10 ** precision) / 10 ** precision: the int it makes (never -0),
+    // divided as Python divides an int by an int (precision >= 0) or by a float.
+    // An int times 10 ** precision is exact, and so is its division back: float(value).
+    if (v.is_int() && precision >= 0) return Value::number(to_float(v));
+    const double x = to_float(v) * scale;
+    if (!std::isfinite(x))
+      in.fail(std::isnan(x) ? "cannot convert float NaN to integer"
+                            : "cannot convert float infinity to integer");
+    const Value whole = int_from_float(method == "ceil" ? std::ceil(x) : std::floor(x));
+    if (precision < 0) return Value::number(whole.as_float() / scale);
+    return Value::number(int_true_divide(
+        in, whole, binary_operator(in, "**", Value::integer(10), Value::integer(precision))));
   }
   if (v.is_int()) {
-    if (precision >= 0) return Value::integer(v.as_int());
-    if (precision < -18) return Value::integer(0);
-    int64_t m = 1;
-    for (int64_t k = 0; k < -precision; ++k) m *= 10;
-    int64_t q = v.as_int() / m, r = v.as_int() % m;
-    if (r < 0) r += m, --q;
-    if (2 * r > m || (2 * r == m && q % 2 != 0)) ++q;
-    int64_t out = 0;
-    if (__builtin_mul_overflow(q, m, &out)) in.fail("integer overflow (a value past 64 bits)");
-    return Value::integer(out);
+    if (precision >= 0) return v.kind() == K::kBool ? Value::integer(v.as_int()) : v;
+    return int_round(v, precision);
   }
   const double x = v.as_float();
   if (!std::isfinite(x)) return v;
@@ -113,7 +116,7 @@ Value filter_round(Interpreter& in, const Value& v, CallArgs& a) {
                   x);
     return Value::number(std::strtod(text, nullptr));
   }
-  return Value::number(std::nearbyint(x * scale) / scale);
+  return Value::number(float_round_tens(x, precision));
 }
 
 }  // namespace trainer::tokenizers::jinja

@@ -59,6 +59,12 @@ std::unique_ptr<Stmt> Parser::block(const std::vector<std::string>& ends) {
   if (name == "macro") return macro_block();
   if (name == "generation") return generation_block();
   if (name == "filter") return filter_block();
+  if (name == "with") return with_block();
+  if (name == "call") {
+    fail(
+        "call blocks ({% call %}) are not supported in chat templates here (only "
+        "{% generation %})");
+  }
   if (name == "break" || name == "continue") {
     if (loops_ == 0) fail(fmt::format("'{}' outside loop", name));
     auto s = stmt(name == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue);
@@ -123,7 +129,8 @@ std::unique_ptr<Stmt> Parser::for_block() {
   if (!skip_name("in")) fail(fmt::format("expected 'in', got {}", describe(cur())));
   s->expr = tuple_expr(false);
   if (skip_name("if")) s->condition = expression(true);
-  if (is_name("recursive")) fail("recursive loops are not supported");
+  if (is_name("recursive"))
+    fail("recursive loops ({% for ... recursive %}) are not supported in chat templates here");
   expect_block_end();
   s->body = body_with_loops(loops_ + 1, {"endfor", "else"});
   if (expect_name() == "else") {
@@ -202,6 +209,24 @@ std::unique_ptr<Stmt> Parser::generation_block() {
   ++i_;  // generation
   expect_block_end();
   s->body = body_with_loops(0, {"endgeneration"});
+  ++i_;
+  expect_block_end();
+  return s;
+}
+
+// {% with a = x, ns.b = y %}: the values are read in the enclosing scope, the names set in the
+// block's own.
+std::unique_ptr<Stmt> Parser::with_block() {
+  auto s = stmt(Stmt::Kind::kWith);
+  ++i_;  // with
+  while (cur().type != Token::Type::kBlockEnd && cur().type != Token::Type::kEnd) {
+    if (!s->assignments.empty()) expect_op(",");
+    Target t = target(false);
+    expect_op("=");
+    s->assignments.emplace_back(std::move(t), expression(true));
+  }
+  expect_block_end();
+  s->body = statements({"endwith"});
   ++i_;
   expect_block_end();
   return s;

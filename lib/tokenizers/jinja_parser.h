@@ -104,6 +104,7 @@ class Parser {
   std::unique_ptr<Stmt> macro_block();
 
   std::unique_ptr<Stmt> generation_block();
+  std::unique_ptr<Stmt> with_block();
 
   // The block's rendered text, in the filters of a set or filter block.
   ExprPtr placeholder() const {

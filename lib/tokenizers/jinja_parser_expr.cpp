@@ -4,7 +4,19 @@
 // attribute, item, slice and call.
 #include "lib/tokenizers/jinja_parser.h"
 
+#include "lib/tokenizers/jinja_int.h"
+
 namespace trainer::tokenizers::jinja {
+namespace {
+
+// An integer token's value: decimal digits, or 0x/0o/0b and the digits (the lexer's forms).
+Value integer_literal(const std::string& text) {
+  const bool radix = text.size() > 2 && (text[1] == 'x' || text[1] == 'o' || text[1] == 'b');
+  const int base = !radix ? 10 : text[1] == 'x' ? 16 : text[1] == 'o' ? 8 : 2;
+  return *int_from_digits(radix ? text.substr(2) : text, base);
+}
+
+}  // namespace
 
 ExprPtr Parser::tuple_expr(bool with_condition) {
   const int start = line();
@@ -160,7 +172,7 @@ ExprPtr Parser::primary() {
     }
     case Type::kInteger:
       ++i_;
-      e->value = Value::integer(std::stoll(t.value));
+      e->value = integer_literal(t.value);
       return e;
     case Type::kFloat:
       ++i_;
@@ -220,7 +232,7 @@ ExprPtr Parser::postfix(ExprPtr e) {
       } else if (cur().type == Type::kInteger) {
         a->kind = Expr::Kind::kItem;
         auto index = make(Expr::Kind::kLiteral);
-        index->value = Value::integer(std::stoll(t_[i_++].value));
+        index->value = integer_literal(t_[i_++].value);
         a->args.push_back(std::move(e));
         a->args.push_back(std::move(index));
         e = std::move(a);

@@ -9,6 +9,7 @@
 #include <unicode/uchar.h>
 
 #include "lib/base/utf8.h"
+#include "lib/tokenizers/jinja_int.h"
 #include "lib/tokenizers/jinja_value.h"
 
 namespace trainer::tokenizers::jinja {
@@ -188,7 +189,7 @@ std::string json_key(const Value& key) {
     case K::kBool:
       return key.as_bool() ? "true" : "false";
     case K::kInt:
-      return std::to_string(key.as_int());
+      return int_to_string(key);
     case K::kFloat:
       return json_float(key.as_float());
     case K::kNone:
@@ -222,7 +223,7 @@ void json_into(std::string& out, const Value& v, const JsonOptions& o, int depth
       out += v.as_bool() ? "true" : "false";
       break;
     case K::kInt:
-      out += std::to_string(v.as_int());
+      out += int_to_string(v);
       break;
     case K::kFloat:
       out += json_float(v.as_float());
@@ -321,13 +322,15 @@ std::string to_str(const Value& v) {
     case K::kBool:
       return v.as_bool() ? "True" : "False";
     case K::kInt:
-      return std::to_string(v.as_int());
+      return int_to_string(v);
     case K::kFloat:
       return repr_float(v.as_float());
     case K::kString:
       return v.str();
     case K::kCallable:
       return fmt::format("<function {}>", v.fn().name);
+    case K::kObject:
+      return v.obj().text;
     default: {
       std::string out;
       repr_into(out, v, 0);

@@ -16,8 +16,7 @@ namespace {
 void check_expr(const Expr& e, bool soft) {
   soft = soft || e.kind == Expr::Kind::kCondition;
   if (!soft && e.kind == Expr::Kind::kFilter && !find_filter(e.name))
-    throw TemplateError(TemplateError::Kind::kSyntax, e.line,
-                        fmt::format("no filter named '{}'", e.name));
+    throw TemplateError(TemplateError::Kind::kSyntax, e.line, missing_filter(e.name));
   if (!soft && e.kind == Expr::Kind::kTest && !find_test(e.name))
     throw TemplateError(TemplateError::Kind::kSyntax, e.line,
                         fmt::format("no test named '{}'", e.name));
@@ -33,6 +32,7 @@ void check_body(const Body& body, bool soft) {
     for (const Expr* e : {s->expr.get(), s->condition.get()})
       if (e) check_expr(*e, s->kind == Stmt::Kind::kFor ? soft : inner);
     for (const auto& d : s->defaults) check_expr(*d, soft);
+    for (const auto& assignment : s->assignments) check_expr(*assignment.second, inner);
     for (const auto& [condition, branch] : s->branches) {
       check_expr(*condition, true);
       check_body(branch, true);

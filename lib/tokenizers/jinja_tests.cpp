@@ -13,9 +13,11 @@ using K = Value::Kind;
 
 Value other(const CallArgs& args) { return argument(args, 0, "other"); }
 
-int64_t int_of(Interpreter& in, const Value& v, const char* test) {
-  if (!v.is_int()) in.fail(fmt::format("'{}' test needs an integer, not {}", test, v.type_name()));
-  return v.as_int();
+// jinja2's odd, even and divisibleby: Python's `value % divisor == remainder`.
+bool remainder_is(Interpreter& in, const Value& v, const Value& divisor, int64_t remainder) {
+  in.require_defined(v);
+  in.require_defined(divisor);
+  return equal(binary_operator(in, "%", v, divisor), Value::integer(remainder));
 }
 
 bool cased(const Value& v, bool upper) {
@@ -69,6 +71,8 @@ const Test kTests[] = {
            return v.as_int() == o.as_int() && v.as_int() >= -5 && v.as_int() <= 256;
          case K::kNamespace:
            return &v.ns() == &o.ns();
+         case K::kObject:
+           return &v.obj() == &o.obj();
          default:
            return false;
        }
@@ -76,10 +80,10 @@ const Test kTests[] = {
     {"escaped", [](Interpreter&, const Value&, CallArgs&) { return false; }},
     {"eq", [](Interpreter&, const Value& v, CallArgs& a) { return equal(v, other(a)); }},
     {"ne", [](Interpreter&, const Value& v, CallArgs& a) { return !equal(v, other(a)); }},
-    {"lt", [](Interpreter&, const Value& v, CallArgs& a) { return less(v, other(a)); }},
-    {"gt", [](Interpreter&, const Value& v, CallArgs& a) { return less(other(a), v); }},
-    {"le", [](Interpreter&, const Value& v, CallArgs& a) { return !less(other(a), v); }},
-    {"ge", [](Interpreter&, const Value& v, CallArgs& a) { return !less(v, other(a)); }},
+    {"lt", [](Interpreter&, const Value& v, CallArgs& a) { return ordered("<", v, other(a)); }},
+    {"gt", [](Interpreter&, const Value& v, CallArgs& a) { return ordered(">", v, other(a)); }},
+    {"le", [](Interpreter&, const Value& v, CallArgs& a) { return ordered("<=", v, other(a)); }},
+    {"ge", [](Interpreter&, const Value& v, CallArgs& a) { return ordered(">=", v, other(a)); }},
     {"in",
      [](Interpreter& in, const Value& v, CallArgs& a) {
        CallArgs probe;
@@ -90,16 +94,12 @@ const Test kTests[] = {
          if (equal(item, v)) return true;
        return false;
      }},
-    {"odd",
-     [](Interpreter& in, const Value& v, CallArgs&) { return int_of(in, v, "odd") % 2 != 0; }},
-    {"even",
-     [](Interpreter& in, const Value& v, CallArgs&) { return int_of(in, v, "even") % 2 == 0; }},
-    {"divisibleby",
-     [](Interpreter& in, const Value& v, CallArgs& a) {
-       const int64_t n = int_of(in, argument(a, 0, "num"), "divisibleby");
-       if (n == 0) in.fail("integer division or modulo by zero");
-       return int_of(in, v, "divisibleby") % n == 0;
-     }},
+    {"odd", [](Interpreter& in, const Value& v,
+               CallArgs&) { return remainder_is(in, v, Value::integer(2), 1); }},
+    {"even", [](Interpreter& in, const Value& v,
+                CallArgs&) { return remainder_is(in, v, Value::integer(2), 0); }},
+    {"divisibleby", [](Interpreter& in, const Value& v,
+                       CallArgs& a) { return remainder_is(in, v, argument(a, 0, "num"), 0); }},
     {"lower", [](Interpreter&, const Value& v, CallArgs&) { return cased(v, false); }},
     {"upper", [](Interpreter&, const Value& v, CallArgs&) { return cased(v, true); }},
     {"filter", [](Interpreter&, const Value& v,

@@ -85,7 +85,7 @@ std::string py_replace(Interpreter& in, std::string_view s, std::string_view old
         ++done;
       }
       if (i < cps.size()) out += encode(cps, i, i + 1);
-      in.check_size(out.size());
+      in.check_size(out.size(), "the string str.replace makes");
     }
     return out;
   }
@@ -96,12 +96,12 @@ std::string py_replace(Interpreter& in, std::string_view s, std::string_view old
     if (found == std::string_view::npos) break;
     out.append(s.substr(at, found - at));
     out.append(replacement);
-    in.check_size(out.size());
+    in.check_size(out.size(), "the string str.replace makes");
     at = found + old.size();
     ++done;
   }
   out.append(s.substr(at));
-  in.check_size(out.size());
+  in.check_size(out.size(), "the string str.replace makes");
   return out;
 }
 

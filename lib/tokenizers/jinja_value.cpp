@@ -8,6 +8,7 @@
 #include <unicode/uchar.h>
 
 #include "lib/base/utf8.h"
+#include "lib/tokenizers/jinja_int.h"
 
 namespace trainer::tokenizers::jinja {
 
@@ -55,6 +56,12 @@ Value Value::integer(int64_t i) {
   Value v;
   v.kind_ = Kind::kInt;
   v.i_ = i;
+  return v;
+}
+
+Value Value::big_integer(std::shared_ptr<const BigInt> big, int64_t saturated) {
+  Value v = integer(saturated);
+  v.p_ = std::move(big);
   return v;
 }
 
@@ -113,6 +120,13 @@ Value Value::callable(std::string name, std::function<Value(Interpreter&, CallAr
   return v;
 }
 
+Value Value::object(std::shared_ptr<const Object> object) {
+  Value v;
+  v.kind_ = Kind::kObject;
+  v.p_ = std::move(object);
+  return v;
+}
+
 Value Value::from_json(const nlohmann::ordered_json& json) {
   switch (json.type()) {
     case nlohmann::ordered_json::value_t::null:
@@ -123,7 +137,7 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
       return integer(json.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
       const auto u = json.get<uint64_t>();
-      if (u > static_cast<uint64_t>(INT64_MAX)) return number(static_cast<double>(u));
+      if (u > static_cast<uint64_t>(INT64_MAX)) return *int_from_digits(std::to_string(u), 10);
       return integer(static_cast<int64_t>(u));
     }
     case nlohmann::ordered_json::value_t::number_float:
@@ -165,6 +179,14 @@ Value::Namespace& Value::ns() const {
 }
 
 const Callable& Value::fn() const { return *static_cast<const Callable*>(p_.get()); }
+
+const Value::Object& Value::obj() const { return *static_cast<const Object*>(p_.get()); }
+
+const Value* Value::Object::find(std::string_view name) const {
+  for (const auto& [k, v] : attrs)
+    if (k == name) return &v;
+  return nullptr;
+}
 
 const std::string& Value::hint() const {
   return kind_ == Kind::kUndefined && p_ ? *static_cast<const std::string*>(p_.get())
@@ -216,6 +238,8 @@ std::string Value::type_name() const {
       return "dict";
     case Kind::kNamespace:
       return "Namespace";
+    case Kind::kObject:
+      return obj().type;
     default:
       return "function";
   }
@@ -261,10 +285,7 @@ void Value::Namespace::set(const std::string& name, Value value) {
 
 bool equal(const Value& a, const Value& b) {
   using K = Value::Kind;
-  if (a.is_number() && b.is_number()) {
-    if (a.kind() == K::kFloat || b.kind() == K::kFloat) return a.as_float() == b.as_float();
-    return a.as_int() == b.as_int();
-  }
+  if (a.is_number() && b.is_number()) return number_compare(a, b) == 0;
   const bool a_seq = a.is_sequence(), b_seq = b.is_sequence();
   if (a_seq || b_seq) {
     if (a.kind() != b.kind()) return false;  // [1] != (1,)
@@ -294,17 +315,15 @@ bool equal(const Value& a, const Value& b) {
       return &a.ns() == &b.ns();
     case K::kCallable:
       return &a.fn() == &b.fn();
+    case K::kObject:
+      return &a.obj() == &b.obj();
     default:
       return false;
   }
 }
 
 bool less(const Value& a, const Value& b) {
-  using K = Value::Kind;
-  if (a.is_number() && b.is_number()) {
-    if (a.kind() == K::kFloat || b.kind() == K::kFloat) return a.as_float() < b.as_float();
-    return a.as_int() < b.as_int();
-  }
+  if (a.is_number() && b.is_number()) return number_compare(a, b) == -1;
   if (a.is_string() && b.is_string()) return a.str() < b.str();  // UTF-8 order is code point order
   if (a.is_sequence() && a.kind() == b.kind()) {
     const List &x = a.items(), &y = b.items();

@@ -30,6 +30,7 @@ struct TemplateError : std::runtime_error {
 
 class Value;
 class Interpreter;
+struct BigInt;  // an int past 64 bits: GMP's mpz, inside jinja_int.cpp
 using List = std::vector<Value>;
 
 // What a call passes: positional and keyword arguments, in order.
@@ -57,10 +58,12 @@ class Value {
     kTuple,
     kDict,
     kNamespace,
-    kCallable
+    kCallable,
+    kObject
   };
   struct Dict;
   struct Namespace;
+  struct Object;
 
   // Undefined, with the message an operation on it fails with ("'x' is undefined").
   Value() = default;
@@ -68,6 +71,8 @@ class Value {
   static Value none();
   static Value boolean(bool b);
   static Value integer(int64_t i);
+  // An int past 64 bits (jinja_int.h makes them): `saturated` is the int64 bound nearer to it.
+  static Value big_integer(std::shared_ptr<const BigInt> big, int64_t saturated);
   static Value number(double f);
   static Value string(std::string s);
   // Throw std::invalid_argument for a value nested deeper than kMaxDepth.
@@ -76,6 +81,9 @@ class Value {
   static Value dict(std::shared_ptr<const Dict> dict);
   static Value make_namespace();
   static Value callable(std::string name, std::function<Value(Interpreter&, CallArgs&)> call);
+  // One of jinja2's own objects (a for loop's `loop`, `self`): read-only attributes, printed as
+  // `text`, named `type` in messages.
+  static Value object(std::shared_ptr<const Object> object);
   // JSON as Python's json.loads gives it (objects keep their key order).
   static Value from_json(const nlohmann::ordered_json& json);
 
@@ -89,16 +97,26 @@ class Value {
   bool is_dict() const { return kind_ == Kind::kDict; }
 
   bool as_bool() const { return b_; }
-  // An int's value (a bool's 0 or 1); 0 for anything else.
+  // An int's value (a bool's 0 or 1; an int past 64 bits: the nearer int64 bound); 0 for
+  // anything else.
   int64_t as_int() const {
     return kind_ == Kind::kBool ? (b_ ? 1 : 0) : kind_ == Kind::kInt ? i_ : 0;
   }
-  double as_float() const { return kind_ == Kind::kFloat ? f_ : static_cast<double>(as_int()); }
+  // A number as a float (an int past a float's range: an infinity; jinja_int.h's int_to_float
+  // refuses it as Python does).
+  double as_float() const {
+    return kind_ == Kind::kFloat ? f_ : big() ? big_as_float() : static_cast<double>(as_int());
+  }
+  // An int past 64 bits; nullptr for any other value.
+  const BigInt* big() const {
+    return kind_ == Kind::kInt ? static_cast<const BigInt*>(p_.get()) : nullptr;
+  }
   const std::string& str() const;  // a string's bytes (UTF-8)
   const List& items() const;       // a list's or tuple's elements
   const Dict& dict() const;
   Namespace& ns() const;
   const Callable& fn() const;
+  const Object& obj() const;
   // Undefined's message.
   const std::string& hint() const;
   int depth() const { return depth_; }
@@ -110,6 +128,8 @@ class Value {
   std::string type_name() const;
 
  private:
+  double big_as_float() const;  // jinja_int.cpp
+
   Kind kind_ = Kind::kUndefined;
   // How deep lists, tuples and dicts nest in this value (1: a scalar): a value past kMaxDepth is
   // refused when it is made, so that printing or freeing it never recurses past a bound.
@@ -135,6 +155,13 @@ struct Value::Namespace {
   std::vector<std::pair<std::string, Value>> attrs;
   const Value* find(std::string_view name) const;
   void set(const std::string& name, Value value);
+};
+
+// jinja2's LoopContext or TemplateReference, as chat templates see them.
+struct Value::Object {
+  std::string type, text;
+  std::vector<std::pair<std::string, Value>> attrs;
+  const Value* find(std::string_view name) const;
 };
 
 // Python's ==: 1 == 1.0 == True, lists and dicts by their elements; Undefined equals Undefined.
