@@ -389,7 +389,8 @@ TEST_F(BadInput, ArgumentsAreOneLineAndExitTwoInTheProgram) {
        "{trainer} trian",
        2,
        {"unknown command 'trian'", "did you mean 'train'?",
-        "train, sft, dpo, grpo, rloo, reward, evaluate, predict, plot, generate, chat, tokenize, chat-template, "
+        "train, sft, dpo, grpo, rloo, reward, evaluate, predict, plot, generate, chat, tokenize, "
+        "chat-template, "
         "merge, "
         "env, "
         "launch"}},
@@ -444,6 +445,13 @@ TEST_F(BadInput, ArgumentsAreOneLineAndExitTwoInTheProgram) {
        "{trainer} train --output_dir {out} --lr_scheduler_kwargs 3",
        2,
        {"lr_scheduler_kwargs"}},
+      // Issue 55: a phase of negative length, which Transformers' lambda runs out of order.
+      {"a warmup_stable_decay phase of negative length",
+       "{trainer} train --output_dir {out} --dataset_dir {data} --lr_scheduler_type "
+       "warmup_stable_decay --lr_scheduler_kwargs '{\"num_decay_steps\": -3}'",
+       2,
+       {"argument lr_scheduler_kwargs: num_decay_steps -3.0 is not allowed with lr_scheduler_type "
+        "warmup_stable_decay (a number of steps >= 0)"}},
   };
   for (const Row& row : rows) check(row);
 }
@@ -770,6 +778,11 @@ TEST_F(BadInput, HuggingFaceTokenizerAndLoraInputIsOneLineAndCreatesNothing) {
   const std::string backtracking =
       copy("tokenizer_gpt2", "backtracking", "tokenizer.json", tokenizer.dump());
   std::ofstream(tmp_->file("forty_a.txt")) << std::string(40, 'a') << "!\n";
+  std::ofstream(tmp_->file("format.jinja")) << "{{ '{}'.format(messages|length) }}";
+  std::ofstream(tmp_->file("grow.jinja")) << "{{ ([1] * 100000000)|length }}";
+  std::ofstream(tmp_->file("complex.jinja")) << "{{ (-8) ** (1/3) }}";
+  std::ofstream(tmp_->file("hello.jsonl")) << R"({"messages": [{"role": "user", "content": "hi"}]})"
+                                           << "\n";
   const std::string sampling =
       copy("gpt2", "do_sample_yes", "generation_config.json", R"({"do_sample": "yes"})");
   const std::string beams = copy("gpt2", "beams", "generation_config.json", R"({"num_beams": 2})");
@@ -922,6 +935,25 @@ TEST_F(BadInput, HuggingFaceTokenizerAndLoraInputIsOneLineAndCreatesNothing) {
        "{trainer} tokenize --tokenizer_name " + tok + " {tmp}/utf16.txt",
        2,
        {"trainer tokenize: FILE '{tmp}/utf16.txt' is UTF-16 text; save it as UTF-8"}},
+      // Issue 55: what a template needs that is not built is named, and a bound names what grew.
+      {"a chat template calling str.format",
+       "{trainer} chat-template --tokenizer_name " + tok + " --chat_template {tmp}/format.jinja " +
+           "{tmp}/hello.jsonl",
+       2,
+       {"{tmp}/hello.jsonl line 1: chat template {tmp}/format.jinja line 1: str.format is not "
+        "supported in chat templates here"}},
+      {"a chat template whose list grows past the bound",
+       "{trainer} chat-template --tokenizer_name " + tok + " --chat_template {tmp}/grow.jinja " +
+           "{tmp}/hello.jsonl",
+       2,
+       {"chat template {tmp}/grow.jinja line 1: a list of 1 item repeated 100,000,000 times "
+        "passes 67,108,864 bytes"}},
+      {"a chat template making a complex number",
+       "{trainer} chat-template --tokenizer_name " + tok + " --chat_template {tmp}/complex.jinja " +
+           "{tmp}/hello.jsonl",
+       2,
+       {"line 1: -8 ** 0.3333333333333333 is a complex number, which chat templates here do not "
+        "support"}},
   };
   for (Row row : rows) {
     for (std::string* text : {&row.command}) *text = expand(*text, "{out}", "{config}");
