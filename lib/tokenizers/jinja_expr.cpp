@@ -41,7 +41,8 @@ bool slice_part_ok(const Value& v) { return v.is_none() || v.is_undefined() || v
 Value repeat(Interpreter& in, const Value& seq, const Value& times) {
   if (times.big() && times.as_int() > 0) in.fail("cannot fit 'int' into an index-sized integer");
   const int64_t count = times.as_int();
-  if (count <= 0)
+  const bool empty = seq.is_string() ? seq.str().empty() : seq.items().empty();
+  if (count <= 0 || empty)  // () * 2**44 is () at once
     return seq.is_string()           ? Value::string("")
            : seq.kind() == K::kTuple ? Value::tuple({})
                                      : Value::list({});
