@@ -45,7 +45,7 @@ def train(a):
     if a.use_peft == "true":
         from peft import LoraConfig
         peft_config = LoraConfig(task_type="CAUSAL_LM", r=a.lora_r, lora_alpha=a.lora_alpha, lora_dropout=0.0)
-    args = DPOConfig(output_dir=a.output_dir, use_cpu=True, bf16=False, gradient_checkpointing=False,
+    args = DPOConfig(output_dir=a.output_dir, use_cpu=True, bf16=a.bf16 == "true", gradient_checkpointing=False,
                      max_length=a.max_length, per_device_train_batch_size=a.per_device_train_batch_size,
                      max_steps=a.max_steps, learning_rate=a.learning_rate, beta=a.beta,
                      loss_type=a.loss_type.split(","), logging_steps=10, seed=42, report_to="none",
@@ -75,6 +75,7 @@ def main():
     t.add_argument("--loss_type", default="sigmoid")
     t.add_argument("--threads", type=int, default=torch.get_num_threads())
     t.add_argument("--use_peft", choices=("true", "false"), default="false")
+    t.add_argument("--bf16", choices=("true", "false"), default="false")
     t.add_argument("--lora_r", type=int, default=8)
     t.add_argument("--lora_alpha", type=float, default=16)
     a = parser.parse_args()

@@ -42,7 +42,7 @@ def train(a):
     torch.set_num_threads(a.threads)
     with open(a.train_file, encoding="utf-8") as f:
         data = Dataset.from_list([json.loads(line) for line in f if line.strip()])
-    args = SFTConfig(output_dir=a.output_dir, use_cpu=True, bf16=False, gradient_checkpointing=False,
+    args = SFTConfig(output_dir=a.output_dir, use_cpu=True, bf16=a.bf16 == "true", gradient_checkpointing=False,
                      max_length=a.max_length, packing=a.packing == "true",
                      per_device_train_batch_size=a.per_device_train_batch_size, max_steps=a.max_steps,
                      learning_rate=a.learning_rate, logging_steps=10, report_to="none", save_strategy="no",
@@ -70,6 +70,7 @@ def main():
     t.add_argument("--max_steps", type=int, default=20)
     t.add_argument("--learning_rate", type=float, default=1e-4)
     t.add_argument("--threads", type=int, default=torch.get_num_threads())
+    t.add_argument("--bf16", choices=("true", "false"), default="false")
     a = parser.parse_args()
     if a.command == "build":
         build(a.out, a.fixtures)
