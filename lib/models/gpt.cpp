@@ -126,7 +126,7 @@ Gpt::Gpt(const GptConfig& config) : config_(config) {
 }
 
 torch::Tensor Gpt::logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
-  return F::linear(hidden_states(input_ids, attention_mask), transformer->wte->weight);
+  return torch::linear(hidden_states(input_ids, attention_mask), transformer->wte->weight);
 }
 
 torch::Tensor Gpt::hidden_states(const torch::Tensor& input_ids,

@@ -255,7 +255,7 @@ torch::Tensor HfCausalLM::classifier_logits(const torch::Tensor& input_ids,
   }
   const torch::Tensor hidden = hidden_states(input_ids, attention_mask, nullptr, position_ids);
   const torch::Tensor rows = torch::arange(B, last.options().dtype(torch::kLong));
-  return torch::nn::functional::linear(hidden.index({rows, last}), score_weight_);
+  return torch::linear(hidden.index({rows, last}), score_weight_);
 }
 
 ModelOutput HfCausalLM::classifier_outputs(const data::Batch& inputs) {
@@ -344,7 +344,7 @@ torch::Tensor HfCausalLM::lm_logits(const torch::Tensor& hidden) const {
   if (config_.sequence_classification) {
     throw std::logic_error("lm_logits of a sequence classifier (it has no language model head)");
   }
-  torch::Tensor out = torch::nn::functional::linear(hidden, output_weight());
+  torch::Tensor out = torch::linear(hidden, output_weight());
   if (config_.final_logit_softcapping > 0) {
     const double cap = config_.final_logit_softcapping;
     out = torch::tanh(out / cap) * cap;

@@ -30,8 +30,10 @@ struct Weights : torch::nn::Module {
 // Linear as nn.Linear stores it: weight [out, in]; room for a LoRA adapter.
 struct Linear : Weights, LoraHost {
   Linear(int64_t in, int64_t out, bool with_bias) : Weights({out, in}, with_bias ? out : 0) {}
+  // aten::linear (as Transformers' nn.Linear): autocast caches its cast of the weight for the
+  // region, where F::linear's weight.t() is a view it casts again at every call (linear.h).
   Tensor operator()(const Tensor& x) const {
-    return add_lora(x, torch::nn::functional::linear(x, weight, bias), is_training());
+    return add_lora(x, torch::linear(x, weight, bias), is_training());
   }
   Tensor host_weight() const override { return weight; }
   Tensor host_bias() const override { return bias; }

@@ -45,8 +45,11 @@ class LoraHost {
 class LinearImpl : public torch::nn::LinearImpl, public LoraHost {
  public:
   using torch::nn::LinearImpl::LinearImpl;
+  // aten::linear, not the C++ frontend's F::linear: that one multiplies by weight.t(), a view,
+  // which autocast never caches, so a bf16 forward cast every weight again at every call (each
+  // decoding step of a generation); aten::linear casts the weight itself, once per autocast region.
   torch::Tensor forward(const torch::Tensor& x) {
-    return add_lora(x, torch::nn::LinearImpl::forward(x), is_training());
+    return add_lora(x, torch::linear(x, weight, bias), is_training());
   }
   torch::Tensor host_weight() const override { return weight; }
   torch::Tensor host_bias() const override { return bias; }
@@ -58,8 +61,7 @@ inline torch::Tensor LoraHost::add_lora(const torch::Tensor& x, const torch::Ten
   if (!lora || !lora->enabled) return y;
   torch::Tensor h = x.scalar_type() == lora->A.scalar_type() ? x : x.to(lora->A.scalar_type());
   if (training && lora->dropout > 0) h = torch::dropout(h, lora->dropout, true);
-  namespace F = torch::nn::functional;
-  torch::Tensor delta = F::linear(F::linear(h, lora->A), lora->B) * lora->scaling;
+  torch::Tensor delta = torch::linear(torch::linear(h, lora->A), lora->B) * lora->scaling;
   return delta.scalar_type() == y.scalar_type() ? y + delta : (y + delta).to(y.scalar_type());
 }
 

@@ -65,7 +65,7 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
       const Tensor h = hidden.slice(0, start, end);
       const Tensor t = labels.slice(0, start, end);
       // As the plain path: linear (in autocast's type where it is on), the cap, then float32.
-      Tensor z = torch::nn::functional::linear(h, weight);
+      Tensor z = torch::linear(h, weight);
       if (softcap > 0) z = torch::tanh(z / softcap) * softcap;
       const Tensor zf = z.to(torch::kFloat);
       Tensor logp = torch::log_softmax(zf, 1);
@@ -154,7 +154,7 @@ struct TokenLogProbs : torch::autograd::Function<TokenLogProbs> {
     for (int64_t start = 0; start < N; start += rows) {
       const int64_t end = std::min(N, start + rows);
       const Tensor t = labels.slice(0, start, end);
-      Tensor z = torch::nn::functional::linear(hidden.slice(0, start, end), weight);
+      Tensor z = torch::linear(hidden.slice(0, start, end), weight);
       z_type = z.scalar_type();
       if (softcap > 0) z = torch::tanh(z / softcap) * softcap;
       Tensor zf = z.to(torch::kFloat);
@@ -194,7 +194,7 @@ struct TokenLogProbs : torch::autograd::Function<TokenLogProbs> {
       const int64_t end = std::min(N, start + rows);
       const Tensor h = hidden.slice(0, start, end);
       const Tensor t = labels.slice(0, start, end);
-      Tensor z = torch::nn::functional::linear(h.to(z_type), w);
+      Tensor z = torch::linear(h.to(z_type), w);
       if (softcap > 0) z = torch::tanh(z / softcap) * softcap;
       const Tensor zf = z.to(torch::kFloat);
       // g (onehot - softmax(z / temperature)) / temperature, through the cap's
