@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -61,12 +62,30 @@ std::string describe(const Value& v) {
                      base::thousands(static_cast<int64_t>(mpz_sizeinbase(big->z, 2))));
 }
 
-void check_bits(const Interpreter& in, double bits, const std::string& what) {
+// `what` is called only for the message of a refusal: the checks that pass format nothing.
+template <typename What>
+void check_bits(const Interpreter& in, double bits, const What& what) {
   if (bits > static_cast<double>(kMaxIntBits)) {
-    in.fail(fmt::format("{} passes {} bits (an integer that large is refused)", what,
+    in.fail(fmt::format("{} passes {} bits (an integer that large is refused)", what(),
                         base::thousands(kMaxIntBits)),
             TemplateError::Kind::kLimit);
   }
+}
+
+// a op b on two int64s where the result fits one (Python's floor for // and %): the common case,
+// without GMP.
+std::optional<int64_t> small_arithmetic(std::string_view op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (op == "+") return __builtin_add_overflow(a, b, &r) ? std::nullopt : std::optional(r);
+  if (op == "-") return __builtin_sub_overflow(a, b, &r) ? std::nullopt : std::optional(r);
+  if (op == "*") return __builtin_mul_overflow(a, b, &r) ? std::nullopt : std::optional(r);
+  if (b == 0 || (a == INT64_MIN && b == -1)) return std::nullopt;
+  int64_t q = a / b, m = a % b;
+  if (m != 0 && ((m < 0) != (b < 0))) {
+    --q;
+    m += b;
+  }
+  return op == "//" ? q : m;
 }
 
 // Correctly rounded (glibc's strtod of the hexadecimal digits is); an infinity past the range.
@@ -83,6 +102,9 @@ double to_double(const mpz_t z) {
 double Value::big_as_float() const { return to_double(big()->z); }
 
 Value int_arithmetic(Interpreter& in, std::string_view op, const Value& a, const Value& b) {
+  if (!a.big() && !b.big()) {
+    if (auto r = small_arithmetic(op, a.as_int(), b.as_int())) return Value::integer(*r);
+  }
   Z x(a), y(b), r;
   if (op == "+") {
     mpz_add(r.z, x.z, y.z);
@@ -90,7 +112,7 @@ Value int_arithmetic(Interpreter& in, std::string_view op, const Value& a, const
     mpz_sub(r.z, x.z, y.z);
   } else if (op == "*") {
     check_bits(in, static_cast<double>(x.bits() + y.bits()),
-               fmt::format("{} * {}", describe(a), describe(b)));
+               [&] { return fmt::format("{} * {}", describe(a), describe(b)); });
     mpz_mul(r.z, x.z, y.z);
   } else if (op == "//") {
     mpz_fdiv_q(r.z, x.z, y.z);
@@ -98,13 +120,12 @@ Value int_arithmetic(Interpreter& in, std::string_view op, const Value& a, const
     mpz_fdiv_r(r.z, x.z, y.z);
   }
   check_bits(in, static_cast<double>(r.bits()),
-             fmt::format("{} {} {}", describe(a), op, describe(b)));
+             [&] { return fmt::format("{} {} {}", describe(a), op, describe(b)); });
   return make(r);
 }
 
 Value int_power(Interpreter& in, const Value& a, const Value& b) {
   Z x(a), e(b), r;
-  const std::string what = fmt::format("{} ** {}", describe(a), describe(b));
   if (mpz_cmpabs_ui(x.z, 1) <= 0) {  // 0, 1 and -1 stay small whatever the exponent
     if (mpz_sgn(x.z) == 0) return Value::integer(mpz_sgn(e.z) == 0 ? 1 : 0);
     if (mpz_sgn(x.z) > 0 || mpz_even_p(e.z)) return Value::integer(1);
@@ -113,7 +134,8 @@ Value int_power(Interpreter& in, const Value& a, const Value& b) {
   long exponent_of_two = 0;
   const double mantissa = std::fabs(mpz_get_d_2exp(&exponent_of_two, x.z));
   const double log2_base = static_cast<double>(exponent_of_two) + std::log2(mantissa);
-  check_bits(in, mpz_get_d(e.z) * log2_base, what);
+  check_bits(in, mpz_get_d(e.z) * log2_base,
+             [&] { return fmt::format("{} ** {}", describe(a), describe(b)); });
   mpz_pow_ui(r.z, x.z, mpz_get_ui(e.z));
   return make(r);
 }
