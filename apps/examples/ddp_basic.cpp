@@ -2,7 +2,7 @@
 // epoch over this rank's share of Fashion-MNIST, cleanup, and the test accuracy gathered over all
 // ranks. Runs under `trainer launch --nproc-per-node 2 build/bin/ddp_basic`, torchrun, or alone.
 //   ddp_basic [--dataset-dir DIR] [--max-train-samples N] [--batch-size B] [--bucket-cap-mb MB]
-//             [--threads T] [--overlap 0|1]
+//             [--threads T] [--overlap 0|1] [--shared-memory 0|1]
 // Prints the accuracy and, on rank 0, the training throughput in samples per second.
 #include <chrono>
 #include <cstdio>
@@ -29,6 +29,7 @@ struct Options {
   int64_t batch_size = 64;
   double bucket_cap_mb = 25;
   bool overlap = true;
+  bool shared_memory = true;
   int threads = 0;
 };
 
@@ -51,10 +52,12 @@ Options parse(int argc, char** argv) {
           examples::integer_arg(flag, value, 0, 1024, "an integer from 0 (default) to 1024"));
     else if (flag == "--overlap")
       o.overlap = examples::integer_arg(flag, value, 0, 1, "0 or 1") == 1;
+    else if (flag == "--shared-memory")
+      o.shared_memory = examples::integer_arg(flag, value, 0, 1, "0 or 1") == 1;
     else
       throw InputError("unknown option " + flag +
                        " (allowed: --dataset-dir, --max-train-samples, --batch-size, "
-                       "--bucket-cap-mb, --threads, --overlap)");
+                       "--bucket-cap-mb, --threads, --overlap, --shared-memory)");
   }
   return o;
 }
@@ -80,6 +83,7 @@ void train_ddp(const Options& o) {
   auto model = std::make_shared<models::BasicNet>();
   dist::DdpOptions ddp_options;
   ddp_options.bucket_cap_mb = o.bucket_cap_mb;
+  ddp_options.shared_memory = o.shared_memory;  // 0: Gloo's sockets for the gradients
   if (!o.overlap) {
     // One bucket for every gradient: its all-reduce can only start once backward has finished.
     ddp_options.bucket_cap_mb = ddp_options.first_bucket_cap_mb = 1 << 20;

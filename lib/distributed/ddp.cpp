@@ -11,6 +11,7 @@
 #include "lib/base/text.h"
 #include "lib/distributed/c10d.h"
 #include "lib/distributed/process_group.h"
+#include "lib/distributed/shm_all_reduce.h"
 #include "lib/runtime/allocator.h"
 #include "lib/runtime/torch_logs.h"
 
@@ -31,6 +32,37 @@ torch::Tensor to_bytes(const std::string& text) {
   std::memcpy(t.data_ptr(), text.data(), text.size());
   return t;
 }
+
+// DDP's communication hook over a shared-memory segment: a float32 bucket is averaged there, in
+// place, before the hook returns (the other rank is at the same bucket: backward's order is the
+// same on every rank); a bucket of another type goes through the group's all-reduce, then is
+// divided, as PyTorch's allreduce_hook.
+class SharedMemoryHook : public c10d::CommHookInterface {
+ public:
+  SharedMemoryHook(std::unique_ptr<SharedMemoryAllReduce> all_reduce,
+                   c10::intrusive_ptr<c10d::ProcessGroup> group)
+      : all_reduce_(std::move(all_reduce)), group_(std::move(group)) {}
+
+  c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
+    torch::Tensor& buffer = bucket.getBufferRef();
+    if (buffer.scalar_type() == torch::kFloat && buffer.is_cpu() && buffer.is_contiguous()) {
+      all_reduce_->mean(buffer.data_ptr<float>(), static_cast<size_t>(buffer.numel()));
+    } else {
+      buffer.div_(group_->getSize());
+      std::vector<torch::Tensor> tensors = {buffer};
+      group_->allreduce(tensors)->wait();
+    }
+    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+    done->markCompleted(c10::IValue(buffer));
+    return done;
+  }
+
+  torch::Tensor parseHookResult(const c10::IValue& result) override { return result.toTensor(); }
+
+ private:
+  std::unique_ptr<SharedMemoryAllReduce> all_reduce_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+};
 
 }  // namespace
 
@@ -108,6 +140,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<models::Model> 
   reducer_ =
       compat::make_reducer(params, buckets, group, cap, first_cap, options_.find_unused_parameters);
   if (options_.static_graph) reducer_->set_static_graph();
+  if (options_.shared_memory) {
+    if (auto all_reduce = shared_memory_all_reduce()) {
+      reducer_->register_comm_hook(
+          std::make_unique<SharedMemoryHook>(std::move(all_reduce), group));
+      shares_memory_ = true;
+    }
+  }
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;

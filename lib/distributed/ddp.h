@@ -27,6 +27,10 @@ struct DdpOptions {
   // learns which after the first and needs no search for unused ones (Transformers'
   // ddp_static_graph).
   bool static_graph = false;
+  // When every rank runs on this machine over Gloo, the gradients are averaged through a
+  // shared-memory segment instead of Gloo's sockets (the same sums: each gradient divided by the
+  // world size, then added in rank order). False keeps Gloo's all-reduce.
+  bool shared_memory = true;
 };
 
 // A data-parallel wrapper whose backward synchronises gradients unless told not to (no_sync).
@@ -55,6 +59,9 @@ class DistributedDataParallel : public models::ModelWrapper, public GradSync {
   // bucket until the first backward has shown the order gradients become ready in, then buckets
   // of first_bucket_cap_mb and bucket_cap_mb in that order.
   std::vector<int64_t> bucket_sizes() const;
+  // Whether float32 gradients are averaged through shared memory (DdpOptions::shared_memory, and
+  // every rank on this machine over Gloo).
+  bool shares_memory() const { return shares_memory_; }
   std::shared_ptr<models::Model> module_ptr() const { return wrapped_; }
 
   // While a NoSync lives, backward accumulates gradients locally without communication (for
@@ -88,6 +95,7 @@ class DistributedDataParallel : public models::ModelWrapper, public GradSync {
 
   DdpOptions options_;
   std::shared_ptr<c10d::Reducer> reducer_;
+  bool shares_memory_ = false;
   int64_t iterations_ = 0;  // forwards with gradients synchronised (PyTorch's num_iterations)
   bool require_backward_grad_sync_ = true;
 };

@@ -2,6 +2,7 @@
 // collectives that fail with a clear DistError instead of hanging past the timeout.
 #include "lib/distributed/process_group.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "lib/base/text.h"
 #include "lib/distributed/c10d.h"
 #include "lib/distributed/launcher_network.h"
+#include "lib/distributed/shm_all_reduce.h"
 #include "lib/runtime/error_text.h"
 #include "lib/runtime/torch_logs.h"
 
@@ -226,6 +228,26 @@ c10::intrusive_ptr<c10d::ProcessGroup> default_group() {
     throw std::logic_error(
         "the default process group is not initialised (call init_process_group)");
   return g_state->group;
+}
+
+std::unique_ptr<SharedMemoryAllReduce> shared_memory_all_reduce() {
+  if (!g_state || g_state->backend != "gloo") return nullptr;
+  // Each segment its own keys: every rank makes them in the same order.
+  static std::atomic<uint64_t> made{0};
+  const c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::PrefixStore>(
+      fmt::format("shm_all_reduce/{}", made++), g_state->store);
+  SharedMemoryAllReduce::Exchange exchange;
+  exchange.publish = [store](const std::string& key, const std::string& value) {
+    store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+  };
+  exchange.read = [store](const std::string& key) {
+    std::vector<uint8_t> value = store->get(key);  // waits up to the store's timeout
+    return std::string(value.begin(), value.end());
+  };
+  return guarded("the shared-memory all-reduce's setup", [&] {
+    return SharedMemoryAllReduce::create(g_state->env.rank, g_state->env.world_size,
+                                         g_state->timeout, exchange);
+  });
 }
 
 void barrier() {

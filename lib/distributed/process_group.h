@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -94,5 +95,10 @@ std::vector<torch::Tensor> gather(const torch::Tensor& input, int dst = 0);
 
 // The default group, for DistributedDataParallel. Throws std::logic_error when not initialised.
 c10::intrusive_ptr<c10d::ProcessGroup> default_group();
+
+class SharedMemoryAllReduce;
+// Collective: a shared-memory all-reduce of the default group's ranks (shm_all_reduce.h) when the
+// group is Gloo's and every rank shares this machine; else null on every rank.
+std::unique_ptr<SharedMemoryAllReduce> shared_memory_all_reduce();
 
 }  // namespace trainer::dist

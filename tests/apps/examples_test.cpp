@@ -78,6 +78,8 @@ TEST(Examples, BadArgumentsAreOneLineAndExitTwo) {
        "custom_loss: error: NUM_PROCESSES 2.5 is not allowed (an integer from 1 to 1024)"},
       {testing::kDdpBasicBin + " --overlap yes",
        "ddp_basic: error: --overlap yes is not allowed (0 or 1)"},
+      {testing::kDdpBasicBin + " --shared-memory 2",
+       "ddp_basic: error: --shared-memory 2 is not allowed (0 or 1)"},
   };
   for (const auto& c : cases) {
     auto result = run(c.command);

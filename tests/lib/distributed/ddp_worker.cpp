@@ -2,7 +2,8 @@
 //   ddp_worker train --steps N --batch B [--accumulation A] --out FILE   DDP training on 2,560
 //       synthetic examples in float64, checked
 //       after every step to have identical parameters on every rank; rank 0 saves them to FILE
-//       and, with --print-buckets 1, prints the DDP bucket sizes before each step
+//       and, with --print-buckets 1, prints the DDP bucket sizes before each step; --float32 1
+//       trains in float32, --shared-memory 0 keeps Gloo's all-reduce for the gradients
 //   ddp_worker env                       joins the group, runs each collective, prints its place
 //   ddp_worker hang --pid-dir DIR        writes its pid and a child's pid, then sleeps
 //   ddp_worker skip --timeout-ms T       rank 1 never joins an all_reduce that rank 0 starts
@@ -53,6 +54,9 @@ int train(int argc, char** argv) {
   int accumulation = std::stoi(flag(argc, argv, "--accumulation", "1"));
   std::string out = flag(argc, argv, "--out", "");
   bool print_buckets = flag(argc, argv, "--print-buckets", "0") == "1";
+  const bool float32 = flag(argc, argv, "--float32", "0") == "1";
+  dist::DdpOptions options;
+  options.shared_memory = flag(argc, argv, "--shared-memory", "1") == "1";
   dist::init_process_group();
   int rank = dist::get_rank(), world = dist::get_world_size();
 
@@ -68,9 +72,11 @@ int train(int argc, char** argv) {
   torch::manual_seed(rank + 100);  // different initial weights: DDP must broadcast rank 0's
   auto model = std::make_shared<models::BasicNet>();
   // In float64 the comparison with other batch splits sees DDP's arithmetic, not float32 rounding
-  // amplified by Adam.
-  model->to(torch::kDouble);
-  auto ddp = std::make_shared<dist::DistributedDataParallel>(model);
+  // amplified by Adam (float64 buckets go through Gloo; float32 ones through shared memory).
+  const auto type = float32 ? torch::kFloat : torch::kDouble;
+  model->to(type);
+  auto ddp = std::make_shared<dist::DistributedDataParallel>(model, options);
+  if (rank == 0) std::printf("shared memory %d\n", ddp->shares_memory() ? 1 : 0);
   ddp->eval();  // dropout off, so runs with different batch splits can be compared exactly
   torch::optim::AdamW optimizer(ddp->parameters(), torch::optim::AdamWOptions(1e-3));
 
@@ -84,7 +90,7 @@ int train(int argc, char** argv) {
     for (int micro = 0; micro < accumulation; ++micro) {
       data::Batch b = loader.batch(batch_index++);
       auto run = [&] {
-        torch::Tensor x = b.at("x").to(torch::kDouble);
+        torch::Tensor x = b.at("x").to(type);
         torch::Tensor loss = torch::nll_loss(ddp->forward(x), b.at("labels")) / accumulation;
         loss.backward();
       };
