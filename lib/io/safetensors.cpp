@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -60,12 +61,37 @@ uint32_t crc32_of(uint32_t crc, const char* data, uint64_t size) {
   return crc;
 }
 
+// The live mappings of map_safetensors (address -> size), which release_mapped_pages may act on.
+std::mutex& mappings_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::map<uintptr_t, size_t>& live_mappings() {
+  static std::map<uintptr_t, size_t> mappings;
+  return mappings;
+}
+
 // A read-only mapping of a whole file, unmapped when the last tensor pointing into it goes.
 struct Mapping {
   void* address = MAP_FAILED;
   size_t size = 0;
+  void map(int fd, size_t bytes) {
+    size = bytes;
+    // Private and writable: pages stay the page cache's, shared by every process that maps the
+    // file, until one writes to a tensor; that page then becomes its own copy (nothing crashes,
+    // nothing reaches the file).
+    address = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (address == MAP_FAILED) return;
+    std::lock_guard<std::mutex> lock(mappings_mutex());
+    live_mappings()[reinterpret_cast<uintptr_t>(address)] = size;
+  }
   ~Mapping() {
-    if (address != MAP_FAILED) ::munmap(address, size);
+    if (address == MAP_FAILED) return;
+    {
+      std::lock_guard<std::mutex> lock(mappings_mutex());
+      live_mappings().erase(reinterpret_cast<uintptr_t>(address));
+    }
+    ::munmap(address, size);
   }
 };
 
@@ -122,11 +148,7 @@ MappedSafetensors map_safetensors(const std::string& path, bool checksum) {
   struct stat info {};
   auto mapping = std::make_shared<Mapping>();
   if (::fstat(fd, &info) == 0 && info.st_size > 0) {
-    mapping->size = static_cast<size_t>(info.st_size);
-    // Private and writable: pages stay the page cache's, shared by every process that maps the
-    // file, until one writes to a tensor; that page then becomes its own copy (nothing crashes,
-    // nothing reaches the file).
-    mapping->address = ::mmap(nullptr, mapping->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    mapping->map(fd, static_cast<size_t>(info.st_size));
   }
   int error = errno;
   ::close(fd);
@@ -148,6 +170,22 @@ MappedSafetensors map_safetensors(const std::string& path, bool checksum) {
     result.data_crc32 = crc32_of(0, bytes + header.data_start, mapping->size - header.data_start);
   }
   return result;
+}
+
+void release_mapped_pages(const torch::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.has_storage()) return;
+  const auto begin = reinterpret_cast<uintptr_t>(tensor.storage().data());
+  const uintptr_t end = begin + tensor.storage().nbytes();
+  std::lock_guard<std::mutex> lock(mappings_mutex());
+  auto it = live_mappings().upper_bound(begin);
+  if (it == live_mappings().begin()) return;
+  --it;
+  if (end > it->first + it->second) return;  // not (wholly) inside a mapping
+  // Only the pages the tensor's bytes fill alone: a page shared with a neighbour stays.
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = end / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 uint32_t data_crc32(const NamedTensors& tensors) {
@@ -244,7 +282,7 @@ NamedTensors state_dict(const torch::nn::Module& module) {
 }
 
 void load_state_dict(torch::nn::Module& module, const NamedTensors& tensors,
-                     const std::string& source) {
+                     const std::string& source, const LoadCheck& check) {
   std::map<std::string, torch::Tensor> by_name(tensors.begin(), tensors.end());
   auto targets = state_dict(module);
   for (const auto& [name, target] : targets) {
@@ -265,7 +303,12 @@ void load_state_dict(torch::nn::Module& module, const NamedTensors& tensors,
     }
   }
   torch::NoGradGuard no_grad;
-  for (auto& [name, target] : targets) target.copy_(by_name.at(name));
+  for (auto& [name, target] : targets) {
+    const torch::Tensor& from = by_name.at(name);
+    if (check) check(name, from);
+    target.copy_(from);
+    release_mapped_pages(from);
+  }
 }
 
 }  // namespace trainer::io

@@ -2,6 +2,7 @@
 // data_offsets, raw little-endian data), so Python's `safetensors` loads what we save and back.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -70,9 +71,22 @@ NamedTensors map_model_weights(const std::string& dir);
 // A module's parameters and buffers under PyTorch's names (conv1.weight, ...).
 NamedTensors state_dict(const torch::nn::Module& module);
 
-// Copies `tensors` into the module's parameters and buffers. Every name must match with the
-// same shape, and none may be missing or extra; throws InputError naming the first mismatch.
+// A check of one tensor before load_state_dict copies it (it throws to refuse the tensor).
+using LoadCheck = std::function<void(const std::string& name, const torch::Tensor& tensor)>;
+
+// Copies `tensors` into the module's parameters and buffers, one at a time: `check` first, then
+// the copy, then the tensor's pages leave this process's memory where it is a tensor of
+// map_safetensors (release_mapped_pages), so that a model is never whole twice in memory. Every
+// name must match with the same shape, and none may be missing or extra; throws InputError
+// naming the first mismatch before anything is copied.
 void load_state_dict(torch::nn::Module& module, const NamedTensors& tensors,
-                     const std::string& source);
+                     const std::string& source, const LoadCheck& check = nullptr);
+
+// For a tensor of map_safetensors whose values have been read (copied elsewhere): the pages only
+// its bytes fill leave this process's resident memory (madvise MADV_DONTNEED; the file's pages
+// stay in the page cache, and reading the tensor again maps them back). A page written to through
+// the tensor would go back to the file's bytes: call it only on tensors nothing wrote to. Any
+// other tensor is left alone.
+void release_mapped_pages(const torch::Tensor& tensor);
 
 }  // namespace trainer::io

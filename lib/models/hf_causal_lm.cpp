@@ -370,7 +370,10 @@ torch::Dtype HfCausalLM::dtype() const {
   return torch::kFloat;
 }
 
+thread_local bool NoInitWeights::active_ = false;
+
 void HfCausalLM::init_weights() {
+  if (NoInitWeights::active()) return;
   torch::NoGradGuard no_grad;
   const double std = config_.initializer_range;
   const double residual_std = std / std::sqrt(2.0 * static_cast<double>(config_.num_hidden_layers));

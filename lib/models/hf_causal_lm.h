@@ -160,4 +160,20 @@ class HfCausalLM : public Model {
 // distribution, from LibTorch's default generator), in float32.
 std::shared_ptr<HfCausalLM> make_hf_causal_lm(const HfConfig& config);
 
+// Transformers' no_init_weights: while one lives (on this thread), the models made skip
+// init_weights, their parameters left as allocated (uninitialised, untouched memory) for a
+// checkpoint's weights to fill; the random draws are not spent either.
+class NoInitWeights {
+ public:
+  NoInitWeights() : previous_(active_) { active_ = true; }
+  ~NoInitWeights() { active_ = previous_; }
+  NoInitWeights(const NoInitWeights&) = delete;
+  NoInitWeights& operator=(const NoInitWeights&) = delete;
+  static bool active() { return active_; }
+
+ private:
+  bool previous_;
+  static thread_local bool active_;
+};
+
 }  // namespace trainer::models

@@ -179,15 +179,22 @@ std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir, const HfConfig
   io::NamedTensors weights = read_hf_weights(dir, config);
   if (config.sequence_classification) classifier_weights(dir, config, weights);
   check_weights_fit_config(dir, config, weights);
-  for (const auto& [name, tensor] : weights) {
-    if (!torch::isfinite(tensor).all().item<bool>()) {
+  torch::NoGradGuard no_grad;
+  std::shared_ptr<HfCausalLM> model;
+  {
+    // Every parameter is read below: the model is allocated, never drawn at random, and its
+    // float32 memory, untouched, costs nothing before it becomes `type`.
+    NoInitWeights no_init;
+    model = make_hf_causal_lm(config);
+  }
+  model->to(type);
+  // Tensor by tensor, each checked, copied and its file pages released: the model and its
+  // checkpoint are never whole in memory together.
+  io::load_state_dict(*model, weights, dir, [&](const std::string& name, const torch::Tensor& t) {
+    if (!torch::isfinite(t).all().item<bool>()) {
       throw InputError(fmt::format("{}: tensor '{}' holds NaN or infinite values", dir, name));
     }
-  }
-  torch::NoGradGuard no_grad;
-  auto model = make_hf_causal_lm(config);
-  model->to(type);
-  io::load_state_dict(*model, weights, dir);
+  });
   return model;
 }
 
