@@ -392,8 +392,8 @@ std::shared_ptr<models::Model> with_lora(const TrainingArguments& args,
           config.modules_to_save.end()) {
     config.modules_to_save.push_back("score");
   }
-  // Transformers' from_pretrained draws nothing: PEFT's adapters are the first draws after
-  // set_seed(seed) (our loading initialised the layers first), so they start as PEFT's would.
+  // Transformers' from_pretrained draws nothing (nor does our load, under NoInitWeights): PEFT's
+  // adapters are the first draws after set_seed(seed), so they start as PEFT's would.
   if (hf) torch::manual_seed(static_cast<uint64_t>(args.seed()));
   auto peft = std::make_shared<models::PeftModel>(model, config);
   // The base's tokenizer goes with the adapter; its config.json does not (the folder is an

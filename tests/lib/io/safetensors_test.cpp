@@ -63,6 +63,36 @@ TEST(Safetensors, StateDictRoundTripIntoAFreshModel) {
   for (const auto& item : pa) EXPECT_TRUE(torch::equal(item.value(), pb[item.key()]));
 }
 
+// This process's resident pages of mapped files, in KiB.
+int64_t rss_file_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("RssFile:", 0) == 0) return std::stoll(line.substr(8));
+  }
+  return -1;
+}
+
+TEST(Safetensors, AMappedTensorsPagesLeaveMemoryAndReadBackTheSame) {
+  TempDir dir;
+  torch::manual_seed(3);
+  const torch::Tensor big = torch::randn({4, 1 << 20});  // 16 MiB
+  save_safetensors(dir.file("m.safetensors"), {{"small", torch::ones({3})}, {"big", big}});
+  MappedSafetensors mapped = map_safetensors(dir.file("m.safetensors"));
+  const torch::Tensor& in_file = mapped.tensors[1].second;
+  const double sum = in_file.sum().item<double>();  // every page read: resident
+  const int64_t before = rss_file_kib();
+  release_mapped_pages(in_file);
+  const int64_t after = rss_file_kib();
+  EXPECT_GT(before - after, 15 * 1024) << before << " -> " << after;
+  EXPECT_TRUE(torch::equal(in_file, big));  // mapped back from the file
+  EXPECT_EQ(in_file.sum().item<double>(), sum);
+  // A tensor of its own memory is left alone.
+  torch::Tensor own = big.clone();
+  release_mapped_pages(own);
+  EXPECT_TRUE(torch::equal(own, big));
+}
+
 TEST(Safetensors, StateDictMismatchesAreNamed) {
   auto model = models::make_model("basic_net");
   NamedTensors tensors = state_dict(*model);

@@ -3,6 +3,7 @@
 // on the same ids, with and without an attention mask; bf16 and sharded folders load; bad folders
 // and configs are one line; the KV cache gives the uncached logits; the config alone gives the
 // folder's tensors and Transformers' defaults.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -220,6 +221,35 @@ TEST(HfModels, Bf16FolderLoadsInBf16AsFromPretrainedAutoAndConvertsOnRequest) {
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_TRUE(torch::equal(a[i].second, b[i].second.to(torch::kBFloat16).to(torch::kFloat)))
         << a[i].first;
+  }
+}
+
+TEST(HfModels, LoadingDrawsNothingAndRefusesNonFiniteWeights) {
+  NEED_FIXTURES();
+  // As from_pretrained under no_init_weights: the generator is where the load found it.
+  torch::manual_seed(7);
+  const torch::Tensor expected = torch::rand({4});
+  torch::manual_seed(7);
+  models::load_hf_model(fixtures + "/llama");
+  EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
+  // A NaN or an infinity in a float32 or a bf16 file (its exponent bits read in place) is one
+  // InputError naming the tensor.
+  const float bad_values[] = {std::nanf(""), INFINITY, -INFINITY};
+  for (const std::string name : {"llama", "llama_bf16"}) {
+    for (float bad : bad_values) {
+      testing::TempDir dir;
+      for (const auto& entry : std::filesystem::directory_iterator(fixtures + "/" + name)) {
+        std::filesystem::copy(entry.path(), dir.file(entry.path().filename().string()));
+      }
+      io::NamedTensors weights = io::load_safetensors(dir.file("model.safetensors"));
+      for (auto& [key, tensor] : weights) {
+        if (key == "model.layers.1.mlp.down_proj.weight") tensor.view({-1})[5] = bad;
+      }
+      io::save_safetensors(dir.file("model.safetensors"), weights);
+      expect_input_error([&] { models::load_hf_model(dir.path()); },
+                         {"tensor 'model.layers.1.mlp.down_proj.weight' holds NaN or infinite "
+                          "values"});
+    }
   }
 }
 
