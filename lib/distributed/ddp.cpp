@@ -33,10 +33,12 @@ torch::Tensor to_bytes(const std::string& text) {
   return t;
 }
 
-// DDP's communication hook over a shared-memory segment: a float32 bucket is averaged there, in
-// place, before the hook returns (the other rank is at the same bucket: backward's order is the
-// same on every rank); a bucket of another type goes through the group's all-reduce, then is
-// divided, as PyTorch's allreduce_hook.
+// DDP's communication hook over a shared-memory segment. The buckets wait until backward has
+// made the last one, then are averaged in order, in place: all ranks meet once a step, not at
+// every bucket (the averaging is the ranks' own work on their cores, which overlapping with
+// backward would not hide; each meeting would cost the slower rank's lead). A float32 bucket goes
+// through the segment; one of another type is scaled by 1/world and goes through the group's
+// all-reduce, as without a hook.
 class SharedMemoryHook : public c10d::CommHookInterface {
  public:
   SharedMemoryHook(std::unique_ptr<SharedMemoryAllReduce> all_reduce,
@@ -44,24 +46,41 @@ class SharedMemoryHook : public c10d::CommHookInterface {
       : all_reduce_(std::move(all_reduce)), group_(std::move(group)) {}
 
   c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
-    torch::Tensor& buffer = bucket.getBufferRef();
-    if (buffer.scalar_type() == torch::kFloat && buffer.is_cpu() && buffer.is_contiguous()) {
-      all_reduce_->mean(buffer.data_ptr<float>(), static_cast<size_t>(buffer.numel()));
-    } else {
-      buffer.div_(group_->getSize());
-      std::vector<torch::Tensor> tensors = {buffer};
-      group_->allreduce(tensors)->wait();
+    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+    pending_.emplace_back(bucket.getBufferRef(), future);
+    if (!bucket.isLast()) return future;
+    auto pending = std::move(pending_);
+    pending_.clear();
+    try {
+      for (auto& [buffer, done] : pending) {
+        average(buffer);
+        done->markCompleted(c10::IValue(buffer));
+      }
+    } catch (...) {
+      for (auto& [buffer, done] : pending) {
+        if (!done->completed()) done->setError(std::current_exception());
+      }
+      throw;
     }
-    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
-    done->markCompleted(c10::IValue(buffer));
-    return done;
+    return future;
   }
 
   torch::Tensor parseHookResult(const c10::IValue& result) override { return result.toTensor(); }
 
  private:
+  void average(torch::Tensor& buffer) {
+    if (buffer.scalar_type() == torch::kFloat && buffer.is_cpu() && buffer.is_contiguous()) {
+      all_reduce_->mean(buffer.data_ptr<float>(), static_cast<size_t>(buffer.numel()));
+      return;
+    }
+    buffer.mul_(1.0 / group_->getSize());  // as the Reducer scales a bucket without a hook
+    std::vector<torch::Tensor> tensors = {buffer};
+    group_->allreduce(tensors)->wait();
+  }
+
   std::unique_ptr<SharedMemoryAllReduce> all_reduce_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  std::vector<std::pair<torch::Tensor, c10::intrusive_ptr<c10::ivalue::Future>>> pending_;
 };
 
 }  // namespace
