@@ -28,8 +28,8 @@ struct DdpOptions {
   // ddp_static_graph).
   bool static_graph = false;
   // When every rank runs on this machine over Gloo, the gradients are averaged through a
-  // shared-memory segment instead of Gloo's sockets (the same sums: each gradient divided by the
-  // world size, then added in rank order). False keeps Gloo's all-reduce.
+  // shared-memory segment instead of Gloo's sockets (the same sums: each gradient times 1/world
+  // as the Reducer scales it, then added in rank order). False keeps Gloo's all-reduce.
   bool shared_memory = true;
 };
 

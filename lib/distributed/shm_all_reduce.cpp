@@ -44,7 +44,6 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 struct Header {
   uint64_t magic;
   uint64_t world;
-  uint64_t slot_floats;
 };
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -111,7 +110,7 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(
   }
   if (base != MAP_FAILED) {
     auto* header = static_cast<shm::Header*>(base);
-    if (rank == 0) *header = shm::Header{shm::kMagic, static_cast<uint64_t>(world), slot_floats};
+    if (rank == 0) *header = shm::Header{shm::kMagic, static_cast<uint64_t>(world)};
     shm::rank_states(base)[rank].pid.store(static_cast<int32_t>(::getpid()));
   }
   // Every rank says whether it joined; all use the segment or none does.
@@ -157,8 +156,8 @@ void SharedMemoryAllReduce::barrier(uint64_t count) {
   ranks[rank_].arrived.store(count, std::memory_order_release);
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < world_; ++r) {
-    // Spin a little (the other rank is usually close), then yield the core, then sleep: ranks may
-    // outnumber the cores, and a waiting rank must not take one from a working rank.
+    // Yield the core a while (the other rank is usually close), then sleep: ranks may outnumber
+    // the cores, and a waiting rank must not take one from a working rank.
     for (uint64_t tries = 0; ranks[r].arrived.load(std::memory_order_acquire) < count; ++tries) {
       if (tries < 2000) {
         ::sched_yield();
@@ -190,11 +189,13 @@ void SharedMemoryAllReduce::mean(float* data, size_t n) {
   const auto scale = static_cast<float>(1.0 / world_);
   for (size_t offset = 0; offset < n; offset += slot_floats_) {
     const size_t m = std::min(slot_floats_, n - offset);
-    const uint64_t parity = pieces_++ & 1u;
+    // Two barriers a piece: piece k's are numbers 2k + 1 and 2k + 2.
+    const uint64_t piece = pieces_++;
+    const uint64_t parity = piece & 1u;
     float* mine = slot(parity, rank_);
     const float* in = data + offset;
     for (size_t i = 0; i < m; ++i) mine[i] = in[i] * scale;
-    barrier(++barriers_);
+    barrier(2 * piece + 1);
     // Shares of whole cache lines, so that no two ranks write one line.
     const size_t share =
         shm::round_up((m + static_cast<size_t>(world_) - 1) / world_, shm::kLine / 4);
@@ -216,7 +217,7 @@ void SharedMemoryAllReduce::mean(float* data, size_t n) {
       }
       std::memcpy(mine + begin, sum, count * sizeof(float));
     }
-    barrier(++barriers_);
+    barrier(2 * piece + 2);
     for (int r = 0; r < world_; ++r) {
       const auto [from, to] = bounds(r);
       if (to > from) {

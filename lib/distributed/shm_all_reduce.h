@@ -39,9 +39,6 @@ class SharedMemoryAllReduce {
   // timeout or has ended.
   void mean(float* data, size_t n);
 
-  // The floats each rank's slot holds (a call of mean() goes through in pieces of this size).
-  size_t slot_floats() const { return slot_floats_; }
-
  private:
   SharedMemoryAllReduce(int rank, int world, std::chrono::milliseconds timeout, void* base,
                         size_t bytes, size_t slot_floats);
@@ -54,9 +51,8 @@ class SharedMemoryAllReduce {
   std::chrono::milliseconds timeout_;
   void* base_;
   size_t bytes_;
-  size_t slot_floats_;
-  uint64_t barriers_ = 0;
-  uint64_t pieces_ = 0;
+  size_t slot_floats_;   // what a rank's slot holds: mean() goes through in pieces of this size
+  uint64_t pieces_ = 0;  // pieces averaged so far (their barriers are numbered from them)
 };
 
 }  // namespace trainer::dist
