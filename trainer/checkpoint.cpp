@@ -34,7 +34,7 @@ at::Generator default_generator(const torch::Device& device) {
 std::optional<std::string> nonfinite_parameter(const torch::nn::Module& model) {
   torch::NoGradGuard no_grad;
   for (const auto& item : model.named_parameters()) {
-    if (!torch::isfinite(item.value()).all().item<bool>()) return item.key();
+    if (!io::all_finite(item.value())) return item.key();
   }
   return std::nullopt;
 }

@@ -186,7 +186,7 @@ void Trainer::load_own_slices(const std::string& dir, const Manifest& manifest,
           covered, slice.view.numel(), accelerator_->process_index() == 0 ? "rank 0" : "this rank",
           slice.name));
     }
-    if (!torch::isfinite(slice.view).all().item<bool>()) {
+    if (!io::all_finite(slice.view)) {
       throw InputError(
           fmt::format("checkpoint {}: its weights are not finite ({})", dir, slice.name));
     }
@@ -224,7 +224,7 @@ std::optional<std::string> Trainer::nonfinite_weights() const {
   for (const auto& item : model_->named_parameters()) names.push_back(item.key());
   double first = -static_cast<double>(names.size());
   for (const ShardedSlice& slice : sharded->local_slices()) {
-    if (torch::isfinite(slice.view).all().item<bool>()) continue;
+    if (io::all_finite(slice.view)) continue;
     auto it = std::find(names.begin(), names.end(), slice.name);
     first = std::max(first, -static_cast<double>(it - names.begin()));
   }

@@ -188,6 +188,37 @@ void release_mapped_pages(const torch::Tensor& tensor) {
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+namespace {
+
+// Whether every value is finite, the exponent bits read in place: all ones is an infinity or a NaN.
+template <typename Bits>
+bool exponents_finite(const torch::Tensor& t, Bits exponent) {
+  const auto* bits = static_cast<const Bits*>(t.data_ptr());
+  Bits all = 0;  // one pass, no early exit: it vectorises
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+    all |= static_cast<Bits>(((bits[i] & exponent) == exponent) ? 1 : 0);
+  }
+  return all == 0;
+}
+
+}  // namespace
+
+bool all_finite(const torch::Tensor& t) {
+  if (t.is_cpu() && t.is_contiguous()) {
+    switch (t.scalar_type()) {
+      case torch::kFloat:
+        return exponents_finite<uint32_t>(t, 0x7f800000u);
+      case torch::kBFloat16:
+        return exponents_finite<uint16_t>(t, 0x7f80u);
+      case torch::kHalf:
+        return exponents_finite<uint16_t>(t, 0x7c00u);
+      default:
+        break;
+    }
+  }
+  return torch::isfinite(t).all().item<bool>();
+}
+
 uint32_t data_crc32(const NamedTensors& tensors) {
   uint32_t crc = 0;
   for (const auto& [name, tensor] : tensors) {

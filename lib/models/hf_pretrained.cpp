@@ -111,35 +111,6 @@ void classifier_weights(const std::string& dir, const HfConfig& config, io::Name
       torch::empty({config.num_labels, config.hidden_size}).normal_(0.0, config.initializer_range));
 }
 
-// Whether every value of a checkpoint's tensor is finite, read in place: an exponent of all ones
-// is an infinity or a NaN. torch::isfinite would allocate about 5 bytes a value (for a 128k x 2k
-// embedding, 1.3 GB the allocator then keeps).
-template <typename Bits>
-bool exponents_finite(const torch::Tensor& t, Bits exponent) {
-  const auto* bits = static_cast<const Bits*>(t.data_ptr());
-  Bits all = 0;  // one pass, no early exit: it vectorises
-  for (int64_t i = 0, n = t.numel(); i < n; ++i) {
-    all |= static_cast<Bits>(((bits[i] & exponent) == exponent) ? 1 : 0);
-  }
-  return all == 0;
-}
-
-bool all_finite(const torch::Tensor& t) {
-  if (t.is_cpu() && t.is_contiguous()) {
-    switch (t.scalar_type()) {
-      case torch::kFloat:
-        return exponents_finite<uint32_t>(t, 0x7f800000u);
-      case torch::kBFloat16:
-        return exponents_finite<uint16_t>(t, 0x7f80u);
-      case torch::kHalf:
-        return exponents_finite<uint16_t>(t, 0x7c00u);
-      default:
-        break;
-    }
-  }
-  return torch::isfinite(t).all().item<bool>();
-}
-
 }  // namespace
 
 torch::Dtype hf_dtype(const std::string& name, const std::string& what) {
@@ -220,7 +191,7 @@ std::shared_ptr<HfCausalLM> load_hf_model(const std::string& dir, const HfConfig
   // Tensor by tensor, each checked, copied and its file pages released: the model and its
   // checkpoint are never whole in memory together.
   io::load_state_dict(*model, weights, dir, [&](const std::string& name, const torch::Tensor& t) {
-    if (!all_finite(t)) {
+    if (!io::all_finite(t)) {
       throw InputError(fmt::format("{}: tensor '{}' holds NaN or infinite values", dir, name));
     }
   });

@@ -16,6 +16,7 @@
 #include "lib/base/hf_files.h"
 #include "lib/base/text.h"
 #include "lib/base/warn.h"
+#include "lib/io/safetensors.h"
 #include "lib/models/hf_causal_lm.h"
 #include "lib/models/hf_config.h"
 #include "lib/models/hf_pretrained.h"
@@ -303,7 +304,7 @@ void PeftModel::load_adapter(const io::NamedTensors& tensors, const std::string&
       throw InputError(fmt::format("{}: {} holds {} (floating-point values are wanted)", path, name,
                                    tensor_text(value)));
     }
-    if (!torch::isfinite(value).all().item<bool>()) {
+    if (!io::all_finite(value)) {
       throw InputError(fmt::format("{}: {} holds values that are not finite", path, name));
     }
     it->second.copy_(value);

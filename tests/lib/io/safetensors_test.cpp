@@ -2,6 +2,7 @@
 // loading with clear mismatches, and corrupt files as InputError.
 #include "lib/io/safetensors.h"
 
+#include <cmath>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -91,6 +92,26 @@ TEST(Safetensors, AMappedTensorsPagesLeaveMemoryAndReadBackTheSame) {
   torch::Tensor own = big.clone();
   release_mapped_pages(own);
   EXPECT_TRUE(torch::equal(own, big));
+}
+
+TEST(Safetensors, AllFiniteFindsEveryNanAndInfinityInEveryType) {
+  for (auto type : {torch::kFloat, torch::kBFloat16, torch::kHalf, torch::kDouble}) {
+    torch::Tensor t = torch::linspace(-1e4, 1e4, 1001).to(type);
+    EXPECT_TRUE(all_finite(t)) << type;
+    EXPECT_TRUE(all_finite(t.t().unsqueeze(0).expand({3, 1001})));  // not contiguous
+    for (double bad : {std::nan(""), double{INFINITY}, -double{INFINITY}}) {
+      for (int64_t at : {0, 517, 1000}) {
+        torch::Tensor copy = t.clone();
+        copy[at] = bad;
+        EXPECT_FALSE(all_finite(copy)) << type << " " << bad << " at " << at;
+        EXPECT_FALSE(all_finite(copy.view({7, 143}).t())) << type;  // not contiguous
+      }
+    }
+  }
+  // The largest finite values are finite.
+  EXPECT_TRUE(all_finite(torch::tensor({65504.0}).to(torch::kHalf)));
+  EXPECT_TRUE(all_finite(torch::tensor({3.38e38}).to(torch::kBFloat16)));
+  EXPECT_TRUE(all_finite(torch::tensor({3.4028234e38f})));
 }
 
 TEST(Safetensors, StateDictMismatchesAreNamed) {
